@@ -1,0 +1,68 @@
+"""The ``harness`` command. Thin: parse, dispatch to an area's handler, turn HarnessError into one
+line on stderr and a non-zero exit.
+
+Each area owns its subcommands in a ``commands`` module exposing ``register(subparsers)``, which adds
+parsers whose ``func`` default is a handler ``(args: argparse.Namespace) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from harness import __version__
+from harness.errors import HarnessError
+
+# Areas that contribute subcommands, in --help order. A module that is not there yet is skipped.
+COMMAND_MODULES = (
+    "harness.study.commands",       # run, validate, submit, jobs, ui
+    "harness.training.commands",    # train
+    "harness.data.commands",        # data build|stats
+    "harness.curriculum.commands",  # pacing
+    "harness.model.commands",       # cascade cost
+    "harness.evaluation.commands",  # table
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Hyperparameter studies for neural rankers: Ray Tune trials, Optuna searchers, "
+        "seeded baselines, MLflow records and paired significance tests.",
+    )
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("harness: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

