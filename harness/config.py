@@ -260,6 +260,11 @@ class TrialConfig:
     smoothing: SmoothingConfig = field(default_factory=SmoothingConfig)
     cascade: CascadeConfig = field(default_factory=CascadeConfig)
 
+    def __post_init__(self) -> None:
+        if self.smoothing.enabled and self.train.loss == "pairwise":
+            raise ConfigError(f"smoothing.method={self.smoothing.method} smooths pointwise labels; "
+                              "it needs train.loss=pointwise, got pairwise")
+
     @staticmethod
     def keys() -> list[str]:
         """Every valid flat dotted key."""

@@ -1,12 +1,19 @@
 """Per-instance training signals the loop applies at step s: loss weights (curriculum by loss
-weighting) and soft targets (label smoothing). The math lives in harness.curriculum and
-harness.losses; this module only gathers each instance's inputs and resolves step units."""
+weighting, MacAvaney et al. 2020) and soft targets (label smoothing, Penha & Hauff 2021).
+
+The math lives in harness.curriculum (difficulty heuristics, W(t, i)) and harness.losses (targets);
+this module gathers each instance's inputs once, resolves step units (weighting.m, smoothing.switch
+may be fractions of train.steps) and evaluates the schedules at a step.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-from harness.config import TrialConfig
+from harness.config import TrialConfig, resolve_steps
+from harness.curriculum.difficulty import query_difficulty
+from harness.curriculum.weights import curriculum_weight
+from harness.losses.targets import soft_targets, weak_scores
 from harness.training.instances import Instances
 from harness.training.prepare import PreparedData
 
@@ -15,16 +22,39 @@ class TrainingSignals:
     def __init__(self, cfg: TrialConfig, data: PreparedData, instances: Instances, total_steps: int) -> None:
         self.cfg = cfg
         self.instances = instances
-        self.total_steps = total_steps
+        queries = data.splits.train
+        self.m = resolve_steps(cfg.weighting.m, total_steps)
+        self.switch = resolve_steps(cfg.smoothing.switch, total_steps)
+        self.difficulty: np.ndarray | None = None
+        if cfg.weighting.enabled:
+            per_query = {}
+            d = np.empty(len(instances))
+            for i, (q, cands) in enumerate(zip(instances.query, instances.cand, strict=True)):
+                qd = per_query.get(q) or per_query.setdefault(q, query_difficulty(queries[q], cfg.weighting.heuristic))
+                d[i] = qd.pair(int(cands[0]), int(cands[1])) if instances.pairwise else qd.pointwise[cands[0]]
+            self.difficulty = d
+        self.weak: np.ndarray | None = None
+        if cfg.smoothing.method.endswith("WSLS"):
+            per_q = {q: weak_scores(queries[q]) for q in np.unique(instances.query)}
+            self.weak = np.array([per_q[q][c[0]] for q, c in zip(instances.query, instances.cand, strict=True)])
 
     def resolved(self) -> dict[str, float]:
-        return {}
+        out = {}
+        if self.cfg.weighting.enabled:
+            out["weighting.m_steps"] = float(self.m)
+        if self.cfg.smoothing.method.startswith("T-"):
+            out["smoothing.switch_steps"] = float(self.switch)
+        return out
 
     def weights(self, idx: np.ndarray, step: int) -> np.ndarray | None:
-        return None
+        """W(t, i) per instance of the batch, or None when the loss is unweighted."""
+        if self.difficulty is None:
+            return None
+        return curriculum_weight(self.difficulty[idx], step, m=self.m, anti=self.cfg.weighting.anti)
 
     def targets(self, idx: np.ndarray, step: int) -> np.ndarray:
-        labels = self.instances.label[idx]
-        out = np.zeros((len(idx), 2), dtype=np.float64)
-        out[np.arange(len(idx)), labels] = 1.0
-        return out
+        """(B, 2) targets: hard labels, or LS/WSLS soft targets at this step."""
+        sm = self.cfg.smoothing
+        weak = None if self.weak is None else self.weak[idx]
+        return soft_targets(self.instances.label[idx], weak, method=sm.method, epsilon=sm.epsilon,
+                            step=step, switch_step=self.switch)

@@ -1,0 +1,113 @@
+"""Every training-signal knob is a knob of the one trainer: equivalences with plain training
+(bit-identical on CPU for the same seed) and end-to-end curriculum / smoothed / weighted trials."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harness.training.difficulty import difficulty_scores, teacher_fingerprint
+from harness.training.loop import EvalRecord, FinalRecord, Trainer
+from harness.training.prepare import prepare_data
+from tests.conftest import tiny_config, toy_splits
+
+STEPS = {"train.steps": 20, "train.eval_every": 20}
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return toy_splits()
+
+
+@pytest.fixture(scope="module")
+def prepared(splits):
+    scores = difficulty_scores(tiny_config(), splits, names=["turns", "uwords", "sigma_bm25"])
+    return prepare_data(splits, tiny_config().model, scores)
+
+
+def _final_params(cfg, prepared):
+    t = Trainer(cfg, prepared)
+    recs = list(t.run())
+    return [p.detach().clone() for p in t.model.parameters()], recs[-1]
+
+
+def _assert_same(a, b):
+    for p, q in zip(a[0], b[0], strict=True):
+        assert torch.equal(p, q)
+    assert a[1].per_query == b[1].per_query
+
+
+@pytest.fixture(scope="module")
+def plain(prepared):
+    return _final_params(tiny_config(**STEPS), prepared)
+
+
+def test_pacing_baseline_equals_no_curriculum(prepared, plain):
+    cfg = tiny_config(**STEPS, **{"curriculum.scoring": "turns", "curriculum.pacing": "baseline"})
+    _assert_same(plain, _final_params(cfg, prepared))
+
+
+def test_m_zero_weighting_equals_unweighted_loss(prepared, plain):
+    cfg = tiny_config(**STEPS, **{"weighting.heuristic": "recip", "weighting.m": 0})
+    _assert_same(plain, _final_params(cfg, prepared))
+
+
+def test_epsilon_zero_equals_hard_labels(prepared, plain):
+    for method in ("LS", "WSLS", "T-WSLS"):
+        cfg = tiny_config(**STEPS, **{"smoothing.method": method, "smoothing.epsilon": 0.0})
+        _assert_same(plain, _final_params(cfg, prepared))
+
+
+def test_knobs_change_training(prepared, plain):
+    for flat in ({"weighting.heuristic": "kde", "weighting.m": 1.0},
+                 {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
+                 {"curriculum.scoring": "uwords", "curriculum.pacing": "root_n", "curriculum.n": 2}):
+        params, _ = _final_params(tiny_config(**STEPS, **flat), prepared)
+        assert any(not torch.equal(p, q) for p, q in zip(params, plain[0], strict=True)), flat
+
+
+def test_curriculum_trial_end_to_end(prepared):
+    cfg = tiny_config(**{"curriculum.scoring": "sigma_bm25", "curriculum.pacing": "root_n",
+                         "curriculum.n": 2, "curriculum.delta": 0.33, "curriculum.T": 0.9,
+                         "train.steps": 60})
+    t = Trainer(cfg, prepared)
+    pools = [r.available for r in t.run() if hasattr(r, "available")]
+    assert pools[0] < len(t.instances) and pools[-1] == len(t.instances)
+    assert pools == sorted(pools)
+    assert t.resolved()["curriculum.T_steps"] == 54
+    final = t._test()
+    assert final.metrics["map"] > 0.6
+
+
+def test_smoothed_and_weighted_trials_end_to_end(prepared):
+    for flat in ({"smoothing.method": "T-WSLS", "smoothing.epsilon": 0.2, "train.steps": 60},
+                 {"weighting.heuristic": "norm", "weighting.m": 0.5, "train.steps": 60},
+                 {"weighting.heuristic": "recip", "weighting.m": "inf", "train.loss": "pairwise",
+                  "train.steps": 60}):
+        t = Trainer(tiny_config(**flat), prepared)
+        recs = list(t.run())
+        assert isinstance(recs[-1], FinalRecord) and recs[-1].metrics["map"] > 0.6, flat
+        assert any(isinstance(r, EvalRecord) for r in recs)
+
+
+def test_teacher_trained_once_and_reused(splits, tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    cfg = tiny_config(**{"curriculum.scoring": "bert_pred", "curriculum.pacing": "root_n",
+                         "curriculum.teacher_steps": 20})
+    logs: list[str] = []
+    first = difficulty_scores(cfg, splits, progress=logs.append, names=["bert_pred", "bert_loss"])
+    assert any("training the teacher" in m for m in logs)
+    cached = tmp_path / "teachers" / f"{teacher_fingerprint(cfg, splits)}.json"
+    assert cached.is_file()
+    logs.clear()
+    second = difficulty_scores(cfg, splits, progress=logs.append, names=["bert_pred", "bert_loss"])
+    assert not any("training the teacher" in m for m in logs)
+    assert any("loaded from cache" in m for m in logs)
+    for name in ("bert_pred", "bert_loss"):
+        np.testing.assert_array_equal(first[name], second[name])
+        assert first[name].shape == (len(splits.train),)
+    # A curriculum trial with the teacher's scores runs end to end.
+    data = prepare_data(splits, cfg.model, second)
+    rec = list(Trainer(cfg, data).run())[-1]
+    assert isinstance(rec, FinalRecord)
