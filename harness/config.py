@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, get_args, get_type_hints
+from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.errors import ConfigError
 
@@ -325,6 +325,8 @@ def _hint(cls: type, name: str) -> Any:
 
 def _coerce(key: str, value: Any, hint: Any) -> Any:
     """Coerce a YAML/CLI value to the field's type, refusing what does not fit, naming the key."""
+    if get_origin(hint) is tuple:  # a bare tuple[X, ...] field
+        hint = hint | None
     args = set(get_args(hint)) or {hint}
     if value is None:
         if type(None) in args:

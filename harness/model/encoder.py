@@ -37,7 +37,10 @@ def model_source(name: str) -> str:
 
 def load_tokenizer(cfg: ModelConfig) -> Any:
     from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    # Contexts are tokenised whole and truncated (oldest first) by the collator, not here.
+    hf_logging.set_verbosity_error()
     source = model_source(cfg.name)
     try:
         return AutoTokenizer.from_pretrained(source, use_fast=True)
@@ -51,6 +54,9 @@ def load_encoder(cfg: ModelConfig, *, seed: int) -> Any:
     ``tiny`` is initialised from ``seed`` so the same seed gives the same weights."""
     import torch
     from transformers import AutoConfig, AutoModel, BertConfig, BertModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # the load report lists the unused pooler; nothing to act on
 
     if cfg.name == "tiny":
         tok = load_tokenizer(cfg)

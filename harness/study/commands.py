@@ -1,0 +1,180 @@
+"""``harness run``, ``harness validate``, ``harness demo`` and ``harness ui``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.config import parse_assignments
+from harness.errors import ConfigError, DataError, HarnessError
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.yaml"
+
+
+def register(sub: Any) -> None:
+    run = sub.add_parser(
+        "run", help="run a study (local Ray by default; a cluster when RAY_ADDRESS is set)",
+        description="Run every configuration of a study file with every study seed as Ray Tune "
+        "trials, record them in MLflow (study run > config run > seed run) and finish with paired "
+        "significance tests against the seeded baseline.")
+    run.add_argument("study", type=Path, help="the study file (YAML)")
+    run.add_argument("--resume", action="store_true", help="finish an interrupted study without re-running finished trials")
+    run.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else ./mlruns)")
+    run.add_argument("--smoke", action="store_true", help="apply the study's smoke: overrides (a tiny budget)")
+    run.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config key in every configuration (repeatable)")
+    run.set_defaults(func=cmd_run)
+
+    val = sub.add_parser("validate", help="check a study file and print what it will run",
+                         description="Check keys, ranges, names, paths, the tracking URI and that the "
+                         "model builds, then print configurations x seeds, trials and resources. "
+                         "Writes nothing.")
+    val.add_argument("study", type=Path)
+    val.add_argument("--tracking-uri")
+    val.add_argument("--smoke", action="store_true")
+    val.add_argument("--no-model", action="store_true", help="skip building the model (faster)")
+    val.set_defaults(func=cmd_validate)
+
+    demo = sub.add_parser("demo", help="run the quickstart study end to end and print its results",
+                          description=f"Runs {QUICKSTART.name}: baseline vs a curriculum and a "
+                          "smoothing configuration, 3 seeds each, on the embedded data set with the "
+                          "packaged encoder, on local Ray, recorded in ./mlruns.")
+    demo.add_argument("--tracking-uri")
+    demo.set_defaults(func=cmd_demo)
+
+    ui = sub.add_parser("ui", help="start the MLflow UI on the study store and print its URL")
+    ui.add_argument("--tracking-uri")
+    ui.add_argument("--host", default="127.0.0.1")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.set_defaults(func=cmd_ui)
+
+
+def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
+    from harness.study.spec import load_study
+
+    spec = load_study(path)
+    overrides = dict(spec.smoke) if smoke else {}
+    overrides.update(parse_assignments(assign or []))
+    return spec.with_overrides(overrides) if overrides else spec
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    spec = load(args.study, args.smoke, args.assign)
+    check_tracking_uri(args.tracking_uri or spec.tracking_uri)
+    from harness.study.runner import run_study
+
+    run_study(spec, resume=args.resume, tracking_uri=args.tracking_uri)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    spec = load(QUICKSTART, smoke=False)
+    from harness.study.runner import run_study
+
+    if Path(spec.storage_path, f"{spec.name}-fixed").exists():
+        import shutil
+
+        # The demo is meant to be run again and again: each run is a fresh study in MLflow.
+        shutil.rmtree(Path(spec.storage_path, f"{spec.name}-fixed"))
+    run_study(spec, tracking_uri=args.tracking_uri)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from harness.study.prepare import possible_configs, trial_count, variant_key
+
+    spec = load(args.study, args.smoke)
+    uri = check_tracking_uri(args.tracking_uri or spec.tracking_uri)
+    configs = possible_configs(spec)
+    for cfg in configs:
+        _check_data(cfg.data)
+    if not args.no_model:
+        from harness.model.encoder import load_encoder, load_tokenizer
+
+        seen = set()
+        for cfg in configs:
+            if cfg.model.name in seen:
+                continue
+            seen.add(cfg.model.name)
+            load_tokenizer(cfg.model)
+            enc = load_encoder(cfg.model, seed=0)
+            depth = int(enc.config.num_hidden_layers)
+            for c in configs:
+                exits = c.cascade.exits or ()
+                if c.model.name == cfg.model.name and exits and max(exits) > depth:
+                    raise ConfigError(f"cascade.exits={list(exits)}: layer {max(exits)} is beyond the "
+                                      f"{depth}-layer encoder of model.name={cfg.model.name}")
+    n_fixed = len(spec.fixed_configs())
+    print(f"study {spec.name}: OK ({args.study})")
+    print(f"  configurations: {n_fixed} fixed (baseline + {n_fixed - 1})"
+          + (f" + {spec.search.num_configs} proposed by {spec.search.searcher}" if spec.search else ""))
+    for nc in spec.fixed_configs():
+        changed = _diff(spec.defaults.to_flat(), nc.config.to_flat())
+        print(f"    {nc.role:9s} {nc.name}: {changed or 'the defaults'}")
+    if spec.search:
+        print(f"  search space: {', '.join(spec.search.space)}; objectives: "
+              f"{', '.join(f'{m}/{md}' for m, md in spec.search.objectives)}")
+    print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec)} trials")
+    print(f"  resources per trial: {spec.cpus:g} CPU, {spec.gpus:g} GPU; concurrency {spec.concurrency}; "
+          f"retries {spec.max_retries}")
+    print(f"  data variants to prepare: {len({variant_key(c) for c in configs})}")
+    print(f"  tracking: {uri}; Tune storage: {spec.storage_path}")
+    return 0
+
+
+def _diff(base: dict[str, Any], flat: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in flat.items() if base.get(k) != v and k != "train.seed")
+
+
+def _check_data(data: Any) -> None:
+    if data.source == "chitchat":
+        try:
+            import chitchat_dataset  # noqa: F401
+        except ImportError:
+            raise HarnessError("data.source=chitchat needs the data package: pip install chitchat-dataset") from None
+        return
+    path = Path(data.path)
+    if not path.exists():
+        raise DataError(f"data.path: {path} does not exist")
+
+
+def check_tracking_uri(uri: str | None) -> str:
+    from harness.tracking.store import default_tracking_uri
+
+    uri = uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        if not db.is_absolute():
+            raise ConfigError(f"tracking URI {uri}: use an absolute path (sqlite:////abs/path/mlflow.db)")
+        parent = db.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not os.access(parent, os.W_OK):
+            raise ConfigError(f"tracking URI {uri}: {parent} is not writable")
+    elif uri.startswith(("http://", "https://")):
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5)
+        except OSError as exc:
+            raise ConfigError(f"tracking URI {uri} is not reachable: {exc}") from None
+    elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:
+        raise ConfigError(f"tracking URI {uri}: unsupported scheme")
+    return uri
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import subprocess
+
+    uri = check_tracking_uri(args.tracking_uri)
+    url = f"http://{args.host}:{args.port}"
+    print(f"MLflow UI for {uri} at {url} (Ctrl-C stops it)", flush=True)
+    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host,
+           "--port", str(args.port), "--workers", "1"]
+    try:
+        return subprocess.call(cmd)
+    except KeyboardInterrupt:
+        return 0

@@ -1,0 +1,78 @@
+"""Preparation once on the driver: every data/model variant a study can touch, its token ids and
+the curriculum difficulty scores (teachers included), before any trial starts. Trials receive the
+result through the Ray object store and never rebuild it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any
+
+from harness.config import TrialConfig
+from harness.errors import ConfigError
+from harness.study.space import enumerate_grid
+from harness.study.spec import StudySpec
+from harness.training.prepare import PreparedData, prepare_data
+
+VARIANT_PREFIXES = ("data.", "model.")
+
+
+def variant_key(cfg: TrialConfig) -> str:
+    """Identifies the prepared data a config trains on: its data config, model name and length."""
+    return json.dumps({"data": dataclasses.asdict(cfg.data), "model": cfg.model.name,
+                       "max_length": cfg.model.max_length}, sort_keys=True, default=str)
+
+
+def possible_configs(spec: StudySpec) -> list[TrialConfig]:
+    """Every fixed config, plus every combination of the search space's discrete data/model/
+    curriculum.scoring choices (continuous values do not change what must be prepared)."""
+    configs = [nc.config for nc in spec.fixed_configs()]
+    if spec.search is not None:
+        relevant = {k: p for k, p in spec.search.space.items()
+                    if k.startswith(VARIANT_PREFIXES) or k in ("curriculum.scoring", "curriculum.pacing")}
+        for key, p in relevant.items():
+            if not p.discrete:
+                raise ConfigError(f"search.space.{key}: data and model keys must be discrete "
+                                  "(choice/int/fixed) so the driver can prepare every variant")
+        base = spec.defaults.to_flat()
+        for point in enumerate_grid(relevant, base) if relevant else [{}]:
+            configs.append(TrialConfig.from_flat(point, base=spec.defaults))
+    return configs
+
+
+def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[str, PreparedData]:
+    from harness.data.load import load_splits
+    from harness.training.difficulty import difficulty_scores, scoring_names
+
+    groups: dict[str, list[TrialConfig]] = {}
+    for cfg in possible_configs(spec):
+        groups.setdefault(variant_key(cfg), []).append(cfg)
+    out: dict[str, PreparedData] = {}
+    for key, cfgs in groups.items():
+        first = cfgs[0]
+        splits = load_splits(first.data, progress=progress)
+        progress(f"prepare: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} "
+                 f"test queries ({first.data.source}, sampler {first.data.sampler}, model {first.model.name})")
+        names = scoring_names(cfgs)
+        scores = difficulty_scores(first, splits, progress=progress, names=names)
+        out[key] = prepare_data(splits, first.model, scores)
+    return out
+
+
+def study_params(spec: StudySpec, trials: int) -> dict[str, Any]:
+    return {"study.seeds": list(spec.seeds), "study.configs": len(spec.fixed_configs()),
+            "study.searcher": spec.search.searcher if spec.search else "none",
+            "study.search_configs": spec.search.num_configs if spec.search else 0,
+            "study.trials": trials, "study.metric": spec.metric, "study.mode": spec.mode,
+            "study.resources.cpus": spec.cpus, "study.resources.gpus": spec.gpus,
+            "study.concurrency": spec.concurrency, "study.max_retries": spec.max_retries,
+            "study.storage_path": spec.storage_path}
+
+
+def trial_count(spec: StudySpec) -> int:
+    n = len(spec.fixed_configs())
+    if spec.search is not None:
+        n += spec.search.num_configs
+    return n * len(spec.seeds)
+

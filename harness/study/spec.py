@@ -1,0 +1,331 @@
+"""Study files: YAML validated into a frozen ``StudySpec``. Errors name the file, the line and the key.
+
+A study file::
+
+    name: quickstart                 # MLflow experiment name and Ray Tune experiment name
+    defaults:                        # flat dotted keys (or nested sections) shared by every config
+      model.name: packaged
+      train.steps: 120
+    baseline: {}                     # overrides that make the baseline (default: the defaults)
+    configs:                         # named candidate configurations (optional)
+      - name: bert_pred-root_2
+        set: {curriculum.scoring: bert_pred, curriculum.pacing: root_n, curriculum.n: 2}
+    search:                          # optional: a searcher proposes further configurations
+      searcher: tpe                  # tpe | random | nsga2 (Optuna) | grid (exhaustive)
+      num_configs: 8
+      space:
+        curriculum.delta: {uniform: [0.1, 0.9]}
+        curriculum.n: {int: [1, 10], when: {curriculum.pacing: root_n}}
+    seeds: [1, 2, 3]                 # every configuration, the baseline included, runs each seed
+    objective: {metric: map, mode: max}   # dev metric the searcher optimises (mean over seeds)
+    resources: {cpus: 1, gpus: 0}    # per trial; a GPU fraction lets small trials share a GPU
+    concurrency: 2
+    failure: {max_retries: 2}
+    storage_path: runs               # Ray Tune experiment storage (a path or s3://...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config import TrialConfig, flatten
+from harness.errors import ConfigError, DataError
+from harness.study.space import Param, parse_param
+
+TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
+            "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
+            "concurrency", "failure", "storage_path", "tracking_uri", "smoke")
+SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
+SEARCHERS = ("tpe", "random", "nsga2", "grid")
+METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec", "cascade_cost")
+
+
+@dataclass(frozen=True, kw_only=True)
+class NamedConfig:
+    name: str
+    role: str
+    config: TrialConfig  # seed-less (train.seed is overridden per trial)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchSpec:
+    searcher: str
+    num_configs: int
+    space: dict[str, Param]
+    objectives: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudySpec:
+    name: str
+    description: str
+    path: str
+    text: str
+    defaults: TrialConfig
+    baseline: NamedConfig
+    configs: tuple[NamedConfig, ...]
+    search: SearchSpec | None
+    seeds: tuple[int, ...]
+    metric: str
+    mode: str
+    cpus: float
+    gpus: float
+    concurrency: int
+    max_retries: int
+    storage_path: str
+    tracking_uri: str | None
+    smoke: dict[str, Any] = field(default_factory=dict)
+
+    def fixed_configs(self) -> tuple[NamedConfig, ...]:
+        """The baseline first, then the named candidates (and an exhaustive grid's configs)."""
+        return (self.baseline, *self.configs)
+
+    def with_overrides(self, flat: dict[str, Any]) -> StudySpec:
+        """Apply flat keys to every configuration (smoke mode, CLI --set)."""
+        def over(nc: NamedConfig) -> NamedConfig:
+            return dataclasses.replace(nc, config=TrialConfig.from_flat(flat, base=nc.config))
+        return dataclasses.replace(self, defaults=TrialConfig.from_flat(flat, base=self.defaults),
+                                   baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
+
+
+class _Lines:
+    """Line numbers of the keys of a YAML mapping tree, by dotted path."""
+
+    def __init__(self, text: str) -> None:
+        self.lines: dict[str, int] = {}
+        node = yaml.compose(text)
+        if node is not None:
+            self._walk(node, "")
+
+    def _walk(self, node: yaml.Node, prefix: str) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                path = f"{prefix}{k.value}"
+                self.lines[path] = k.start_mark.line + 1
+                self._walk(v, path + ".")
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self.lines[f"{prefix}{i}"] = v.start_mark.line + 1
+                self._walk(v, f"{prefix}{i}.")
+
+    def at(self, path: str) -> str:
+        while path:
+            if path in self.lines:
+                return f":{self.lines[path]}"
+            path = path.rpartition(".")[0]
+        return ""
+
+
+def load_study(path: str | Path) -> StudySpec:
+    p = Path(path)
+    if not p.is_file():
+        raise DataError(f"{p}: study file not found")
+    text = p.read_text()
+    try:
+        raw = yaml.safe_load(text)
+        lines = _Lines(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{p}{where}: malformed YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{p}: a study file is a mapping with at least name and seeds")
+    try:
+        return _parse(raw, p, text, lines)
+    except ConfigError as exc:
+        msg = str(exc)
+        key = getattr(exc, "study_key", None) or _key_in(msg)
+        raise ConfigError(f"{p}{lines.at(key) if key else ''}: {msg}") from None
+
+
+def _key_in(msg: str) -> str | None:
+    word = msg.split(" ", 1)[0].strip("'\":")
+    return word if "." in word or word in TOP_KEYS else None
+
+
+def _fail(key: str, msg: str) -> ConfigError:
+    err = ConfigError(msg)
+    err.study_key = key  # type: ignore[attr-defined]
+    return err
+
+
+def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySpec:
+    for key in raw:
+        if key not in TOP_KEYS:
+            close = difflib.get_close_matches(str(key), TOP_KEYS, n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid: {', '.join(TOP_KEYS)}"
+            raise _fail(str(key), f"unknown study key {key!r}{hint}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise _fail("name", "name must be a non-empty string (the MLflow experiment name)")
+    seeds = raw.get("seeds")
+    if not isinstance(seeds, list) or not seeds:
+        raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3]")
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        raise _fail("seeds", f"seeds must be integers, got {seeds!r}")
+    dup = sorted({s for s in seeds if seeds.count(s) > 1})
+    if dup:
+        raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
+
+    flat: dict[str, Any] = {}
+    for section in SECTION_KEYS:
+        if section in raw:
+            if not isinstance(raw[section], dict):
+                raise _fail(section, f"{section} must be a mapping of {section}.* keys")
+            flat.update(flatten(raw[section], f"{section}."))
+    defaults_raw = raw.get("defaults") or {}
+    if not isinstance(defaults_raw, dict):
+        raise _fail("defaults", "defaults must be a mapping of config keys")
+    flat.update(flatten(defaults_raw))
+    defaults = _config(flat, "defaults")
+
+    base_raw = raw.get("baseline") or {}
+    if not isinstance(base_raw, dict):
+        raise _fail("baseline", "baseline must be a mapping of config keys (may be empty)")
+    baseline = NamedConfig(name="baseline", role="baseline",
+                           config=_config(flatten(base_raw), "baseline", defaults))
+    configs: list[NamedConfig] = []
+    names = {"baseline"}
+    for i, item in enumerate(raw.get("configs") or []):
+        if not isinstance(item, dict) or "name" not in item:
+            raise _fail(f"configs.{i}", f"configs[{i}] must be a mapping with name and set")
+        unknown = set(item) - {"name", "set"}
+        if unknown:
+            raise _fail(f"configs.{i}", f"configs[{i}]: unknown keys {sorted(unknown)}; valid: name, set")
+        cname = str(item["name"])
+        if cname in names:
+            raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r}")
+        names.add(cname)
+        cfg = _config(flatten(item.get("set") or {}), f"configs.{i}.set", defaults)
+        configs.append(NamedConfig(name=cname, role="candidate", config=cfg))
+
+    objective = raw.get("objective") or {}
+    metric = str(objective.get("metric", "map"))
+    mode = str(objective.get("mode", "max"))
+    if metric not in METRICS:
+        raise _fail("objective", f"objective.metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if mode not in ("max", "min"):
+        raise _fail("objective", f"objective.mode must be max or min, got {mode!r}")
+
+    search = _search(raw.get("search"), defaults, metric, mode)
+    if search is not None and search.searcher == "grid":
+        from harness.study.space import enumerate_grid
+
+        for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat())):
+            configs.append(NamedConfig(name=f"grid-{j}", role="candidate",
+                                       config=_config(point, "search.space", defaults)))
+        search = None
+
+    ids = {}
+    for nc in (baseline, *configs):
+        other = ids.get(nc.config.config_id())
+        if other:
+            raise _fail("configs", f"configurations {other!r} and {nc.name!r} are identical")
+        ids[nc.config.config_id()] = nc.name
+
+    res = raw.get("resources") or {}
+    cpus, gpus = float(res.get("cpus", 1)), float(res.get("gpus", 0))
+    if cpus <= 0:
+        raise _fail("resources", f"resources.cpus must be > 0, got {cpus}")
+    if not 0 <= gpus <= 8:
+        raise _fail("resources", f"resources.gpus must be in [0, 8] (a fraction shares a GPU), got {gpus}")
+    concurrency = int(raw.get("concurrency", 1))
+    if concurrency < 1:
+        raise _fail("concurrency", f"concurrency must be >= 1, got {concurrency}")
+    failure = raw.get("failure") or {}
+    retries = int(failure.get("max_retries", 1))
+    if retries < 0:
+        raise _fail("failure", f"failure.max_retries must be >= 0, got {retries}")
+    storage = str(raw.get("storage_path", "runs"))
+    if "://" not in storage:
+        storage = str(Path(storage).resolve())
+    smoke = raw.get("smoke") or {}
+    if not isinstance(smoke, dict):
+        raise _fail("smoke", "smoke must be a mapping of config keys")
+    smoke_flat = flatten(smoke)
+    TrialConfig.from_flat(smoke_flat, base=defaults)
+    return StudySpec(
+        name=name.strip(), description=str(raw.get("description", "")), path=str(path.resolve()),
+        text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
+        seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
+        max_retries=retries, storage_path=storage, tracking_uri=raw.get("tracking_uri"), smoke=smoke_flat)
+
+
+def _config(flat: dict[str, Any], where: str, base: TrialConfig | None = None) -> TrialConfig:
+    if "train.seed" in flat:
+        raise _fail(f"{where}.train.seed", f"{where}: train.seed is set by the study's seeds, not per config")
+    try:
+        return TrialConfig.from_flat(flat, base=base)
+    except ConfigError as exc:
+        key = _key_in(str(exc)) or ""
+        raise _fail(f"{where}.{key}" if key else where, f"{where}: {exc}") from None
+
+
+def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSpec | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise _fail("search", "search must be a mapping with searcher, num_configs and space")
+    unknown = set(raw) - {"searcher", "num_configs", "space", "objectives"}
+    if unknown:
+        raise _fail("search", f"search: unknown keys {sorted(unknown)}; "
+                    "valid: searcher, num_configs, space, objectives")
+    searcher = str(raw.get("searcher", "tpe"))
+    if searcher not in SEARCHERS:
+        close = difflib.get_close_matches(searcher, SEARCHERS, n=2)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        raise _fail("search.searcher", f"search.searcher: unknown {searcher!r}{hint}; valid: {', '.join(SEARCHERS)}")
+    space_raw = raw.get("space")
+    if not isinstance(space_raw, dict) or not space_raw:
+        raise _fail("search.space", "search.space must map config keys to distributions")
+    valid = set(TrialConfig.keys())
+    space: dict[str, Param] = {}
+    for key, spec in space_raw.items():
+        if key not in valid:
+            close = difflib.get_close_matches(key, sorted(valid), n=3)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise _fail(f"search.space.{key}", f"search.space: unknown config key {key!r}{hint}")
+        if key == "train.seed":
+            raise _fail("search.space", "search.space: train.seed comes from the study's seeds")
+        space[key] = parse_param(key, spec)
+    for key, p in space.items():
+        for cond in p.when:
+            if cond not in space and cond not in valid:
+                raise _fail(f"search.space.{key}", f"search.space.{key}.when: unknown key {cond!r}")
+    # Every value a choice can take must itself be valid for its key.
+    for key, p in space.items():
+        for v in p.values():
+            try:
+                TrialConfig.from_flat({key: v}, base=defaults)
+            except ConfigError as exc:
+                raise _fail(f"search.space.{key}", f"search.space: {exc}") from None
+    objectives = tuple((str(o["metric"]), str(o.get("mode", "max"))) for o in raw.get("objectives") or [])
+    if not objectives:
+        objectives = ((metric, mode),)
+    for m, md in objectives:
+        if m not in METRICS or md not in ("max", "min"):
+            raise _fail("search.objectives", f"search.objectives: bad objective {m!r}/{md!r}; "
+                        f"metrics: {', '.join(METRICS)}; modes: max, min")
+    if searcher == "nsga2" and len(objectives) != 2:
+        raise _fail("search.searcher", "search.searcher nsga2 optimises two objectives; give "
+                    "search.objectives with two {metric, mode} entries (e.g. map/max and cascade_cost/min)")
+    if searcher in ("tpe", "random") and len(objectives) != 1:
+        raise _fail("search.searcher", f"search.searcher {searcher} handles one objective; use nsga2 for two")
+    if searcher == "grid":
+        bad = [k for k, p in space.items() if not p.discrete]
+        if bad:
+            raise _fail("search.searcher", f"search.searcher grid needs discrete values (choice, fixed, "
+                        f"int); continuous keys: {', '.join(bad)}")
+    n = raw.get("num_configs", 8 if searcher != "grid" else 0)
+    if searcher != "grid" and (not isinstance(n, int) or n < 1):
+        raise _fail("search.num_configs", f"search.num_configs must be an integer >= 1, got {n!r}")
+    if not math.isfinite(float(n or 0)):
+        raise _fail("search.num_configs", "search.num_configs must be finite")
+    return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
