@@ -1,0 +1,98 @@
+"""``harness pacing``: print or plot pacing functions (Penha & Hauff 2020, Table 3 and Figure 2).
+
+    harness pacing root_10 geom_progression --delta 0.33 --T 1000 --at 125 800
+    harness pacing linear root_2 root_10 geom_progression step --plot pacing.png
+
+``root_N`` names set n (root_10 is root_n with n = 10); other names use ``--n``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.curriculum.pacing import PACING, parse_pacing_name
+from harness.errors import ConfigError, HarnessError
+
+DEFAULT_POINTS = 10  # default --at: 0, T/10, ..., T
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "pacing", help="show the fraction of the sorted training set each pacing function makes "
+        "available per step",
+        description="Print (or plot, as the paper's Figure 2) the fraction of the difficulty-sorted "
+        f"training set available at each step. Functions: {', '.join(PACING.names())}; "
+        "root_N (e.g. root_10) is root_n with n=N.")
+    p.add_argument("functions", nargs="+", metavar="FN", help="pacing function names")
+    p.add_argument("--delta", type=float, default=0.33, help="initial fraction f(0) (default 0.33)")
+    p.add_argument("--T", type=float, default=1000.0, dest="T",
+                   help="step at which all data is available (default 1000)")
+    p.add_argument("--n", type=float, default=2.0, help="n of root_n (default 2)")
+    p.add_argument("--at", type=float, nargs="+", metavar="STEP",
+                   help="steps to print (default: 0, T/10, ..., T)")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the curves into this PNG instead")
+    p.set_defaults(func=run)
+
+
+def _curves(names: list[str], n_default: float) -> list[tuple[str, str, float]]:
+    """(label, registered name, n) per requested function; refuses unknown names."""
+    out = []
+    for label in names:
+        name, n = parse_pacing_name(label)
+        out.append((label, name, n_default if n is None else n))
+    return out
+
+
+def _fmt_step(s: float) -> str:
+    return str(int(s)) if float(s).is_integer() else f"{s:g}"
+
+
+def run(args: argparse.Namespace) -> int:
+    curves = _curves(args.functions, args.n)
+    delta, T = args.delta, args.T
+    PACING.get(curves[0][1])(0, delta=delta, T=T, n=curves[0][2])  # validates delta and T once
+    if args.plot:
+        _plot(curves, delta, T, args.plot)
+        print(f"wrote {args.plot}")
+        return 0
+    steps = args.at if args.at else [T * i / DEFAULT_POINTS for i in range(DEFAULT_POINTS + 1)]
+    if any(s < 0 for s in steps):
+        raise ConfigError(f"--at steps must be >= 0, got {steps}")
+    width = max(len("step"), *(len(_fmt_step(s)) for s in steps))
+    cols = [max(len(label), 6) for label, _, _ in curves]
+    print("  ".join(["step".rjust(width)] + [label.rjust(c) for (label, _, _), c in zip(curves, cols)]))
+    for s in steps:
+        values = [PACING.get(name)(s, delta=delta, T=T, n=n) for _, name, n in curves]
+        print("  ".join([_fmt_step(s).rjust(width)]
+                        + [f"{v:.4f}".rjust(c) for v, c in zip(values, cols)]))
+    return 0
+
+
+def _plot(curves: list[tuple[str, str, float]], delta: float, T: float, path: str) -> None:
+    try:
+        import matplotlib
+    except ModuleNotFoundError:
+        raise HarnessError("plotting needs matplotlib; install it with `pip install matplotlib`") \
+            from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [T * 1.1 * i / 500 for i in range(501)]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, name, n in curves:
+        fn = PACING.get(name)
+        ax.plot(xs, [fn(x, delta=delta, T=T, n=n) for x in xs], label=label)
+    ax.axvline(T, color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("training step s")
+    ax.set_ylabel("fraction of training data available")
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"Pacing functions (delta = {delta:g}, T = {_fmt_step(T)})")
+    ax.legend()
+    fig.tight_layout()
+    try:
+        fig.savefig(path, format="png")
+    except OSError as exc:
+        raise HarnessError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
