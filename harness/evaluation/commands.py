@@ -1,0 +1,87 @@
+"""``harness table``: significance tables from an MLflow study or a long results CSV.
+
+    harness table (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
+                  [--test auto|per-seed|across-seeds|seed-averaged|randomisation|wilcoxon]
+                  [--correction none|bonferroni|holm|bh] [--family metric|table]
+                  [--levels 0.05 0.01] [--format md|latex|csv|html] [--form seeds|configs]
+                  [--output FILE] [--baseline NAME] [--plots DIR]
+
+Parse at the edge, then validate (read the source) -> execute (``analyse``) -> render.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.evaluation.corrections import CORRECTIONS
+from harness.evaluation.render import RENDERERS, render
+from harness.evaluation.results import StudyResults
+from harness.evaluation.significance import AUTO, TESTS, AnalysisOptions, Markers, analyse
+from harness.evaluation.table import FORMS, build_tables
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "table", help="paired significance tables against the seeded baseline",
+        description="Test every configuration against the baseline with the same seeds and render "
+        "the table (one row per seed plus AVG and SD, or one row per configuration).")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--experiment", metavar="NAME", help="MLflow experiment (the study name)")
+    src.add_argument("--from", dest="from_file", metavar="FILE", type=Path,
+                     help="long CSV with columns config, seed, metric, value[, query]")
+    p.add_argument("--tracking-uri", metavar="URI",
+                   help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    p.add_argument("--metric", nargs="+", metavar="M", help="metrics to show (default: all found)")
+    p.add_argument("--test", default=AUTO, choices=[AUTO, *TESTS],
+                   help="auto: seed-averaged with per-query values, else across-seeds")
+    p.add_argument("--correction", default="none", choices=CORRECTIONS.names())
+    p.add_argument("--family", default="table", choices=("table", "metric"),
+                   help="comparisons corrected together: the whole table, or each metric")
+    p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",
+                   help="significance levels, strictest last (default 0.05 0.01: dagger, double dagger)")
+    p.add_argument("--format", default="md", choices=list(RENDERERS))
+    p.add_argument("--form", default="seeds", choices=FORMS,
+                   help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config")
+    p.add_argument("--decimals", type=int, default=4)
+    p.add_argument("--baseline", metavar="NAME",
+                   help="baseline configuration (default: harness.role=baseline, or the CSV's first)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test's generator")
+    p.add_argument("--resamples", type=int, default=10_000, help="randomisation test resamples")
+    p.add_argument("--output", metavar="FILE", type=Path, help="write here instead of stdout")
+    p.add_argument("--plots", metavar="DIR", type=Path, help="also write one PNG per metric here")
+    p.set_defaults(func=run_table)
+
+
+def load_results(args: argparse.Namespace) -> StudyResults:
+    if args.from_file is not None:
+        from harness.evaluation.longcsv import read_long_csv
+
+        return read_long_csv(args.from_file, baseline=args.baseline)
+    from harness.evaluation.mlflow_reader import read_experiment
+
+    return read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline)
+
+
+def run_table(args: argparse.Namespace) -> int:
+    # The whole table: every metric in the configs form, one metric per table in the seeds form.
+    family = "all" if args.family == "table" and args.form == "configs" else "metric"
+    options = AnalysisOptions(
+        metrics=tuple(args.metric) if args.metric else None, test=args.test,
+        correction=args.correction, family=family, markers=Markers(levels=tuple(args.levels)),
+        resamples=args.resamples, seed=args.seed)
+    results = load_results(args)
+    analysis = analyse(results, options)
+    text = render(build_tables(analysis, args.form, args.decimals), args.format)
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    if args.plots is not None:
+        from harness.evaluation.plots import write_plots
+
+        for path in write_plots(analysis, args.plots):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0

@@ -1,0 +1,143 @@
+"""Per-query ranking metrics through ``ir_measures``, with a deterministic, pessimistic tie rule.
+
+Measures (harness name -> ir_measures measure; names as in ``harness.tracking.conventions.METRICS``):
+map -> AP, mrr -> RR, mrr_10 -> RR@10, p_1 -> P@1, ndcg_10 -> nDCG@10, rprec -> Rprec.
+P@1 equals R10@1 (Penha & Hauff) when each query has one positive among 10 candidates.
+
+Tie rule (TIE_RULE). Among documents with equal scores the less relevant one is ranked first (for
+binary labels: non-relevant before relevant), then by doc_id ascending. A model never gains from a
+tie, and the ranking does not depend on the order the scores arrive in. The rule is applied here, by
+replacing scores with strictly decreasing rank-based scores (n, n-1, ..., 1), so the evaluator never
+sees a tie and its own tie-breaking (trec_eval: doc_id descending) plays no part.
+
+Query set. Values are reported for every query of the qrels: a query absent from the run scores 0
+on every measure (as ``trec_eval -c``), and so does a query without any relevant document (as in
+trec_eval); run queries without judgements are ignored. A run document without a judgement counts
+as non-relevant; a relevant document missing from the run still counts in AP's and R-Prec's R.
+
+>>> m = evaluate({"q": {"a": 0, "b": 1}}, {"q": {"a": 0.5, "b": 0.5}})
+>>> m.per_query["mrr"]["q"]   # tie: the relevant b goes second
+0.5
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import ir_measures
+import numpy as np
+
+from harness.errors import ConfigError, DataError
+
+TIE_RULE = ("tied scores are ranked pessimistically (less relevant documents first, "
+            "then doc_id ascending)")
+
+# harness name -> ir_measures measure; order follows conventions.METRICS.
+MEASURES: Mapping[str, ir_measures.Measure] = MappingProxyType({
+    "map": ir_measures.AP,
+    "mrr": ir_measures.RR,
+    "mrr_10": ir_measures.RR @ 10,
+    "p_1": ir_measures.P @ 1,
+    "ndcg_10": ir_measures.nDCG @ 10,
+    "rprec": ir_measures.Rprec,
+})
+# ir_measures' printed names (as they may appear in a per-query file) -> harness names.
+IR_MEASURES_NAMES: Mapping[str, str] = MappingProxyType({str(m): name for name, m in MEASURES.items()})
+
+Qrels = Mapping[str, Mapping[str, int]]
+Run = Mapping[str, Mapping[str, float]]
+
+
+@dataclass(frozen=True)
+class QueryMetrics:
+    """Per-query values ``per_query[metric][qid]`` and their means over the qrels' queries.
+    Plain dicts (not proxies) so the object pickles across Ray workers; treat it as read-only."""
+
+    per_query: Mapping[str, Mapping[str, float]]
+    means: Mapping[str, float]
+
+    @property
+    def qids(self) -> tuple[str, ...]:
+        first = next(iter(self.per_query.values()), {})
+        return tuple(first)
+
+    def rows(self) -> list[tuple[str, str, float]]:
+        """(qid, measure, value) rows, the layout of the per-query artifact (PER_QUERY_COLUMNS)."""
+        return [(qid, metric, value) for metric, values in self.per_query.items()
+                for qid, value in values.items()]
+
+
+def rank_order(doc_ids: Sequence[str], scores: Sequence[float], labels: Sequence[int]) -> list[int]:
+    """Indices of the documents in rank order under the tie rule: score descending, then label
+    ascending (pessimistic), then doc_id ascending.
+
+    >>> rank_order(["a", "b", "c"], [1.0, 2.0, 2.0], [0, 1, 0])
+    [2, 1, 0]
+    """
+    for doc, score in zip(doc_ids, scores, strict=True):
+        if math.isnan(score):
+            raise DataError(f"score of document {doc!r} is NaN")
+    return sorted(range(len(doc_ids)), key=lambda i: (-scores[i], labels[i], doc_ids[i]))
+
+
+def tie_broken_scores(doc_ids: Sequence[str], scores: Sequence[float],
+                      labels: Sequence[int]) -> dict[str, float]:
+    """Strictly decreasing rank-based scores {doc_id: n - rank} (n for the top document)."""
+    order = rank_order(doc_ids, scores, labels)
+    n = len(order)
+    return {doc_ids[i]: float(n - rank) for rank, i in enumerate(order)}
+
+
+def evaluate(qrels: Qrels, run: Run, metrics: Sequence[str] | None = None) -> QueryMetrics:
+    """Per-query metrics of ``run`` against ``qrels`` (module docstring: tie rule, query set)."""
+    names = _metric_names(metrics)
+    if not qrels:
+        raise DataError("qrels are empty: no query to evaluate")
+    ranked: dict[str, dict[str, float]] = {}
+    for qid, doc_scores in run.items():
+        judged = qrels.get(qid)
+        if judged is None or not doc_scores:
+            continue
+        docs = list(doc_scores)
+        ranked[str(qid)] = tie_broken_scores(
+            [str(d) for d in docs], [float(doc_scores[d]) for d in docs],
+            [int(judged.get(d, 0)) for d in docs])
+    str_qrels = {str(q): {str(d): int(label) for d, label in docs.items()} for q, docs in qrels.items()}
+    per_query: dict[str, dict[str, float]] = {name: dict.fromkeys(str_qrels, 0.0) for name in names}
+    by_measure = {MEASURES[name]: name for name in names}
+    if ranked:
+        for result in ir_measures.iter_calc(list(by_measure), str_qrels, ranked):
+            per_query[by_measure[result.measure]][result.query_id] = float(result.value)
+    means = {name: float(np.mean(list(values.values()))) for name, values in per_query.items()}
+    return QueryMetrics(per_query=per_query, means=means)
+
+
+def evaluate_arrays(qids: Sequence[str], doc_ids: Sequence[str], labels: Sequence[int],
+                    scores: Sequence[float], metrics: Sequence[str] | None = None) -> QueryMetrics:
+    """``evaluate`` over parallel arrays, one element per (query, candidate), as a trainer holds
+    them after scoring a split. A (qid, doc_id) pair may appear once."""
+    n = len(qids)
+    if not (len(doc_ids) == len(labels) == len(scores) == n):
+        raise DataError(f"parallel arrays differ in length: qids {n}, doc_ids {len(doc_ids)}, "
+                        f"labels {len(labels)}, scores {len(scores)}")
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for qid, doc, label, score in zip(qids, doc_ids, labels, scores, strict=True):
+        q, d = str(qid), str(doc)
+        if d in qrels.setdefault(q, {}):
+            raise DataError(f"document {d!r} appears twice for query {q!r}")
+        qrels[q][d] = int(label)
+        run.setdefault(q, {})[d] = float(score)
+    return evaluate(qrels, run, metrics)
+
+
+def _metric_names(metrics: Sequence[str] | None) -> list[str]:
+    if metrics is None:
+        return list(MEASURES)
+    unknown = [m for m in metrics if m not in MEASURES]
+    if unknown:
+        raise ConfigError(f"unknown metric {unknown[0]!r}; valid: {', '.join(MEASURES)}")
+    return list(dict.fromkeys(metrics))

@@ -1,0 +1,154 @@
+"""Read a study's results from MLflow, following harness/tracking/conventions.py (read only).
+
+experiment = study name. Seed runs (tag harness.kind=trial) carry harness.config_id, harness.seed,
+harness.role, final metrics test_<metric> and the per-query artifact per_query/test.csv (columns qid,
+measure, value; measure as a harness metric name, ir_measures' names are accepted too). Config runs
+(harness.kind=config) name their configuration: the table labels a configuration by its config run's
+run name (by its config_id where no config run exists). The baseline is the configuration whose role
+is ``baseline`` unless one is named. Only FINISHED seed runs count. The metrics are the harness's
+(conventions.METRICS) and any other measure of the per-query artifact; other test_* keys (a cost, a
+loss) are not tabulated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError, HarnessError
+from harness.evaluation.metrics import IR_MEASURES_NAMES
+from harness.evaluation.results import RunRecord, StudyResults
+from harness.tracking import conventions as C
+
+
+def default_tracking_uri() -> str:
+    """$MLFLOW_TRACKING_URI, else the harness default store sqlite:////<abs cwd>/mlruns/mlflow.db."""
+    env = os.environ.get("MLFLOW_TRACKING_URI")
+    if env:
+        return env
+    return f"sqlite:///{Path.cwd().resolve() / 'mlruns' / 'mlflow.db'}"
+
+
+def read_experiment(name: str, *, tracking_uri: str | None = None,
+                    baseline: str | None = None) -> StudyResults:
+    """The results of MLflow experiment ``name`` (module docstring)."""
+    uri = tracking_uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        if not db.is_file():
+            raise DataError(f"no MLflow store at {db} (tracking URI {uri}); pass --tracking-uri or set "
+                            f"MLFLOW_TRACKING_URI")
+    try:
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise HarnessError("reading MLflow needs mlflow: pip install 'mlflow>=3.17,<3.19'") from None
+    client = MlflowClient(tracking_uri=uri)
+    source = f"MLflow experiment {name!r}"
+    try:
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            known = sorted(e.name for e in client.search_experiments())
+            raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
+                            f"{', '.join(known) or 'none'}")
+        exp_id = exp.experiment_id
+        configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
+                   for r in _runs(client, exp_id, C.KIND_CONFIG)}
+        trials = [r for r in _runs(client, exp_id, C.KIND_TRIAL) if r.info.status == "FINISHED"]
+        if not trials:
+            raise DataError(f"{source} at {uri} has no finished seed runs "
+                            f"({C.TAG_KIND}={C.KIND_TRIAL}); nothing to tabulate")
+        labels = _labels(configs, trials)
+        started: dict[str, int] = {}  # study order: when each configuration's first run started
+        records, roles = [], {}
+        with tempfile.TemporaryDirectory() as tmp, _quiet_downloads():
+            for run in trials:
+                tags = run.data.tags
+                config_id = tags.get(C.TAG_CONFIG_ID)
+                seed = tags.get(C.TAG_SEED)
+                if not config_id or seed is None:
+                    raise DataError(f"{source}: seed run {run.info.run_id} lacks the "
+                                    f"{C.TAG_CONFIG_ID} or {C.TAG_SEED} tag")
+                label = labels[config_id]
+                config_run = configs.get(config_id)
+                role = (config_run.data.tags.get(C.TAG_ROLE) if config_run else None) or tags.get(C.TAG_ROLE)
+                roles[label] = role
+                first = (config_run or run).info.start_time or 0
+                started[label] = min(started.get(label, first), first)
+                per_query = _per_query(client, run.info.run_id, tmp, source)
+                values = {k[len(C.TEST_PREFIX):]: float(v) for k, v in run.data.metrics.items()
+                          if k.startswith(C.TEST_PREFIX)
+                          and (k[len(C.TEST_PREFIX):] in C.METRICS or k[len(C.TEST_PREFIX):] in per_query)}
+                records.append(RunRecord(config=label, seed=str(seed), values=values,
+                                         per_query=per_query, config_id=config_id))
+    except MlflowException as exc:
+        raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+    if baseline is None:
+        bases = sorted({label for label, role in roles.items() if role == C.ROLE_BASELINE})
+        if len(bases) != 1:
+            found = f"{len(bases)} ({', '.join(bases)})" if bases else "none"
+            raise DataError(f"{source}: expected one configuration with {C.TAG_ROLE}={C.ROLE_BASELINE}, "
+                            f"found {found}; name one with --baseline")
+        baseline = bases[0]
+    records.sort(key=lambda r: (r.config != baseline, started[r.config], r.config))
+    return StudyResults.build(records, baseline=baseline, source=source, metric_order=C.METRICS)
+
+
+@contextlib.contextmanager
+def _quiet_downloads() -> Iterator[None]:
+    """No artifact-download progress bars on stderr: the CLI's stderr is for one-line errors."""
+    key = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    saved = os.environ.get(key)
+    os.environ[key] = "false"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = saved
+
+
+def _runs(client: Any, exp_id: str, kind: str) -> Iterator[Any]:
+    token = None
+    while True:
+        page = client.search_runs([exp_id], filter_string=f"tags.`{C.TAG_KIND}` = '{kind}'",
+                                  max_results=1000, page_token=token)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
+def _labels(configs: dict[str, Any], trials: list[Any]) -> dict[str, str]:
+    """config_id -> label: the config run's name, made unique with the config_id where names clash."""
+    ids = sorted({t.data.tags.get(C.TAG_CONFIG_ID, "") for t in trials} - {""})
+    names = {i: (configs[i].info.run_name if i in configs and configs[i].info.run_name else i) for i in ids}
+    clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
+    return {i: f"{n} [{i}]" if n in clashes else n for i, n in names.items()}
+
+
+def _per_query(client: Any, run_id: str, tmp: str, source: str) -> dict[str, dict[str, float]]:
+    folder, _, filename = C.PER_QUERY_ARTIFACT.rpartition("/")
+    if not any(Path(a.path).name == filename for a in client.list_artifacts(run_id, folder)):
+        return {}
+    local = Path(client.download_artifacts(run_id, C.PER_QUERY_ARTIFACT, str(Path(tmp) / run_id)))
+    out: dict[str, dict[str, float]] = {}
+    with local.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != C.PER_QUERY_COLUMNS:
+            raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT} has columns "
+                            f"{reader.fieldnames}, expected {', '.join(C.PER_QUERY_COLUMNS)}")
+        for line, row in enumerate(reader, start=2):
+            measure = IR_MEASURES_NAMES.get(row["measure"], row["measure"])
+            try:
+                out.setdefault(measure, {})[row["qid"]] = float(row["value"])
+            except (TypeError, ValueError):
+                raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT}:{line}: value "
+                                f"{row['value']!r} is not a number") from None
+    return out

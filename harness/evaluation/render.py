@@ -1,0 +1,176 @@
+"""Renderers: a ``Table`` to Markdown, LaTeX, CSV or HTML text. They format; they compute nothing.
+
+- ``md``: a GitHub pipe table under a bold title, the footnote below it.
+- ``latex``: a booktabs ``tabular`` that a paper can ``\\input`` anywhere (inside a table float or
+  a resizebox): no vertical rules, names escaped, bold by ``\\textbf``, markers as math superscripts
+  (``$^{\\dagger}$``). The footnote, ready to paste into a caption, comes as comment lines above it.
+- ``csv``: one line per cell with its numbers (value, sd; for tested cells the direction, mean
+  difference, its confidence interval, d_z, p-value, adjusted p-value and family size), so the
+  footnote's facts are columns.
+- ``html``: a ``<table>`` with the footnote in its ``<tfoot>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import textwrap
+from collections.abc import Callable, Sequence
+
+from harness.evaluation.table import Cell, Notes, Table
+from harness.registry import Registry
+
+RENDERERS: Registry[Callable[[Table], str]] = Registry("evaluation.format")
+
+# Unicode marker -> LaTeX math symbol (core LaTeX, no extra package).
+LATEX_SYMBOLS = {"\u2020": r"\dagger", "\u2021": r"\ddagger", "\u00a7": r"\S", "\u2193": r"\downarrow",
+                 "\u21d3": r"\Downarrow", "\u21ca": r"\downarrow\downarrow", "*": r"*"}
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                  "\u00b1": r"$\pm$"}
+_MD_SPECIAL = "\\|*_`<>[]"  # escaped in names
+_MD_TEXT_SPECIAL = "\\*_`"     # escaped in the footnote
+DASH = "\u2013"
+
+
+def render(tables: Sequence[Table], fmt: str) -> str:
+    """Every table in one text; CSV shares one header."""
+    fn = RENDERERS.get(fmt)
+    if fmt == "csv":
+        return fn(tables[0]) + "".join(_csv_rows(t) for t in tables[1:])
+    return "\n".join(fn(t) for t in tables)
+
+
+def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str]) -> str:
+    """The footnote in words: test, units, levels and markers, correction, tie rule, versions."""
+    def levels(symbols: tuple[str, ...]) -> str:
+        return ", ".join(f"{mark(s)}{text(f' p < {a:g}')}" for s, a in zip(symbols, notes.levels))
+
+    parts = [
+        text(f"{notes.test_description[0].upper()}{notes.test_description[1:]} ({notes.units}) "
+             f"against the baseline {notes.baseline}; {notes.placement}. Significantly better: "),
+        levels(notes.better), text("; significantly worse: "), levels(notes.worse),
+        text(f". {notes.correction[0].upper()}{notes.correction[1:]}, family: {notes.family} "
+             f"(m = {notes.comparisons} comparisons). "),
+    ]
+    if notes.per_run_only:
+        parts.append(text("Only per-run values are available, so the across-seeds test is the only "
+                          "test possible. "))
+    parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
+    return "".join(parts)
+
+
+def _number(value: float | None, decimals: int) -> str | None:
+    return None if value is None else f"{value:.{decimals}f}"
+
+
+@RENDERERS.register("md")
+def markdown(table: Table) -> str:
+    def esc(s: str) -> str:
+        return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+
+    def cell(c: Cell) -> str:
+        value = _number(c.value, table.decimals)
+        if value is None:
+            return DASH
+        out = f"**{value}**" if c.bold else value
+        if c.sd is not None:
+            out += f" \u00b1 {_number(c.sd, table.decimals)}"
+        return out + (c.marker or "")
+
+    lines = [f"**{esc(table.title)}**", "",
+             "| " + " | ".join(esc(h) for h in (table.corner, *table.columns)) + " |",
+             "|:--" + "|--:" * len(table.columns) + "|"]
+    lines += ["| " + " | ".join([esc(r.label), *(cell(c) for c in r.cells)]) + " |" for r in table.rows]
+    def esc_text(s: str) -> str:
+        return "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in s)
+
+    lines += ["", footnote(table.notes, esc_text, esc_text), ""]
+    return "\n".join(lines)
+
+
+def latex_escape(s: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
+
+
+def _latex_mark(symbol: str) -> str:
+    return f"$^{{{LATEX_SYMBOLS[symbol]}}}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
+
+
+@RENDERERS.register("latex")
+def latex(table: Table) -> str:
+    def cell(c: Cell) -> str:
+        value = _number(c.value, table.decimals)
+        if value is None:
+            return "--"
+        out = rf"\textbf{{{value}}}" if c.bold else value
+        if c.sd is not None:
+            out += rf" $\pm$ {_number(c.sd, table.decimals)}"
+        return out + (_latex_mark(c.marker) if c.marker else "")
+
+    def plain_mark(symbol: str) -> str:
+        return f"${LATEX_SYMBOLS[symbol]}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
+
+    note = footnote(table.notes, latex_escape, plain_mark)
+    lines = [f"% harness significance table: {latex_escape(table.title)} ({table.form} form)",
+             *(f"% {line}" for line in textwrap.wrap(note, 96, break_long_words=False,
+                                                       break_on_hyphens=False)),
+             rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule",
+             " & ".join(latex_escape(h) for h in (table.corner, *table.columns)) + r" \\", r"\midrule"]
+    for row in table.rows:
+        if row.rule_before:
+            lines.append(r"\midrule")
+        lines.append(" & ".join([latex_escape(row.label), *(cell(c) for c in row.cells)]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(lines)
+
+
+_CSV_HEADER = ("table", "row", "column", "value", "sd", "bold", "marker", "direction", "mean_diff",
+               "ci_low", "ci_high", "d_z", "p_value", "p_adjusted", "comparisons", "test", "correction")
+
+
+def _csv_rows(table: Table) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for row in table.rows:
+        for column, c in zip(table.columns, row.cells, strict=True):
+            comp = c.comparison
+            tested = ([comp.direction, *(repr(float(v)) for v in (
+                comp.result.mean_diff, comp.result.ci_low, comp.result.ci_high, comp.result.d_z,
+                comp.result.p_value, comp.p_adjusted)), comp.family_size] if comp else [""] * 8)
+            writer.writerow([
+                table.title, row.label, column, "" if c.value is None else repr(c.value),
+                "" if c.sd is None else repr(c.sd), int(c.bold), c.marker or "", *tested,
+                table.notes.test, table.notes.correction_name])
+    return buf.getvalue()
+
+
+@RENDERERS.register("csv")
+def csv_text(table: Table) -> str:
+    return ",".join(_CSV_HEADER) + "\n" + _csv_rows(table)
+
+
+@RENDERERS.register("html")
+def html_table(table: Table) -> str:
+    def cell(c: Cell) -> str:
+        value = _number(c.value, table.decimals)
+        if value is None:
+            return "&ndash;"
+        out = f"<strong>{value}</strong>" if c.bold else value
+        if c.sd is not None:
+            out += f" &plusmn; {_number(c.sd, table.decimals)}"
+        return out + (f"<sup>{html.escape(c.marker)}</sup>" if c.marker else "")
+
+    width = len(table.columns) + 1
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in (table.corner, *table.columns))
+    lines = ['<table class="harness-table">', f"<caption>{html.escape(table.title)}</caption>",
+             f"<thead><tr>{head}</tr></thead>", "<tbody>"]
+    for row in table.rows:
+        style = ' style="border-top: 1px solid"' if row.rule_before else ""
+        cells = "".join(f'<td align="right">{cell(c)}</td>' for c in row.cells)
+        lines.append(f"<tr{style}><th>{html.escape(row.label)}</th>{cells}</tr>")
+    note = footnote(table.notes, html.escape, html.escape)
+    lines += ["</tbody>", f'<tfoot><tr><td colspan="{width}">{note}</td></tr></tfoot>', "</table>", ""]
+    return "\n".join(lines)

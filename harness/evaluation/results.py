@@ -1,0 +1,177 @@
+"""Stored results of a study: per-run values and, where kept, per-query values, checked once.
+
+The input of every significance test and table. Built from ``RunRecord``s (one per configuration and
+seed) by ``StudyResults.build``, which validates what the tests rely on and raises DataError with the
+offending configuration, seed, metric or queries named:
+
+- the baseline exists, and every configuration has exactly the baseline's seeds (tests pair by seed);
+- every run has a value for every metric (a per-run value, or per-query values whose mean it is);
+- per-query values, where present, cover one and the same query set in every run;
+- a per-run value given next to per-query values equals their mean (within 1e-6).
+
+Seeds are labels (strings), ordered numerically when all are integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.errors import ConfigError, DataError
+
+MEAN_TOLERANCE = 1e-6
+_SHOW = 5  # how many query ids an error message lists
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    """One (configuration, seed) run: ``values[metric]`` per-run values and/or
+    ``per_query[metric][qid]`` per-query values."""
+
+    config: str
+    seed: str
+    values: Mapping[str, float] = field(default_factory=dict)
+    per_query: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    config_id: str | None = None
+
+    def metrics(self) -> list[str]:
+        return list(dict.fromkeys([*self.values, *self.per_query]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyResults:
+    """Validated results (module docstring). ``configs`` lists the baseline first."""
+
+    baseline: str
+    configs: tuple[str, ...]
+    seeds: tuple[str, ...]
+    metrics: tuple[str, ...]
+    runs: Mapping[tuple[str, str], RunRecord]
+    qids: tuple[str, ...] | None
+    source: str
+    config_ids: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, records: Iterable[RunRecord], *, baseline: str | None = None,
+              source: str = "results", metric_order: Sequence[str] = ()) -> StudyResults:
+        """Validate ``records`` (module docstring). ``baseline`` None: the first record's config."""
+        runs: dict[tuple[str, str], RunRecord] = {}
+        for rec in records:
+            key = (rec.config, str(rec.seed))
+            if key in runs:
+                raise DataError(f"{source}: configuration {rec.config!r} seed {rec.seed} appears twice")
+            runs[key] = rec
+        if not runs:
+            raise DataError(f"{source}: no results")
+        configs = list(dict.fromkeys(c for c, _ in runs))
+        base = configs[0] if baseline is None else baseline
+        if base not in configs:
+            raise ConfigError(f"baseline {base!r} is not a configuration of {source}; "
+                              f"valid: {', '.join(configs)}")
+        configs = [base, *(c for c in configs if c != base)]
+        seeds = _order_seeds([s for c, s in runs if c == base])
+        for config in configs[1:]:
+            have = {s for c, s in runs if c == config}
+            missing = [s for s in seeds if s not in have]
+            if missing:
+                raise DataError(f"{source}: configuration {config!r} is missing seeds "
+                                f"{', '.join(missing)} that the baseline {base!r} has")
+            extra = _order_seeds(list(have - set(seeds)))
+            if extra:
+                raise DataError(f"{source}: configuration {config!r} has seeds {', '.join(extra)} "
+                                f"that the baseline {base!r} lacks; tests pair runs by seed")
+        found = list(dict.fromkeys(m for rec in runs.values() for m in rec.metrics()))
+        metrics = [m for m in metric_order if m in found] + [m for m in found if m not in metric_order]
+        for (config, seed), rec in runs.items():
+            lacking = [m for m in metrics if m not in rec.values and m not in rec.per_query]
+            if lacking:
+                raise DataError(f"{source}: configuration {config!r} seed {seed} has no value for "
+                                f"{', '.join(lacking)}")
+            _check_means(source, rec)
+        ids = {rec.config: rec.config_id for rec in runs.values() if rec.config_id}
+        return cls(baseline=base, configs=tuple(configs), seeds=tuple(seeds), metrics=tuple(metrics),
+                   runs=runs, qids=_common_qids(source, runs, base, seeds), source=source,
+                   config_ids=ids)
+
+    def has_per_query(self, metric: str) -> bool:
+        return self.qids is not None and all(metric in r.per_query for r in self.runs.values())
+
+    def value(self, config: str, seed: str, metric: str) -> float:
+        """Per-run value: the stored one, else the mean of the per-query values."""
+        rec = self.runs[(config, seed)]
+        if metric in rec.values:
+            return float(rec.values[metric])
+        return float(np.mean(list(rec.per_query[metric].values())))
+
+    def seed_values(self, config: str, metric: str) -> np.ndarray:
+        """Per-run values of ``config`` in seed order."""
+        return np.array([self.value(config, s, metric) for s in self.seeds])
+
+    def query_values(self, config: str, seed: str, metric: str) -> np.ndarray:
+        """Per-query values of one run, ordered as ``qids``."""
+        if self.qids is None or metric not in self.runs[(config, seed)].per_query:
+            raise DataError(f"{self.source}: no per-query values for {config!r} seed {seed} {metric}")
+        values = self.runs[(config, seed)].per_query[metric]
+        return np.array([values[q] for q in self.qids], dtype=np.float64)
+
+    def select(self, metrics: Sequence[str] | None) -> tuple[str, ...]:
+        """The requested metrics (all when None), refusing unknown names with the valid ones."""
+        if not metrics:
+            return self.metrics
+        for m in metrics:
+            if m not in self.metrics:
+                raise ConfigError(f"unknown metric {m!r} in {self.source}; "
+                                  f"valid: {', '.join(self.metrics)}")
+        return tuple(dict.fromkeys(metrics))
+
+
+def _order_seeds(seeds: list[str]) -> list[str]:
+    try:
+        return sorted(seeds, key=int)
+    except ValueError:
+        return list(dict.fromkeys(seeds))
+
+
+def _check_means(source: str, rec: RunRecord) -> None:
+    for metric, per_query in rec.per_query.items():
+        if not per_query:
+            raise DataError(f"{source}: configuration {rec.config!r} seed {rec.seed} has an empty "
+                            f"per-query list for {metric}")
+        if metric in rec.values:
+            mean = float(np.mean(list(per_query.values())))
+            if abs(mean - float(rec.values[metric])) > MEAN_TOLERANCE:
+                raise DataError(
+                    f"{source}: configuration {rec.config!r} seed {rec.seed}: {metric} is "
+                    f"{float(rec.values[metric]):.6f} but its per-query values average {mean:.6f}")
+
+
+def _common_qids(source: str, runs: Mapping[tuple[str, str], RunRecord], base: str,
+                 seeds: Sequence[str]) -> tuple[str, ...] | None:
+    """The one query set shared by every per-query list (None when no run has any)."""
+    ref_key = next(((base, s) for s in seeds if runs[(base, s)].per_query), None)
+    if ref_key is None:
+        ref_key = next((k for k, r in runs.items() if r.per_query), None)
+    if ref_key is None:
+        return None
+    ref_metric, ref_values = next(iter(runs[ref_key].per_query.items()))
+    reference = set(ref_values)
+    for (config, seed), rec in runs.items():
+        for metric, values in rec.per_query.items():
+            got = set(values)
+            if got != reference:
+                lacks = _some(reference - got)
+                extra = _some(got - reference)
+                parts = ([f"lacks {lacks}"] if lacks else []) + ([f"has extra {extra}"] if extra else [])
+                raise DataError(
+                    f"{source}: runs have different query sets: {config!r} seed {seed} ({metric}) "
+                    f"{' and '.join(parts)} compared with {ref_key[0]!r} seed {ref_key[1]} "
+                    f"({ref_metric})")
+    return tuple(sorted(reference))
+
+
+def _some(qids: set[str]) -> str:
+    shown = sorted(qids)[:_SHOW]
+    more = len(qids) - len(shown)
+    return ", ".join(shown) + (f" (+{more} more)" if more > 0 else "")

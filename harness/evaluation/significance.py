@@ -1,0 +1,220 @@
+"""Every configuration against the baseline with the same seeds: which values are paired, which test
+runs on them, the correction over a family of comparisons, and the resulting markers.
+
+Tests (TESTS: name -> procedure and pairing):
+- ``per-seed``: for each seed, a paired t-test over the test queries (Penha & Hauff 2020: one marker
+  per run and configuration);
+- ``across-seeds``: a paired t-test of the per-seed means, paired by seed (the only test that needs
+  no per-query values);
+- ``seed-averaged``: each query averaged over seeds, then a paired t-test over queries (the WSLS code);
+- ``randomisation``, ``wilcoxon``: the sign-flip randomisation test or the Wilcoxon signed-rank test
+  over seed-averaged queries.
+- ``auto``: seed-averaged where every metric has per-query values, else across-seeds.
+
+Families (``AnalysisOptions.family``): ``metric`` corrects each metric's comparisons together (every
+configuration, and every seed under per-seed); ``all`` corrects every comparison of the analysis at
+once. The family size m is kept on each comparison.
+
+Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
+``better`` symbol when the mean difference is positive and the ``worse`` one when it is negative.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import numpy as np
+
+from harness.errors import ConfigError, DataError
+from harness.evaluation.corrections import CORRECTIONS, adjust
+from harness.evaluation.paired import BETTER, WORSE, PairedResult, paired_test
+from harness.evaluation.results import StudyResults
+from harness.registry import Registry
+
+Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]  # (seed or None, candidate, baseline)
+PAIRINGS: Registry[Callable[[StudyResults, str, str], Pairs]] = Registry("evaluation.pairing")
+
+
+@PAIRINGS.register("per-seed")
+def _per_seed(results: StudyResults, config: str, metric: str) -> Pairs:
+    return [(s, results.query_values(config, s, metric), results.query_values(results.baseline, s, metric))
+            for s in results.seeds]
+
+
+@PAIRINGS.register("across-seeds")
+def _across_seeds(results: StudyResults, config: str, metric: str) -> Pairs:
+    return [(None, results.seed_values(config, metric), results.seed_values(results.baseline, metric))]
+
+
+@PAIRINGS.register("seed-averaged")
+def _seed_averaged(results: StudyResults, config: str, metric: str) -> Pairs:
+    def averaged(c: str) -> np.ndarray:
+        return np.asarray(np.mean([results.query_values(c, s, metric) for s in results.seeds], axis=0))
+
+    return [(None, averaged(config), averaged(results.baseline))]
+
+
+@dataclass(frozen=True)
+class TestDesign:
+    procedure: str
+    pairing: str
+    description: str
+
+
+TESTS: Mapping[str, TestDesign] = MappingProxyType({
+    "per-seed": TestDesign("t", "per-seed", "paired t-test over queries, for each seed"),
+    "across-seeds": TestDesign("t", "across-seeds", "paired t-test over the per-seed means, paired by seed"),
+    "seed-averaged": TestDesign("t", "seed-averaged", "paired t-test over queries, each query averaged "
+                                "over seeds"),
+    "randomisation": TestDesign("randomisation", "seed-averaged", "paired randomisation (sign-flip) test "
+                                "over queries, each query averaged over seeds"),
+    "wilcoxon": TestDesign("wilcoxon", "seed-averaged", "Wilcoxon signed-rank test over queries, each "
+                           "query averaged over seeds"),
+})
+AUTO = "auto"
+FAMILIES = ("metric", "all")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Markers:
+    """Significance levels (strictly decreasing) and a symbol per level for gains and for losses."""
+
+    levels: tuple[float, ...] = (0.05, 0.01)
+    better: tuple[str, ...] = ("\u2020", "\u2021", "\u00a7")  # dagger, double dagger, section
+    worse: tuple[str, ...] = ("\u2193", "\u21d3", "\u21ca")   # down arrow, double, paired arrows
+
+    def __post_init__(self) -> None:
+        if not self.levels or any(not 0.0 < a < 1.0 for a in self.levels) \
+                or list(self.levels) != sorted(set(self.levels), reverse=True):
+            raise ConfigError(f"levels must be strictly decreasing values in (0, 1), got {list(self.levels)}")
+        if len(self.levels) > min(len(self.better), len(self.worse)):
+            raise ConfigError(f"levels: at most {min(len(self.better), len(self.worse))} levels have "
+                              f"symbols, got {len(self.levels)}")
+
+    def level_of(self, p: float) -> int | None:
+        """Index of the strictest level that ``p`` is below, None when not significant."""
+        passed = [i for i, a in enumerate(self.levels) if p < a]
+        return passed[-1] if passed else None
+
+    def symbol(self, direction: str, level: int) -> str:
+        return (self.better if direction == BETTER else self.worse)[level]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisOptions:
+    """What to test and how to mark it; defaults need nothing (auto test, no correction)."""
+
+    metrics: tuple[str, ...] | None = None
+    test: str = AUTO
+    correction: str = "none"
+    family: str = "metric"
+    markers: Markers = field(default_factory=Markers)
+    confidence: float = 0.95
+    resamples: int = 10_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.test != AUTO and self.test not in TESTS:
+            raise ConfigError(f"test: unknown name {self.test!r}; valid: {', '.join([AUTO, *TESTS])}")
+        if self.correction not in CORRECTIONS:
+            raise ConfigError(CORRECTIONS.unknown_message(self.correction))
+        if self.family not in FAMILIES:
+            raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.resamples < 1:
+            raise ConfigError(f"resamples must be >= 1, got {self.resamples}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """One configuration vs the baseline on one metric (and one seed under per-seed)."""
+
+    config: str
+    metric: str
+    seed: str | None
+    result: PairedResult
+    p_adjusted: float
+    family_size: int
+    level: int | None
+
+    @property
+    def direction(self) -> str:
+        return self.result.direction
+
+    @property
+    def marked(self) -> bool:
+        return self.level is not None and self.direction in (BETTER, WORSE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Analysis:
+    """The executed tests: ``test`` is the resolved test name (never auto)."""
+
+    results: StudyResults
+    options: AnalysisOptions
+    test: str
+    metrics: tuple[str, ...]
+    comparisons: tuple[Comparison, ...]
+    per_run_only: bool
+
+    def get(self, config: str, metric: str, seed: str | None = None) -> Comparison | None:
+        for c in self.comparisons:
+            if c.config == config and c.metric == metric and c.seed == seed:
+                return c
+        return None
+
+    def marker(self, comparison: Comparison | None) -> str | None:
+        if comparison is None or not comparison.marked or comparison.level is None:
+            return None
+        return self.options.markers.symbol(comparison.direction, comparison.level)
+
+
+def resolve_test(results: StudyResults, metrics: Sequence[str], test: str) -> tuple[str, bool]:
+    """(test name, per-run only): auto picks seed-averaged when per-query values exist."""
+    per_query = all(results.has_per_query(m) for m in metrics)
+    if test == AUTO:
+        return ("seed-averaged" if per_query else "across-seeds"), not per_query
+    if TESTS[test].pairing != "across-seeds" and not per_query:
+        lacking = [m for m in metrics if not results.has_per_query(m)]
+        raise DataError(f"{results.source} has per-run values only for {', '.join(lacking)}; "
+                        f"--test {test} needs per-query values, per-run values support "
+                        f"--test across-seeds alone")
+    return test, not per_query
+
+
+def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> Analysis:
+    """Run the tests of every candidate configuration against the baseline, then correct."""
+    options = options or AnalysisOptions()
+    metrics = results.select(options.metrics)
+    test, per_run_only = resolve_test(results, metrics, options.test)
+    design = TESTS[test]
+    pairing = PAIRINGS.get(design.pairing)
+    raw: list[tuple[str, str, str | None, PairedResult]] = []
+    for metric in metrics:
+        for config in results.configs[1:]:
+            for seed, x, y in pairing(results, config, metric):
+                try:
+                    res = paired_test(design.procedure, x, y, rng=np.random.default_rng(options.seed),
+                                      resamples=options.resamples, confidence=options.confidence)
+                except DataError as exc:
+                    where = f" seed {seed}" if seed is not None else ""
+                    raise DataError(f"{test} test of {config!r} vs {results.baseline!r} on "
+                                    f"{metric}{where}: {exc}") from None
+                raw.append((config, metric, seed, res))
+    groups: dict[str, list[int]] = {}
+    for i, (_, metric, _, _) in enumerate(raw):
+        groups.setdefault(metric if options.family == "metric" else "all", []).append(i)
+    adjusted = np.empty(len(raw))
+    sizes = np.empty(len(raw), dtype=int)
+    for members in groups.values():
+        adjusted[members] = adjust(options.correction, [raw[i][3].p_value for i in members])
+        sizes[members] = len(members)
+    comparisons = tuple(
+        Comparison(config=c, metric=m, seed=s, result=r, p_adjusted=float(adjusted[i]),
+                   family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])))
+        for i, (c, m, s, r) in enumerate(raw))
+    return Analysis(results=results, options=options, test=test, metrics=metrics,
+                    comparisons=comparisons, per_run_only=per_run_only)

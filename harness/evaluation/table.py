@@ -1,0 +1,174 @@
+"""The significance table model: what each cell shows, built from an ``Analysis``; no formatting.
+
+Two forms:
+- ``seeds`` (Penha & Hauff 2020, Table 5): one table per metric, one row per seed, then AVG (mean
+  over seeds) and SD (sample standard deviation over seeds, ddof = 1) rows; one column per
+  configuration, the baseline first. Under the per-seed test the markers sit on the seed rows, under
+  every other test on the AVG row. The best value of each seed row and of AVG is bold.
+- ``configs`` (Soldaini & Moschitti 2020, Table 3; Penha & Hauff 2021, Table 1): one row per
+  configuration, one column per metric, each cell mean +- SD over seeds with its marker; the best mean
+  of each column is bold. Needs one test per configuration and metric (not per-seed).
+
+"Best" compares the values as displayed (rounded to ``decimals``), so equal-looking cells are bold
+together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import metadata
+
+import numpy as np
+
+from harness import __version__
+from harness.errors import ConfigError
+from harness.evaluation.corrections import describe
+from harness.evaluation.metrics import TIE_RULE
+from harness.evaluation.significance import TESTS, Analysis, Comparison
+
+FORMS = ("seeds", "configs")
+# Display names of the harness metrics (conventions.METRICS); other names show as they are.
+DISPLAY = {"map": "MAP", "mrr": "MRR", "mrr_10": "MRR@10", "p_1": "P@1", "ndcg_10": "nDCG@10",
+           "rprec": "R-Prec"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    value: float | None
+    sd: float | None = None
+    bold: bool = False
+    marker: str | None = None
+    comparison: Comparison | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    label: str
+    cells: tuple[Cell, ...]
+    rule_before: bool = False  # a horizontal rule above this row (summary rows)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notes:
+    """The footnote's facts; each renderer words and escapes them."""
+
+    test: str
+    test_description: str
+    units: str
+    baseline: str
+    placement: str
+    levels: tuple[float, ...]
+    better: tuple[str, ...]
+    worse: tuple[str, ...]
+    correction: str
+    correction_name: str
+    family: str
+    comparisons: int
+    per_run_only: bool
+    sd_note: str
+    tie_rule: str
+    versions: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    form: str
+    title: str
+    corner: str
+    columns: tuple[str, ...]
+    rows: tuple[Row, ...]
+    decimals: int
+    notes: Notes
+
+
+def library_versions() -> str:
+    names = ("numpy", "scipy", "ir-measures")
+    return ", ".join([f"harness {__version__}", *(f"{n} {metadata.version(n)}" for n in names)])
+
+
+def display_name(metric: str) -> str:
+    return DISPLAY.get(metric, metric)
+
+
+def build_tables(analysis: Analysis, form: str, decimals: int = 4) -> list[Table]:
+    """The tables of one form: one per metric (seeds) or one in all (configs)."""
+    if form not in FORMS:
+        raise ConfigError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
+    if decimals < 0 or decimals > 10:
+        raise ConfigError(f"decimals must be in [0, 10], got {decimals}")
+    if form == "seeds":
+        return [seeds_table(analysis, m, decimals) for m in analysis.metrics]
+    return [configs_table(analysis, decimals)]
+
+
+def seeds_table(analysis: Analysis, metric: str, decimals: int = 4) -> Table:
+    res = analysis.results
+    values = np.array([res.seed_values(c, metric) for c in res.configs])  # configs x seeds
+    per_seed = analysis.test == "per-seed"
+    rows = []
+    for j, seed in enumerate(res.seeds):
+        comps = [analysis.get(c, metric, seed) if per_seed else None for c in res.configs]
+        rows.append(_value_row(analysis, seed, values[:, j], comps, decimals))
+    avg_comps = [None if per_seed else analysis.get(c, metric) for c in res.configs]
+    rows.append(_value_row(analysis, "AVG", values.mean(axis=1), avg_comps, decimals, rule=True))
+    sds = values.std(axis=1, ddof=1) if len(res.seeds) > 1 else [None] * len(res.configs)
+    rows.append(Row(label="SD", cells=tuple(Cell(value=None if s is None else float(s)) for s in sds)))
+    placement = "markers on the " + ("seed rows" if per_seed else "AVG row")
+    return Table(form="seeds", title=display_name(metric), corner="seed", columns=res.configs,
+                 rows=tuple(rows), decimals=decimals, notes=_notes(analysis, [metric], placement))
+
+
+def configs_table(analysis: Analysis, decimals: int = 4) -> Table:
+    if analysis.test == "per-seed":
+        raise ConfigError("the configs form needs one test per configuration; the per-seed test gives "
+                          "one per seed (use --form seeds, or --test across-seeds, seed-averaged, "
+                          "randomisation or wilcoxon)")
+    res = analysis.results
+    means = {(c, m): float(res.seed_values(c, m).mean()) for c in res.configs for m in analysis.metrics}
+    best = {m: max(round(means[(c, m)], decimals) for c in res.configs) for m in analysis.metrics}
+    rows = []
+    for c in res.configs:
+        cells = []
+        for m in analysis.metrics:
+            seeds = res.seed_values(c, m)
+            comp = analysis.get(c, m)
+            cells.append(Cell(value=means[(c, m)],
+                              sd=float(seeds.std(ddof=1)) if len(seeds) > 1 else None,
+                              bold=round(means[(c, m)], decimals) == best[m],
+                              marker=analysis.marker(comp), comparison=comp))
+        rows.append(Row(label=c, cells=tuple(cells)))
+    return Table(form="configs", title=", ".join(display_name(m) for m in analysis.metrics),
+                 corner="configuration", columns=tuple(display_name(m) for m in analysis.metrics),
+                 rows=tuple(rows), decimals=decimals,
+                 notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"))
+
+
+def _value_row(analysis: Analysis, label: str, values: np.ndarray, comps: list[Comparison | None],
+               decimals: int, rule: bool = False) -> Row:
+    best = max(round(float(v), decimals) for v in values)
+    cells = tuple(Cell(value=float(v), bold=round(float(v), decimals) == best,
+                       marker=analysis.marker(comp), comparison=comp)
+                  for v, comp in zip(values, comps, strict=True))
+    return Row(label=label, cells=cells, rule_before=rule)
+
+
+def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: str) -> Notes:
+    res, opts = analysis.results, analysis.options
+    comps = [c for c in analysis.comparisons if c.metric in metrics]
+    if analysis.test == "across-seeds":
+        units = f"n = {len(res.seeds)} seeds"
+    else:
+        units = f"n = {len(res.qids or ())} queries"
+        if analysis.test != "per-seed":
+            units += f", {len(res.seeds)} seeds"
+    family = "each metric" if opts.family == "metric" else "all metrics"
+    return Notes(
+        test=analysis.test, test_description=TESTS[analysis.test].description, units=units,
+        baseline=res.baseline, placement=placement, levels=opts.markers.levels,
+        better=opts.markers.better,
+        worse=opts.markers.worse, correction=describe(opts.correction), correction_name=opts.correction,
+        family=family, comparisons=max((c.family_size for c in comps), default=0),
+        per_run_only=analysis.per_run_only,
+        sd_note=f"SD is the sample standard deviation over {len(res.seeds)} seeds",
+        tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
+        versions=library_versions())

@@ -1,0 +1,64 @@
+"""Synthetic study results: per-query values for a baseline and candidates over seeds."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.evaluation.results import RunRecord
+
+# config -> shift of its per-query MAP against the baseline
+EFFECTS = {"base": 0.0, "better": 0.06, "same": 0.0, "worse": -0.08}
+
+
+def synthetic_records(*, queries: int = 40, seeds: tuple[int, ...] = (1, 2, 3),
+                      effects: dict[str, float] | None = None,
+                      metrics: tuple[str, ...] = ("map", "mrr")) -> list[RunRecord]:
+    g = np.random.default_rng(2024)
+    qids = [f"q{i:03d}" for i in range(queries)]
+    difficulty = g.uniform(0.2, 0.8, queries)
+    records = []
+    for config, shift in (effects or EFFECTS).items():
+        for seed in seeds:
+            per_query = {}
+            for k, metric in enumerate(metrics):
+                noise = g.normal(0.0, 0.05, queries)
+                values = np.clip(difficulty + shift + noise - 0.05 * k, 0.0, 1.0)
+                per_query[metric] = dict(zip(qids, values.round(6).tolist(), strict=True))
+            records.append(RunRecord(config=config, seed=str(seed), per_query=per_query))
+    return records
+
+
+def write_long_csv(path: Path, records: list[RunRecord], *, per_query: bool = True) -> Path:
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["config", "seed", "metric", "value", "query"] if per_query
+                   else ["config", "seed", "metric", "value"])
+        for rec in records:
+            for metric, values in rec.per_query.items():
+                if per_query:
+                    w.writerows([rec.config, rec.seed, metric, v, q] for q, v in values.items())
+                else:
+                    w.writerow([rec.config, rec.seed, metric, float(np.mean(list(values.values())))])
+    return path
+
+
+@pytest.fixture
+def records() -> list[RunRecord]:
+    return synthetic_records()
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    from harness.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        rc = main(list(argv))
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return run

@@ -1,0 +1,98 @@
+"""`harness table --from`: options, output, and one-line errors with a non-zero exit."""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.evaluation.results import RunRecord
+
+from .conftest import synthetic_records, write_long_csv
+
+Cli = Callable[..., tuple[int, str, str]]
+
+
+def _error(run_cli: Cli, *argv: str) -> str:
+    rc, out, err = run_cli("table", *argv)
+    assert rc != 0 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("harness: error: ")
+    return lines[0]
+
+
+def test_output_file_baseline_and_plots(tmp_path: Path, run_cli: Cli) -> None:
+    src = write_long_csv(tmp_path / "r.csv", synthetic_records())
+    out_file = tmp_path / "out" / "t.md"
+    rc, out, err = run_cli("table", "--from", str(src), "--baseline", "same", "--output", str(out_file),
+                           "--plots", str(tmp_path / "plots"), "--metric", "map")
+    assert rc == 0 and out == ""
+    text = out_file.read_text()
+    assert "| seed | same | base | better | worse |" in text and "against the baseline same" in text
+    png = tmp_path / "plots" / "map.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "wrote" in err
+
+
+def test_options_reach_the_footnote(tmp_path: Path, run_cli: Cli) -> None:
+    src = write_long_csv(tmp_path / "r.csv", synthetic_records())
+    rc, out, _ = run_cli("table", "--from", str(src), "--test", "wilcoxon", "--correction", "holm",
+                         "--family", "table", "--form", "configs", "--levels", "0.1", "0.05", "0.001")
+    assert rc == 0
+    assert "Wilcoxon signed-rank test" in out and "Holm-Bonferroni correction, family: all metrics " \
+        "(m = 6 comparisons)" in out and "p < 0.001" in out and "| configuration | MAP | MRR |" in out
+    rc, out, _ = run_cli("table", "--from", str(src), "--test", "randomisation", "--seed", "3",
+                         "--resamples", "500", "--format", "csv")
+    rows = list(csv.DictReader(out.splitlines()))
+    assert rc == 0 and {r["test"] for r in rows} == {"randomisation"}
+    assert all(float(r["p_value"]) * 501 == pytest.approx(round(float(r["p_value"]) * 501))
+               for r in rows if r["p_value"])
+
+
+def test_errors(tmp_path: Path, run_cli: Cli) -> None:
+    records = synthetic_records()
+    # runs with different query sets
+    changed = [RunRecord(config=r.config, seed=r.seed, per_query={
+        m: {q: v for q, v in vals.items() if not (r.config == "worse" and r.seed == "2" and q == "q005")}
+        for m, vals in r.per_query.items()}) for r in records]
+    msg = _error(run_cli, "--from", str(write_long_csv(tmp_path / "q.csv", changed)))
+    assert "different query sets: 'worse' seed 2 (map) lacks q005" in msg
+    # a configuration missing seeds the baseline has
+    short = [r for r in records if not (r.config == "same" and r.seed == "3")]
+    msg = _error(run_cli, "--from", str(write_long_csv(tmp_path / "s.csv", short)))
+    assert "configuration 'same' is missing seeds 3 that the baseline 'base' has" in msg
+    src = write_long_csv(tmp_path / "r.csv", records)
+    # a metric that does not exist
+    msg = _error(run_cli, "--from", str(src), "--metric", "map", "ndcg_10")
+    assert "unknown metric 'ndcg_10'" in msg and "valid: map, mrr" in msg
+    msg = _error(run_cli, "--from", str(src), "--baseline", "bert")
+    assert "baseline 'bert'" in msg and "valid: base, better, same, worse" in msg
+    msg = _error(run_cli, "--from", str(src), "--test", "per-seed", "--form", "configs")
+    assert "configs form needs one test per configuration" in msg
+    msg = _error(run_cli, "--from", str(src), "--levels", "0.01", "0.05")
+    assert "levels must be strictly decreasing" in msg
+    # per-run values only
+    per_run = write_long_csv(tmp_path / "p.csv", records, per_query=False)
+    msg = _error(run_cli, "--from", str(per_run), "--test", "seed-averaged")
+    assert "per-run values only" in msg and "--test across-seeds alone" in msg
+    # malformed files
+    msg = _error(run_cli, "--from", str(tmp_path / "absent.csv"))
+    assert "absent.csv: no such file" in msg
+    (tmp_path / "cols.csv").write_text("config,run,metric,value\na,1,map,0.5\n")
+    assert "missing column(s) seed" in _error(run_cli, "--from", str(tmp_path / "cols.csv"))
+    (tmp_path / "num.csv").write_text("config,seed,metric,value\na,1,map,0.5\nb,1,map,high\n")
+    assert "num.csv:3: value 'high' is not a number" in _error(run_cli, "--from", str(tmp_path / "num.csv"))
+    (tmp_path / "empty.csv").write_text("config,seed,metric,value\n")
+    assert "no result rows" in _error(run_cli, "--from", str(tmp_path / "empty.csv"))
+    (tmp_path / "dup.csv").write_text("config,seed,metric,value\na,1,map,0.5\na,1,map,0.6\n")
+    assert "dup.csv:3: duplicate value" in _error(run_cli, "--from", str(tmp_path / "dup.csv"))
+    (tmp_path / "one.csv").write_text("config,seed,metric,value\na,1,map,0.5\nb,1,map,0.6\n")
+    assert "across-seeds test of 'b' vs 'a' on map: a paired test needs at least 2 pairs, got 1" in \
+        _error(run_cli, "--from", str(tmp_path / "one.csv"))
+
+
+def test_source_is_required(run_cli: Cli) -> None:
+    with pytest.raises(SystemExit) as exc:
+        run_cli("table", "--metric", "map")
+    assert exc.value.code != 0

@@ -1,0 +1,28 @@
+"""The evaluation layer is pure: importing it pulls in no torch, Ray, MLflow or matplotlib; its
+docstring examples hold."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+MODULES = ("metrics", "paired", "corrections", "results", "significance", "table", "render", "report",
+           "longcsv", "mlflow_reader", "plots", "commands")
+
+
+def test_imports_pull_in_no_framework() -> None:
+    code = ("import sys\n" + "".join(f"import harness.evaluation.{m}\n" for m in MODULES) +
+            "print(sorted(m for m in ('torch', 'ray', 'mlflow', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name: str) -> None:
+    module = importlib.import_module(f"harness.evaluation.{name}")
+    result = doctest.testmod(module)
+    assert result.failed == 0

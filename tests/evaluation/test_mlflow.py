@@ -1,0 +1,124 @@
+"""A real MLflow round trip: a small study written by the conventions into a sqlite store, read back
+by `harness table --experiment`; and the reader's errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.evaluation.mlflow_reader import default_tracking_uri, read_experiment
+from harness.evaluation.report import study_report
+from harness.tracking import conventions as C
+
+from .conftest import synthetic_records
+
+mlflow = pytest.importorskip("mlflow")
+
+STUDY = "tiny-study"
+NAMES = {"base": "baseline (no CL)", "better": "root_2 + BERT_pred", "worse": "anti-curriculum"}
+
+
+def _write_study(uri: str) -> list:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    root = Path(uri[len("sqlite:///"):]).parent / "artifacts"
+    exp = client.create_experiment(STUDY, artifact_location=root.as_uri())
+    client.create_experiment("empty-study", artifact_location=(root / "empty").as_uri())
+    study = client.create_run(exp, run_name=STUDY, tags={C.TAG_KIND: C.KIND_STUDY, C.TAG_STUDY: STUDY})
+    records = synthetic_records(queries=12, seeds=(1, 2, 3),
+                                effects={"base": 0.0, "better": 0.06, "worse": -0.08})
+    config_runs = {}
+    for config, name in NAMES.items():
+        role = C.ROLE_BASELINE if config == "base" else C.ROLE_CANDIDATE
+        run = client.create_run(exp, run_name=name, tags={
+            C.TAG_KIND: C.KIND_CONFIG, C.TAG_CONFIG_ID: f"id-{config}", C.TAG_ROLE: role,
+            "mlflow.parentRunId": study.info.run_id})
+        config_runs[config] = run.info.run_id
+    for rec in records:
+        role = C.ROLE_BASELINE if rec.config == "base" else C.ROLE_CANDIDATE
+        run = client.create_run(exp, run_name=f"{rec.config}-seed{rec.seed}", tags={
+            C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: f"id-{rec.config}", C.TAG_SEED: rec.seed,
+            C.TAG_ROLE: role, "mlflow.parentRunId": config_runs[rec.config]})
+        rid = run.info.run_id
+        for metric, values in rec.per_query.items():
+            client.log_metric(rid, f"{C.TEST_PREFIX}{metric}", float(np.mean(list(values.values()))))
+            client.log_metric(rid, f"{C.DEV_PREFIX}{metric}", 0.5, step=10)
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(C.PER_QUERY_COLUMNS)
+        w.writerows((q, m, repr(v)) for m, vals in rec.per_query.items() for q, v in vals.items())
+        client.log_text(rid, buf.getvalue(), C.PER_QUERY_ARTIFACT)
+        client.set_terminated(rid)
+    failed = client.create_run(exp, tags={C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: "id-better",
+                                          C.TAG_SEED: "1", "mlflow.parentRunId": config_runs["better"]})
+    client.set_terminated(failed.info.run_id, status="FAILED")  # not counted
+    return records
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list]:
+    db = tmp_path_factory.mktemp("mlruns") / "mlflow.db"
+    uri = f"sqlite:///{db.resolve()}"
+    assert uri.startswith("sqlite:////")
+    return uri, _write_study(uri)
+
+
+def test_table_from_experiment(store: tuple[str, list], run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    uri, records = store
+    rc, out, err = run_cli("table", "--experiment", STUDY, "--tracking-uri", uri, "--format", "csv",
+                           "--metric", "map")
+    assert rc == 0, err
+    cells = {(r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(out))}
+    columns = list(dict.fromkeys(r["column"] for r in csv.DictReader(io.StringIO(out))))
+    assert columns == [NAMES["base"], NAMES["better"], NAMES["worse"]]  # baseline first, study order
+    for rec in records:
+        expected = np.mean(list(rec.per_query["map"].values()))
+        assert float(cells[(rec.seed, NAMES[rec.config])]["value"]) == pytest.approx(expected)
+    assert cells[("AVG", NAMES["better"])]["direction"] == "better"
+    assert cells[("AVG", NAMES["worse"])]["marker"] in ("\u2193", "\u21d3")
+    assert cells[("AVG", NAMES["base"])]["test"] == "seed-averaged"
+
+
+def test_report_from_experiment(store: tuple[str, list]) -> None:
+    uri, _ = store
+    results = read_experiment(STUDY, tracking_uri=uri)
+    assert results.baseline == NAMES["base"] and results.seeds == ("1", "2", "3")
+    assert results.metrics == ("map", "mrr") and len(results.qids or ()) == 12
+    assert results.config_ids[NAMES["better"]] == "id-better"
+    report = study_report(results, formats=("md",))
+    better = report.outcomes[NAMES["better"]]
+    assert better.config_id == "id-better" and better.role == C.ROLE_CANDIDATE
+    assert better.metrics["map_delta"] > 0 and better.metrics["map_p"] < 0.01
+    assert better.tags[f"{C.TAG_MARKER_PREFIX}map"] == "\u2021"
+    assert "map_delta" not in report.outcomes[NAMES["base"]].metrics
+
+
+def test_reader_errors(store: tuple[str, list], tmp_path: Path,
+                       run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    uri, _ = store
+    rc, _, err = run_cli("table", "--experiment", "nope", "--tracking-uri", uri)
+    assert rc != 0 and "unknown MLflow experiment 'nope'" in err and STUDY in err and "empty-study" in err
+    rc, _, err = run_cli("table", "--experiment", "empty-study", "--tracking-uri", uri)
+    assert rc != 0 and "has no finished seed runs" in err
+    missing = f"sqlite:///{tmp_path / 'none' / 'mlflow.db'}"
+    rc, _, err = run_cli("table", "--experiment", STUDY, "--tracking-uri", missing)
+    assert rc != 0 and "no MLflow store at" in err
+    assert not (tmp_path / "none").exists()
+    rc, _, err = run_cli("table", "--experiment", STUDY, "--tracking-uri", uri, "--metric", "bleu")
+    assert rc != 0 and "unknown metric 'bleu'" in err and "valid: map, mrr" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_default_tracking_uri(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert default_tracking_uri() == f"sqlite:///{tmp_path.resolve()}/mlruns/mlflow.db"
+    assert default_tracking_uri().startswith("sqlite:////")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://localhost:5000")
+    assert default_tracking_uri() == "http://localhost:5000"
