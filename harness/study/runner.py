@@ -90,10 +90,13 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], defaults: dic
                       **{f"test_{k}": v for k, v in rec.metrics.items()},
                       "best_step": rec.best_step, "trial_key": ident.key,
                       "per_query_json": json.dumps(rec.per_query), "resolved_json": json.dumps(rec.resolved),
-                      "started": started, "ended": time.time(), "done": True}
+                      "started": started, "ended": time.time(), "final": True}
             if "cascade_cost" in rec.metrics:
                 result["cascade_cost"] = rec.metrics["cascade_cost"]
             tune.report(result)
+            if hooks.get("trial_log"):
+                with open(hooks["trial_log"], "a") as fh:
+                    fh.write(f"{ident.key} end {trainer.step}\n")
 
 
 # -- the driver-side writer ----------------------------------------------------------------------
@@ -140,9 +143,10 @@ class TrackingCallback(tune.Callback):
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
                         **info: Any) -> None:
         ident = self._ident(trial)
-        if result.get("done"):
+        if result.get("final"):
             test = {k[5:]: float(v) for k, v in result.items() if k.startswith("test_")}
-            extra = {"best_step": float(result["best_step"]), **json.loads(result.get("resolved_json", "{}"))}
+            extra = {"best_step": float(result["best_step"]), "trial_started": float(result["started"]),
+                     "trial_ended": float(result["ended"]), **json.loads(result.get("resolved_json", "{}"))}
             self.writer.finish_seed(ident, test, json.loads(result["per_query_json"]), extra)
             agg = self.writer.aggregate(ident.config_id, list(self.spec.seeds))
             self._log(f"[trial] {ident.name} seed {ident.seed}: done, test map {test.get('map', math.nan):.4f}"
@@ -235,6 +239,12 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
     from harness.tracking.store import TrackingStore, default_tracking_uri
 
     log = progress or _stderr
+    hooks = dict(hooks or {})
+    # Testing hooks, also reachable from a `harness run` subprocess: a file that records each trial
+    # start/end, and a directory that makes each trial fail once after its first evaluation.
+    for key, env in (("trial_log", "HARNESS_TRIAL_LOG"), ("fail_once_dir", "HARNESS_FAIL_ONCE_DIR")):
+        if os.environ.get(env):
+            hooks.setdefault(key, os.environ[env])
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     store = TrackingStore(uri)
     exp_id = store.experiment(spec.name)
@@ -254,7 +264,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
     callback = TrackingCallback(spec, uri, exp_id, progress=log)
     fn = tune.with_parameters(trainable, prepared=prepared, defaults=spec.defaults.to_flat(),
                               seeds=spec.seeds, searcher=spec.search.searcher if spec.search else "grid",
-                              metric=spec.metric, hooks=dict(hooks or {}))
+                              metric=spec.metric, hooks=hooks)
     fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
     for phase in phases:
         _run_phase(spec, phase, fn, callback, resume)

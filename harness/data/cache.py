@@ -1,0 +1,166 @@
+"""On-disk cache of built splits, keyed by a content fingerprint.
+
+fingerprint = sha256 over (the sha256 of every source file's bytes, every ``DataConfig`` field that
+changes what a build produces (``BUILD_FIELDS``), ``BUILD_VERSION``). The path of the source is
+not part of it, its content is; ``max_*_queries`` caps are not either, since they are applied after
+the cache (``harness.data.load``). Bump ``BUILD_VERSION`` whenever the build's output changes for
+the same inputs (tokeniser, BM25 parameters, id scheme, filtering...).
+
+Location: ``DataConfig.cache_dir``, else ``$HARNESS_CACHE``, else ``~/.cache/harness``, always made
+absolute (trials run in their own working directories); files live in its ``data/`` folder.
+
+Format: a pickle of per-split numpy columns (ids into one string table that holds each distinct
+text once, labels, scores), so the full embedded set (~50 MB) loads in about 2 s. Files are written
+to a temporary name in the same folder and moved into place with ``os.replace``, so a parallel
+process sees the whole file or none.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+from collections.abc import Iterable, Mapping
+from math import isnan
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.config import DataConfig
+from harness.data.progress import Progress
+from harness.data.records import Candidate, Query, Splits
+
+BUILD_VERSION = 1
+BUILD_FIELDS = ("source", "context_turns", "negatives", "sampler", "split_seed", "conversations",
+                "dev_fraction", "test_fraction")
+_FORMAT = "harness-splits/2"
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of a file's bytes (hex)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def build_fields(cfg: DataConfig) -> dict[str, Any]:
+    """The fields of ``cfg`` that change what a build of the embedded set produces."""
+    return {k: getattr(cfg, k) for k in BUILD_FIELDS}
+
+
+def fingerprint(fields: Mapping[str, Any], source_digests: Iterable[str]) -> str:
+    """sha256 (hex) over ``BUILD_VERSION``, the build's ``fields`` and its sources' digests.
+
+    >>> len(fingerprint({"source": "chitchat"}, ["ab12"]))
+    64
+    """
+    blob = json.dumps({"version": BUILD_VERSION, "sources": list(source_digests),
+                       "config": dict(fields)}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def cache_root(cfg: DataConfig) -> Path:
+    """The absolute cache folder for ``cfg`` (see the module docstring)."""
+    base = cfg.cache_dir or os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "harness"
+    return Path(base).expanduser().resolve()
+
+
+def cache_file(cfg: DataConfig, fp: str) -> Path:
+    return cache_root(cfg) / "data" / f"{cfg.source}-{fp}.pkl"
+
+
+def _encode(splits: Splits) -> tuple[Any, ...]:
+    """Column arrays per split over one string table; a None score is stored as NaN (a real
+    score is always finite)."""
+    table: dict[str, int] = {}
+    ref = table.setdefault
+
+    def columns(queries: tuple[Query, ...]) -> dict[str, np.ndarray]:
+        cands = [c for q in queries for c in q.candidates]
+        return {
+            "qid": np.array([ref(q.qid, len(table)) for q in queries], dtype=np.int32),
+            "group": np.array([ref(q.group, len(table)) for q in queries], dtype=np.int32),
+            "n_context": np.array([len(q.context) for q in queries], dtype=np.int32),
+            "context": np.array([ref(u, len(table)) for q in queries for u in q.context], dtype=np.int32),
+            "n_candidates": np.array([len(q.candidates) for q in queries], dtype=np.int32),
+            "doc": np.array([ref(c.doc_id, len(table)) for c in cands], dtype=np.int32),
+            "text": np.array([ref(c.text, len(table)) for c in cands], dtype=np.int32),
+            "label": np.array([c.label for c in cands], dtype=np.int32),
+            "score": np.array([np.nan if c.score is None else c.score for c in cands], dtype=np.float64),
+        }
+
+    parts = tuple(columns(splits.split(name)) for name in ("train", "dev", "test"))
+    return (_FORMAT, splits.fingerprint, list(table), parts)
+
+
+def _decode(payload: tuple[Any, ...]) -> Splits:
+    fmt, fp, strings, parts = payload
+    if fmt != _FORMAT:
+        raise ValueError(f"format {fmt!r}")
+    at = strings.__getitem__
+
+    def queries(col: dict[str, np.ndarray]) -> tuple[Query, ...]:
+        scores = [None if isnan(s) else s for s in col["score"].tolist()]
+        cands = list(map(Candidate, map(at, col["doc"].tolist()), map(at, col["text"].tolist()),
+                         col["label"].tolist(), scores))
+        context = list(map(at, col["context"].tolist()))
+        c_end = np.cumsum(col["n_context"]).tolist()
+        k_end = np.cumsum(col["n_candidates"]).tolist()
+        c_start, k_start = [0, *c_end][:-1], [0, *k_end][:-1]
+        return tuple(Query(at(q), tuple(context[a:b]), tuple(cands[c:d]), at(g))
+                     for q, g, a, b, c, d in zip(col["qid"].tolist(), col["group"].tolist(),
+                                                 c_start, c_end, k_start, k_end, strict=True))
+
+    train, dev, test = (queries(part) for part in parts)
+    return Splits(train=train, dev=dev, test=test, fingerprint=fp)
+
+
+def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None:
+    """The cached splits at ``path`` if present, readable and built for ``fp``; else None."""
+    if not path.is_file():
+        return None
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of small acyclic objects: collection passes would double the time
+    try:
+        with open(path, "rb") as fh:
+            splits = _decode(pickle.load(fh))
+    # A corrupt, truncated or foreign file is a cache miss, never a failure.
+    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
+            AttributeError, ImportError) as exc:
+        if progress:
+            progress(f"ignoring unreadable cache file {path} ({type(exc).__name__}: {exc})")
+        return None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return splits if splits.fingerprint == fp else None
+
+
+def store(path: Path, splits: Splits, progress: Progress | None = None) -> bool:
+    """Write ``splits`` to ``path`` atomically; on an OS error report it and return False (the
+    build is still usable, only not cached)."""
+    tmp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(_encode(splits), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reading os.umask would race other threads
+        os.replace(tmp, path)
+        tmp = None
+        return True
+    except OSError as exc:
+        if progress:
+            progress(f"warning: could not write the data cache {path}: {exc}")
+        return False
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

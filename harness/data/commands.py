@@ -1,0 +1,88 @@
+"""``harness data build|stats``: build (and cache) a data set, or print its Table 4 statistics.
+
+Options map one-to-one onto ``data.*`` config keys and are parsed by ``TrialConfig.from_flat``,
+so a bad value is reported with the key's name (``data.negatives must be >= 1, got 0``).
+Progress goes to stderr as a few percent/ETA lines; results go to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from harness.config import DataConfig, TrialConfig
+
+# flag -> (config key, help)
+_OPTIONS: dict[str, tuple[str, str]] = {
+    "--source": ("data.source", "chitchat (embedded, default), msdialog (TSV dir) or trec (dir)"),
+    "--path": ("data.path", "data file (chitchat) or directory (msdialog, trec)"),
+    "--conversations": ("data.conversations", "seeded subset of N conversations (default: all)"),
+    "--context-turns": ("data.context_turns", "keep the last N utterances of a context (default 10)"),
+    "--negatives": ("data.negatives", "negatives per context (default 9)"),
+    "--sampler": ("data.sampler", "negative sampler: bm25 (default) or random"),
+    "--split-seed": ("data.split_seed", "seed of the subset, the split and query caps (default 13)"),
+    "--cache-dir": ("data.cache_dir", "cache folder (default $HARNESS_CACHE or ~/.cache/harness)"),
+}
+
+
+def _add_data_options(parser: argparse.ArgumentParser) -> None:
+    for flag, (key, help_text) in _OPTIONS.items():
+        parser.add_argument(flag, dest=key, metavar=flag.lstrip("-").replace("-", "_").upper(),
+                            default=None, help=help_text)
+
+
+def data_config(args: argparse.Namespace) -> DataConfig:
+    """The DataConfig of the given options over the defaults (validated, keys named)."""
+    flat: dict[str, Any] = {key: getattr(args, key) for key, _ in _OPTIONS.values()
+                            if getattr(args, key, None) is not None}
+    return TrialConfig.from_flat(flat).data
+
+
+def _stderr(message: str) -> None:
+    print(f"harness data: {message}", file=sys.stderr, flush=True)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from harness.data.load import load_splits
+
+    cfg = data_config(args)
+    splits = load_splits(cfg, progress=_stderr)
+    print(f"source       {cfg.source}{f' ({cfg.path})' if cfg.path else ''}")
+    print(f"fingerprint  {splits.fingerprint}")
+    if cfg.source == "chitchat":
+        from harness.data.cache import cache_file
+
+        print(f"cache        {cache_file(cfg, splits.fingerprint)}")
+    print("queries      " + ", ".join(f"{name} {len(splits.split(name)):,}"
+                                       for name in ("train", "dev", "test")))
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from harness.data.load import load_splits
+    from harness.data.stats import data_stats, format_stats
+
+    cfg = data_config(args)
+    splits = load_splits(cfg, progress=_stderr)
+    print(format_stats(data_stats(splits), title=f"{cfg.source} data set "
+                       f"(fingerprint {splits.fingerprint[:12]})"))
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add ``data build`` and ``data stats`` to the ``harness`` command."""
+    data = subparsers.add_parser("data", help="build the embedded data set / show its statistics",
+                                 description="Build, cache and describe the ranking data.")
+    data.set_defaults(func=lambda _args: (data.print_help(), 2)[1])
+    sub = data.add_subparsers(dest="data_command", metavar="ACTION")
+    build = sub.add_parser("build", help="build the data set and cache it",
+                           description="Build the data set for these options and cache it "
+                           "(the embedded set); prints its fingerprint and query counts.")
+    _add_data_options(build)
+    build.set_defaults(func=_build)
+    stats = sub.add_parser("stats", help="print the Table 4 statistics per split",
+                           description="Print the statistics of Penha & Hauff (2020), Table 4, "
+                           "per split (builds the data set first if it is not cached).")
+    _add_data_options(stats)
+    stats.set_defaults(func=_stats)

@@ -1,0 +1,62 @@
+"""BM25Index (rank_bm25_rs) gives exactly rank_bm25's scores on real chitchat utterances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rank_bm25
+
+from harness.data.bm25 import EPSILON, K1, B, BM25Index, tokenize
+from harness.data.chitchat import read_conversations
+from harness.errors import DataError
+
+
+@pytest.fixture(scope="module")
+def sample(chitchat_path: Path) -> tuple[list[list[str]], list[list[str]]]:
+    """~400 utterances of real conversations as documents; contexts of others as queries."""
+    convs = [c for c in read_conversations(chitchat_path) if len(c.utterances) >= 8]
+    docs = [tokenize(u) for c in convs[:20] for u in c.utterances][:400]
+    queries = [tokenize(" ".join(c.utterances[:5])) for c in convs[20:26]]
+    queries.append(tokenize("hi hi how are you you you"))  # repeated terms count per occurrence
+    queries.append(["zzz-not-a-word"])  # no match anywhere
+    return docs, queries
+
+
+def test_tokenize_lowercases_word_runs() -> None:
+    assert tokenize("Don't PANIC, it's 42!") == ["don", "t", "panic", "it", "s", "42"]
+    assert tokenize("  ...  ") == []
+
+
+def test_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], list[list[str]]]) -> None:
+    docs, queries = sample
+    assert len(docs) >= 300
+    reference = rank_bm25.BM25Okapi(docs, k1=K1, b=B, epsilon=EPSILON)
+    assert type(reference).__module__ == "rank_bm25"  # the pure-Python original, not the drop-in
+    index = BM25Index(docs)
+    for query in queries:
+        ours, theirs = index.scores(query), reference.get_scores(query)
+        assert ours.dtype == np.float64
+        assert np.array_equal(ours, theirs)
+    assert (K1, B, EPSILON) == (1.5, 0.75, 0.25)
+
+
+def test_batch_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], list[list[str]]]) -> None:
+    docs, queries = sample
+    reference = rank_bm25.BM25Okapi(docs, k1=K1, b=B, epsilon=EPSILON)
+    index = BM25Index(docs)
+    ids = [0, 7, 42, 199, 311, len(docs) - 1, 7]
+    for query in queries:
+        ours = index.batch_scores(query, ids)
+        assert np.array_equal(ours, np.asarray(reference.get_batch_scores(query, ids)))
+        assert np.array_equal(ours, index.scores(query)[ids])
+
+
+def test_best_match_and_errors() -> None:
+    index = BM25Index([tokenize("a cat sat"), tokenize("a dog ran"), tokenize("birds fly high")])
+    assert int(np.argmax(index.scores(tokenize("the dog")))) == 1
+    with pytest.raises(IndexError):
+        index.batch_scores(["dog"], [3])
+    with pytest.raises(DataError, match="empty corpus"):
+        BM25Index([])

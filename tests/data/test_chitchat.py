@@ -1,0 +1,141 @@
+"""The embedded data set: utterances, candidates, leakage, determinism, splits and pool errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.config import DataConfig
+from harness.data import negatives as neg
+from harness.data.bm25 import BM25Index, tokenize
+from harness.data.chitchat import build_splits, merge_utterances, read_conversations
+from harness.data.records import Splits
+from harness.errors import ConfigError, DataError
+
+
+def _queries(splits: Splits):
+    return [q for name in ("train", "dev", "test") for q in splits.split(name)]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def test_merge_utterances_joins_consecutive_messages_of_one_sender() -> None:
+    groups = [[{"text": "hi", "sender": "a"}, {"text": " there ", "sender": "a"}],
+              [{"text": "  ", "sender": "b"}],            # blank: dropped, does not split "a"
+              [{"text": "how are you", "sender": "a"}],
+              [{"text": "fine", "sender": "b"}, {"text": "thanks", "sender": "b"}]]
+    assert merge_utterances(groups) == ("hi there how are you", "fine thanks")
+
+
+def test_candidates_positive_first_negatives_from_other_conversations(small_splits: Splits) -> None:
+    queries = _queries(small_splits)
+    assert len({q.group for q in queries}) == 12
+    for q in queries:
+        conv, turn = q.qid[1:].split("t")
+        assert q.group == f"c{conv}"
+        assert 1 <= len(q.context) <= 10
+        pos, *negs = q.candidates
+        assert pos.label == 1 and pos.doc_id == f"c{conv}u{turn}" and pos.score is not None
+        assert len(negs) == 9 and all(c.label == 0 for c in negs)
+        assert not any(c.doc_id.startswith(f"c{conv}u") for c in negs)
+        scores = [c.score for c in negs]
+        assert all(s is not None for s in scores) and scores == sorted(scores, reverse=True)
+        texts = [_norm(c.text) for c in q.candidates]
+        assert len(set(texts)) == len(texts) and all(texts)
+
+
+def test_negatives_are_the_true_bm25_top_hits(small_splits: Splits, chitchat_path: Path) -> None:
+    convs = read_conversations(chitchat_path)
+    texts = [u for c in convs for u in c.utterances]
+    ids = [f"c{c.index}u{i}" for c in convs for i in range(len(c.utterances))]
+    index = BM25Index([tokenize(t) for t in texts])
+    for q in small_splits.train[:3] + small_splits.test[-2:]:
+        scores = index.scores(tokenize(" ".join(q.context)))
+        assert q.candidates[0].score == scores[ids.index(q.candidates[0].doc_id)]
+        seen, expected = {_norm(q.candidates[0].text)}, []
+        for pos in np.lexsort((np.arange(len(texts)), -scores)):  # score desc, position asc
+            key = _norm(texts[pos])
+            if ids[pos].startswith(q.group + "u") or not key or key in seen:
+                continue
+            seen.add(key)
+            expected.append((ids[pos], float(scores[pos])))
+            if len(expected) == 9:
+                break
+        assert [(c.doc_id, c.score) for c in q.candidates[1:]] == expected
+
+
+def test_top_k_matches_a_full_sort_with_ties() -> None:
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        n = int(rng.integers(50, 3000))
+        row = rng.integers(0, 6 if trial % 2 else 1000, size=n).astype(np.float64)
+        row[rng.integers(0, n, size=n // 10)] = -np.inf
+        keys = rng.integers(-1, n // 3, size=n)
+        banned, k = int(keys[0]), int(rng.integers(1, 12))
+        order = np.lexsort((np.arange(n), -row))  # score desc, position asc
+        expected = neg._pick(order[np.isfinite(row[order])], keys, banned, k)
+        assert neg._top_k(row, keys, banned, k) == expected
+
+
+def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path,
+                                                        small_splits: Splits) -> None:
+    cfg = DataConfig(conversations=12, split_seed=13)
+    again = build_splits(cfg, path=chitchat_path, fingerprint="small")
+    assert again == small_splits
+    other = build_splits(DataConfig(conversations=12, split_seed=14, sampler="random"),
+                         path=chitchat_path, fingerprint="other")
+    groups = [{q.group for q in s.split("test")} | {q.group for q in s.split("dev")}
+              for s in (small_splits, other)]
+    assert groups[0] != groups[1]
+
+
+def test_splits_share_no_conversation(small_splits: Splits) -> None:
+    groups = {name: {q.group for q in small_splits.split(name)} for name in ("train", "dev", "test")}
+    assert all(groups.values())
+    assert not groups["train"] & groups["dev"]
+    assert not groups["train"] & groups["test"]
+    assert not groups["dev"] & groups["test"]
+
+
+def test_random_sampler_is_seeded_and_has_no_scores(tiny_chitchat: Path) -> None:
+    cfg = DataConfig(sampler="random", negatives=3, context_turns=1)
+    first = build_splits(cfg, path=tiny_chitchat, fingerprint="r")
+    assert first == build_splits(cfg, path=tiny_chitchat, fingerprint="r")
+    for q in _queries(first):
+        assert len(q.context) == 1
+        assert all(c.score is None for c in q.candidates)
+        assert not any(c.doc_id.startswith(q.group + "u") for c in q.negatives)
+        assert len({c.text for c in q.candidates}) == 4
+
+
+def test_negatives_beyond_the_pool_are_refused(tiny_chitchat: Path) -> None:
+    # 12 distinct utterances: 11 besides a positive, but only 9 outside its own conversation.
+    with pytest.raises(ConfigError, match=r"data.negatives must be <= 11 .*got 12"):
+        build_splits(DataConfig(negatives=12), path=tiny_chitchat, fingerprint="x")
+    for sampler in ("bm25", "random"):
+        with pytest.raises(DataError, match=r"data.negatives=10 exceeds .* query c\d+t\d: only 9 "):
+            build_splits(DataConfig(negatives=10, sampler=sampler), path=tiny_chitchat, fingerprint="x")
+    ok = build_splits(DataConfig(negatives=9), path=tiny_chitchat, fingerprint="x")
+    assert all(len(q.candidates) == 10 for q in _queries(ok))
+
+
+def test_too_few_conversations_and_bad_files(tmp_path: Path,
+                                             write_chitchat: Callable[..., Path]) -> None:
+    two = write_chitchat(tmp_path / "two.json", [[("a", "x"), ("b", "y")]] * 2)
+    with pytest.raises(DataError, match="need at least 3"):
+        build_splits(DataConfig(), path=two, fingerprint="x")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"c": {"messages": [\n[}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"bad.json:2: invalid JSON"):
+        read_conversations(bad)
+    with pytest.raises(DataError, match="no such file"):
+        read_conversations(tmp_path / "missing.json")
+    with pytest.raises(ConfigError, match=r"data.conversations must be <= 4"):
+        build_splits(DataConfig(conversations=5), path=write_chitchat(
+            tmp_path / "four.json", [[("a", f"x{i}"), ("b", f"y{i}")] for i in range(4)]),
+            fingerprint="x")

@@ -1,0 +1,88 @@
+"""The data cache: fingerprint, location, atomic round trip, and load_splits through it."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+
+import pytest
+
+from harness.config import DataConfig
+from harness.data import cache
+from harness.data.load import apply_caps, chitchat_fingerprint, load_splits
+from harness.data.records import Candidate, Query, Splits
+
+
+def _splits(fp: str = "f" * 64) -> Splits:
+    q = Query(qid="c1t1", context=("hi", "hey there"), group="c1", candidates=(
+        Candidate("c1u1", "hey there", 1, 2.5), Candidate("c9u0", "hi", 0, None)))
+    r = Query(qid="c2t1", context=("hi",), group="c2", candidates=(
+        Candidate("c2u1", "hi", 1, 0.0), Candidate("c1u1", "hey there", 0, -1.25)))
+    return Splits(train=(q, r), dev=(r,), test=(), fingerprint=fp)
+
+
+def test_fingerprint_covers_build_fields_version_and_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = DataConfig()
+    fp = cache.fingerprint(cache.build_fields(base), ["abc"])
+    assert fp == cache.fingerprint(cache.build_fields(DataConfig()), ["abc"])
+    assert fp != cache.fingerprint(cache.build_fields(base), ["abd"])
+    changes = {"context_turns": 3, "negatives": 4, "sampler": "random", "split_seed": 1,
+               "conversations": 50, "dev_fraction": 0.2, "test_fraction": 0.2}
+    assert set(changes) | {"source"} == set(cache.BUILD_FIELDS)
+    for key, value in changes.items():
+        changed = dataclasses.replace(base, **{key: value})
+        assert cache.fingerprint(cache.build_fields(changed), ["abc"]) != fp, key
+    same = dataclasses.replace(base, max_train_queries=5, cache_dir="/elsewhere")
+    assert cache.fingerprint(cache.build_fields(same), ["abc"]) == fp
+    monkeypatch.setattr(cache, "BUILD_VERSION", cache.BUILD_VERSION + 1)
+    assert cache.fingerprint(cache.build_fields(base), ["abc"]) != fp
+
+
+def test_cache_root_is_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cache.cache_root(DataConfig(cache_dir="rel")) == tmp_path / "rel"
+    monkeypatch.setenv("HARNESS_CACHE", "envdir")
+    assert cache.cache_root(DataConfig()) == tmp_path / "envdir"
+    assert cache.cache_root(DataConfig(cache_dir="rel")) == tmp_path / "rel"
+    monkeypatch.delenv("HARNESS_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.cache_root(DataConfig()) == tmp_path / "home" / ".cache" / "harness"
+    assert cache.cache_file(DataConfig(cache_dir="rel"), "ab").parent == tmp_path / "rel" / "data"
+
+
+def test_store_load_round_trip_is_atomic_and_checked(tmp_path: Path) -> None:
+    splits = _splits()
+    target = tmp_path / "deep" / "data" / "chitchat-x.pkl"
+    assert cache.store(target, splits)
+    assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary left behind
+    assert cache.load(target, splits.fingerprint) == splits
+    assert cache.load(target, "0" * 64) is None  # built for another fingerprint
+    assert cache.load(tmp_path / "absent.pkl", splits.fingerprint) is None
+    messages: list[str] = []
+    target.write_bytes(pickle.dumps(("other-format", 1, 2, 3))[:-3])
+    assert cache.load(target, splits.fingerprint, messages.append) is None
+    assert "ignoring unreadable cache file" in messages[0]
+
+
+def test_caps_take_a_seeded_ordered_subset_with_its_own_fingerprint() -> None:
+    splits = _splits()
+    assert apply_caps(splits, DataConfig(max_train_queries=5)) is splits
+    capped = apply_caps(splits, DataConfig(max_train_queries=1))
+    assert len(capped.train) == 1 and capped.train[0] in splits.train
+    assert capped.dev == splits.dev and capped.fingerprint != splits.fingerprint
+    assert capped == apply_caps(splits, DataConfig(max_train_queries=1))
+
+
+def test_load_splits_builds_once_then_reads_the_cache(tmp_path: Path, tiny_chitchat: Path) -> None:
+    cfg = DataConfig(path=str(tiny_chitchat), negatives=3, cache_dir=str(tmp_path / "c"))
+    messages: list[str] = []
+    first = load_splits(cfg, progress=messages.append)
+    assert first.fingerprint == chitchat_fingerprint(cfg)
+    assert any(m.startswith("built in") for m in messages)
+    messages.clear()
+    second = load_splits(cfg, progress=messages.append)
+    assert second == first and any(m.startswith("loaded ") for m in messages)
+    assert cache.cache_file(cfg, first.fingerprint).is_file()
+    capped = load_splits(dataclasses.replace(cfg, max_test_queries=1))
+    assert len(capped.test) == 1 and capped.train == first.train

@@ -1,0 +1,43 @@
+"""`harness data build|stats` through harness.cli.main on a small subset."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+
+def test_build_then_stats_on_a_subset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    opts = ["--conversations", "6", "--negatives", "4", "--cache-dir", str(tmp_path)]
+    assert main(["data", "build", *opts]) == 0
+    out, err = capsys.readouterr()
+    assert "fingerprint" in out and str(tmp_path / "data") in out
+    assert "BM25 negatives: 100%" in err and len(err.splitlines()) < 25
+    assert main(["data", "stats", *opts]) == 0
+    out, err = capsys.readouterr()
+    assert "loaded" in err  # from the cache the build wrote
+    lines = out.splitlines()
+    assert lines[1].split() == ["Train", "Valid", "Test"]
+    cands = next(line for line in lines if line.startswith("Number of candidates per U"))
+    assert cands.split()[-3:] == ["5.0", "5.0", "5.0"]
+
+
+def test_missing_data_file_exits_non_zero_with_one_line(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.json"
+    assert main(["data", "stats", "--path", str(missing), "--cache-dir", str(tmp_path)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == f"harness: error: {missing}: no such file (data.path of the chitchat data set)"
+    assert main(["data", "build", "--source", "msdialog", "--path", str(tmp_path / "nope")]) != 0
+    assert "no such directory" in capsys.readouterr().err
+
+
+def test_bad_option_names_the_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["data", "stats", "--negatives", "many"]) == 2
+    assert "data.negatives must be an integer, got 'many'" in capsys.readouterr().err
+    assert main(["data", "build", "--sampler", "tfidf"]) == 2
+    assert "data.sampler must be one of bm25, random" in capsys.readouterr().err
+    assert main(["data", "stats", "--source", "msdialog"]) == 2
+    assert "data.path must be set for data.source=msdialog" in capsys.readouterr().err
