@@ -55,12 +55,22 @@ def identify(config: Mapping[str, Any], defaults: Mapping[str, Any], seeds: tupl
 # -- the trainable (runs in Ray workers) ---------------------------------------------------------
 
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], defaults: dict[str, Any],
-              seeds: tuple[int, ...], searcher: str, metric: str, hooks: dict[str, str]) -> None:
+              seeds: tuple[int, ...], searcher: str, metric: str, hooks: dict[str, str],
+              finished: dict[str, float]) -> None:
     import torch
 
     from harness.training.loop import EvalRecord, FinalRecord, Trainer
 
     ident = identify(config, defaults, seeds, searcher)
+    if ident.key in finished:
+        # Recorded as finished in MLflow by an earlier driver (the source of truth on resume), even if
+        # Tune's own snapshot had not caught up when that driver died: replay, never retrain.
+        if hooks.get("trial_log"):
+            with open(hooks["trial_log"], "a") as fh:
+                fh.write(f"{ident.key} replay\n")
+        tune.report({"final": True, "replayed": True, "trial_key": ident.key,
+                     "objective": finished[ident.key]})
+        return
     cfg = TrialConfig.from_flat(dict(ident.flat))
     cpus = max(1, int(os.environ.get("OMP_NUM_THREADS") or 1))
     torch.set_num_threads(cpus)
@@ -143,9 +153,11 @@ class TrackingCallback(tune.Callback):
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
                         **info: Any) -> None:
         ident = self._ident(trial)
+        if result.get("replayed"):
+            return
         if result.get("final"):
             test = {k[5:]: float(v) for k, v in result.items() if k.startswith("test_")}
-            extra = {"best_step": float(result["best_step"]), "trial_started": float(result["started"]),
+            extra = {"best_step": float(result["best_step"]), "objective": float(result["objective"]), "trial_started": float(result["started"]),
                      "trial_ended": float(result["ended"]), **json.loads(result.get("resolved_json", "{}"))}
             self.writer.finish_seed(ident, test, json.loads(result["per_query_json"]), extra)
             agg = self.writer.aggregate(ident.config_id, list(self.spec.seeds))
@@ -264,7 +276,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
     callback = TrackingCallback(spec, uri, exp_id, progress=log)
     fn = tune.with_parameters(trainable, prepared=prepared, defaults=spec.defaults.to_flat(),
                               seeds=spec.seeds, searcher=spec.search.searcher if spec.search else "grid",
-                              metric=spec.metric, hooks=hooks)
+                              metric=spec.metric, hooks=hooks, finished=writer.done_objectives())
     fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
     for phase in phases:
         _run_phase(spec, phase, fn, callback, resume)

@@ -45,6 +45,7 @@ class StudyWriter:
         self._done: set[str] = set()
         self._last_step: dict[str, int] = {}
         self._test: dict[str, dict[int, dict[str, float]]] = {}
+        self._objective: dict[str, float] = {}
         self._load()
 
     def _search(self, kind: str) -> list[Any]:
@@ -64,6 +65,7 @@ class StudyWriter:
             self._seeds[key] = run.info.run_id
             if run.data.tags.get(TAG_DONE) == "1":
                 self._done.add(key)
+                self._objective[key] = float(run.data.metrics.get("objective", math.nan))
                 cid, seed = run.data.tags[C.TAG_CONFIG_ID], int(run.data.tags[C.TAG_SEED])
                 self._test.setdefault(cid, {})[seed] = {
                     k[len(C.TEST_PREFIX):]: v for k, v in run.data.metrics.items() if k.startswith(C.TEST_PREFIX)}
@@ -106,6 +108,10 @@ class StudyWriter:
 
     def is_done(self, key: str) -> bool:
         return key in self._done
+
+    def done_objectives(self) -> dict[str, float]:
+        """Finished trials (by trial key) and the objective they reported."""
+        return {k: self._objective.get(k, math.nan) for k in self._done}
 
     # -- results -------------------------------------------------------------------------------
 

@@ -1,0 +1,176 @@
+"""Studies on real local Ray (2 CPUs) with the tiny model and real MLflow (SQLite)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.study.runner import run_study
+from harness.study.spec import load_study
+from harness.tracking import conventions as C
+
+STUDY = """\
+name: {name}
+data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
+model: {{name: tiny, max_length: 32}}
+train: {{steps: 6, batch_size: 8, eval_every: 3, eval_batch_size: 32, lr: 1.0e-3}}
+baseline: {{}}
+configs:
+  - name: curriculum
+    set: {{curriculum.scoring: uwords, curriculum.pacing: root_n, curriculum.n: 2}}
+  - name: ls
+    set: {{smoothing.method: LS, smoothing.epsilon: 0.2}}
+seeds: [1, 2, 3]
+resources: {{cpus: 1, gpus: {gpus}}}
+concurrency: 2
+failure: {{max_retries: 2}}
+storage_path: {storage}
+"""
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    old = os.environ.get("HARNESS_CACHE")
+    os.environ["HARNESS_CACHE"] = str(root / "cache")
+    import ray
+
+    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    yield root
+    ray.shutdown()
+    if old is None:
+        os.environ.pop("HARNESS_CACHE", None)
+    else:
+        os.environ["HARNESS_CACHE"] = old
+
+
+def _spec(root: Path, name: str, gpus: float = 0, text: str = STUDY):
+    path = root / f"{name}.yaml"
+    path.write_text(text.format(name=name, gpus=gpus, storage=root / "runs"))
+    return load_study(path)
+
+
+def _uri(root: Path) -> str:
+    return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+
+
+def _runs(root: Path, name: str):
+    client = MlflowClient(_uri(root))
+    exp = client.get_experiment_by_name(name)
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    by_kind: dict[str, list] = {}
+    for r in runs:
+        by_kind.setdefault(r.data.tags.get(C.TAG_KIND), []).append(r)
+    return by_kind
+
+
+def _test_maps(root: Path, name: str) -> dict[str, float]:
+    return {r.data.tags[C.TAG_TRIAL_KEY]: r.data.metrics["test_map"] for r in _runs(root, name)["trial"]}
+
+
+@pytest.fixture(scope="module")
+def finished(env):
+    out = run_study(_spec(env, "plain"), tracking_uri=_uri(env), progress=lambda m: None)
+    return env, out
+
+
+def test_study_completes_with_nested_runs_and_same_seeds(finished):
+    root, out = finished
+    runs = _runs(root, "plain")
+    assert len(runs["study"]) == 1 and len(runs["config"]) == 3 and len(runs["trial"]) == 9
+    study_id = runs["study"][0].info.run_id
+    configs = {r.info.run_id: r for r in runs["config"]}
+    for c in configs.values():
+        assert c.data.tags["mlflow.parentRunId"] == study_id
+        assert c.info.status == "FINISHED"
+        assert "map_mean" in c.data.metrics and "map_sd" in c.data.metrics
+    roles = sorted(c.data.tags[C.TAG_ROLE] for c in configs.values())
+    assert roles == ["baseline", "candidate", "candidate"]
+    seeds_per_config: dict[str, set[str]] = {}
+    for t in runs["trial"]:
+        parent = t.data.tags["mlflow.parentRunId"]
+        assert parent in configs
+        assert configs[parent].data.tags[C.TAG_CONFIG_ID] == t.data.tags[C.TAG_CONFIG_ID]
+        seeds_per_config.setdefault(parent, set()).add(t.data.tags[C.TAG_SEED])
+        assert t.data.params["train.seed"] == t.data.tags[C.TAG_SEED]
+        assert t.info.status == "FINISHED" and "test_map" in t.data.metrics
+    assert all(s == {"1", "2", "3"} for s in seeds_per_config.values())
+    # The candidates got their comparison against the baseline.
+    cands = [c for c in configs.values() if c.data.tags[C.TAG_ROLE] == "candidate"]
+    assert all("map_p" in c.data.metrics and "map_delta" in c.data.metrics for c in cands)
+    assert all(c.data.tags.get("harness.marker.map") for c in cands)
+    client = MlflowClient(_uri(root))
+    arts = {a.path for a in client.list_artifacts(study_id, "tables")}
+    assert "tables/seeds.md" in arts and "tables/seeds.tex" in arts
+    text = client.download_artifacts(runs["trial"][0].info.run_id, C.PER_QUERY_ARTIFACT, str(root))
+    assert Path(text).read_text().startswith("qid,measure,value")
+    assert set(out["references"]) == {"random", "bm25"}
+
+
+def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished, tmp_path):
+    root, _ = finished
+    fail_dir = tmp_path / "fail"
+    fail_dir.mkdir()
+    log = tmp_path / "trials.log"
+    run_study(_spec(root, "failing"), tracking_uri=_uri(root), progress=lambda m: None,
+              hooks={"fail_once_dir": str(fail_dir), "trial_log": str(log)})
+    assert len(list(fail_dir.iterdir())) == 9  # every trial failed once
+    restarts = [ln for ln in log.read_text().splitlines() if " start 3" in ln]
+    assert len(restarts) == 9  # ... and was resumed from its step-3 checkpoint
+    assert _test_maps(root, "failing") == _test_maps(root, "plain")
+    assert len(_runs(root, "failing")["trial"]) == 9
+
+
+def test_killed_driver_resumes_without_duplicates_or_reruns(finished, tmp_path):
+    root, _ = finished
+    spec_path = root / "killed.yaml"
+    spec_path.write_text(STUDY.format(name="killed", gpus=0, storage=root / "runs")
+                         .replace("steps: 6,", "steps: 30,").replace("eval_every: 3", "eval_every: 10"))
+    log = tmp_path / "trials.log"
+    env = {**os.environ, "HARNESS_TRIAL_LOG": str(log), "MLFLOW_TRACKING_URI": _uri(root)}
+    cmd = [sys.executable, "-m", "harness.cli", "run", str(spec_path)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        ended = [ln for ln in (log.read_text().splitlines() if log.exists() else []) if " end " in ln]
+        if len(ended) >= 2:
+            break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = log.read_text().splitlines()
+    finished_before = {ln.split()[0] for ln in before if " end " in ln}
+    assert 2 <= len(finished_before) < 9
+    rc = subprocess.run(cmd + ["--resume"], env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True, timeout=600)
+    assert rc.returncode == 0, rc.stderr[-2000:]
+    after = log.read_text().splitlines()[len(before):]
+    restarted = {ln.split()[0] for ln in after if " start " in ln}
+    assert not restarted & finished_before
+    runs = _runs(root, "killed")
+    keys = [r.data.tags[C.TAG_TRIAL_KEY] for r in runs["trial"]]
+    assert len(keys) == 9 and len(set(keys)) == 9
+    assert len(runs["config"]) == 3 and len(runs["study"]) == 1
+    assert all(r.info.status == "FINISHED" for r in runs["trial"])
+
+
+def test_fractional_gpus_pack_two_trials_at_once(finished):
+    root, _ = finished
+    text = STUDY.replace("configs:\n  - name: curriculum\n    set: {{curriculum.scoring: uwords, "
+                         "curriculum.pacing: root_n, curriculum.n: 2}}\n  - name: ls\n    set: "
+                         "{{smoothing.method: LS, smoothing.epsilon: 0.2}}\n", "").replace("[1, 2, 3]", "[1, 2]")
+    text = text.replace("steps: 6,", "steps: 30,")
+    run_study(_spec(root, "gpu", gpus=0.5, text=text), tracking_uri=_uri(root), progress=lambda m: None)
+    trials = _runs(root, "gpu")["trial"]
+    assert len(trials) == 2
+    (s1, e1), (s2, e2) = [(t.data.metrics["trial_started"], t.data.metrics["trial_ended"]) for t in trials]
+    assert max(s1, s2) < min(e1, e2), "the two 0.5-GPU trials did not overlap"
+    assert all(t.data.params["train.device"] == "auto" for t in trials)

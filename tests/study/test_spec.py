@@ -1,0 +1,87 @@
+"""Study files: validation errors name file, line and key; every shipped study file validates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.errors import ConfigError
+from harness.study.space import enumerate_grid, parse_param
+from harness.study.spec import load_study
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """\
+name: s
+defaults:
+  model.name: tiny
+  train.steps: 4
+baseline: {}
+configs:
+  - name: ls
+    set: {smoothing.method: LS, smoothing.epsilon: 0.1}
+seeds: [1, 2]
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "study.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_good_study(tmp_path):
+    spec = load_study(_write(tmp_path, GOOD))
+    assert [nc.name for nc in spec.fixed_configs()] == ["baseline", "ls"]
+    assert spec.seeds == (1, 2)
+    assert spec.fixed_configs()[1].config.smoothing.method == "LS"
+    assert spec.baseline.config.config_id() != spec.configs[0].config.config_id()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: s\nseeds: [1, 2\n", r"study.yaml:\d+: malformed YAML"),
+    (GOOD + "seedz: [1]\n", r"study.yaml:10: unknown study key 'seedz'; did you mean seeds"),
+    (GOOD.replace("smoothing.epsilon: 0.1", "smoothing.epsilonn: 0.1"),
+     r"study.yaml:8: .*unknown config key 'smoothing.epsilonn'; did you mean smoothing.epsilon"),
+    (GOOD.replace("smoothing.epsilon: 0.1", "smoothing.epsilon: 1.5"),
+     r"study.yaml:8: .*smoothing.epsilon must be in \[0, 1\), got 1.5"),
+    (GOOD.replace("train.steps: 4", "train.steps: 4\n  curriculum.delta: 0"),
+     r"study.yaml:5: .*curriculum.delta must be in \(0, 1\], got 0"),
+    (GOOD.replace("seeds: [1, 2]", "seeds: [1, 1]"), r"study.yaml:9: seeds must not repeat; duplicated: \[1\]"),
+    (GOOD.replace("seeds: [1, 2]\n", ""), r"seeds must be a non-empty list"),
+    (GOOD.replace("smoothing.method: LS", "smoothing.method: XLS"), r"smoothing.method: unknown name 'XLS'"),
+    (GOOD + "search:\n  searcher: grid\n  space:\n    curriculum.delta: {uniform: [0.1, 0.9]}\n",
+     r"search.searcher grid needs discrete values .* curriculum.delta"),
+    (GOOD + "search:\n  searcher: nsga2\n  space:\n    curriculum.delta: {uniform: [0.1, 0.9]}\n",
+     r"nsga2 optimises two objectives"),
+    (GOOD + "search:\n  searcher: tpe\n  space:\n    curriculum.pacing: {choice: [root_n, nope]}\n",
+     r"curriculum.pacing: unknown name 'nope'"),
+])
+def test_bad_studies(tmp_path, text, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_study(_write(tmp_path, text))
+
+
+def test_bad_study_via_cli_exits_nonzero_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, GOOD.replace("seeds: [1, 2]", "seeds: [1, 1]"))
+    assert main(["run", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "seeds must not repeat" in err[0]
+    assert not (tmp_path / "mlruns").exists() and not (tmp_path / "runs").exists()
+
+
+def test_conditional_space_and_grid():
+    space = {"curriculum.pacing": parse_param("curriculum.pacing", {"choice": ["linear", "root_n"]}),
+             "curriculum.n": parse_param("curriculum.n", {"choice": [2, 5], "when": {"curriculum.pacing": "root_n"}})}
+    points = list(enumerate_grid(space))
+    assert points == [{"curriculum.pacing": "linear"},
+                      {"curriculum.pacing": "root_n", "curriculum.n": 2},
+                      {"curriculum.pacing": "root_n", "curriculum.n": 5}]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_study_validates(path, capsys):
+    assert main(["validate", str(path), "--no-model"]) == 0
+    assert "OK" in capsys.readouterr().out
