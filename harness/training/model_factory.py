@@ -15,5 +15,5 @@ def build_model(cfg: TrialConfig, *, seed: int) -> nn.Module:
     if cfg.cascade.enabled:
         from harness.model.cascade import CascadeRanker
 
-        return CascadeRanker(encoder, exits=cfg.cascade.exits)
+        return CascadeRanker(encoder, exits=cfg.cascade.exits, alpha=cfg.cascade.alpha)
     return CrossEncoder(encoder)
