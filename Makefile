@@ -35,7 +35,9 @@ lint: venv
 	$(VENV)/bin/ruff check harness tests benchmarks
 
 bench: venv
+	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/trainer.py
+	$(PY) benchmarks/cascade.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
