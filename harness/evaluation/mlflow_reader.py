@@ -24,14 +24,7 @@ from harness.errors import DataError, HarnessError
 from harness.evaluation.metrics import IR_MEASURES_NAMES
 from harness.evaluation.results import RunRecord, StudyResults
 from harness.tracking import conventions as C
-
-
-def default_tracking_uri() -> str:
-    """$MLFLOW_TRACKING_URI, else the harness default store sqlite:////<abs cwd>/mlruns/mlflow.db."""
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return env
-    return f"sqlite:///{Path.cwd().resolve() / 'mlruns' / 'mlflow.db'}"
+from harness.tracking.store import default_tracking_uri
 
 
 def read_experiment(name: str, *, tracking_uri: str | None = None,
