@@ -17,9 +17,10 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, DataError
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
 
@@ -389,6 +390,21 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[full] = value
     return out
+
+
+def read_yaml(path: Path, what: str) -> tuple[Any, str]:
+    """Parse a YAML file; a missing file or malformed YAML is one error naming the file and line."""
+    import yaml
+
+    if not path.is_file():
+        raise DataError(f"{path}: {what} not found")
+    text = path.read_text()
+    try:
+        return yaml.safe_load(text), text
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{where}: malformed YAML: {getattr(exc, 'problem', None) or exc}") from None
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

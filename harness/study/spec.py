@@ -35,8 +35,8 @@ from typing import Any
 
 import yaml
 
-from harness.config import TrialConfig, flatten
-from harness.errors import ConfigError, DataError
+from harness.config import TrialConfig, flatten, read_yaml
+from harness.errors import ConfigError
 from harness.study.space import Param, parse_param
 
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
@@ -125,18 +125,10 @@ class _Lines:
 
 def load_study(path: str | Path) -> StudySpec:
     p = Path(path)
-    if not p.is_file():
-        raise DataError(f"{p}: study file not found")
-    text = p.read_text()
-    try:
-        raw = yaml.safe_load(text)
-        lines = _Lines(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{p}{where}: malformed YAML: {getattr(exc, 'problem', None) or exc}") from None
+    raw, text = read_yaml(p, "study file")
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: a study file is a mapping with at least name and seeds")
+    lines = _Lines(text)
     try:
         return _parse(raw, p, text, lines)
     except ConfigError as exc:

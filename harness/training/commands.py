@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.config import TrialConfig, flatten, parse_assignments
-from harness.errors import ConfigError, DataError
+from harness.config import TrialConfig, flatten, parse_assignments, read_yaml
+from harness.errors import ConfigError
 from harness.tracking import conventions as C
 
 
@@ -38,16 +38,7 @@ def register(sub: Any) -> None:
 def load_config(path: Path | None, assignments: list[str], seed: int | None) -> TrialConfig:
     flat: dict[str, Any] = {}
     if path is not None:
-        import yaml
-
-        if not path.is_file():
-            raise DataError(f"{path}: config file not found")
-        try:
-            loaded = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            line = f":{mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{path}{line}: malformed YAML: {getattr(exc, 'problem', exc)}") from None
+        loaded = read_yaml(path, "config file")[0] or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping of config keys")
         flat.update(flatten(loaded))
