@@ -27,6 +27,7 @@ from ray.tune.search import Repeater
 from harness.config import TrialConfig
 from harness.errors import HarnessError
 from harness.study.prepare import prepare_study, study_params, trial_count, variant_key
+from harness.study.report import report_study
 from harness.study.space import suggest
 from harness.study.spec import StudySpec
 from harness.tracking.study_writer import StudyWriter, TrialIdentity
@@ -282,7 +283,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
         _run_phase(spec, phase, fn, callback, resume)
     callback.progress = log
     references = _reference_maps(spec, prepared, store, study_run, log)
-    results = _finalize(spec, callback.writer, store, study_run, log)
+    results = report_study(spec, callback.writer, store, study_run, log)
     for name, value in references.items():
         log(f"reference on the same test queries: {name} MAP {value:.4f}")
     return {"experiment_id": exp_id, "study_run": study_run, "configs": results, "tracking_uri": uri,
@@ -292,16 +293,11 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
 def _reference_maps(spec: StudySpec, prepared: dict[str, Any], store: Any, study_run: str,
                     log: Progress) -> dict[str, float]:
     """BM25 (the negative sampler's scores) and a random order on the baseline's test queries."""
-    from harness.errors import DataError
-    from harness.training.baselines import bm25_scores, random_scores
-    from harness.training.evaluate import metrics_of
+    from harness.training.baselines import reference_maps
 
-    test = prepared[variant_key(spec.baseline.config)].splits.test
-    out = {"random": metrics_of(test, random_scores(test, spec.seeds[0])).means["map"]}
-    try:
-        out["bm25"] = metrics_of(test, bm25_scores(test)).means["map"]
-    except DataError as exc:
-        log(f"reference: no BM25 MAP ({exc})")
+    out = reference_maps(prepared[variant_key(spec.baseline.config)].splits.test, spec.seeds[0])
+    if "bm25" not in out:
+        log("reference: no BM25 MAP (candidates carry no BM25 score)")
     store.log_metrics(study_run, {f"reference_{k}_map": v for k, v in out.items()})
     return out
 
@@ -333,12 +329,6 @@ def _run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback,
     if errors:
         callback._log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: "
                       f"{str(errors[0]).splitlines()[0][:300]}")
-
-
-def _finalize(spec: StudySpec, writer: StudyWriter, store: Any, study_run: str, log: Progress) -> dict[str, Any]:
-    from harness.study.report import report_study
-
-    return report_study(spec, writer, store, study_run, log)
 
 
 def _stderr(msg: str) -> None:

@@ -23,3 +23,13 @@ def bm25_scores(queries: Sequence[Query]) -> list[np.ndarray]:
 def random_scores(queries: Sequence[Query], seed: int) -> list[np.ndarray]:
     rng = np.random.default_rng([seed, 99])
     return [rng.random(len(q.candidates)) for q in queries]
+
+
+def reference_maps(queries: Sequence[Query], seed: int) -> dict[str, float]:
+    """Test MAP of a random order and, where every candidate has a BM25 score, of BM25."""
+    from harness.training.evaluate import metrics_of
+
+    out = {"random": metrics_of(queries, random_scores(queries, seed)).means["map"]}
+    if all(c.score is not None for q in queries for c in q.candidates):
+        out["bm25"] = metrics_of(queries, bm25_scores(queries)).means["map"]
+    return out

@@ -261,7 +261,6 @@ class Trainer:
             self.model.load_state_dict(self.best_state)
         queries, scores = self._scores("test")
         m = metrics_of(queries, scores)
-        self.test_scores = scores
         if final is not None:
             self.model.load_state_dict(final)
         return FinalRecord(self.best_step, dict(self.best_dev), dict(m.means),
