@@ -35,6 +35,9 @@ from harness.tracking.study_writer import StudyWriter, TrialIdentity
 Progress = Callable[[str], None]
 # Experiment state is saved often, so a killed driver loses at most this much bookkeeping.
 os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+# Search objectives such as cascade_cost exist only in a trial's final result (they need the best
+# checkpoint); Tune would otherwise demand them in every intermediate dev report.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 
 # -- trial identity ------------------------------------------------------------------------------
@@ -90,6 +93,7 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], defaults: dic
             with tempfile.TemporaryDirectory() as d:
                 trainer.save(d)
                 tune.report({"step": rec.step, **{f"dev_{k}": v for k, v in rec.metrics.items()},
+                             **{f"best_dev_{k}": v for k, v in trainer.best_dev.items()},
                              "objective": rec.best_value, "trial_key": ident.key},
                             checkpoint=tune.Checkpoint.from_directory(d))
             marker = Path(fail_dir, ident.key) if fail_dir else None
@@ -102,8 +106,8 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], defaults: dic
                       "best_step": rec.best_step, "trial_key": ident.key,
                       "per_query_json": json.dumps(rec.per_query), "resolved_json": json.dumps(rec.resolved),
                       "started": started, "ended": time.time(), "final": True}
-            if "cascade_cost" in rec.metrics:
-                result["cascade_cost"] = rec.metrics["cascade_cost"]
+            result.update({f"best_dev_{k}": v for k, v in rec.dev.items()})
+            result.update(rec.cascade)
             tune.report(result)
             if hooks.get("trial_log"):
                 with open(hooks["trial_log"], "a") as fh:
@@ -158,7 +162,8 @@ class TrackingCallback(tune.Callback):
             return
         if result.get("final"):
             test = {k[5:]: float(v) for k, v in result.items() if k.startswith("test_")}
-            extra = {"best_step": float(result["best_step"]), "objective": float(result["objective"]), "trial_started": float(result["started"]),
+            extra = {"best_step": float(result["best_step"]), "objective": float(result["objective"]),
+                     **{k: float(result[k]) for k in ("cascade_map", "cascade_cost") if k in result}, "trial_started": float(result["started"]),
                      "trial_ended": float(result["ended"]), **json.loads(result.get("resolved_json", "{}"))}
             self.writer.finish_seed(ident, test, json.loads(result["per_query_json"]), extra)
             agg = self.writer.aggregate(ident.config_id, list(self.spec.seeds))
@@ -220,6 +225,18 @@ def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:
         ray.init(address="local", include_dashboard=False, num_gpus=num_gpus, **kw)
 
 
+class DefineByRun:
+    """Optuna define-by-run space: suggestions only (STYLE 8). A module-level class so Tune can
+    pickle the searcher into its experiment state (resume)."""
+
+    def __init__(self, space: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
+        self.space = dict(space)
+        self.defaults = dict(defaults)
+
+    def __call__(self, trial: Any) -> dict[str, Any]:
+        return suggest(trial, self.space, self.defaults)
+
+
 def _searcher(spec: StudySpec) -> Any:
     import optuna
     from ray.tune.search.optuna import OptunaSearch
@@ -230,19 +247,24 @@ def _searcher(spec: StudySpec) -> Any:
     sampler = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
                "random": lambda: optuna.samplers.RandomSampler(seed=seed),
                "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed)}[s.searcher]()
-    defaults = spec.defaults.to_flat()
-    space = s.space
+    define_by_run = DefineByRun(s.space, spec.defaults.to_flat())
 
-    def define_by_run(trial: Any) -> dict[str, Any]:
-        return suggest(trial, space, defaults)
-
-    metrics = [("objective" if m == spec.metric and len(s.objectives) == 1 else m) for m, _ in s.objectives]
+    metrics = [objective_key(m, spec.metric, len(s.objectives)) for m, _ in s.objectives]
     modes = [md for _, md in s.objectives]
     if len(metrics) == 1:
         opt = OptunaSearch(space=define_by_run, metric=metrics[0], mode=modes[0], sampler=sampler)
     else:
         opt = OptunaSearch(space=define_by_run, metric=metrics, mode=modes, sampler=sampler)
     return SeedRepeater(opt, repeat=len(spec.seeds), set_index=True)
+
+
+def objective_key(metric: str, study_metric: str, n_objectives: int) -> str:
+    """The final-result key a searcher reads for an objective: the trial's best dev value
+    ("objective") for a single objective, best_dev_<m> per metric for several; cascade_map and
+    cascade_cost (dev, at the configured alphas) as they are."""
+    if metric.startswith("cascade_"):
+        return metric
+    return "objective" if n_objectives == 1 and metric == study_metric else f"best_dev_{metric}"
 
 
 def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | None = None,

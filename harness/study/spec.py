@@ -44,7 +44,7 @@ TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curric
             "concurrency", "failure", "storage_path", "tracking_uri", "smoke")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
 SEARCHERS = ("tpe", "random", "nsga2", "grid")
-METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec", "cascade_cost")
+METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec", "cascade_map", "cascade_cost")
 
 
 @dataclass(frozen=True, kw_only=True)

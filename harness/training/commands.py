@@ -101,9 +101,14 @@ def run_train(args: argparse.Namespace) -> int:
                     trainer.save(args.checkpoint_dir)
             else:
                 print(f"test (best dev step {rec.best_step}): {_fmt(rec.metrics)}")
+                for key in sorted(k for k in rec.cascade if k.startswith("test_exit") and k.endswith("_map")):
+                    print(f"  exit after layer {key[9:-4]:>2} alone: map {rec.cascade[key]:.4f}")
+                if rec.cascade:
+                    print(f"  cascade (alpha {list(cfg.cascade.alpha)}): map {rec.cascade['test_cascade_map']:.4f}"
+                          f"  relative cost {rec.cascade['test_cascade_cost']:.3f}")
                 if store and run_id:
                     store.log_metrics(run_id, {f"{C.TEST_PREFIX}{k}": v for k, v in rec.metrics.items()})
-                    store.log_metrics(run_id, {"best_step": rec.best_step, **rec.resolved})
+                    store.log_metrics(run_id, {"best_step": rec.best_step, **rec.resolved, **rec.cascade})
                     store.log_per_query(run_id, rec.per_query)
                 if args.compare_baselines:
                     _print_baselines(splits.test, cfg.train.seed, rec.metrics["map"])

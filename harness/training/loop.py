@@ -63,6 +63,9 @@ class FinalRecord:
     metrics: dict[str, float]
     per_query: dict[str, dict[str, float]]
     resolved: dict[str, float] = field(default_factory=dict)
+    # Cascade models only: dev cascade_map / cascade_cost at the configured alphas (usable as search
+    # objectives), and on test every exit alone (test_exit<L>_<m>) and the cascade (test_cascade_<m>).
+    cascade: dict[str, float] = field(default_factory=dict)
 
 
 Record = StepRecord | EvalRecord | FinalRecord
@@ -259,9 +262,39 @@ class Trainer:
         final = copy.deepcopy(self.model.state_dict()) if self.best_state is not None else None
         if self.best_state is not None:
             self.model.load_state_dict(self.best_state)
-        queries, scores = self._scores("test")
+        cascade: dict[str, float] = {}
+        if hasattr(self.model, "exit_scores"):
+            queries, scores, cascade = self._cascade_eval()
+        else:
+            queries, scores = self._scores("test")
         m = metrics_of(queries, scores)
         if final is not None:
             self.model.load_state_dict(final)
         return FinalRecord(self.best_step, dict(self.best_dev), dict(m.means),
-                          {k: dict(v) for k, v in m.per_query.items()}, self.resolved())
+                          {k: dict(v) for k, v in m.per_query.items()}, self.resolved(), cascade)
+
+    def _cascade_eval(self) -> tuple[Any, list[np.ndarray], dict[str, float]]:
+        """One pass per split stores every exit's scores; exits alone, the cascade at the
+        configured alphas and its cost are computed from them (Soldaini & Moschitti, Table 3).
+        The final exit's scores are the model's test scores."""
+        from harness.model.cascade_eval import cascade_metrics, exit_metrics, score_exits
+
+        plan = self.model.plan
+        out: dict[str, float] = {}
+        test_queries: Any = ()
+        test_mats: list[np.ndarray] = []
+        for split in ("dev", "test"):
+            queries = self.data.splits.split(split)
+            mats = score_exits(self.model, self.collator, queries, self.data.tokens(split),
+                               batch_size=self.cfg.train.eval_batch_size, device=self.device,
+                               autocast=self.autocast)
+            ce = cascade_metrics(queries, mats, plan)
+            if split == "dev":
+                out.update(cascade_map=ce.metrics.means["map"], cascade_cost=ce.relative_cost)
+                continue
+            for layer, qm in exit_metrics(queries, mats, plan.exits).items():
+                out.update({f"test_exit{layer}_{k}": v for k, v in qm.means.items()})
+            out.update({f"test_cascade_{k}": v for k, v in ce.metrics.means.items()})
+            out["test_cascade_cost"] = ce.relative_cost
+            test_queries, test_mats = queries, mats
+        return test_queries, [m[-1] for m in test_mats], out

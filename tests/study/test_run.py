@@ -174,3 +174,39 @@ def test_fractional_gpus_pack_two_trials_at_once(finished):
     (s1, e1), (s2, e2) = [(t.data.metrics["trial_started"], t.data.metrics["trial_ended"]) for t in trials]
     assert max(s1, s2) < min(e1, e2), "the two 0.5-GPU trials did not overlap"
     assert all(t.data.params["train.device"] == "auto" for t in trials)
+
+
+NSGA = """\
+name: {name}
+data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
+model: {{name: tiny, max_length: 32}}
+train: {{steps: 4, batch_size: 8, eval_every: 2, eval_batch_size: 32, lr: 1.0e-3}}
+cascade: {{enabled: true}}
+baseline: {{}}
+search:
+  searcher: nsga2
+  num_configs: 2
+  space:
+    cascade.alpha: {{uniform: [0.2, 0.6]}}
+  objectives: [{{metric: map, mode: max}}, {{metric: cascade_cost, mode: min}}]
+seeds: [1, 2]
+resources: {{cpus: 1, gpus: {gpus}}}
+concurrency: 2
+storage_path: {storage}
+"""
+
+
+def test_nsga2_search_over_alpha_with_cascade_cost_objective(finished):
+    root, _ = finished
+    run_study(_spec(root, "nsga", text=NSGA), tracking_uri=_uri(root), progress=lambda m: None)
+    runs = _runs(root, "nsga")
+    assert len(runs["config"]) == 3 and len(runs["trial"]) == 6
+    by_config: dict[str, set[str]] = {}
+    for t in runs["trial"]:
+        by_config.setdefault(t.data.tags[C.TAG_CONFIG_ID], set()).add(t.data.tags[C.TAG_SEED])
+        assert 0.0 < t.data.metrics["cascade_cost"] <= 1.0
+        assert "test_exit2_map" in t.data.metrics and "test_cascade_map" in t.data.metrics
+    assert all(seeds == {"1", "2"} for seeds in by_config.values())
+    proposed = [t for t in runs["trial"] if t.data.tags[C.TAG_ROLE] == "candidate"]
+    assert len(proposed) == 4
+    assert all(t.data.metrics["cascade_cost"] < 1.0 for t in proposed)  # alpha >= 0.2 drops candidates

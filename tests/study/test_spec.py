@@ -85,3 +85,15 @@ def test_conditional_space_and_grid():
 def test_every_shipped_study_validates(path, capsys):
     assert main(["validate", str(path), "--no-model"]) == 0
     assert "OK" in capsys.readouterr().out
+
+
+def test_searcher_pickles_for_tune_resume(tmp_path):
+    import pickle
+
+    from harness.study.runner import _searcher
+
+    text = GOOD + ("search:\n  searcher: tpe\n  num_configs: 2\n  space:\n"
+                   "    curriculum.pacing: {choice: [linear, root_n]}\n"
+                   "    curriculum.n: {int: [2, 5], when: {curriculum.pacing: root_n}}\n")
+    searcher = pickle.loads(pickle.dumps(_searcher(load_study(_write(tmp_path, text)))))
+    assert searcher.searcher._space.space["curriculum.n"].when == {"curriculum.pacing": ("root_n",)}
