@@ -18,6 +18,7 @@ the last partial window included::
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 from collections.abc import Callable
 from types import TracebackType
@@ -51,6 +52,9 @@ class SystemMetrics:
         except ImportError as exc:
             self.progress(f"system metrics: off ({exc}; pip install psutil)")
             return self
+        quiet = logging.getLogger("mlflow.system_metrics")
+        if quiet.level == logging.NOTSET:  # our one line replaces MLflow's four INFO lines; warnings stay
+            quiet.setLevel(logging.WARNING)
         try:
             # resume_logging: a resumed study continues the system/* step axis instead of restarting it.
             monitor = SystemMetricsMonitor(self.run_id, sampling_interval=self.interval_s,

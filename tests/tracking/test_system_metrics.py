@@ -67,7 +67,8 @@ def test_resumed_monitor_continues_the_step_axis(run):
     for _ in range(2):
         with SystemMetrics(run_id, uri, interval_s=60, progress=lambda m: None):
             time.sleep(0.1)
-    steps = [m.step for m in MlflowClient(uri).get_metric_history(run_id, "system/cpu_utilization_percentage")]
+    history = MlflowClient(uri).get_metric_history(run_id, "system/cpu_utilization_percentage")
+    steps = [m.step for m in history]
     assert sorted(steps) == [0, 1]
 
 
