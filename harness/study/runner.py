@@ -31,6 +31,7 @@ from harness.study.report import report_study
 from harness.study.space import suggest
 from harness.study.spec import StudySpec
 from harness.tracking.study_writer import StudyWriter, TrialIdentity
+from harness.tracking.system_metrics import SystemMetrics
 
 Progress = Callable[[str], None]
 # Experiment state is saved often, so a killed driver loses at most this much bookkeeping.
@@ -291,21 +292,23 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
                            "use `harness run STUDY --resume` to finish it, or change storage_path")
     writer = StudyWriter(store, exp_id, spec.name)
     study_run = writer.study_run(study_text=spec.text, params=study_params(spec, trial_count(spec)))
-    log(f"study {spec.name}: {trial_count(spec)} trials ({len(spec.fixed_configs())} fixed configs"
-        f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
-        f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
-    prepared = prepare_study(spec, progress=log)
-    init_ray(spec, num_gpus=num_gpus)
-    callback = TrackingCallback(spec, uri, exp_id, progress=log)
-    fn = tune.with_parameters(trainable, prepared=prepared, defaults=spec.defaults.to_flat(),
-                              seeds=spec.seeds, searcher=spec.search.searcher if spec.search else "grid",
-                              metric=spec.metric, hooks=hooks, finished=writer.done_objectives())
-    fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
-    for phase in phases:
-        _run_phase(spec, phase, fn, callback, resume)
-    callback.progress = log
-    references = _reference_maps(spec, prepared, store, study_run, log)
-    results = report_study(spec, callback.writer, store, study_run, log)
+    # System metrics (CPU, memory, GPU where available) sample onto the study run until it ends.
+    with SystemMetrics(study_run, uri, progress=log):
+        log(f"study {spec.name}: {trial_count(spec)} trials ({len(spec.fixed_configs())} fixed configs"
+            f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
+            f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
+        prepared = prepare_study(spec, progress=log)
+        init_ray(spec, num_gpus=num_gpus)
+        callback = TrackingCallback(spec, uri, exp_id, progress=log)
+        fn = tune.with_parameters(trainable, prepared=prepared, defaults=spec.defaults.to_flat(),
+                                  seeds=spec.seeds, searcher=spec.search.searcher if spec.search else "grid",
+                                  metric=spec.metric, hooks=hooks, finished=writer.done_objectives())
+        fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
+        for phase in phases:
+            _run_phase(spec, phase, fn, callback, resume)
+        callback.progress = log
+        references = _reference_maps(spec, prepared, store, study_run, log)
+        results = report_study(spec, callback.writer, store, study_run, log)
     for name, value in references.items():
         log(f"reference on the same test queries: {name} MAP {value:.4f}")
     return {"experiment_id": exp_id, "study_run": study_run, "configs": results, "tracking_uri": uri,

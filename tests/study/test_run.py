@@ -86,6 +86,7 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished):
     runs = _runs(root, "plain")
     assert len(runs["study"]) == 1 and len(runs["config"]) == 3 and len(runs["trial"]) == 9
     study_id = runs["study"][0].info.run_id
+    assert any(k.startswith("system/cpu") for k in runs["study"][0].data.metrics)  # system metrics
     configs = {r.info.run_id: r for r in runs["config"]}
     for c in configs.values():
         assert c.data.tags["mlflow.parentRunId"] == study_id
