@@ -26,6 +26,7 @@ demo: venv
 	$(VENV)/bin/harness demo
 
 test: venv
+	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || echo "chromium not installed: the browser test will skip"
 	$(PY) -m pytest -q -m "slow or not slow"
 
 test-fast: venv

@@ -334,12 +334,12 @@ def _run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback,
         trials = [{"name": nc.name, "role": nc.role, "seed": s, "flat": nc.config.with_seed(s).to_flat()}
                   for nc in spec.fixed_configs() for s in spec.seeds]
         param_space: dict[str, Any] = {"trial": tune.grid_search(trials)}
-        tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=False)
+        tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True)
     else:
         assert spec.search is not None
         param_space = {}
         tune_config = tune.TuneConfig(search_alg=_searcher(spec), num_samples=spec.search.num_configs * len(spec.seeds),
-                                      max_concurrent_trials=spec.concurrency, reuse_actors=False)
+                                      max_concurrent_trials=spec.concurrency, reuse_actors=True)
     if resume and tune.Tuner.can_restore(path):
         tuner = tune.Tuner.restore(path, trainable=fn, resume_unfinished=True, resume_errored=True,
                                    param_space=param_space)
