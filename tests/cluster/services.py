@@ -1,0 +1,223 @@
+"""Real services on loopback for the cluster tests: a Ray head with token auth, an MLflow tracking
+server, the `harness ui`. Each runs in its own process group, with its own ports (chosen free) and
+directories, and is stopped through that group: never `ray stop`, which stops every Ray on the machine.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VENV_BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def free_port_block(n: int, lo: int = 20000, hi: int = 30000) -> int:
+    """First port of ``n`` consecutive free ports (Ray's worker port range)."""
+    for _ in range(50):
+        base = random.randrange(lo, hi - n)
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError(f"no block of {n} free ports in [{lo}, {hi})")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without any Ray address or Ray auth setting, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RAY_ADDRESS", "RAY_API_SERVER", "RAY_AUTH", "MLFLOW_TRACKING"))}
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Service:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def tail(self, n: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+    def wait_http(self, url: str, timeout: float, headers: dict[str, str] | None = None) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5):
+                    return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.5)
+        raise RuntimeError(f"{self.name} not ready at {url} after {timeout:.0f}s:\n{self.tail()}")
+
+    def stop(self, grace: float = 2.0) -> None:
+        """SIGTERM to the process group, SIGKILL to what is left after ``grace`` seconds."""
+        pgid = self.proc.pid  # start_new_session=True: the leader's pid is the group id
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(timeout=wait)
+            except subprocess.TimeoutExpired:
+                continue
+            if not _group_alive(pgid):
+                break
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def spawn(name: str, cmd: list[str], log: Path, env: dict[str, str], cwd: Path) -> Service:
+    fh = open(log, "wb")  # noqa: SIM115 (the child owns it for its lifetime)
+    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                            start_new_session=True)
+    fh.close()
+    return Service(name, proc, log)
+
+
+@dataclass
+class RayHead:
+    service: Service
+    address: str
+    token: str = field(repr=False)
+    temp_dir: Path
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def stop(self) -> None:
+        self.service.stop(grace=10.0)
+        sweep(self.temp_dir)
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
+
+
+def start_ray_head(root: Path, token: str, num_cpus: int = 2) -> RayHead:
+    """`ray start --head --block` on 127.0.0.1 with token auth, every port chosen free, its own
+    --temp-dir (short: Ray's unix socket paths must stay under 107 characters)."""
+    temp_dir = Path(tempfile.mkdtemp(prefix="hray", dir="/tmp"))
+    ports = {k: free_port() for k in ("port", "dashboard-port", "ray-client-server-port",
+                                      "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                                      "runtime-env-agent-port", "metrics-export-port",
+                                      "node-manager-port", "object-manager-port")}
+    workers = free_port_block(100)
+    cmd = [str(VENV_BIN / "ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+           "--dashboard-host", "127.0.0.1", "--include-dashboard", "true", "--temp-dir", str(temp_dir),
+           "--num-cpus", str(num_cpus), "--num-gpus", "0", "--object-store-memory", str(300 * 2**20),
+           "--min-worker-port", str(workers), "--max-worker-port", str(workers + 99),
+           "--disable-usage-stats"]
+    for k, v in ports.items():
+        cmd += [f"--{k}", str(v)]
+    env = clean_env(
+        RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token,
+        # Ray replaces a loopback --node-ip-address with the host's routable address unless it
+        # believes it is on a one-node (Windows/macOS) setup: keep every Ray socket on 127.0.0.1.
+        RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0",
+        RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0", RAY_USAGE_STATS_ENABLED="0",
+        # The job entrypoint runs `python ...`: the cluster's python is this virtualenv's.
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    service = spawn("ray head", cmd, root / "ray-head.log", env, root)
+    head = RayHead(service, f"http://127.0.0.1:{ports['dashboard-port']}", token, temp_dir)
+    try:
+        service.wait_http(f"{head.address}/api/version", 90, head.headers)
+        service.wait_http(f"{head.address}/api/jobs/", 30, head.headers)
+    except BaseException:
+        head.stop()
+        raise
+    return head
+
+
+def sweep(temp_dir: Path) -> None:
+    """Kill what a stopped head left behind: job drivers run in their own session, so the head's
+    process group does not hold them; they are found by the head's temp dir (their cwd)."""
+    marker = str(temp_dir)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if marker in cmdline or cwd.startswith(marker):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@dataclass
+class MlflowServer:
+    service: Service
+    url: str
+    backend_uri: str
+    root: Path
+
+    def stop(self) -> None:
+        self.service.stop()
+
+
+def start_mlflow_server(root: Path) -> MlflowServer:
+    """`mlflow server` on 127.0.0.1: SQLite backend, artifacts served from a local directory."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    backend = f"sqlite:///{root / 'mlflow.db'}"
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend,
+           "--artifacts-destination", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
+           "--workers", "1"]
+    service = spawn("mlflow server", cmd, root / "mlflow-server.log", clean_env(), root)
+    server = MlflowServer(service, f"http://127.0.0.1:{port}", backend, root)
+    try:
+        service.wait_http(f"{server.url}/health", 90)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def start_harness_ui(root: Path, tracking_uri: str) -> tuple[Service, str]:
+    """`harness ui` (mlflow ui, one worker) on a free loopback port."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", tracking_uri, "--port", str(port)]
+    service = spawn("harness ui", cmd, root / "harness-ui.log", clean_env(), REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        service.wait_http(f"{url}/health", 90)
+    except BaseException:
+        service.stop()
+        raise
+    return service, url
