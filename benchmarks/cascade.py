@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from machine import describe
 
 from harness.config import ModelConfig
 from harness.model.cascade import CascadeRanker
@@ -74,25 +74,6 @@ def plain_forward(model: CascadeRanker, batch: dict[str, torch.Tensor]) -> torch
     hidden = model.encoder(**batch).last_hidden_state
     logits = model.exit_logits(hidden, batch["attention_mask"], len(model.exits) - 1)
     return logits[:, 1] - logits[:, 0]
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import transformers
-
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__, "transformers": transformers.__version__,
-            "python": platform.python_version(), "platform": platform.platform()}
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -152,7 +133,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": args.model, "num_layers": model.num_layers, "hidden": int(model.encoder.config.hidden_size),
         "exits": list(model.exits), "batch": args.batch, "seq_len": args.seq_len, "rounds": args.rounds,
         "device": str(device), "clock": clock, "threads": torch.get_num_threads(), "rounding": model.plan.rounding, "plain_equals_final_exit": bool(same),
-        "machine": machine(), "loadavg_before": list(load_before), "loadavg_after": list(load_after),
+        "machine": describe("torch", "transformers"), "loadavg_before": list(load_before), "loadavg_after": list(load_after),
         "results": rows,
     }
 

@@ -33,7 +33,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import re
 import shutil
 import sys
@@ -43,6 +42,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from machine import describe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -317,23 +318,6 @@ def checkpoint_cost(root: Path, repeats: int = 3) -> dict[str, Any]:
 
 # -- report ---------------------------------------------------------------------------------------
 
-def machine() -> dict[str, Any]:
-    import mlflow
-    import ray
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "ray": ray.__version__,
-            "mlflow": mlflow.__version__, "torch": torch.__version__, "gpu": torch.cuda.is_available()}
-
-
 def render(rec: dict[str, Any]) -> str:
     over, pack = rec["overhead"], rec["packing"]
     head = ("| concurrency | trials | study wall (s) | direct training (s) | overhead/trial (s) | % of 120 s "
@@ -427,7 +411,7 @@ def main() -> int:
                              "data": "30 conversations, 8 dev / 8 test queries"}
     rec = {"settings": settings,
            "overhead": over, "packing": pack, "checkpoint": ckpt, "bench_wall_s": time.time() - t0,
-           "machine": machine() | {"load_avg_before": load_before, "load_avg_after": os.getloadavg()}}
+           "machine": describe("ray", "mlflow", "torch") | {"load_avg_before": load_before, "load_avg_after": os.getloadavg()}}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "study.json").write_text(json.dumps(rec, indent=2))
     md = render(rec)

