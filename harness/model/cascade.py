@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from harness.errors import ConfigError
+from harness.model import layers
 from harness.model.cascade_cost import CascadePlan, Rounding
 from harness.model.cascade_rank import CascadeOutcome, cascade_rank, keep_top
 
@@ -79,7 +80,7 @@ class CascadeRanker(nn.Module):
                  alpha: Sequence[float] = (0.0,), dropout: float | None = None,
                  rounding: Rounding = "floor") -> None:
         super().__init__()
-        if not (hasattr(encoder, "embeddings") and hasattr(getattr(encoder, "encoder", None), "layer")):
+        if not layers.is_bert_like(encoder):
             raise ConfigError(f"cascade.enabled needs a BERT-like encoder (embeddings + encoder.layer), "
                               f"got {type(encoder).__name__}")
         self.encoder = encoder
@@ -88,6 +89,7 @@ class CascadeRanker(nn.Module):
         hidden = int(encoder.config.hidden_size)
         p = float(encoder.config.hidden_dropout_prob if dropout is None else dropout)
         self.heads = nn.ModuleList(ExitHead(hidden, p) for _ in self.plan.exits)
+        layers.use_fast_dropout(self)
 
     @property
     def num_layers(self) -> int:
@@ -101,21 +103,12 @@ class CascadeRanker(nn.Module):
 
     def embed(self, batch: Batch) -> torch.Tensor:
         """H_0 = E(X)."""
-        return self.encoder.embeddings(  # type: ignore[no-any-return]
-            input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
+        return layers.embed(self.encoder, batch)
 
     def run_layers(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int,
                    stop: int) -> torch.Tensor:
-        """H_stop from H_start (0-based layer counts): layers start+1 .. stop, with the encoder's
-        own mask format for its attention implementation (SDPA: a boolean 4-D mask)."""
-        from transformers.masking_utils import create_bidirectional_mask
-
-        mask = create_bidirectional_mask(config=self.encoder.config, inputs_embeds=hidden,
-                                         attention_mask=attention_mask)
-        for layer in self.encoder.encoder.layer[start:stop]:
-            out = layer(hidden, mask)
-            hidden = out[0] if isinstance(out, tuple) else out
-        return hidden
+        """H_stop from H_start (0-based layer counts): layers start+1 .. stop."""
+        return layers.run_layers(self.encoder, hidden, attention_mask, start, stop)
 
     def layer_states(self, batch: Batch) -> list[torch.Tensor]:
         """H_0 .. H_n, as ``output_hidden_states`` of the full encoder (for checks)."""

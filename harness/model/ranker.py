@@ -1,5 +1,6 @@
 """The cross-encoder ranker: ``[CLS] context [SEP] response [SEP]`` through a Hugging Face encoder,
 with a two-class classification head on [CLS] (Penha & Hauff 2020, "Implementation Details").
+Only [CLS] of the last layer is read, so that layer runs for [CLS] alone (``layers.first_token_state``).
 
 A ranker module offers two calls the training loop relies on:
 - ``train_logits(batch, rng)``: (B, 2) logits for the loss; ``rng`` lets multi-exit models pick
@@ -15,6 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from harness.model.layers import first_token_state, use_fast_dropout
+
 Batch = dict[str, torch.Tensor]
 
 
@@ -26,15 +29,14 @@ class CrossEncoder(nn.Module):
         p = encoder.config.hidden_dropout_prob if dropout is None else dropout
         self.dropout = nn.Dropout(p)
         self.head = nn.Linear(hidden, 2)
+        use_fast_dropout(self)
 
     @property
     def num_layers(self) -> int:
         return int(self.encoder.config.num_hidden_layers)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        out = self.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                           token_type_ids=batch["token_type_ids"])
-        cls = out.last_hidden_state[:, 0]
+        cls = first_token_state(self.encoder, batch)
         return self.head(self.dropout(cls))  # type: ignore[no-any-return]
 
     def train_logits(self, batch: Batch, rng: np.random.Generator) -> torch.Tensor:

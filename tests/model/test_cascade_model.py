@@ -70,7 +70,8 @@ def test_train_logits_samples_one_exit_uniformly_and_runs_only_up_to_it(
         model: CascadeRanker, collator: PairCollator) -> None:
     batch = collator.collate(pairs(4))
     ran: list[int] = []
-    hooks = [layer.register_forward_hook(lambda *_, i=i: ran.append(i))
+    # Each layer's feed-forward block runs once per layer that runs.
+    hooks = [layer.intermediate.register_forward_hook(lambda *_, i=i: ran.append(i))
              for i, layer in enumerate(model.encoder.encoder.layer)]
     try:
         deepest = []

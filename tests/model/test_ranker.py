@@ -1,0 +1,93 @@
+"""CrossEncoder: running only [CLS] through the last layer is the same function as reading [CLS]
+off the full encoder (values and gradients, padded batches), and other encoders fall back to it."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from harness.config import ModelConfig
+from harness.model.encoder import load_encoder, load_tokenizer
+from harness.model.layers import first_token_state, is_bert_like
+from harness.model.ranker import CrossEncoder
+from harness.training.collate import PairCollator
+
+
+def padded_batch(n: int = 9, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Pairs of very different lengths, so most rows carry padding."""
+    rng = np.random.default_rng(seed)
+    pairs = [(rng.integers(1000, 5000, rng.integers(2, 30)), rng.integers(1000, 5000, rng.integers(1, 40)))
+             for _ in range(n)]
+    batch = PairCollator(load_tokenizer(ModelConfig(name="tiny")), 64).collate(pairs)
+    assert (batch["attention_mask"] == 0).any()
+    return batch
+
+
+def full_cls(encoder: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    return encoder(**batch).last_hidden_state[:, 0]
+
+
+@pytest.mark.parametrize("name", ["tiny", "packaged"])
+def test_first_token_state_equals_the_full_encoder(name: str) -> None:
+    encoder = load_encoder(ModelConfig(name=name), seed=3).eval()
+    assert is_bert_like(encoder)
+    batch = padded_batch()
+    with torch.no_grad():
+        ours, ref = first_token_state(encoder, batch), full_cls(encoder, batch)
+    assert ours.shape == ref.shape == (9, encoder.config.hidden_size)
+    torch.testing.assert_close(ours, ref, rtol=0, atol=2e-5)
+
+
+def test_gradients_equal_the_full_encoder_without_dropout() -> None:
+    encoder = load_encoder(ModelConfig(name="tiny"), seed=1)
+    for module in encoder.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    ours, ref = CrossEncoder(encoder, dropout=0.0).train(), None
+    ref = copy.deepcopy(ours)
+    batch = padded_batch(seed=4)
+    target = torch.tensor([0, 1, 1, 0, 1, 0, 0, 1, 1])
+    torch.nn.functional.cross_entropy(ours(batch), target).backward()
+    logits = ref.head(full_cls(ref.encoder, batch))
+    torch.nn.functional.cross_entropy(logits, target).backward()
+    grads = dict(ref.named_parameters())
+    for name, p in ours.named_parameters():
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, grads[name].grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_attention_dropout_acts_in_training_only() -> None:
+    encoder = load_encoder(ModelConfig(name="tiny"), seed=2)
+    batch = padded_batch(seed=5)
+    encoder.train()
+    torch.manual_seed(0)
+    a = first_token_state(encoder, batch)
+    torch.manual_seed(1)
+    b = first_token_state(encoder, batch)
+    assert not torch.allclose(a, b)
+    encoder.eval()
+    torch.testing.assert_close(first_token_state(encoder, batch), first_token_state(encoder, batch),
+                               rtol=0, atol=0)
+
+
+def test_other_encoders_use_the_full_forward() -> None:
+    class Wrapped(torch.nn.Module):
+        """An encoder without BERT's layer layout: the generic path must be taken."""
+
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+            self.config = inner.config
+
+        def forward(self, **kw: torch.Tensor):  # type: ignore[no-untyped-def]
+            return self.inner(**kw)
+
+    inner = load_encoder(ModelConfig(name="tiny"), seed=0).eval()
+    wrapped = Wrapped(inner)
+    assert not is_bert_like(wrapped)
+    batch = padded_batch(seed=6)
+    with torch.no_grad():
+        torch.testing.assert_close(first_token_state(wrapped, batch), full_cls(inner, batch), rtol=0, atol=0)
