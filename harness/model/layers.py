@@ -48,14 +48,6 @@ def embed(encoder: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
 
 
-def run_layers(encoder: Any, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int,
-               stop: int) -> torch.Tensor:
-    """H_stop from H_start (0-based layer counts): layers start+1 .. stop (``layer_forward``)."""
-    for layer in encoder.encoder.layer[start:stop]:
-        hidden = layer_forward(layer, hidden, attention_mask)
-    return hidden
-
-
 class _Dropout(torch.autograd.Function):
     """out = x * keep / (1 - p), saving the keep mask (one byte per element) for backward."""
 
@@ -123,30 +115,73 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
     return torch.matmul(dropout(weights, p, True), v)
 
 
-def layer_forward(layer: Any, hidden: torch.Tensor, attention_mask: torch.Tensor, *,
-                  first_only: bool = False) -> torch.Tensor:
-    """One ``BertLayer`` on (B, L, H) ``hidden``; ``attention_mask`` (B, L) marks real tokens.
+class Packing:
+    """The real tokens of a padded (B, L) batch, packed into (N, H) rows ("unpadding").
 
-    With ``first_only`` the output is (B, H) at position 0 alone: every token still provides keys
-    and values, but only [CLS] gets a query, the attention output projection, the residual
+    Projections, LayerNorms, dropout and feed-forward blocks then run on N = sum of lengths rows
+    instead of B * L; only attention needs the padded (B, heads, L, d) layout, and gets it by a
+    scatter. Position 0 of every row is always kept (it is [CLS], read by the rankers)."""
+
+    def __init__(self, attention_mask: torch.Tensor) -> None:
+        real = attention_mask.bool()
+        self.batch, self.length = (int(x) for x in real.shape)
+        self.keep = real.view(self.batch, 1, 1, self.length)
+        rows = real.clone()
+        rows[:, 0] = True
+        counts = rows.sum(dim=1)
+        self.dense = bool(rows.all())
+        self.index = rows.flatten().nonzero().squeeze(1)
+        # Row b's position 0 sits at packed row (tokens of rows before b).
+        self.first = torch.cumsum(counts, 0) - counts
+
+    def pack(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(self.batch * self.length, -1)
+        return flat if self.dense else flat.index_select(0, self.index)
+
+    def unpack(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.dense:
+            x = x.new_zeros(self.batch * self.length, x.shape[-1]).index_copy(0, self.index, x)
+        return x.view(self.batch, self.length, -1)
+
+
+def layer_forward(layer: Any, packed: torch.Tensor, packing: Packing, *,
+                  first_only: bool = False) -> torch.Tensor:
+    """One ``BertLayer`` on the packed (N, H) tokens of a batch; returns (N, H).
+
+    With ``first_only`` it returns (B, H), position 0 of each row alone: every token still provides
+    keys and values, but only [CLS] gets a query, the attention output projection, the residual
     LayerNorms and the feed-forward block. The layer's own submodules (projections, LayerNorms,
     activation, dropout) do the work, so weights and hyper-parameters are the model's."""
     sa = layer.attention.self
-    b, n, _ = hidden.shape
+    b, n = packing.batch, packing.length
     d = int(sa.attention_head_size)
 
-    def split(x: torch.Tensor) -> torch.Tensor:
-        return x.view(b, x.shape[1], -1, d).transpose(1, 2)
+    def heads(x: torch.Tensor, length: int) -> torch.Tensor:
+        return x.view(b, length, -1, d).transpose(1, 2)
 
-    src = hidden[:, :1] if first_only else hidden
-    q, k, v = split(sa.query(src)), split(sa.key(hidden)), split(sa.value(hidden))
-    keep = attention_mask.bool().view(b, 1, 1, n)
+    src = packed.index_select(0, packing.first) if first_only else packed
+    k, v = heads(packing.unpack(sa.key(packed)), n), heads(packing.unpack(sa.value(packed)), n)
+    q = heads(sa.query(src), 1) if first_only else heads(packing.unpack(sa.query(src)), n)
     p = float(sa.dropout.p) if layer.training else 0.0
-    att = attend(q, k, v, keep, p, float(getattr(sa, "scaling", d ** -0.5)))
-    att = att.transpose(1, 2).reshape(b, src.shape[1], -1)
+    att = attend(q, k, v, packing.keep, p, float(getattr(sa, "scaling", d ** -0.5)))
+    att = att.transpose(1, 2).reshape(b * q.shape[2], -1)
+    if not first_only:
+        att = packing.pack(att)
     x = layer.attention.output(att, src)
-    out = layer.output(layer.intermediate(x), x)
-    return out[:, 0] if first_only else out  # type: ignore[no-any-return]
+    return layer.output(layer.intermediate(x), x)  # type: ignore[no-any-return]
+
+
+def run_layers(encoder: Any, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int,
+               stop: int) -> torch.Tensor:
+    """H_stop from H_start (0-based layer counts, (B, L, H) each): layers start+1 .. stop.
+    Positions that are padding come back as zeros."""
+    if stop <= start:
+        return hidden
+    packing = Packing(attention_mask)
+    packed = packing.pack(hidden)
+    for layer in encoder.encoder.layer[start:stop]:
+        packed = layer_forward(layer, packed, packing)
+    return packing.unpack(packed)
 
 
 def first_token_state(encoder: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -157,5 +192,8 @@ def first_token_state(encoder: Any, batch: dict[str, torch.Tensor]) -> torch.Ten
                       token_type_ids=batch.get("token_type_ids"))
         return out.last_hidden_state[:, 0]  # type: ignore[no-any-return]
     layers = encoder.encoder.layer
-    h = run_layers(encoder, embed(encoder, batch), mask, 0, len(layers) - 1)
-    return layer_forward(layers[-1], h, mask, first_only=True)
+    packing = Packing(mask)
+    packed = packing.pack(embed(encoder, batch))
+    for layer in layers[:-1]:
+        packed = layer_forward(layer, packed, packing)
+    return layer_forward(layers[-1], packed, packing, first_only=True)
