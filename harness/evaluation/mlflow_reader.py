@@ -16,7 +16,7 @@ import contextlib
 import csv
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +27,11 @@ from harness.tracking import conventions as C
 from harness.tracking.store import default_tracking_uri
 
 
-def read_experiment(name: str, *, tracking_uri: str | None = None,
-                    baseline: str | None = None) -> StudyResults:
-    """The results of MLflow experiment ``name`` (module docstring)."""
+def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
+                    config_ids: Collection[str] | None = None) -> StudyResults:
+    """The results of MLflow experiment ``name`` (module docstring); with ``config_ids``, only the
+    seed runs of those configurations (a study file edited between runs leaves the old
+    configurations in its experiment)."""
     uri = tracking_uri or default_tracking_uri()
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
@@ -52,7 +54,8 @@ def read_experiment(name: str, *, tracking_uri: str | None = None,
         exp_id = exp.experiment_id
         configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
                    for r in _runs(client, exp_id, C.KIND_CONFIG)}
-        trials = [r for r in _runs(client, exp_id, C.KIND_TRIAL) if r.info.status == "FINISHED"]
+        trials = [r for r in _runs(client, exp_id, C.KIND_TRIAL) if r.info.status == "FINISHED"
+                  and (config_ids is None or r.data.tags.get(C.TAG_CONFIG_ID) in config_ids)]
         if not trials:
             raise DataError(f"{source} at {uri} has no finished seed runs "
                             f"({C.TAG_KIND}={C.KIND_TRIAL}); nothing to tabulate")

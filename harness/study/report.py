@@ -28,7 +28,10 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
         writer.aggregate(cid, list(spec.seeds))
     out: dict[str, Any] = {}
     try:
-        results = read_experiment(spec.name, tracking_uri=store.uri)
+        # A study of fixed configurations reports exactly those: runs of configurations the study
+        # file no longer names (it was edited since) stay in MLflow but out of this table.
+        ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
+        results = read_experiment(spec.name, tracking_uri=store.uri, config_ids=ids)
         report = study_report(results)
     except HarnessError as exc:
         log(f"significance: skipped ({exc})")

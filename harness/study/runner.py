@@ -169,7 +169,7 @@ class TrackingCallback(tune.Callback):
             self.writer.finish_seed(ident, test, json.loads(result["per_query_json"]), extra)
             agg = self.writer.aggregate(ident.config_id, list(self.spec.seeds))
             self._log(f"[trial] {ident.name} seed {ident.seed}: done, test map {test.get('map', math.nan):.4f}"
-                      f"   {self._summary(trials)}")
+                      f"   {self._summary(trials, finished=(trial, test.get('map')))}")
             if agg:
                 self._log(f"[config] {ident.name}: map {agg['map_mean']:.4f} +- {agg['map_sd']:.4f} "
                           f"over seeds {list(self.spec.seeds)}")
@@ -186,11 +186,18 @@ class TrackingCallback(tune.Callback):
         self.writer.fail_seed(ident, str(getattr(trial, "error_file", "") or "trial failed"))
         self._log(f"[trial] {ident.name} seed {ident.seed}: FAILED after retries   {self._summary(trials)}")
 
-    def _summary(self, trials: list[Any]) -> str:
+    def _summary(self, trials: list[Any], finished: tuple[Any, float | None] | None = None) -> str:
+        """Counts by state and the best test MAP so far; ``finished`` is a trial whose final result
+        is being handled (Tune still lists it as running, without that result)."""
         states: dict[str, int] = {}
+        best = []
         for t in trials:
-            states[t.status] = states.get(t.status, 0) + 1
-        best = [t.last_result.get("test_map") for t in trials if t.last_result.get("test_map") is not None]
+            done_now = finished is not None and t is finished[0]
+            status = "TERMINATED" if done_now else t.status
+            states[status] = states.get(status, 0) + 1
+            value = finished[1] if done_now and finished is not None else t.last_result.get("test_map")
+            if value is not None:
+                best.append(value)
         best_s = f", best test map {max(best):.4f}" if best else ""
         return (f"(done {states.get('TERMINATED', 0)}, running {states.get('RUNNING', 0)}, "
                 f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}{best_s})")

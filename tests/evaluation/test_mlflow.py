@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness.errors import HarnessError
 from harness.evaluation.mlflow_reader import default_tracking_uri, read_experiment
 from harness.evaluation.report import study_report
 from harness.tracking import conventions as C
@@ -97,6 +98,18 @@ def test_report_from_experiment(store: tuple[str, list]) -> None:
     assert better.metrics["map_delta"] > 0 and better.metrics["map_p"] < 0.01
     assert better.tags[f"{C.TAG_MARKER_PREFIX}map"] == "\u2021"
     assert "map_delta" not in report.outcomes[NAMES["base"]].metrics
+
+
+def test_reader_keeps_only_the_named_configurations(store: tuple[str, list]) -> None:
+    """A study file edited between runs: its report reads only the configurations it names now."""
+    uri, _ = store
+    results = read_experiment(STUDY, tracking_uri=uri, config_ids={"id-base", "id-worse"})
+    assert set(results.config_ids.values()) == {"id-base", "id-worse"}
+    assert results.baseline == NAMES["base"]
+    report = study_report(results, formats=("md",))
+    assert set(report.outcomes) == {NAMES["base"], NAMES["worse"]}
+    with pytest.raises(HarnessError, match="no finished seed runs"):
+        read_experiment(STUDY, tracking_uri=uri, config_ids={"id-gone"})
 
 
 def test_reader_errors(store: tuple[str, list], tmp_path: Path,
