@@ -77,7 +77,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if Path(spec.storage_path, f"{spec.name}-fixed").exists():
         import shutil
 
-        # The demo is meant to be run again and again: each run is a fresh study in MLflow.
+        # The demo is meant to be run again and again: Tune's state of the last one goes; trials
+        # already recorded in MLflow are replayed from there, not retrained.
         shutil.rmtree(Path(spec.storage_path, f"{spec.name}-fixed"))
     run_study(spec, tracking_uri=args.tracking_uri)
     return 0
