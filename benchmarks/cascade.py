@@ -147,7 +147,7 @@ def markdown(res: dict[str, Any]) -> str:
         f"median of {res['rounds']} interleaved rounds on {res['device']}, {res['threads']} torch thread(s); "
         f"speed-ups from {res['clock']} time (wall-clock ones beside them)."),
         (f"Machine: {m['cpu']}, {m['cores']} cores ({m['torch_threads']} torch threads), torch {m['torch']}, "
-        f"transformers {m['transformers']}{', ' + m['gpu'] if 'gpu' in m else ''}. "
+        f"transformers {m['transformers']}{', ' + str(m['gpu']) if m.get('gpu') else ''}. "
         f"Load average before/after: {res['loadavg_before'][0]:.1f} / {res['loadavg_after'][0]:.1f}."),
         "",
         (f"| setting | survivors per exit | relative cost | {res['clock']} s / batch | candidates / s "
