@@ -189,13 +189,14 @@ class TrackingCallback(tune.Callback):
     def _summary(self, trials: list[Any], finished: tuple[Any, float | None] | None = None) -> str:
         """Counts by state and the best test MAP so far; ``finished`` is a trial whose final result
         is being handled (Tune still lists it as running, without that result)."""
+        done_trial, done_map = finished or (None, None)
         states: dict[str, int] = {}
         best = []
         for t in trials:
-            done_now = finished is not None and t is finished[0]
-            status = "TERMINATED" if done_now else t.status
+            now = t is done_trial
+            status = "TERMINATED" if now else t.status
             states[status] = states.get(status, 0) + 1
-            value = finished[1] if done_now and finished is not None else t.last_result.get("test_map")
+            value = done_map if now else t.last_result.get("test_map")
             if value is not None:
                 best.append(value)
         best_s = f", best test map {max(best):.4f}" if best else ""
