@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.errors import ConfigError, DataError
+from harness.tracking.conventions import METRICS
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
 
@@ -36,6 +37,14 @@ def resolve_steps(value: Steps, total_steps: int) -> float:
     if isinstance(value, float) and value <= 1.0:
         return max(1, round(value * total_steps)) if value > 0 else 0
     return int(value)
+
+
+# Dev metrics that can select the best-dev checkpoint: the harness's metrics.
+SELECT_METRICS = METRICS
+# The teacher's default seed: outside any usual list of study seeds, so no student shares its
+# init and negatives with its teacher (a study refuses a teacher seed that is also a study seed).
+TEACHER_SEED = 1000
+CANDIDATE_SETS = ("pair", "all")
 
 
 def _check(cond: bool, key: str, rule: str, value: object) -> None:
@@ -122,6 +131,9 @@ class TrainConfig:
     loss: str = "pointwise"
     device: str = "auto"
     bf16: bool = True
+    # The dev metric that picks the best-dev checkpoint (and that every report to Tune carries); a
+    # study sets it from objective.metric.
+    select_metric: str = "map"
 
     def __post_init__(self) -> None:
         _check(self.steps >= 1, "train.steps", ">= 1", self.steps)
@@ -139,12 +151,18 @@ class TrainConfig:
                self.loss)
         _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
                "train.device", "auto, cpu, cuda or cuda:N", self.device)
+        _check(self.select_metric in SELECT_METRICS, "train.select_metric",
+               f"one of {', '.join(SELECT_METRICS)}", self.select_metric)
 
 
 @dataclass(frozen=True, kw_only=True)
 class CurriculumConfig:
     """Curriculum by sampling (Penha & Hauff 2020): a scoring function sorts the training contexts,
-    a pacing function f(s) gives the fraction of the sorted set a step may sample from."""
+    a pacing function f(s) gives the fraction of the sorted set a step may sample from.
+
+    ``candidates``: which candidates of a context the scoring function sees. ``pair`` (default, the
+    authors' code): the ones the trial trains on, i.e. the positive and the negative(s) its seed
+    draws (train.negatives_per_positive); ``all``: every candidate of the context."""
 
     scoring: str = "random"
     pacing: str = "baseline"
@@ -152,7 +170,8 @@ class CurriculumConfig:
     T: Steps = 0.9
     n: float = 2.0
     descending: bool | None = None
-    teacher_seed: int = 1
+    candidates: str = "pair"
+    teacher_seed: int = TEACHER_SEED
     teacher_steps: int | None = None
 
     def __post_init__(self) -> None:
@@ -166,6 +185,8 @@ class CurriculumConfig:
         _check(0.0 < self.delta <= 1.0, "curriculum.delta", "in (0, 1]", self.delta)
         _check_steps("curriculum.T", self.T)
         _check(self.n >= 1.0, "curriculum.n", ">= 1", self.n)
+        _check(self.candidates in CANDIDATE_SETS, "curriculum.candidates",
+               f"one of {', '.join(CANDIDATE_SETS)}", self.candidates)
         _check(self.teacher_steps is None or self.teacher_steps >= 1, "curriculum.teacher_steps",
                ">= 1 or null", self.teacher_steps)
 
@@ -178,12 +199,15 @@ class CurriculumConfig:
 class WeightingConfig:
     """Curriculum by loss weighting (MacAvaney et al. 2020): W(t,i) = D(t) + (i/m)(1 - D(t)) for
     i < m, then 1. ``heuristic`` none disables it; ``m`` in optimizer steps (or a fraction), inf
-    allowed; ``anti`` uses 1 - D; ``reduction`` sample (the paper) or batch_mean (OpenNIR's code)."""
+    allowed; ``anti`` uses 1 - D; ``reduction`` sample (the paper) or batch_mean (OpenNIR's code).
+    ``iteration``: the paper's training iteration in optimizer steps (32 batches of 16 samples):
+    W is held constant within an iteration, i = the first step of the current iteration."""
 
     heuristic: str = "none"
     m: Steps = 0.5
     anti: bool = False
     reduction: str = "sample"
+    iteration: int = 32
 
     def __post_init__(self) -> None:
         from harness.curriculum.difficulty import HEURISTICS
@@ -193,6 +217,7 @@ class WeightingConfig:
         _check_steps("weighting.m", self.m, allow_inf=True, allow_zero=True)
         _check(self.reduction in ("sample", "batch_mean"), "weighting.reduction",
                "one of sample, batch_mean", self.reduction)
+        _check(self.iteration >= 1, "weighting.iteration", "a step count >= 1", self.iteration)
 
     @property
     def enabled(self) -> bool:

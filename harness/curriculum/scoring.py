@@ -59,8 +59,8 @@ class ScoringContext:
 
     ``rng``: the only source of randomness (``random``). ``embed``: text -> one word-embedding row
     per whitespace word (sigma_sm; see harness.curriculum.embeddings). ``teacher``: teacher scores
-    (bert_pred, bert_loss). ``sm_words``: k, the first k words of U and of r that SM compares
-    (the paper: k = 20).
+    (bert_pred, bert_loss). ``sm_words``: k, SM compares the last k words of U (the most recent
+    ones, as the authors' code truncates the context) and the first k words of r (the paper: k = 20).
     """
 
     rng: np.random.Generator
@@ -158,8 +158,10 @@ def semantic_match(u: np.ndarray, r: np.ndarray) -> float:
 
 @scoring_function("sigma_sm")
 def sigma_sm(queries: Sequence[Query], ctx: ScoringContext) -> np.ndarray:
-    """sigma_SM = SD over r in R of SM(U, r), SM on the first k words of U (utterances joined) and
-    of r. Heterogeneous candidate lists are hard. The paper embeds words with fastText (300-d); we
+    """sigma_SM = SD over r in R of SM(U, r), SM on the last k words of U (utterances joined; the
+    paper's prose says the first k, the authors' code keeps the end of the context, the words
+    nearest the response) and the first k words of r. Heterogeneous
+    candidate lists are hard. The paper embeds words with fastText (300-d); we
     use the input word-piece embeddings of the packaged encoder (ctx.embed), averaged per word."""
     if ctx.embed is None:
         raise ConfigError("curriculum.scoring 'sigma_sm' needs word embeddings (ScoringContext.embed);"
@@ -167,7 +169,7 @@ def sigma_sm(queries: Sequence[Query], ctx: ScoringContext) -> np.ndarray:
     k = ctx.sm_words
     out = np.empty(len(queries))
     for i, q in enumerate(queries):
-        u = ctx.embed(" ".join(" ".join(q.context).split()[:k]))
+        u = ctx.embed(" ".join(" ".join(q.context).split()[-k:]))
         sims = [semantic_match(u, ctx.embed(" ".join(c.text.split()[:k]))) for c in q.candidates]
         out[i] = float(np.std(sims)) if sims else 0.0
     return out

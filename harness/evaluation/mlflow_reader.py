@@ -1,7 +1,8 @@
 """Read a study's results from MLflow, following harness/tracking/conventions.py (read only).
 
 experiment = study name. Seed runs (tag harness.kind=trial) carry harness.config_id, harness.seed,
-harness.role, final metrics test_<metric> and the per-query artifact per_query/test.csv (columns qid,
+harness.role, harness.eval_fingerprint (runs evaluated on different dev/test candidates are never
+paired: StudyResults refuses them), final metrics test_<metric> and the per-query artifact per_query/test.csv (columns qid,
 measure, value; measure as a harness metric name, ir_measures' names are accepted too). Config runs
 (harness.kind=config) name their configuration: the table labels a configuration by its config run's
 run name (by its config_id where no config run exists). The baseline is the configuration whose role
@@ -81,7 +82,8 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
                           if k.startswith(C.TEST_PREFIX)
                           and (k[len(C.TEST_PREFIX):] in C.METRICS or k[len(C.TEST_PREFIX):] in per_query)}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
-                                         per_query=per_query, config_id=config_id))
+                                         per_query=per_query, config_id=config_id,
+                                         evaluation=tags.get(C.TAG_EVAL_FINGERPRINT)))
     except MlflowException as exc:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
     if baseline is None:

@@ -5,6 +5,8 @@ seed) by ``StudyResults.build``, which validates what the tests rely on and rais
 offending configuration, seed, metric or queries named:
 
 - the baseline exists, and every configuration has exactly the baseline's seeds (tests pair by seed);
+- every run that names its evaluation set (``RunRecord.evaluation``, the fingerprint of its dev and
+  test candidates) names the same one: runs evaluated on different candidates are never paired;
 - every run has a value for every metric (a per-run value, or per-query values whose mean it is);
 - per-query values, where present, cover one and the same query set in every run;
 - a per-run value given next to per-query values equals their mean (within 1e-6).
@@ -35,6 +37,7 @@ class RunRecord:
     values: Mapping[str, float] = field(default_factory=dict)
     per_query: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     config_id: str | None = None
+    evaluation: str | None = None
 
     def metrics(self) -> list[str]:
         return list(dict.fromkeys([*self.values, *self.per_query]))
@@ -71,6 +74,7 @@ class StudyResults:
             raise ConfigError(f"baseline {base!r} is not a configuration of {source}; "
                               f"valid: {', '.join(configs)}")
         configs = [base, *(c for c in configs if c != base)]
+        _check_evaluation_sets(source, runs, configs)
         seeds = _order_seeds([s for c, s in runs if c == base])
         for config in configs[1:]:
             have = {s for c, s in runs if c == config}
@@ -125,6 +129,31 @@ class StudyResults:
                 raise ConfigError(f"unknown metric {m!r} in {self.source}; "
                                   f"valid: {', '.join(self.metrics)}")
         return tuple(dict.fromkeys(metrics))
+
+
+class EvaluationMismatch(DataError):
+    """Runs of one study were evaluated on different dev/test candidates."""
+
+
+def _check_evaluation_sets(source: str, runs: Mapping[tuple[str, str], RunRecord],
+                           configs: Sequence[str]) -> None:
+    """Refuse to pair runs whose evaluation fingerprints differ, naming configurations and seeds
+    (runs without a fingerprint, e.g. from a results CSV, are not checked)."""
+    groups: dict[str, dict[str, list[str]]] = {}
+    for (config, seed), rec in runs.items():
+        if rec.evaluation:
+            groups.setdefault(rec.evaluation, {}).setdefault(config, []).append(seed)
+    if len(groups) <= 1:
+        return
+    order = {c: i for i, c in enumerate(configs)}
+    parts = []
+    for fp, members in sorted(groups.items(), key=lambda kv: min(order[c] for c in kv[1])):
+        who = "; ".join(f"{c!r} seeds {', '.join(_order_seeds(s))}"
+                        for c, s in sorted(members.items(), key=lambda kv: order[kv[0]]))
+        parts.append(f"evaluation set {fp[:12]}: {who}")
+    raise EvaluationMismatch(f"{source}: runs were evaluated on {len(groups)} different evaluation sets "
+                             f"(dev/test candidates), so no paired test can compare them: "
+                             + " | ".join(parts))
 
 
 def _order_seeds(seeds: list[str]) -> list[str]:

@@ -16,6 +16,9 @@ from harness.study.spec import StudySpec
 from harness.training.prepare import PreparedData, prepare_data
 
 VARIANT_PREFIXES = ("data.", "model.")
+# Keys that change which difficulty scores a trial reads (harness.training.difficulty.score_key).
+SCORE_KEYS = ("curriculum.scoring", "curriculum.pacing", "curriculum.candidates",
+              "train.negatives_per_positive")
 
 
 def variant_key(cfg: TrialConfig) -> str:
@@ -30,11 +33,11 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
     configs = [nc.config for nc in spec.fixed_configs()]
     if spec.search is not None:
         relevant = {k: p for k, p in spec.search.space.items()
-                    if k.startswith(VARIANT_PREFIXES) or k in ("curriculum.scoring", "curriculum.pacing")}
+                    if k.startswith(VARIANT_PREFIXES) or k in SCORE_KEYS}
         for key, p in relevant.items():
             if not p.discrete:
-                raise ConfigError(f"search.space.{key}: data and model keys must be discrete "
-                                  "(choice/int/fixed) so the driver can prepare every variant")
+                raise ConfigError(f"search.space.{key}: data, model and curriculum-scoring keys must be "
+                                  "discrete (choice/int/fixed) so the driver can prepare every variant")
         base = spec.defaults.to_flat()
         for point in enumerate_grid(relevant, base) if relevant else [{}]:
             configs.append(TrialConfig.from_flat(point, base=spec.defaults))
@@ -43,7 +46,7 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
 
 def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[str, PreparedData]:
     from harness.data.load import load_splits
-    from harness.training.difficulty import difficulty_scores, scoring_names
+    from harness.training.difficulty import difficulty_scores
 
     groups: dict[str, list[TrialConfig]] = {}
     for cfg in possible_configs(spec):
@@ -54,8 +57,9 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
         splits = load_splits(first.data, progress=progress)
         progress(f"prepare: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} "
                  f"test queries ({first.data.source}, sampler {first.data.sampler}, model {first.model.name})")
-        names = scoring_names(cfgs)
-        scores = difficulty_scores(first, splits, progress=progress, names=names)
+        # Every configuration with every study seed: pair scores and random orders are per seed.
+        scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in spec.seeds], splits,
+                                   progress=progress)
         out[key] = prepare_data(splits, first.model, scores)
     return out
 

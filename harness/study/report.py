@@ -22,6 +22,7 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
     from harness.evaluation.mlflow_reader import read_experiment
     from harness.evaluation.plots import write_plots
     from harness.evaluation.report import study_report
+    from harness.evaluation.results import EvaluationMismatch
 
     config_runs = writer.config_runs()
     for cid in config_runs:
@@ -33,6 +34,10 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
         ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
         results = read_experiment(spec.name, tracking_uri=store.uri, config_ids=ids)
         report = study_report(results)
+    except EvaluationMismatch:
+        # Every trial is recorded; pairing them would compare different test candidates.
+        writer.end()
+        raise
     except HarnessError as exc:
         log(f"significance: skipped ({exc})")
         writer.end()

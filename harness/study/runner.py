@@ -79,7 +79,8 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], defaults: dic
     cfg = TrialConfig.from_flat(dict(ident.flat))
     cpus = max(1, int(os.environ.get("OMP_NUM_THREADS") or 1))
     torch.set_num_threads(cpus)
-    trainer = Trainer(cfg, prepared[variant_key(cfg)])
+    data = prepared[variant_key(cfg)]
+    trainer = Trainer(cfg, data)
     ckpt = tune.get_checkpoint()
     if ckpt is not None:
         with ckpt.as_directory() as d:
@@ -102,7 +103,10 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], defaults: dic
                 marker.touch()
                 raise RuntimeError(f"injected failure in {ident.key} at step {rec.step} (testing hook)")
         elif isinstance(rec, FinalRecord):
-            result = {"step": trainer.step, "objective": rec.dev.get(metric, rec.dev.get("map", math.nan)),
+            # rec.dev is the best-dev checkpoint's dev metrics, selected by train.select_metric,
+            # which a study sets to its objective metric: the same value every dev report carried.
+            result = {"step": trainer.step, "objective": rec.dev.get(metric, rec.dev[cfg.train.select_metric]),
+                      "eval_fingerprint": data.splits.evaluation,
                       **{f"test_{k}": v for k, v in rec.metrics.items()},
                       "best_step": rec.best_step, "trial_key": ident.key,
                       "per_query_json": json.dumps(rec.per_query), "resolved_json": json.dumps(rec.resolved),
@@ -166,7 +170,8 @@ class TrackingCallback(tune.Callback):
             extra = {"best_step": float(result["best_step"]), "objective": float(result["objective"]),
                      **{k: float(result[k]) for k in ("cascade_map", "cascade_cost") if k in result}, "trial_started": float(result["started"]),
                      "trial_ended": float(result["ended"]), **json.loads(result.get("resolved_json", "{}"))}
-            self.writer.finish_seed(ident, test, json.loads(result["per_query_json"]), extra)
+            self.writer.finish_seed(ident, test, json.loads(result["per_query_json"]), extra,
+                                    evaluation=result.get("eval_fingerprint"))
             agg = self.writer.aggregate(ident.config_id, list(self.spec.seeds))
             self._log(f"[trial] {ident.name} seed {ident.seed}: done, test map {test.get('map', math.nan):.4f}"
                       f"   {self._summary(trials, finished=(trial, test.get('map')))}")

@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from harness.config import TrialConfig, flatten, read_yaml
+from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml
 from harness.errors import ConfigError
 from harness.study.space import Param, parse_param
 
@@ -44,7 +44,9 @@ TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curric
             "concurrency", "failure", "storage_path", "tracking_uri", "smoke")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
 SEARCHERS = ("tpe", "random", "nsga2", "grid")
-METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec", "cascade_map", "cascade_cost")
+METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
+# Data keys that change the training split only; every other data key defines the evaluation set.
+TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,6 +168,16 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     if dup:
         raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
 
+    objective = raw.get("objective") or {}
+    if not isinstance(objective, dict):
+        raise _fail("objective", "objective must be a mapping with metric and mode")
+    metric = str(objective.get("metric", "map"))
+    mode = str(objective.get("mode", "max"))
+    if metric not in METRICS:
+        raise _fail("objective", f"objective.metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    if mode not in ("max", "min"):
+        raise _fail("objective", f"objective.mode must be max or min, got {mode!r}")
+
     flat: dict[str, Any] = {}
     for section in SECTION_KEYS:
         if section in raw:
@@ -176,6 +188,13 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     if not isinstance(defaults_raw, dict):
         raise _fail("defaults", "defaults must be a mapping of config keys")
     flat.update(flatten(defaults_raw))
+    if metric in SELECT_METRICS:
+        # The checkpoint a trial reports is the best on the study's objective (every config alike).
+        if flat.get("train.select_metric", metric) != metric:
+            raise _fail("defaults.train.select_metric",
+                        f"train.select_metric={flat['train.select_metric']!r} differs from objective.metric="
+                        f"{metric!r}; the study's objective selects the best-dev checkpoint")
+        flat["train.select_metric"] = metric
     defaults = _config(flat, "defaults")
 
     base_raw = raw.get("baseline") or {}
@@ -198,14 +217,6 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         cfg = _config(flatten(item.get("set") or {}), f"configs.{i}.set", defaults)
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg))
 
-    objective = raw.get("objective") or {}
-    metric = str(objective.get("metric", "map"))
-    mode = str(objective.get("mode", "max"))
-    if metric not in METRICS:
-        raise _fail("objective", f"objective.metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    if mode not in ("max", "min"):
-        raise _fail("objective", f"objective.mode must be max or min, got {mode!r}")
-
     search = _search(raw.get("search"), defaults, metric, mode)
     if search is not None and search.searcher == "grid":
         from harness.study.space import enumerate_grid
@@ -214,6 +225,9 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
             configs.append(NamedConfig(name=f"grid-{j}", role="candidate",
                                        config=_config(point, "search.space", defaults)))
         search = None
+
+    _check_one_evaluation_set(baseline, configs, search)
+    _check_teacher_seeds(defaults, baseline, configs, search, seeds)
 
     ids = {}
     for nc in (baseline, *configs):
@@ -248,6 +262,57 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=raw.get("tracking_uri"), smoke=smoke_flat)
+
+
+def _where(nc: NamedConfig, configs: tuple[NamedConfig, ...] | list[NamedConfig]) -> str:
+    """The study-file path of a configuration's overrides (for line numbers)."""
+    if nc.role == "baseline":
+        return "baseline"
+    named = [c for c in configs if c.role != "baseline"]
+    i = next((j for j, c in enumerate(named) if c is nc), None)
+    return f"configs.{i}.set" if i is not None and not nc.name.startswith("grid-") else "search.space"
+
+
+def _check_one_evaluation_set(baseline: NamedConfig, configs: list[NamedConfig],
+                              search: SearchSpec | None) -> None:
+    """Dev and test candidates are fixed per study (DESIGN.md "Evaluation set"): every data key
+    but the training-only ones must be the baseline's in every configuration and the search space."""
+    ref = baseline.config.data
+    for nc in configs:
+        for f in dataclasses.fields(ref):
+            if f.name in TRAINING_ONLY_DATA_KEYS:
+                continue
+            mine, theirs = getattr(nc.config.data, f.name), getattr(ref, f.name)
+            if mine != theirs:
+                key = f"data.{f.name}"
+                raise _fail(f"{_where(nc, configs)}.{key}",
+                            f"{key}: the evaluation set is fixed per study, but configuration {nc.name!r} "
+                            f"sets {mine!r} where the baseline has {theirs!r}; vary training-only knobs "
+                            f"instead (train.sampler, train.negatives_per_positive, data.max_train_queries)")
+    for key in (search.space if search is not None else {}):
+        if key.startswith("data.") and key[5:] not in TRAINING_ONLY_DATA_KEYS:
+            raise _fail(f"search.space.{key}", f"search.space.{key}: the evaluation set is fixed per study; "
+                        f"a search may vary training-only data keys only "
+                        f"({', '.join('data.' + k for k in TRAINING_ONLY_DATA_KEYS)}) or train.sampler")
+
+
+def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: list[NamedConfig],
+                         search: SearchSpec | None, seeds: list[int]) -> None:
+    """A teacher (bert_pred, bert_loss) trained with a study seed would share its init and its
+    negatives with that seed's student."""
+    from harness.training.difficulty import TEACHER_NAMES
+
+    checks = [(nc.name, _where(nc, configs), nc.config) for nc in (baseline, *configs)
+              if nc.config.curriculum.scoring in TEACHER_NAMES and nc.config.curriculum.enabled]
+    scoring = search.space.get("curriculum.scoring") if search is not None else None
+    if scoring is not None and set(map(str, scoring.values())) & set(TEACHER_NAMES):
+        checks.append(("search", "search.space.curriculum.scoring", defaults))
+    for name, where, cfg in checks:
+        if cfg.curriculum.teacher_seed in seeds:
+            raise _fail(f"{where}.curriculum.teacher_seed",
+                        f"curriculum.teacher_seed {cfg.curriculum.teacher_seed} is also a study seed "
+                        f"(seeds: {seeds}; configuration {name!r}): that seed's student would share its "
+                        f"init and negatives with its teacher; choose a teacher seed outside the study's seeds")
 
 
 def _config(flat: dict[str, Any], where: str, base: TrialConfig | None = None) -> TrialConfig:

@@ -8,7 +8,8 @@ experiment = study name
               metrics: <metric>_mean, <metric>_sd over seeds; vs-baseline results:
                        <metric>_delta, <metric>_p, tag harness.marker.<metric>
   seed run    nested under its config run
-              tags: harness.kind=trial, harness.config_id, harness.seed, harness.role
+              tags: harness.kind=trial, harness.config_id, harness.seed, harness.role,
+                    harness.eval_fingerprint (the dev/test candidates it was evaluated on)
               params: every flat dotted config key
               metrics: dev_<metric> as step metrics (the dev curve); test_<metric> final
               artifact: per_query/test.csv with columns qid, measure, value
@@ -22,6 +23,7 @@ TAG_CONFIG_ID = "harness.config_id"
 TAG_ROLE = "harness.role"
 TAG_SEED = "harness.seed"
 TAG_TRIAL_KEY = "harness.trial_key"
+TAG_EVAL_FINGERPRINT = "harness.eval_fingerprint"
 TAG_MARKER_PREFIX = "harness.marker."
 
 KIND_STUDY = "study"

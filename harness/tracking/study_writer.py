@@ -127,13 +127,18 @@ class StudyWriter:
         self.store.log_metrics(run, {f"{C.DEV_PREFIX}{k}": v for k, v in metrics.items()}, step=step)
 
     def finish_seed(self, ident: TrialIdentity, test: Mapping[str, float],
-                    per_query: Mapping[str, Mapping[str, float]], extra: Mapping[str, float]) -> None:
+                    per_query: Mapping[str, Mapping[str, float]], extra: Mapping[str, float],
+                    evaluation: str | None = None) -> None:
+        """The final record of a seed run; ``evaluation`` is the fingerprint of the dev/test
+        candidates it was evaluated on (tag harness.eval_fingerprint)."""
         if self.is_done(ident.key):
             return
         run = self.seed_run(ident)
         self.store.log_metrics(run, {f"{C.TEST_PREFIX}{k}": v for k, v in test.items()})
         self.store.log_metrics(run, extra)
         self.store.log_per_query(run, per_query)
+        if evaluation:
+            self.store.set_tags(run, {C.TAG_EVAL_FINGERPRINT: evaluation})
         self.store.set_tags(run, {TAG_DONE: "1"})
         self.store.end_run(run, "FINISHED")
         self._done.add(ident.key)

@@ -64,7 +64,7 @@ def run_train(args: argparse.Namespace) -> int:
     splits = load_splits(cfg.data, progress=log)
     log(f"data: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test queries "
         f"(fingerprint {splits.fingerprint[:12]})")
-    scores = difficulty_scores(cfg, splits, progress=log)
+    scores = difficulty_scores([cfg], splits, progress=log)
     data = prepare_data(splits, cfg.model, scores)
     trainer = Trainer(cfg, data)
     if args.resume:

@@ -1,5 +1,8 @@
 """Driver-side preparation of curriculum difficulty scores (one value per training context).
 
+Scores are keyed by ``score_key``: by default a scoring function sees the candidates a trial
+trains on (the positive and the negatives its seed draws), as in the authors' code, so scores are
+computed per seed; ``curriculum.candidates: all`` scores every candidate of a context.
 Text-only scoring functions run directly; sigma_sm gets the packaged encoder's input embeddings
 (fastText is not available offline); bert_pred / bert_loss get a teacher ranker fine-tuned on the
 training split with this same trainer, trained once per (data, model, teacher seed, budget) and
@@ -12,14 +15,15 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from harness.config import TrialConfig
 from harness.curriculum.scoring import ScoringContext, TeacherScores, score_queries
-from harness.data.records import Splits
+from harness.data.records import Query, Splits
+from harness.training.instances import trained_candidates, trial_instances
 
 TEACHER_NAMES = ("bert_pred", "bert_loss")
 TEACHER_VERSION = 1
@@ -30,31 +34,61 @@ def cache_root() -> Path:
     return Path(os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "harness").resolve()
 
 
-def scoring_names(configs: Iterable[TrialConfig]) -> set[str]:
-    """The scoring functions a set of configurations needs (curriculum enabled only)."""
-    return {c.curriculum.scoring for c in configs if c.curriculum.enabled}
+def score_key(cfg: TrialConfig) -> str:
+    """Names the difficulty scores a trial of ``cfg`` sorts by: the scoring function, the candidate
+    set it sees and, where they change the values, the seed and the negatives per positive.
+
+    ``pair`` scores the candidates the seed trains on, so they depend on the seed and on
+    train.negatives_per_positive; ``random`` is drawn per seed (the authors draw it per run).
+
+    >>> from harness.config import TrialConfig
+    >>> score_key(TrialConfig.from_flat({"curriculum.scoring": "uwords", "train.seed": 3}))
+    'uwords/pair/k1/seed3'
+    """
+    cur = cfg.curriculum
+    parts = [cur.scoring, cur.candidates]
+    if cur.candidates == "pair":
+        parts += [f"k{cfg.train.negatives_per_positive}", f"seed{cfg.train.seed}"]
+    elif cur.scoring == "random":
+        parts.append(f"seed{cfg.train.seed}")
+    return "/".join(parts)
 
 
-def difficulty_scores(cfg: TrialConfig, splits: Splits, *, progress: Progress | None = None,
-                      names: Iterable[str] | None = None) -> dict[str, np.ndarray]:
-    """Scores for ``names`` (default: the scoring function ``cfg`` uses, if its curriculum is on)."""
-    wanted = sorted(set(names) if names is not None else scoring_names([cfg]))
+def trained_subset(queries: Sequence[Query], cfg: TrialConfig) -> list[Query]:
+    """Each training query restricted to the candidates a trial of ``cfg`` trains on (the positive
+    and the negatives its seed draws; see harness.training.instances). A query without training
+    instances (no positive) keeps all its candidates: no instance ever reads its score."""
+    chosen = trained_candidates(trial_instances(queries, cfg.train), len(queries))
+    return [q if not idx else dataclasses.replace(q, candidates=tuple(q.candidates[i] for i in idx))
+            for q, idx in zip(queries, chosen, strict=True)]
+
+
+def difficulty_scores(configs: Sequence[TrialConfig], splits: Splits, *,
+                      progress: Progress | None = None) -> dict[str, np.ndarray]:
+    """One value per training query for every ``score_key`` of ``configs`` (each with its seed)
+    whose curriculum is on. The teacher (bert_pred, bert_loss) is trained once, with the first
+    configuration's settings (``teacher_config``), and reused for every key."""
+    wanted: dict[str, TrialConfig] = {}
+    for cfg in configs:
+        if cfg.curriculum.enabled:
+            wanted.setdefault(score_key(cfg), cfg)
     if not wanted:
         return {}
     log = progress or (lambda _m: None)
+    names = {cfg.curriculum.scoring for cfg in wanted.values()}
     embed = None
-    if "sigma_sm" in wanted:
+    if "sigma_sm" in names:
         from harness.curriculum.embeddings import packaged_embedder
 
         embed = packaged_embedder()
-    teacher = teacher_scores(cfg, splits, progress=log) if set(wanted) & set(TEACHER_NAMES) else None
+    teacher = teacher_scores(configs[0], splits, progress=log) if names & set(TEACHER_NAMES) else None
     out = {}
-    for name in wanted:
-        # The random scoring function draws from the data's split seed: identical for every trial.
-        ctx = ScoringContext(rng=np.random.default_rng([cfg.data.split_seed, 7]), embed=embed,
-                             teacher=teacher)
-        log(f"curriculum: scoring {len(splits.train)} training contexts with {name}")
-        out[name] = score_queries(splits.train, name, ctx)
+    for key, cfg in sorted(wanted.items()):
+        pair = cfg.curriculum.candidates == "pair"
+        queries = trained_subset(splits.train, cfg) if pair else splits.train
+        ctx = ScoringContext(rng=np.random.default_rng([cfg.train.seed, 7]), embed=embed, teacher=teacher)
+        log(f"curriculum: scoring {len(queries)} training contexts with {key}")
+        out[key] = score_queries(queries, cfg.curriculum.scoring, ctx)
     return out
 
 

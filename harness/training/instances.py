@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.config import TrainConfig
 from harness.data.records import Query
 from harness.errors import ConfigError
 
@@ -68,3 +69,19 @@ def build_instances(queries: Sequence[Query], *, negatives_per_positive: int, pa
         raise ConfigError("the training split has no query with a relevant candidate")
     return Instances(np.asarray(qs, dtype=np.int64), np.asarray(cands, dtype=np.int64),
                      np.asarray(labels, dtype=np.int64))
+
+
+def trial_instances(queries: Sequence[Query], train: TrainConfig) -> Instances:
+    """The instances a trial with ``train`` (its seed, negatives per positive, loss) trains on:
+    the one place that fixes which negatives a seed draws (generator seeded by [seed, 1])."""
+    return build_instances(queries, negatives_per_positive=train.negatives_per_positive,
+                           pairwise=train.loss == "pairwise", rng=np.random.default_rng([train.seed, 1]))
+
+
+def trained_candidates(instances: Instances, n_queries: int) -> list[list[int]]:
+    """Per training query, the candidate indices its instances use (ascending): the positive(s)
+    and the negatives the seed drew. Queries without instances get an empty list."""
+    out: list[set[int]] = [set() for _ in range(n_queries)]
+    for q, cands in zip(instances.query.tolist(), instances.cand.tolist(), strict=True):
+        out[q].update(cands)
+    return [sorted(c) for c in out]

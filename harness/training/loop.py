@@ -3,8 +3,9 @@
 Each optimizer step draws one batch from the pacing-aware sampler (uniform over the available
 prefix of the difficulty-sorted instances; with baseline pacing, over all instances), computes the
 loss with per-sample weights and (soft) targets, and steps AdamW with linear warmup/decay. Every
-``train.eval_every`` steps (and at the last step) the dev split is evaluated; the best-dev weights are
-kept and, at the end, evaluated on test.
+``train.eval_every`` steps (and at the last step) the dev split is evaluated; the weights best on
+``train.select_metric`` (a study sets it to its objective metric) are kept and, at the end,
+evaluated on test.
 
 Determinism and exact resume: the batch of step s and the dropout noise of step s are functions of
 (seed, s) only, so a run resumed from the checkpoint written after step s continues exactly as the
@@ -29,12 +30,11 @@ from harness.config import TrialConfig, resolve_steps
 from harness.curriculum.sampler import PacedSampler, order_by_score
 from harness.training.collate import PairCollator
 from harness.training.evaluate import metrics_of, score_queries
-from harness.training.instances import build_instances
+from harness.training.instances import trial_instances
 from harness.training.model_factory import build_model
 from harness.training.prepare import PreparedData
 from harness.training.signals import TrainingSignals
 
-SELECT_METRIC = "map"
 CHECKPOINT_FILE = "trainer.pt"
 
 
@@ -95,9 +95,7 @@ class Trainer:
         torch.manual_seed(seed)
         self.model = build_model(cfg, seed=seed).to(self.device)
         train_q = data.splits.train
-        self.instances = build_instances(
-            train_q, negatives_per_positive=cfg.train.negatives_per_positive,
-            pairwise=cfg.train.loss == "pairwise", rng=np.random.default_rng([seed, 1]))
+        self.instances = trial_instances(train_q, cfg.train)
         self.total_steps = cfg.train.steps
         self.signals = TrainingSignals(cfg, data, self.instances, self.total_steps)
         order = self._curriculum_order()
@@ -130,9 +128,12 @@ class Trainer:
             return np.arange(len(self.instances))
         from harness.curriculum.scoring import sorts_descending
 
-        scores = self.data.scores.get(cur.scoring)
+        from harness.training.difficulty import score_key
+
+        key = score_key(self.cfg)
+        scores = self.data.scores.get(key)
         if scores is None:
-            raise KeyError(f"difficulty scores for curriculum.scoring={cur.scoring} were not prepared")
+            raise KeyError(f"difficulty scores {key} (curriculum.scoring={cur.scoring}) were not prepared")
         # One value per context; its instances share it (and stay in order among themselves).
         return order_by_score(scores[self.instances.query],
                               descending=sorts_descending(cur.scoring, cur.descending))
@@ -254,7 +255,7 @@ class Trainer:
         queries, scores = self._scores("dev")
         means = metrics_of(queries, scores).means
         self.curve.append((self.step, means))
-        value = means[SELECT_METRIC]
+        value = means[self.cfg.train.select_metric]
         is_best = value > self.best_value
         if is_best:
             self.best_value, self.best_step, self.best_dev = value, self.step, dict(means)

@@ -50,7 +50,8 @@ class TrainingSignals:
         """W(t, i) per instance of the batch, or None when the loss is unweighted."""
         if self.difficulty is None:
             return None
-        return curriculum_weight(self.difficulty[idx], step, m=self.m, anti=self.cfg.weighting.anti)
+        w = self.cfg.weighting
+        return curriculum_weight(self.difficulty[idx], step, m=self.m, anti=w.anti, iteration=w.iteration)
 
     def targets(self, idx: np.ndarray, step: int) -> np.ndarray:
         """(B, 2) targets: hard labels, or LS/WSLS soft targets at this step."""

@@ -109,7 +109,7 @@ def test_semantic_match_is_the_average_pairwise_cosine() -> None:
     assert semantic_match(np.zeros((1, 2)), r) == 0.0
 
 
-def test_sigma_sm_hand_computed_and_uses_the_first_k_words() -> None:
+def test_sigma_sm_hand_computed_on_the_last_k_context_words_and_first_k_response_words() -> None:
     vec = {"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [1.0, 1.0]}
     seen: list[str] = []
 
@@ -120,10 +120,11 @@ def test_sigma_sm_hand_computed_and_uses_the_first_k_words() -> None:
     q = Query("q", ("a b", "c"), (Candidate("x", "a", 1), Candidate("y", "c b a", 0)))
     ctx = ScoringContext(rng=np.random.default_rng(0), embed=embed, sm_words=2)
     (value,) = SCORING.get("sigma_sm")([q], ctx)
-    # U = first 2 words "a b"; SM(U, "a") = (1 + 0) / 2; SM(U, "c b") = (r + 0 + r + 1) / 4, r = 1/sqrt2
+    # U = the last 2 words "b c" (the authors' code keeps the end of the context); r = its first 2.
+    # SM(U, "a") = (cos(b, a) + cos(c, a)) / 2 = (0 + r) / 2; SM(U, "c b") = (r + 1 + 1 + r) / 4, r = 1/sqrt2
     r = 1 / math.sqrt(2)
-    assert value == pytest.approx(np.std([0.5, (2 * r + 1) / 4]))
-    assert seen == ["a b", "a", "c b"]
+    assert value == pytest.approx(np.std([r / 2, (2 * r + 2) / 4]))
+    assert seen == ["b c", "a", "c b"]
 
 
 def test_bert_pred_margin_sorts_confident_contexts_first() -> None:

@@ -97,3 +97,43 @@ def test_searcher_pickles_for_tune_resume(tmp_path):
                    "    curriculum.n: {int: [2, 5], when: {curriculum.pacing: root_n}}\n")
     searcher = pickle.loads(pickle.dumps(_searcher(load_study(_write(tmp_path, text)))))
     assert searcher.searcher._space.space["curriculum.n"].when == {"curriculum.pacing": ("root_n",)}
+
+
+TEACHER = GOOD.replace("  - name: ls\n    set: {smoothing.method: LS, smoothing.epsilon: 0.1}\n",
+                       "  - name: bp\n    set: {curriculum.scoring: bert_pred, curriculum.pacing: root_n,"
+                       " curriculum.teacher_seed: 2}\n")
+
+
+@pytest.mark.parametrize("text, expected", [
+    (TEACHER, r"study.yaml:\d+: curriculum.teacher_seed 2 is also a study seed \(seeds: \[1, 2\]; "
+              r"configuration 'bp'\)"),
+    (GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{data.context_turns: 3}"),
+     r"study.yaml:8: data.context_turns: the evaluation set is fixed per study, but configuration 'ls' "
+     r"sets 3 where the baseline has 10"),
+    (GOOD + "search:\n  searcher: tpe\n  space:\n    data.max_test_queries: {choice: [5, 10]}\n",
+     r"study.yaml:13: search.space.data.max_test_queries: the evaluation set is fixed per study"),
+    (GOOD.replace("train.steps: 4", "train.steps: 4\n  train.select_metric: mrr"),
+     r"train.select_metric='mrr' differs from objective.metric='map'"),
+])
+def test_comparisons_stay_fair(tmp_path, text, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_study(_write(tmp_path, text))
+
+
+def test_teacher_seed_defaults_outside_the_study_seeds_and_objective_selects_the_checkpoint(tmp_path):
+    spec = load_study(_write(tmp_path, TEACHER.replace(", curriculum.teacher_seed: 2", "")
+                             + "objective: {metric: mrr, mode: max}\n"))
+    cfg = spec.configs[0].config
+    assert cfg.curriculum.teacher_seed not in spec.seeds
+    assert {nc.config.train.select_metric for nc in spec.fixed_configs()} == {"mrr"}
+    # The training split may differ between configurations; the evaluation set may not.
+    ok = GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{data.max_train_queries: 10}")
+    assert load_study(_write(tmp_path, ok)).configs[0].config.data.max_train_queries == 10
+
+
+def test_teacher_seed_clash_via_cli_is_one_line_and_records_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", str(_write(tmp_path, TEACHER))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "curriculum.teacher_seed 2 is also a study seed" in err[0]
+    assert not (tmp_path / "mlruns").exists() and not (tmp_path / "runs").exists()

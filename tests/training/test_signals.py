@@ -20,9 +20,13 @@ def splits():
     return toy_splits()
 
 
+CURRICULA = [{"curriculum.scoring": name, "curriculum.pacing": "root_n"}
+             for name in ("turns", "uwords", "sigma_bm25")]
+
+
 @pytest.fixture(scope="module")
 def prepared(splits):
-    scores = difficulty_scores(tiny_config(), splits, names=["turns", "uwords", "sigma_bm25"])
+    scores = difficulty_scores([tiny_config(**flat) for flat in CURRICULA], splits)
     return prepare_data(splits, tiny_config().model, scores)
 
 
@@ -96,17 +100,20 @@ def test_teacher_trained_once_and_reused(splits, tmp_path, monkeypatch):
     cfg = tiny_config(**{"curriculum.scoring": "bert_pred", "curriculum.pacing": "root_n",
                          "curriculum.teacher_steps": 20})
     logs: list[str] = []
-    first = difficulty_scores(cfg, splits, progress=logs.append, names=["bert_pred", "bert_loss"])
+    loss_cfg = tiny_config(**{"curriculum.scoring": "bert_loss", "curriculum.pacing": "root_n",
+                              "curriculum.teacher_steps": 20})
+    first = difficulty_scores([cfg, loss_cfg], splits, progress=logs.append)
     assert any("training the teacher" in m for m in logs)
     cached = tmp_path / "teachers" / f"{teacher_fingerprint(cfg, splits)}.json"
     assert cached.is_file()
     logs.clear()
-    second = difficulty_scores(cfg, splits, progress=logs.append, names=["bert_pred", "bert_loss"])
+    second = difficulty_scores([cfg, loss_cfg], splits, progress=logs.append)
     assert not any("training the teacher" in m for m in logs)
     assert any("loaded from cache" in m for m in logs)
-    for name in ("bert_pred", "bert_loss"):
-        np.testing.assert_array_equal(first[name], second[name])
-        assert first[name].shape == (len(splits.train),)
+    assert sorted(first) == ["bert_loss/pair/k1/seed1", "bert_pred/pair/k1/seed1"]
+    for key in first:
+        np.testing.assert_array_equal(first[key], second[key])
+        assert first[key].shape == (len(splits.train),)
     # A curriculum trial with the teacher's scores runs end to end.
     data = prepare_data(splits, cfg.model, second)
     rec = list(Trainer(cfg, data).run())[-1]
