@@ -127,7 +127,6 @@ class Trainer:
         if not cur.enabled:
             return np.arange(len(self.instances))
         from harness.curriculum.scoring import sorts_descending
-
         from harness.training.difficulty import score_key
 
         key = score_key(self.cfg)

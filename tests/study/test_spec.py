@@ -105,11 +105,11 @@ TEACHER = GOOD.replace("  - name: ls\n    set: {smoothing.method: LS, smoothing.
 
 
 @pytest.mark.parametrize("text, expected", [
-    (TEACHER, r"study.yaml:\d+: curriculum.teacher_seed 2 is also a study seed \(seeds: \[1, 2\]; "
-              r"configuration 'bp'\)"),
+    (TEACHER, (r"study.yaml:\d+: curriculum.teacher_seed 2 is also a study seed \(seeds: \[1, 2\]; "
+              r"configuration 'bp'\)")),
     (GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{data.context_turns: 3}"),
-     r"study.yaml:8: data.context_turns: the evaluation set is fixed per study, but configuration 'ls' "
-     r"sets 3 where the baseline has 10"),
+     (r"study.yaml:8: data.context_turns: the evaluation set is fixed per study, but configuration 'ls' "
+     r"sets 3 where the baseline has 10")),
     (GOOD + "search:\n  searcher: tpe\n  space:\n    data.max_test_queries: {choice: [5, 10]}\n",
      r"study.yaml:13: search.space.data.max_test_queries: the evaluation set is fixed per study"),
     (GOOD.replace("train.steps: 4", "train.steps: 4\n  train.select_metric: mrr"),

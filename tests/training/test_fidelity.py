@@ -5,6 +5,7 @@ the study's objective metric."""
 from __future__ import annotations
 
 import dataclasses
+
 import numpy as np
 import pytest
 
