@@ -20,8 +20,9 @@ VARIANT_PREFIXES = ("data.", "model.")
 
 def variant_key(cfg: TrialConfig) -> str:
     """Identifies the prepared data a config trains on: its data config, model name and length."""
-    return json.dumps({"data": dataclasses.asdict(cfg.data), "model": cfg.model.name,
-                       "max_length": cfg.model.max_length}, sort_keys=True, default=str)
+    return json.dumps({"data": dataclasses.asdict(cfg.data), "train_sampler": cfg.train.sampler,
+                       "model": cfg.model.name, "max_length": cfg.model.max_length},
+                      sort_keys=True, default=str)
 
 
 def possible_configs(spec: StudySpec) -> list[TrialConfig]:
@@ -30,7 +31,8 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
     configs = [nc.config for nc in spec.fixed_configs()]
     if spec.search is not None:
         relevant = {k: p for k, p in spec.search.space.items()
-                    if k.startswith(VARIANT_PREFIXES) or k in ("curriculum.scoring", "curriculum.pacing")}
+                    if k.startswith(VARIANT_PREFIXES) or k in ("curriculum.scoring", "curriculum.pacing",
+                                                                  "train.sampler")}
         for key, p in relevant.items():
             if not p.discrete:
                 raise ConfigError(f"search.space.{key}: data and model keys must be discrete "
@@ -51,9 +53,10 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
     out: dict[str, PreparedData] = {}
     for key, cfgs in groups.items():
         first = cfgs[0]
-        splits = load_splits(first.data, progress=progress)
+        splits = load_splits(first.data, train_sampler=first.train.sampler, progress=progress)
         progress(f"prepare: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} "
-                 f"test queries ({first.data.source}, sampler {first.data.sampler}, model {first.model.name})")
+                 f"test queries ({first.data.source}, protocol {first.data.protocol}, train.sampler "
+                 f"{first.train.sampler}, model {first.model.name})")
         names = scoring_names(cfgs)
         scores = difficulty_scores(first, splits, progress=progress, names=names)
         out[key] = prepare_data(splits, first.model, scores)

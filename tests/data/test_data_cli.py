@@ -13,8 +13,8 @@ def test_build_then_stats_on_a_subset(tmp_path: Path, capsys: pytest.CaptureFixt
     opts = ["--conversations", "6", "--negatives", "4", "--cache-dir", str(tmp_path)]
     assert main(["data", "build", *opts]) == 0
     out, err = capsys.readouterr()
-    assert "fingerprint" in out and str(tmp_path / "data") in out
-    assert "BM25 negatives: 100%" in err and len(err.splitlines()) < 25
+    assert "fingerprint" in out and "evaluation" in out and str(tmp_path / "data") in out
+    assert "response negatives: 100%" in err and len(err.splitlines()) < 25
     assert main(["data", "stats", *opts]) == 0
     out, err = capsys.readouterr()
     assert "loaded" in err  # from the cache the build wrote
@@ -37,7 +37,9 @@ def test_missing_data_file_exits_non_zero_with_one_line(tmp_path: Path,
 def test_bad_option_names_the_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["data", "stats", "--negatives", "many"]) == 2
     assert "data.negatives must be an integer, got 'many'" in capsys.readouterr().err
-    assert main(["data", "build", "--sampler", "tfidf"]) == 2
-    assert "data.sampler must be one of bm25, random" in capsys.readouterr().err
+    assert main(["data", "build", "--protocol", "tfidf"]) == 2
+    assert "data.protocol must be one of response, context, got 'tfidf'" in capsys.readouterr().err
+    assert main(["data", "build", "--depth", "0"]) == 2
+    assert "data.depth must be >= 1, got 0" in capsys.readouterr().err
     assert main(["data", "stats", "--source", "msdialog"]) == 2
     assert "data.path must be set for data.source=msdialog" in capsys.readouterr().err
