@@ -1,4 +1,5 @@
-"""``harness data build|stats``: build (and cache) a data set, or print its Table 4 statistics.
+"""``harness data build|stats``: build (and cache) a data set, or print its Table 4 statistics and
+its first-stage (BM25 vs random) MAP and the positive's BM25 rank per split.
 
 The data set built here is the one every study evaluates on: dev and test candidates follow
 ``data.protocol``; a study's ``train.sampler`` only swaps the training negatives.
@@ -89,8 +90,11 @@ def register(subparsers: Any) -> None:
                            "(the embedded set); prints its fingerprint and query counts.")
     _add_data_options(build)
     build.set_defaults(func=_build)
-    stats = sub.add_parser("stats", help="print the Table 4 statistics per split",
+    stats = sub.add_parser("stats", help="print the Table 4 statistics and first-stage MAP per split",
                            description="Print the statistics of Penha & Hauff (2020), Table 4, "
-                           "per split (builds the data set first if it is not cached).")
+                           "per split, then the MAP of the first-stage BM25 ranking of the "
+                           "candidates against a random order's (its exact expectation) and "
+                           "where the positive ranks under BM25 (builds the data set first if it "
+                           "is not cached).")
     _add_data_options(stats)
     stats.set_defaults(func=_stats)

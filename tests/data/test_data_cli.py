@@ -22,6 +22,12 @@ def test_build_then_stats_on_a_subset(tmp_path: Path, capsys: pytest.CaptureFixt
     assert lines[1].split() == ["Train", "Valid", "Test"]
     cands = next(line for line in lines if line.startswith("Number of candidates per U"))
     assert cands.split()[-3:] == ["5.0", "5.0", "5.0"]
+    rand = next(line for line in lines if line.startswith("Random-order MAP (expected)"))
+    assert rand.split()[-3:] == ["0.4567"] * 3  # H_5 / 5
+    bm25 = next(line for line in lines if line.startswith("First-stage BM25 MAP"))
+    assert all(0.0 < float(v) <= 1.0 for v in bm25.split()[-3:])
+    assert lines[lines.index("BM25 rank of r+ (share of contexts)") + 1].split() == ["Train", "Valid", "Test"]
+    assert lines[-1].startswith("rank 5")
 
 
 def test_missing_data_file_exits_non_zero_with_one_line(tmp_path: Path,
