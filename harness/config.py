@@ -25,6 +25,17 @@ from harness.tracking.conventions import METRICS
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
 
+# data.protocol: how the embedded set's candidates (dev and test above all) are built; see
+# harness.data.chitchat. train.sampler: where the training negatives come from ("dataset": the
+# data set's own candidates; "bm25" is the context protocol, NS_BM25 of Penha & Hauff 2021).
+PROTOCOLS = ("response", "context")
+TRAIN_SAMPLERS = ("dataset", "response", "bm25", "random")
+# Keys that moved, old -> new: from_flat names the new key instead of "unknown config key".
+MOVED_KEYS = {
+    "data.sampler": ("train.sampler",
+                     "it picks the training negatives only; dev and test follow data.protocol"),
+}
+
 
 def resolve_steps(value: Steps, total_steps: int) -> float:
     """Resolve a schedule knob to optimizer steps: ints are steps, floats in (0, 1] fractions.
@@ -66,13 +77,21 @@ def _check_steps(key: str, value: Steps, allow_inf: bool = False, allow_zero: bo
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    """Where queries come from. ``source``: chitchat (embedded), msdialog (TSV dir), trec (dir)."""
+    """Where queries come from. ``source``: chitchat (embedded), msdialog (TSV dir), trec (dir).
+
+    ``context_turns``, ``negatives``, ``protocol`` and ``depth`` shape the embedded set only (the
+    other sources bring their own contexts and candidates). ``protocol``: ``response`` draws each
+    query's negatives uniformly from the top ``depth`` BM25 hits of its true response (MSDialog /
+    MANtIS, Yang et al. 2018); ``context`` takes the top BM25 hits of its context (NS_BM25 of
+    Penha & Hauff 2021).
+    """
 
     source: str = "chitchat"
     path: str | None = None
     context_turns: int = 10
     negatives: int = 9
-    sampler: str = "bm25"
+    protocol: str = "response"
+    depth: int = 1000
     split_seed: int = 13
     conversations: int | None = None
     dev_fraction: float = 0.1
@@ -89,7 +108,9 @@ class DataConfig:
                f"set for data.source={self.source}", self.path)
         _check(self.context_turns >= 1, "data.context_turns", ">= 1", self.context_turns)
         _check(self.negatives >= 1, "data.negatives", ">= 1", self.negatives)
-        _check(self.sampler in ("bm25", "random"), "data.sampler", "one of bm25, random", self.sampler)
+        _check(self.protocol in PROTOCOLS, "data.protocol", f"one of {', '.join(PROTOCOLS)}",
+               self.protocol)
+        _check(self.depth >= 1, "data.depth", ">= 1", self.depth)
         _check(self.conversations is None or self.conversations >= 3, "data.conversations",
                ">= 3 (one per split) or null for all", self.conversations)
         for key in ("dev_fraction", "test_fraction"):
@@ -115,7 +136,13 @@ class ModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """The optimisation loop (Penha et al.: AdamW lr 5e-5, eps 1e-8; balanced pos/neg pairs)."""
+    """The optimisation loop (Penha et al.: AdamW lr 5e-5, eps 1e-8; balanced pos/neg pairs).
+
+    ``sampler`` picks the training negatives only (dev and test candidates never change with it):
+    ``dataset`` the data set's own candidates, ``response`` / ``bm25`` the response / context
+    protocol of ``data.protocol``, ``random`` uniform over other conversations' utterances. Every
+    training candidate carries BM25 of its context as its score. Embedded set only.
+    """
 
     seed: int = 1
     steps: int = 1000
@@ -128,6 +155,7 @@ class TrainConfig:
     eval_every: int = 100
     eval_batch_size: int = 64
     negatives_per_positive: int = 1
+    sampler: str = "dataset"
     loss: str = "pointwise"
     device: str = "auto"
     bf16: bool = True
@@ -147,6 +175,8 @@ class TrainConfig:
         _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
         _check(self.negatives_per_positive >= 1, "train.negatives_per_positive", ">= 1",
                self.negatives_per_positive)
+        _check(self.sampler in TRAIN_SAMPLERS, "train.sampler", f"one of {', '.join(TRAIN_SAMPLERS)}",
+               self.sampler)
         _check(self.loss in ("pointwise", "pairwise"), "train.loss", "one of pointwise, pairwise",
                self.loss)
         _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
@@ -287,6 +317,10 @@ class TrialConfig:
     cascade: CascadeConfig = field(default_factory=CascadeConfig)
 
     def __post_init__(self) -> None:
+        if self.data.source != "chitchat" and self.train.sampler != "dataset":
+            raise ConfigError(f"train.sampler must be dataset for data.source={self.data.source} "
+                              f"(its files bring their own candidates and no corpus to sample "
+                              f"from), got {self.train.sampler!r}")
         if self.smoothing.enabled and self.train.loss == "pairwise":
             raise ConfigError(f"smoothing.method={self.smoothing.method} smooths pointwise labels; "
                               "it needs train.loss=pointwise, got pairwise")
@@ -304,6 +338,9 @@ class TrialConfig:
         valid = set(cls.keys())
         per_section: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
+            if key in MOVED_KEYS:
+                new, why = MOVED_KEYS[key]
+                raise ConfigError(f"{key} moved to {new} ({why})")
             if key not in valid:
                 close = difflib.get_close_matches(key, sorted(valid), n=3)
                 hint = f"; did you mean {', '.join(close)}?" if close else ""

@@ -1,10 +1,16 @@
 """On-disk cache of built splits, keyed by a content fingerprint.
 
 fingerprint = sha256 over (the sha256 of every source file's bytes, every ``DataConfig`` field that
-changes what a build produces (``BUILD_FIELDS``), ``BUILD_VERSION``). The path of the source is
-not part of it, its content is; ``max_*_queries`` caps are not either, since they are applied after
-the cache (``harness.data.load``). Bump ``BUILD_VERSION`` whenever the build's output changes for
-the same inputs (tokeniser, BM25 parameters, id scheme, filtering...).
+changes what a build produces (``BUILD_FIELDS``; ``depth`` only under the response protocol, the
+one that reads it), ``BUILD_VERSION``). The path of the source is not part of it, its content is;
+``max_*_queries`` caps are not either, since they are applied after the cache
+(``harness.data.load``). Bump ``BUILD_VERSION`` whenever the build's output changes for the same
+inputs (tokeniser, BM25 parameters, id scheme, filtering, sampling...).
+
+Two kinds of file: the base build (every split's candidates by ``data.protocol``), keyed by that
+fingerprint; and, per training-negatives method other than the protocol's, the train split alone
+(``train_fingerprint``: sha256 of the base fingerprint and the method), so switching
+``train.sampler`` never rebuilds the evaluation set.
 
 Location: ``DataConfig.cache_dir``, else ``$HARNESS_CACHE``, else ``~/.cache/harness``, always made
 absolute (trials run in their own working directories); files live in its ``data/`` folder.
@@ -34,9 +40,9 @@ from harness.config import DataConfig
 from harness.data.progress import Progress
 from harness.data.records import Candidate, Query, Splits
 
-BUILD_VERSION = 1
-BUILD_FIELDS = ("source", "context_turns", "negatives", "sampler", "split_seed", "conversations",
-                "dev_fraction", "test_fraction")
+BUILD_VERSION = 2  # 2: data.protocol (response by default), data.depth; context-BM25 scores everywhere
+BUILD_FIELDS = ("source", "context_turns", "negatives", "protocol", "depth", "split_seed",
+                "conversations", "dev_fraction", "test_fraction")
 _FORMAT = "harness-splits/2"
 
 
@@ -51,7 +57,10 @@ def file_digest(path: Path) -> str:
 
 def build_fields(cfg: DataConfig) -> dict[str, Any]:
     """The fields of ``cfg`` that change what a build of the embedded set produces."""
-    return {k: getattr(cfg, k) for k in BUILD_FIELDS}
+    fields = {k: getattr(cfg, k) for k in BUILD_FIELDS}
+    if cfg.protocol != "response":  # only the response protocol reads the depth
+        del fields["depth"]
+    return fields
 
 
 def fingerprint(fields: Mapping[str, Any], source_digests: Iterable[str]) -> str:
@@ -65,6 +74,17 @@ def fingerprint(fields: Mapping[str, Any], source_digests: Iterable[str]) -> str
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def train_fingerprint(base: str, method: str) -> str:
+    """The fingerprint of the data whose train split has negatives by ``method`` and whose dev
+    and test are those of the base build ``base``.
+
+    >>> train_fingerprint("ab", "random") != train_fingerprint("ab", "context")
+    True
+    """
+    blob = json.dumps({"base": base, "train_negatives": method}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
 def cache_root(cfg: DataConfig) -> Path:
     """The absolute cache folder for ``cfg`` (see the module docstring)."""
     base = cfg.cache_dir or os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "harness"
@@ -72,7 +92,13 @@ def cache_root(cfg: DataConfig) -> Path:
 
 
 def cache_file(cfg: DataConfig, fp: str) -> Path:
+    """The file of the base build with fingerprint ``fp``."""
     return cache_root(cfg) / "data" / f"{cfg.source}-{fp}.pkl"
+
+
+def train_cache_file(cfg: DataConfig, base: str, method: str) -> Path:
+    """The file of the train split with negatives by ``method`` over the base build ``base``."""
+    return cache_root(cfg) / "data" / f"{cfg.source}-{base}-train-{method}.pkl"
 
 
 def _encode(splits: Splits) -> tuple[Any, ...]:

@@ -7,20 +7,30 @@ messages are dropped first, so they never split an utterance).
 
 Queries (the task of Penha & Hauff 2020): for conversation c with utterances u_0..u_{n-1} and each
 turn t >= 1, the context U is u_{t-k}..u_{t-1} (``data.context_turns`` = k, oldest first), the
-positive r+ is u_t, and ``data.negatives`` negatives come from ``harness.data.negatives``:
+positive r+ is u_t, and ``data.negatives`` negatives come from ``harness.data.negatives``, by the
+evaluation protocol ``data.protocol``:
 
-- ``bm25``: the top BM25 hits for U (its utterances' tokens, concatenated) among the utterances of
-  all other conversations; each candidate, the positive included, keeps its BM25 score.
-- ``random``: drawn uniformly from those utterances with a Generator seeded by
-  (split_seed, conversation, turn); scores are None.
+- ``response`` (default; MSDialog/MANtIS of Yang et al. 2018, as in Penha & Hauff 2020): drawn
+  uniformly (seeded by split_seed, conversation and turn) from the top ``data.depth`` BM25 hits of
+  r+ among the utterances of all other conversations;
+- ``context`` (NS_BM25 of Penha & Hauff 2021): the top BM25 hits of U.
+
+Every candidate, r+ included, scores BM25 of U (its utterances' tokens, concatenated) against it:
+the first-stage ranking that sigma_BM25, the difficulty heuristics and WSLS read, and the
+reference BM25 MAP. Under ``context`` the negatives are the top of that very ranking, so r+
+mostly ranks last (BM25 MAP below a random order's); under ``response`` they are not chosen by it.
+
+Training negatives (``train.sampler``; ``build_train``) may come from another method (the other
+protocol, or ``random``: uniform over the other conversations' utterances); only the train split
+is rebuilt, dev and test keep the protocol's candidates.
 
 The BM25 index spans every utterance of every conversation in the file, whatever
 ``data.conversations`` selects, so a subset gets the negatives the full set would.
 
 Ids: document ``c{conv}u{utt}``, query ``c{conv}t{turn}``, group ``c{conv}`` (conv = position in
-the file). Candidates: the positive first, then the negatives best first (evaluation breaks ties
-itself, so the order leaks nothing). Conversations with one utterance give no query. The seeded
-subset and the split by conversation are ``harness.data.splits``.
+the file). Candidates: the positive first, then the negatives by score, best first (evaluation
+breaks ties itself, so the order leaks nothing). Conversations with one utterance give no query.
+The seeded subset and the split by conversation are ``harness.data.splits``.
 """
 
 from __future__ import annotations
@@ -33,15 +43,16 @@ from typing import Any
 
 import numpy as np
 
-from harness.config import DataConfig
+from harness.config import TRAIN_SAMPLERS, DataConfig
 from harness.data import negatives as neg
 from harness.data.bm25 import BM25Index, tokenize
-from harness.data.progress import Progress, Ticker
+from harness.data.progress import Progress
 from harness.data.records import Candidate, Query, Splits
-from harness.data.splits import choose_subset, split_groups
+from harness.data.splits import GroupSplit, choose_subset, split_groups
 from harness.errors import ConfigError, DataError
 
-_RANDOM_STREAM = 7  # seed stream of the random sampler (see harness.data.splits)
+# train.sampler -> negatives method ("dataset" is the protocol itself)
+TRAIN_METHODS = {"response": "response", "bm25": "context", "random": "random"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,73 +119,150 @@ def read_conversations(path: Path) -> tuple[Conversation, ...]:
     return tuple(out)
 
 
-def _query(conv: Conversation, turn: int, start: int, context_turns: int, sampled: neg.Sampled,
-           doc_ids: Sequence[str], texts: Sequence[str]) -> Query:
-    first = max(0, turn - context_turns)
-    pos = start + turn
-    scores: Sequence[float | None] = sampled.scores or [None] * len(sampled.negatives)
-    candidates = [Candidate(doc_id=doc_ids[pos], text=texts[pos], label=1,
+@dataclass(frozen=True, kw_only=True)
+class Corpus:
+    """Every utterance of a chitchat-format file in file order, with ids and text keys."""
+
+    path: Path
+    conversations: tuple[Conversation, ...]
+    starts: tuple[int, ...]  # corpus position of each conversation's first utterance, then the end
+    texts: tuple[str, ...]
+    doc_ids: tuple[str, ...]
+    keys: np.ndarray  # negatives.text_keys(texts)
+
+    def conversation_range(self, index: int) -> range:
+        return range(self.starts[index], self.starts[index + 1])
+
+
+def read_corpus(path: Path, progress: Progress | None = None) -> Corpus:
+    """The corpus of the chitchat-format file at ``path``."""
+    if progress:
+        progress(f"reading {path}")
+    convs = read_conversations(path)
+    texts = tuple(u for c in convs for u in c.utterances)
+    return Corpus(path=path, conversations=convs,
+                  starts=tuple(np.cumsum([0] + [len(c.utterances) for c in convs]).tolist()),
+                  texts=texts, doc_ids=tuple(f"c{c.index}u{i}" for c in convs
+                                             for i in range(len(c.utterances))),
+                  keys=neg.text_keys(texts))
+
+
+class Bm25:
+    """The corpus' tokens and BM25 index, built once on first use (~2 s for the full file)."""
+
+    def __init__(self, corpus: Corpus, progress: Progress | None = None) -> None:
+        self._corpus = corpus
+        self._progress = progress
+        self._built: tuple[list[list[str]], BM25Index] | None = None
+
+    def get(self) -> tuple[list[list[str]], BM25Index]:
+        if self._built is None:
+            if self._progress:
+                self._progress(f"tokenising and indexing {len(self._corpus.texts):,} utterances "
+                               f"for BM25")
+            tokens = [tokenize(t) for t in self._corpus.texts]
+            self._built = (tokens, BM25Index(tokens))
+        return self._built
+
+
+def _split_groups(cfg: DataConfig, corpus: Corpus) -> GroupSplit:
+    """The conversations per split (checks the corpus is big enough for ``cfg``)."""
+    eligible = [c.index for c in corpus.conversations if len(c.utterances) >= 2]
+    if len(eligible) < 3:
+        raise DataError(f"{corpus.path}: {len(eligible)} conversation(s) with two or more "
+                        f"utterances; need at least 3 (one per split)")
+    available = neg.pool_size(corpus.keys) - 1
+    chosen = choose_subset(eligible, cfg.conversations, seed=cfg.split_seed, key="data.conversations")
+    groups = split_groups(chosen, dev_fraction=cfg.dev_fraction, test_fraction=cfg.test_fraction,
+                          seed=cfg.split_seed)
+    if cfg.negatives > available:
+        raise ConfigError(f"data.negatives must be <= {available} (distinct utterances of "
+                          f"{corpus.path.name} other than the positive), got {cfg.negatives}")
+    return groups
+
+
+def _sample_queries(cfg: DataConfig, corpus: Corpus, bm25: Bm25, conversations: Sequence[int],
+                    method: str, progress: Progress | None,
+                    workers: int | None) -> dict[int, list[Query]]:
+    """The queries of ``conversations`` with negatives by ``method``, per conversation."""
+    turns = [(ci, t) for ci in conversations for t in range(1, len(corpus.conversations[ci].utterances))]
+    requests = [neg.Request(qid=f"c{ci}t{t}", positive=corpus.starts[ci] + t,
+                            context=range(corpus.starts[ci] + max(0, t - cfg.context_turns),
+                                          corpus.starts[ci] + t),
+                            exclude=corpus.conversation_range(ci),
+                            seed=(cfg.split_seed & 0xFFFFFFFF, ci, t))
+                for ci, t in turns]
+    if progress:
+        progress(f"{len(conversations):,} conversations, {len(requests):,} queries, "
+                 f"{len(corpus.texts):,} utterances in the negative pool, {method} negatives")
+    tokens, index = bm25.get()
+    sampled = neg.sample(method, index, tokens, corpus.keys, requests, cfg.negatives,
+                         depth=cfg.depth, progress=progress, workers=workers)
+    by_conv: dict[int, list[Query]] = {}
+    for (ci, t), sample in zip(turns, sampled, strict=True):
+        by_conv.setdefault(ci, []).append(_query(corpus, ci, t, cfg.context_turns, sample))
+    return by_conv
+
+
+def _query(corpus: Corpus, ci: int, turn: int, context_turns: int, sampled: neg.Sampled) -> Query:
+    conv = corpus.conversations[ci]
+    pos = corpus.starts[ci] + turn
+    candidates = [Candidate(doc_id=corpus.doc_ids[pos], text=corpus.texts[pos], label=1,
                             score=sampled.positive_score)]
-    candidates += [Candidate(doc_id=doc_ids[p], text=texts[p], label=0, score=s)
-                   for p, s in zip(sampled.negatives, scores, strict=True)]
-    return Query(qid=f"c{conv.index}t{turn}", context=conv.utterances[first:turn],
-                 candidates=tuple(candidates), group=f"c{conv.index}")
+    candidates += [Candidate(doc_id=corpus.doc_ids[p], text=corpus.texts[p], label=0, score=s)
+                   for p, s in zip(sampled.negatives, sampled.scores, strict=True)]
+    return Query(qid=f"c{ci}t{turn}", context=conv.utterances[max(0, turn - context_turns):turn],
+                 candidates=tuple(candidates), group=f"c{ci}")
 
 
 def build_splits(cfg: DataConfig, *, path: Path, fingerprint: str,
-                 progress: Progress | None = None, workers: int | None = None) -> Splits:
-    """Build the embedded data set for ``cfg`` from the chitchat-format file at ``path``.
+                 progress: Progress | None = None, workers: int | None = None,
+                 corpus: Corpus | None = None, bm25: Bm25 | None = None) -> Splits:
+    """Build the embedded data set for ``cfg`` from the chitchat-format file at ``path``, every
+    split's negatives by ``cfg.protocol`` (``corpus`` and ``bm25``: already read / indexed).
 
     ``max_*_queries`` caps are not applied here (``harness.data.load`` applies them after the
     cache), so one build serves every cap.
     """
-    say = progress or (lambda _msg: None)
-    say(f"reading {path}")
-    convs = read_conversations(path)
-    starts = np.cumsum([0] + [len(c.utterances) for c in convs]).tolist()
-    texts = [u for c in convs for u in c.utterances]
-    doc_ids = [f"c{c.index}u{i}" for c in convs for i in range(len(c.utterances))]
-    eligible = [c.index for c in convs if len(c.utterances) >= 2]
-    if len(eligible) < 3:
-        raise DataError(f"{path}: {len(eligible)} conversation(s) with two or more utterances; "
-                        f"need at least 3 (one per split)")
-    chosen = choose_subset(eligible, cfg.conversations, seed=cfg.split_seed, key="data.conversations")
-    groups = split_groups(chosen, dev_fraction=cfg.dev_fraction, test_fraction=cfg.test_fraction,
-                          seed=cfg.split_seed)
-    keys = neg.text_keys(texts)
-    available = neg.pool_size(keys) - 1
-    if cfg.negatives > available:
-        raise ConfigError(f"data.negatives must be <= {available} (distinct utterances of {path.name} "
-                          f"other than the positive), got {cfg.negatives}")
-
-    turns = [(ci, t) for ci in chosen for t in range(1, len(convs[ci].utterances))]
-    requests = [neg.Request(qid=f"c{ci}t{t}", positive=starts[ci] + t,
-                            context=range(starts[ci] + max(0, t - cfg.context_turns), starts[ci] + t),
-                            exclude=range(starts[ci], starts[ci + 1]))
-                for ci, t in turns]
-    say(f"{len(chosen):,} conversations, {len(requests):,} queries, {len(texts):,} utterances "
-        f"in the negative pool")
-    if cfg.sampler == "bm25":
-        say(f"tokenising and indexing {len(texts):,} utterances for BM25")
-        tokens = [tokenize(t) for t in texts]
-        index = BM25Index(tokens)
-        sampled = neg.sample_bm25(index, tokens, keys, requests, cfg.negatives, progress=progress,
-                                  workers=workers)
-    else:
-        ticker = Ticker(progress, "random negatives", total=len(requests))
-        sampled = []
-        for req, (ci, t) in zip(requests, turns, strict=True):
-            rng = np.random.default_rng([cfg.split_seed & 0xFFFFFFFF, _RANDOM_STREAM, ci, t])
-            sampled.append(neg.random_negatives(keys, req, cfg.negatives, rng))
-            ticker.advance()
-
-    by_conv: dict[int, list[Query]] = {}
-    for (ci, t), sample in zip(turns, sampled, strict=True):
-        by_conv.setdefault(ci, []).append(
-            _query(convs[ci], t, starts[ci], cfg.context_turns, sample, doc_ids, texts))
+    corpus = corpus or read_corpus(path, progress)
+    bm25 = bm25 or Bm25(corpus, progress)
+    groups = _split_groups(cfg, corpus)
+    chosen = sorted(groups.train + groups.dev + groups.test)
+    by_conv = _sample_queries(cfg, corpus, bm25, chosen, cfg.protocol, progress, workers)
 
     def gather(indices: tuple[int, ...]) -> tuple[Query, ...]:
         return tuple(q for ci in indices for q in by_conv[ci])
 
     return Splits(train=gather(groups.train), dev=gather(groups.dev), test=gather(groups.test),
                   fingerprint=fingerprint)
+
+
+def train_method(train_sampler: str, protocol: str) -> str | None:
+    """The negatives method of ``train.sampler`` under ``data.protocol``; None where the training
+    negatives are the data set's own (``dataset``, or a sampler that equals the protocol: same
+    method, same seeds, same candidates).
+
+    >>> train_method("bm25", "response"), train_method("bm25", "context"), train_method("dataset", "context")
+    ('context', None, None)
+    """
+    if train_sampler == "dataset":
+        return None
+    if train_sampler not in TRAIN_METHODS:
+        raise ConfigError(f"train.sampler must be one of {', '.join(TRAIN_SAMPLERS)}, "
+                          f"got {train_sampler!r}")
+    method = TRAIN_METHODS[train_sampler]
+    return None if method == protocol else method
+
+
+def build_train(cfg: DataConfig, method: str, *, path: Path, progress: Progress | None = None,
+                workers: int | None = None, corpus: Corpus | None = None,
+                bm25: Bm25 | None = None) -> tuple[Query, ...]:
+    """The train split of ``build_splits(cfg)`` with its negatives by ``method`` instead (the same
+    queries, contexts and positives, in the same order; every candidate scored as there)."""
+    if method not in neg.METHODS:
+        raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(neg.METHODS)}")
+    corpus = corpus or read_corpus(path, progress)
+    bm25 = bm25 or Bm25(corpus, progress)
+    groups = _split_groups(cfg, corpus)
+    by_conv = _sample_queries(cfg, corpus, bm25, groups.train, method, progress, workers)
+    return tuple(q for ci in groups.train for q in by_conv[ci])

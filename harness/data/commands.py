@@ -1,4 +1,8 @@
-"""``harness data build|stats``: build (and cache) a data set, or print its Table 4 statistics.
+"""``harness data build|stats``: build (and cache) a data set, or print its Table 4 statistics and
+its first-stage (BM25 vs random) MAP and the positive's BM25 rank per split.
+
+The data set built here is the one every study evaluates on: dev and test candidates follow
+``data.protocol``; a study's ``train.sampler`` only swaps the training negatives.
 
 Options map one-to-one onto ``data.*`` config keys and are parsed by ``TrialConfig.from_flat``,
 so a bad value is reported with the key's name (``data.negatives must be >= 1, got 0``).
@@ -20,7 +24,10 @@ _OPTIONS: dict[str, tuple[str, str]] = {
     "--conversations": ("data.conversations", "seeded subset of N conversations (default: all)"),
     "--context-turns": ("data.context_turns", "keep the last N utterances of a context (default 10)"),
     "--negatives": ("data.negatives", "negatives per context (default 9)"),
-    "--sampler": ("data.sampler", "negative sampler: bm25 (default) or random"),
+    "--protocol": ("data.protocol", ("negatives of every split: response (default; sampled from "
+                                     "the top DEPTH BM25 hits of the true response, as MSDialog/"
+                                     "MANtIS) or context (the top BM25 hits of the context, NS_BM25)")),
+    "--depth": ("data.depth", "response protocol: sample negatives from the top N hits (default 1000)"),
     "--split-seed": ("data.split_seed", "seed of the subset, the split and query caps (default 13)"),
     "--cache-dir": ("data.cache_dir", "cache folder (default $HARNESS_CACHE or ~/.cache/harness)"),
 }
@@ -50,6 +57,7 @@ def _build(args: argparse.Namespace) -> int:
     splits = load_splits(cfg, progress=_stderr)
     print(f"source       {cfg.source}{f' ({cfg.path})' if cfg.path else ''}")
     print(f"fingerprint  {splits.fingerprint}")
+    print(f"evaluation   {splits.evaluation}")
     if cfg.source == "chitchat":
         from harness.data.cache import cache_file
 
@@ -65,8 +73,9 @@ def _stats(args: argparse.Namespace) -> int:
 
     cfg = data_config(args)
     splits = load_splits(cfg, progress=_stderr)
-    print(format_stats(data_stats(splits), title=f"{cfg.source} data set "
-                       f"(fingerprint {splits.fingerprint[:12]})"))
+    protocol = f", {cfg.protocol} protocol" if cfg.source == "chitchat" else ""
+    print(format_stats(data_stats(splits), title=f"{cfg.source} data set{protocol} "
+                       f"(fingerprint {splits.fingerprint[:12]}, evaluation {splits.evaluation[:12]})"))
     return 0
 
 
@@ -81,8 +90,11 @@ def register(subparsers: Any) -> None:
                            "(the embedded set); prints its fingerprint and query counts.")
     _add_data_options(build)
     build.set_defaults(func=_build)
-    stats = sub.add_parser("stats", help="print the Table 4 statistics per split",
+    stats = sub.add_parser("stats", help="print the Table 4 statistics and first-stage MAP per split",
                            description="Print the statistics of Penha & Hauff (2020), Table 4, "
-                           "per split (builds the data set first if it is not cached).")
+                           "per split, then the MAP of the first-stage BM25 ranking of the "
+                           "candidates against a random order's (its exact expectation) and "
+                           "where the positive ranks under BM25 (builds the data set first if it "
+                           "is not cached).")
     _add_data_options(stats)
     stats.set_defaults(func=_stats)

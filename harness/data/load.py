@@ -1,13 +1,18 @@
-"""The one entry point to data: ``load_splits(cfg)`` for every ``data.source``.
+"""The one entry point to data: ``load_splits(cfg, train_sampler=...)`` for every ``data.source``.
 
 - chitchat: the embedded set (``harness.data.chitchat``) from ``data.path`` or the packaged
   dataset.json, through the on-disk cache (``harness.data.cache``): built once per fingerprint,
-  then loaded in seconds.
-- msdialog / trec: the readers of ``harness.data.readers`` over the directory ``data.path``.
+  then loaded in seconds. Dev and test always hold the candidates of ``data.protocol``; a
+  ``train_sampler`` (``train.sampler``) other than ``dataset`` replaces the train split's
+  negatives only, built for the train queries alone and cached on its own, so the evaluation set
+  is built once whatever the training negatives.
+- msdialog / trec: the readers of ``harness.data.readers`` over the directory ``data.path``; their
+  files bring their own candidates, so ``train_sampler`` must be ``dataset``.
 
-``data.max_{train,dev,test}_queries`` then keep a seeded subset of each split (in original order).
-A capped result gets its own fingerprint, sha256 of the uncapped one and the caps, so a
-fingerprint always names exactly the queries it stands for.
+``data.max_{train,dev,test}_queries`` then keep a seeded subset of each split (in original order;
+a training sampler keeps the same train queries). A capped result gets its own fingerprint, sha256
+of the uncapped one and the caps, so a fingerprint always names exactly the queries it stands for;
+``Splits.evaluation`` changes with a dev or test cap and with nothing else.
 """
 
 from __future__ import annotations
@@ -16,14 +21,19 @@ import dataclasses
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.config import DataConfig
 from harness.data import cache
 from harness.data.progress import Progress
 from harness.data.records import Splits
 from harness.data.splits import SPLIT_NAMES, cap_queries
-from harness.errors import DataError
+from harness.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from harness.data.chitchat import Bm25, Corpus
 
 _CAP_KEYS = {name: f"max_{name}_queries" for name in SPLIT_NAMES}
 
@@ -56,32 +66,69 @@ def apply_caps(splits: Splits, cfg: DataConfig) -> Splits:
     return dataclasses.replace(splits, **capped, fingerprint=hashlib.sha256(blob.encode()).hexdigest())
 
 
-def _chitchat(cfg: DataConfig, progress: Progress | None) -> Splits:
-    from harness.data.chitchat import build_splits
-
-    path = chitchat_source(cfg)
-    fp = chitchat_fingerprint(cfg, path)
-    target = cache.cache_file(cfg, fp)
+def _cached(target: Path, fp: str, build: Callable[[], Splits], what: str,
+            progress: Progress | None) -> Splits:
+    """The splits cached at ``target`` for ``fp``, else ``build()`` stored there."""
     started = time.monotonic()
     splits = cache.load(target, fp, progress)
     if splits is not None:
         if progress:
-            progress(f"loaded {target} in {time.monotonic() - started:.1f}s")
+            progress(f"loaded {what} from {target} in {time.monotonic() - started:.1f}s")
         return splits
-    splits = build_splits(cfg, path=path, fingerprint=fp, progress=progress)
+    splits = build()
     if cache.store(target, splits, progress) and progress:
-        progress(f"built in {time.monotonic() - started:.0f}s; cached at {target}")
+        progress(f"built {what} in {time.monotonic() - started:.0f}s; cached at {target}")
     return splits
 
 
-def load_splits(cfg: DataConfig, *, progress: Progress | None = None) -> Splits:
-    """Train/dev/test queries for ``cfg`` (see the module docstring); ``progress`` receives
-    human-readable status lines (a few per build, never one per query)."""
+def _chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+    from harness.data import chitchat
+
+    method = chitchat.train_method(train_sampler, cfg.protocol)
+    path = chitchat_source(cfg)
+    fp = chitchat_fingerprint(cfg, path)
+    shared: list[tuple[Corpus, Bm25]] = []  # read and indexed at most once for both builds
+
+    def corpus() -> tuple[Corpus, Bm25]:
+        if not shared:
+            c = chitchat.read_corpus(path, progress)
+            shared.append((c, chitchat.Bm25(c, progress)))
+        return shared[0]
+
+    def build_base() -> Splits:
+        c, bm25 = corpus()
+        return chitchat.build_splits(cfg, path=path, fingerprint=fp, progress=progress, corpus=c,
+                                     bm25=bm25)
+
+    base = _cached(cache.cache_file(cfg, fp), fp, build_base,
+                   f"the data set ({cfg.protocol} protocol)", progress)
+    if method is None:
+        return base
+    tfp = cache.train_fingerprint(fp, method)
+
+    def build_train() -> Splits:
+        c, bm25 = corpus()
+        train = chitchat.build_train(cfg, method, path=path, progress=progress, corpus=c, bm25=bm25)
+        return Splits(train=train, dev=(), test=(), fingerprint=tfp)
+
+    train = _cached(cache.train_cache_file(cfg, fp, method), tfp, build_train,
+                    f"the train split ({method} negatives, train.sampler={train_sampler})", progress)
+    return Splits(train=train.train, dev=base.dev, test=base.test, fingerprint=tfp)
+
+
+def load_splits(cfg: DataConfig, *, train_sampler: str = "dataset",
+                progress: Progress | None = None) -> Splits:
+    """Train/dev/test queries for ``cfg``, the train split's negatives by ``train_sampler``
+    (``train.sampler``; see the module docstring); ``progress`` receives human-readable status
+    lines (a few per build, never one per query)."""
     if cfg.source == "chitchat":
-        splits = _chitchat(cfg, progress)
+        splits = _chitchat(cfg, train_sampler, progress)
     else:
         from harness.data.readers import read_msdialog, read_trec
 
+        if train_sampler != "dataset":  # TrialConfig refuses this too
+            raise ConfigError(f"train.sampler must be dataset for data.source={cfg.source} (its "
+                              f"files bring their own candidates), got {train_sampler!r}")
         if not cfg.path:  # DataConfig refuses this too; kept for configs built around it
             raise DataError(f"data.path must be set for data.source={cfg.source}")
         reader = read_msdialog if cfg.source == "msdialog" else read_trec

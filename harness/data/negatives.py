@@ -1,14 +1,31 @@
-"""Negative samplers over a corpus of utterances: BM25 top hits (keeping their scores) and random.
+"""Negative samplers over a corpus of utterances, and the first-stage score of every candidate.
 
 The pool of a query is every corpus document outside ``exclude`` (the query's own conversation,
-a contiguous range of positions), minus documents with empty text and minus duplicates: a hit
-whose normalised text (lowercased, whitespace collapsed; ``text_keys``) equals the positive's or
-an already chosen negative's is skipped, so no negative repeats another or the positive.
+a contiguous range of positions), minus documents with empty text and minus duplicates: a
+document whose normalised text (lowercased, whitespace collapsed; ``text_keys``) equals the
+positive's or an already chosen negative's is skipped, so no negative repeats another or the
+positive. A ranking orders documents by descending BM25 score, ties by ascending corpus position.
 
-BM25 ranks the pool by descending score, ties broken by ascending corpus position, and keeps the
-first ``k`` documents that survive the filters. The positive's score for the same query is kept
-too (sigma_BM25 of Penha & Hauff 2020 is the population SD over all candidates' scores).
-Random draws uniformly from the pool with the given Generator; it has no scores.
+Methods (``METHODS``; ``k`` negatives per query):
+
+- ``response`` (MSDialog/MANtIS, Yang et al. 2018, as used by Penha & Hauff 2020): BM25 with the
+  true response (the positive) as the query over the pool; the negatives are drawn uniformly,
+  without replacement, from its top ``depth`` hits, counting usable documents only (each distinct
+  text once, at its best rank) and only hits, i.e. documents sharing a term with the response
+  (score > 0), as a search engine returns them. Where the window holds fewer than ``k`` (``depth``
+  below ``k``, or few hits) it is taken whole and the sampler continues down the ranking: the next
+  hits in rank order, then the non-matching documents (one tie at score 0) in a shuffled order.
+- ``context`` (NS_BM25 of Penha & Hauff 2021): the top ``k`` BM25 hits of the context.
+- ``random`` (NS_random): drawn uniformly from the pool.
+
+Every candidate, the positive included, carries the same first-stage score whatever the method:
+BM25 of the context (its utterances' tokens, concatenated) against that candidate, so sigma_BM25,
+the difficulty heuristics and WSLS's weak labels read one ranker. The negatives are listed by that
+score, best first (ties by corpus position); for ``context`` this is the order they were found in.
+
+The seeded methods draw from ``numpy.random.default_rng([seed[0], stream, *seed[1:]])`` with the
+request's ``seed`` (split_seed, conversation, turn) and one stream per method (``STREAMS``), so a
+query's negatives depend on nothing else (not on the subset, the order or the thread).
 """
 
 from __future__ import annotations
@@ -25,6 +42,8 @@ from harness.data.progress import Progress, Ticker
 from harness.errors import DataError
 
 EMPTY = -1  # key of a document with empty text: never a negative
+METHODS = ("response", "context", "random")
+STREAMS = {"random": 7, "response": 8}  # seed streams (7: the random sampler's since v1)
 _STRIDE = 32  # sampling stride of the threshold estimate in _top_k
 _CHUNK = 256  # queries per worker task
 
@@ -48,23 +67,24 @@ def pool_size(keys: np.ndarray) -> int:
 @dataclass(frozen=True, slots=True)
 class Request:
     """One query to sample for: the corpus positions of its context (their tokens, concatenated,
-    are the BM25 query), the positive's position and the positions its negatives must not come
-    from (``exclude``, which contains the positive)."""
+    are the first-stage BM25 query), the positive's position, the positions its negatives must not
+    come from (``exclude``, which contains the positive) and the seed of the seeded methods."""
 
     qid: str
     context: range
     positive: int
     exclude: range
+    seed: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True, slots=True)
 class Sampled:
-    """Chosen negatives (corpus positions, best first), their BM25 scores and the positive's
-    (``None`` for the random sampler)."""
+    """Chosen negatives (corpus positions, best first by ``scores``), their first-stage scores
+    and the positive's."""
 
     negatives: tuple[int, ...]
-    scores: tuple[float, ...] | None
-    positive_score: float | None
+    scores: tuple[float, ...]
+    positive_score: float
 
 
 def _exhausted(req: Request, k: int, found: int) -> DataError:
@@ -114,23 +134,70 @@ def _top_k(row: np.ndarray, keys: np.ndarray, banned: int, k: int) -> list[int]:
     return _pick(_ranked(row, np.flatnonzero(np.isfinite(row))), keys, banned, k)
 
 
-def bm25_negatives(index: BM25Index, tokens: Sequence[list[str]], keys: np.ndarray, req: Request,
-                   k: int) -> Sampled:
-    """The top-``k`` BM25 negatives of one query (see the module docstring); ``tokens`` are the
-    corpus documents' tokens. Joining the context with spaces and tokenising gives the same query,
-    since a space never joins two tokens."""
-    query = [tok for pos in req.context for tok in tokens[pos]]
-    row = np.array(index.scores(query), dtype=np.float64)  # writable copy
-    positive_score = float(row[req.positive])
-    row[req.exclude.start:req.exclude.stop] = -np.inf
-    chosen = _top_k(row, keys, int(keys[req.positive]), k)
+def _rng(req: Request, method: str) -> np.random.Generator:
+    return np.random.default_rng([req.seed[0], STREAMS[method], *req.seed[1:]])
+
+
+def _outside(row: np.ndarray, req: Request) -> np.ndarray:
+    """A writable copy of ``row`` with the excluded positions at -inf."""
+    out = np.array(row, dtype=np.float64)
+    out[req.exclude.start:req.exclude.stop] = -np.inf
+    return out
+
+
+def context_negatives(context_row: np.ndarray, keys: np.ndarray, req: Request, k: int) -> list[int]:
+    """The top-``k`` BM25 hits of the context (``context_row``: its scores over the corpus)."""
+    return _top_k(_outside(context_row, req), keys, int(keys[req.positive]), k)
+
+
+def _hits_from(row: np.ndarray, m: int) -> float:
+    """A score threshold whose hits (positions scoring >= it, all > 0) hold the first ``m`` or
+    more positions of the ranking, ties included: the ``m'``-th largest of a strided sample, with
+    ``m'`` twice the share of ``m`` the sample stands for. Not a guaranteed bound, so callers
+    check and fall back to every hit (threshold 0 meaning "> 0")."""
+    sample = row[::_STRIDE]
+    wanted = 2 * (m // _STRIDE + 1) + 16
+    if sample.size <= wanted:
+        return 0.0
+    threshold = float(np.partition(sample, sample.size - wanted)[sample.size - wanted])
+    return threshold if threshold > 0 else 0.0
+
+
+def _usable_hits(row: np.ndarray, keys: np.ndarray, banned: int, n: int) -> np.ndarray:
+    """The first ``n`` usable hits in rank order: score > 0, a non-empty text other than the
+    ``banned`` one, each text at its best-ranked position only. Ranks a prefix of the ranking
+    first (all positions scoring above a sampled threshold): one holding ``n`` usable hits holds
+    the first ``n`` of the whole; else ranks every hit."""
+    threshold = _hits_from(row, 2 * n + 64)
+    while True:
+        prefix = np.flatnonzero(row >= threshold) if threshold > 0 else np.flatnonzero(row > 0)
+        ranked = _ranked(row, prefix)
+        text = keys[ranked]
+        ok = (text != EMPTY) & (text != banned)
+        ranked, text = ranked[ok], text[ok]
+        first = np.sort(np.unique(text, return_index=True)[1])
+        if first.size >= n or threshold == 0:
+            return ranked[first[:n]]
+        threshold = 0.0
+
+
+def response_negatives(response_row: np.ndarray, keys: np.ndarray, req: Request, k: int,
+                       depth: int, rng: np.random.Generator) -> list[int]:
+    """``k`` negatives drawn uniformly from the top ``depth`` usable hits of the response
+    (``response_row``: BM25 of the positive's tokens over the corpus). A window shorter than
+    ``k`` (``depth < k``, or fewer hits) is taken whole and the sampler continues down the
+    ranking: the next hits in rank order, then the documents at score 0 (one tie) shuffled."""
+    row = _outside(response_row, req)
+    banned = int(keys[req.positive])
+    window = _usable_hits(row, keys, banned, max(depth, k))
+    drawn = np.sort(rng.choice(window.size, size=min(k, window.size), replace=False))
+    chosen: list[int] = window[drawn].tolist()
     if len(chosen) < k:
-        raise _exhausted(req, k, len(chosen))
-    return Sampled(negatives=tuple(chosen), scores=tuple(float(row[p]) for p in chosen),
-                   positive_score=positive_score)
+        _pick(rng.permutation(np.flatnonzero(row == 0)), keys, banned, k, chosen)
+    return chosen
 
 
-def random_negatives(keys: np.ndarray, req: Request, k: int, rng: np.random.Generator) -> Sampled:
+def random_negatives(keys: np.ndarray, req: Request, k: int, rng: np.random.Generator) -> list[int]:
     """``k`` negatives drawn uniformly without repetition from the pool of ``req``."""
     n = keys.size
     span = req.exclude.stop - req.exclude.start
@@ -148,9 +215,33 @@ def random_negatives(keys: np.ndarray, req: Request, k: int, rng: np.random.Gene
     if len(chosen) < k:  # small or duplicate-heavy pool: walk a shuffle of all of it
         outside = np.concatenate([np.arange(req.exclude.start), np.arange(req.exclude.stop, n)])
         _pick(rng.permutation(outside), keys, int(keys[req.positive]), k, chosen)
+    return chosen
+
+
+def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.ndarray,
+               req: Request, k: int, *, depth: int = 1000) -> Sampled:
+    """The negatives of one query by ``method`` and every candidate's first-stage score.
+
+    The scores are read off the context's full score row, equal to ``index.batch_scores(context,
+    candidates)`` (tests/data/test_bm25.py) and cheaper: rank_bm25_rs's batch path converts the
+    corpus' document lengths to an array on every call, holding the GIL. Joining the context with
+    spaces and tokenising gives the same query, since a space never joins two tokens."""
+    if method not in METHODS:
+        raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(METHODS)}")
+    context_row = index.scores([tok for pos in req.context for tok in tokens[pos]])
+    if method == "context":
+        chosen = context_negatives(context_row, keys, req, k)
+    elif method == "response":
+        chosen = response_negatives(index.scores(tokens[req.positive]), keys, req, k, depth,
+                                    _rng(req, method))
+    else:
+        chosen = random_negatives(keys, req, k, _rng(req, method))
     if len(chosen) < k:
         raise _exhausted(req, k, len(chosen))
-    return Sampled(negatives=tuple(chosen), scores=None, positive_score=None)
+    best_first = sorted(chosen, key=lambda p: (-context_row[p], p))
+    return Sampled(negatives=tuple(best_first),
+                   scores=tuple(float(context_row[p]) for p in best_first),
+                   positive_score=float(context_row[req.positive]))
 
 
 def default_workers() -> int:
@@ -161,15 +252,16 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def sample_bm25(index: BM25Index, tokens: Sequence[list[str]], keys: np.ndarray,
-                requests: Sequence[Request], k: int, *,
-                progress: Progress | None = None, workers: int | None = None) -> list[Sampled]:
-    """``bm25_negatives`` for every request, on ``workers`` threads, in request order."""
+def sample(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.ndarray,
+           requests: Sequence[Request], k: int, *, depth: int = 1000,
+           progress: Progress | None = None, workers: int | None = None) -> list[Sampled]:
+    """``sample_one`` for every request, on ``workers`` threads, in request order (the result
+    does not depend on ``workers``)."""
     chunks = [requests[i:i + _CHUNK] for i in range(0, len(requests), _CHUNK)]
-    ticker = Ticker(progress, "BM25 negatives", total=len(requests))
+    ticker = Ticker(progress, f"{method} negatives", total=len(requests))
 
     def run(chunk: Sequence[Request]) -> list[Sampled]:
-        return [bm25_negatives(index, tokens, keys, req, k) for req in chunk]
+        return [sample_one(method, index, tokens, keys, req, k, depth=depth) for req in chunk]
 
     out: list[Sampled] = []
     n_workers = workers or default_workers()

@@ -5,19 +5,20 @@ and ``test.tsv``. Each line is ``label \\t utterance_1 \\t ... \\t utterance_k \
 of candidate lines for one context starts at its positive (label 1) line and runs to the next
 positive; every line of a group repeats the context. Query ids are ``{split}-{n}`` (n counts the
 groups of the file from 0), candidate ids ``{qid}-{j}`` (j = 0 for the positive), group = qid.
-There are no sampler scores (``Candidate.score`` is None).
+There are no first-stage scores (``Candidate.score`` is None): the BM25 reference MAP,
+sigma_BM25, the difficulty heuristics and WSLS have no ranking to read.
 
 TREC-style (``read_trec``): a directory with ``docs.tsv`` (``docid \\t text``) and, per split
 (train, dev or valid, test), ``{split}.queries.tsv`` (``qid \\t text``), ``{split}.qrels``
 (``qid 0 docid rel``) and ``{split}.run`` (``qid Q0 docid rank score tag``). A query's candidates
-are its run's documents in rank order, their run scores in ``Candidate.score``; the label is 1 where
-the qrels give rel > 0, else 0 (unjudged included). The context is the query text alone; group =
-qid. Queries without run lines are left out.
+are its run's documents in rank order, their run scores in ``Candidate.score`` (the first stage);
+the label is 1 where the qrels give rel > 0, else 0 (unjudged included). The context is the query
+text alone; group = qid. Queries without run lines are left out.
 
-Contexts and candidates are taken as the files give them (``data.context_turns``, ``negatives``
-and ``sampler`` shape the embedded set only). Every problem raises ``DataError`` naming
-``FILE:LINE`` and what is wrong, on one line. ``fingerprint`` of the result: sha256 of the format,
-``BUILD_VERSION`` and the files' bytes.
+Contexts and candidates are taken as the files give them (``data.context_turns``, ``negatives``,
+``protocol`` and ``depth`` shape the embedded set only; ``train.sampler`` must be ``dataset``).
+Every problem raises ``DataError`` naming ``FILE:LINE`` and what is wrong, on one line.
+``fingerprint`` of the result: sha256 of the format, ``BUILD_VERSION`` and the files' bytes.
 """
 
 from __future__ import annotations

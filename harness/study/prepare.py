@@ -16,15 +16,17 @@ from harness.study.spec import StudySpec
 from harness.training.prepare import PreparedData, prepare_data
 
 VARIANT_PREFIXES = ("data.", "model.")
-# Keys that change which difficulty scores a trial reads (harness.training.difficulty.score_key).
+# Keys that change the training data (train.sampler) or which difficulty scores a trial reads
+# (harness.training.difficulty.score_key): the driver prepares each of their values.
 SCORE_KEYS = ("curriculum.scoring", "curriculum.pacing", "curriculum.candidates",
-              "train.negatives_per_positive")
+              "train.negatives_per_positive", "train.sampler")
 
 
 def variant_key(cfg: TrialConfig) -> str:
     """Identifies the prepared data a config trains on: its data config, model name and length."""
-    return json.dumps({"data": dataclasses.asdict(cfg.data), "model": cfg.model.name,
-                       "max_length": cfg.model.max_length}, sort_keys=True, default=str)
+    return json.dumps({"data": dataclasses.asdict(cfg.data), "train_sampler": cfg.train.sampler,
+                       "model": cfg.model.name, "max_length": cfg.model.max_length},
+                      sort_keys=True, default=str)
 
 
 def possible_configs(spec: StudySpec) -> list[TrialConfig]:
@@ -54,9 +56,10 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
     out: dict[str, PreparedData] = {}
     for key, cfgs in groups.items():
         first = cfgs[0]
-        splits = load_splits(first.data, progress=progress)
+        splits = load_splits(first.data, train_sampler=first.train.sampler, progress=progress)
         progress(f"prepare: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} "
-                 f"test queries ({first.data.source}, sampler {first.data.sampler}, model {first.model.name})")
+                 f"test queries ({first.data.source}, protocol {first.data.protocol}, train.sampler "
+                 f"{first.train.sampler}, model {first.model.name})")
         # Every configuration with every study seed: pair scores and random orders are per seed.
         scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in spec.seeds], splits,
                                    progress=progress)

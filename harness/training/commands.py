@@ -61,7 +61,7 @@ def run_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.assign, args.seed)
     log = _stderr
     t0 = time.perf_counter()
-    splits = load_splits(cfg.data, progress=log)
+    splits = load_splits(cfg.data, train_sampler=cfg.train.sampler, progress=log)
     log(f"data: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test queries "
         f"(fingerprint {splits.fingerprint[:12]})")
     scores = difficulty_scores([cfg], splits, progress=log)

@@ -6,13 +6,15 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.config import DataConfig
 from harness.data.chitchat import build_splits, default_path
 from harness.data.records import Splits
 
-SMALL = DataConfig(conversations=12, split_seed=13)
+SMALL = DataConfig(conversations=12, split_seed=13)  # the response protocol (default)
+SMALL_CONTEXT = DataConfig(conversations=12, split_seed=13, protocol="context")
 
 
 @pytest.fixture(scope="session")
@@ -24,6 +26,12 @@ def chitchat_path() -> Path:
 def small_splits(chitchat_path: Path) -> Splits:
     """12 real conversations with BM25 negatives from the whole corpus."""
     return build_splits(SMALL, path=chitchat_path, fingerprint="small")
+
+
+@pytest.fixture(scope="session")
+def small_context(chitchat_path: Path) -> Splits:
+    """The same 12 conversations under the context protocol (the top BM25 hits of the context)."""
+    return build_splits(SMALL_CONTEXT, path=chitchat_path, fingerprint="small-context")
 
 
 def _write_chitchat(path: Path, conversations: list[list[tuple[str, str]]]) -> Path:
@@ -48,3 +56,20 @@ def tiny_chitchat(tmp_path: Path) -> Path:
     convs = [[(("a", "b", "a")[j], f"{words[3 * i + j]} pie is {words[(3 * i + j + 1) % 12]}")
               for j in range(3)] for i in range(4)]
     return _write_chitchat(tmp_path / "tiny.json", convs)
+
+
+WORDS = ("tea", "cake", "rain", "sun", "dog", "cat", "book", "film", "walk", "song", "park", "lake",
+         "bike", "snow", "jazz", "soup")
+
+
+@pytest.fixture()
+def wordy_chitchat(tmp_path: Path) -> Path:
+    """12 conversations of 5 utterances over a 16-word vocabulary (seeded): responses share words
+    with many other utterances, so BM25 rankings are long and mostly without ties. Conversation 0
+    repeats one utterance of conversation 1 and has a response ("qwerty zxcv") found nowhere else."""
+    rng = np.random.default_rng(5)
+    convs = [[(("a", "b")[j % 2], " ".join(rng.choice(WORDS, size=int(rng.integers(3, 7))).tolist()))
+              for j in range(5)] for _ in range(12)]
+    convs[0][1] = ("b", convs[1][2][1])
+    convs[0][3] = ("b", "qwerty zxcv")
+    return _write_chitchat(tmp_path / "wordy.json", convs)

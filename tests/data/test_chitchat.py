@@ -1,7 +1,10 @@
-"""The embedded data set: utterances, candidates, leakage, determinism, splits and pool errors."""
+"""The embedded data set: utterances, candidates, leakage, determinism, splits and pool errors;
+the context protocol (the response protocol and training samplers: test_protocols.py)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +14,7 @@ import pytest
 from harness.config import DataConfig
 from harness.data import negatives as neg
 from harness.data.bm25 import BM25Index, tokenize
-from harness.data.chitchat import build_splits, merge_utterances, read_conversations
+from harness.data.chitchat import build_splits, build_train, merge_utterances, read_conversations
 from harness.data.records import Splits
 from harness.errors import ConfigError, DataError
 
@@ -32,8 +35,10 @@ def test_merge_utterances_joins_consecutive_messages_of_one_sender() -> None:
     assert merge_utterances(groups) == ("hi there how are you", "fine thanks")
 
 
-def test_candidates_positive_first_negatives_from_other_conversations(small_splits: Splits) -> None:
-    queries = _queries(small_splits)
+@pytest.mark.parametrize("fixture", ["small_splits", "small_context"])
+def test_candidates_positive_first_negatives_from_other_conversations(
+        fixture: str, request: pytest.FixtureRequest) -> None:
+    queries = _queries(request.getfixturevalue(fixture))
     assert len({q.group for q in queries}) == 12
     for q in queries:
         conv, turn = q.qid[1:].split("t")
@@ -49,12 +54,22 @@ def test_candidates_positive_first_negatives_from_other_conversations(small_spli
         assert len(set(texts)) == len(texts) and all(texts)
 
 
-def test_negatives_are_the_true_bm25_top_hits(small_splits: Splits, chitchat_path: Path) -> None:
+def test_context_protocol_reproduces_the_candidates_built_before_protocols(
+        small_context: Splits) -> None:
+    # sha256 of the 12-conversation build of the bm25 sampler before data.protocol existed
+    # (commit 55b904c): every split's qids, candidate ids, labels and scores, in order.
+    blob = json.dumps([[q.qid, [[c.doc_id, c.label, c.score] for c in q.candidates]]
+                       for q in _queries(small_context)])
+    assert hashlib.sha256(blob.encode()).hexdigest() == (
+        "7d03d9fb4e9f3e4156fcff057459e3d803586e656787235146f3ab4120a100ee")
+
+
+def test_negatives_are_the_true_bm25_top_hits(small_context: Splits, chitchat_path: Path) -> None:
     convs = read_conversations(chitchat_path)
     texts = [u for c in convs for u in c.utterances]
     ids = [f"c{c.index}u{i}" for c in convs for i in range(len(c.utterances))]
     index = BM25Index([tokenize(t) for t in texts])
-    for q in small_splits.train[:3] + small_splits.test[-2:]:
+    for q in small_context.train[:3] + small_context.test[-2:]:
         scores = index.scores(tokenize(" ".join(q.context)))
         assert q.candidates[0].score == scores[ids.index(q.candidates[0].doc_id)]
         seen, expected = {_norm(q.candidates[0].text)}, []
@@ -87,7 +102,7 @@ def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path,
     cfg = DataConfig(conversations=12, split_seed=13)
     again = build_splits(cfg, path=chitchat_path, fingerprint="small")
     assert again == small_splits
-    other = build_splits(DataConfig(conversations=12, split_seed=14, sampler="random"),
+    other = build_splits(DataConfig(conversations=12, split_seed=14, protocol="context"),
                          path=chitchat_path, fingerprint="other")
     groups = [{q.group for q in s.split("test")} | {q.group for q in s.split("dev")}
               for s in (small_splits, other)]
@@ -102,26 +117,19 @@ def test_splits_share_no_conversation(small_splits: Splits) -> None:
     assert not groups["dev"] & groups["test"]
 
 
-def test_random_sampler_is_seeded_and_has_no_scores(tiny_chitchat: Path) -> None:
-    cfg = DataConfig(sampler="random", negatives=3, context_turns=1)
-    first = build_splits(cfg, path=tiny_chitchat, fingerprint="r")
-    assert first == build_splits(cfg, path=tiny_chitchat, fingerprint="r")
-    for q in _queries(first):
-        assert len(q.context) == 1
-        assert all(c.score is None for c in q.candidates)
-        assert not any(c.doc_id.startswith(q.group + "u") for c in q.negatives)
-        assert len({c.text for c in q.candidates}) == 4
-
-
 def test_negatives_beyond_the_pool_are_refused(tiny_chitchat: Path) -> None:
     # 12 distinct utterances: 11 besides a positive, but only 9 outside its own conversation.
     with pytest.raises(ConfigError, match=r"data.negatives must be <= 11 .*got 12"):
         build_splits(DataConfig(negatives=12), path=tiny_chitchat, fingerprint="x")
-    for sampler in ("bm25", "random"):
-        with pytest.raises(DataError, match=r"data.negatives=10 exceeds .* query c\d+t\d: only 9 "):
-            build_splits(DataConfig(negatives=10, sampler=sampler), path=tiny_chitchat, fingerprint="x")
-    ok = build_splits(DataConfig(negatives=9), path=tiny_chitchat, fingerprint="x")
-    assert all(len(q.candidates) == 10 for q in _queries(ok))
+    too_many = r"data.negatives=10 exceeds .* query c\d+t\d: only 9 "
+    for protocol in ("response", "context"):
+        with pytest.raises(DataError, match=too_many):
+            build_splits(DataConfig(negatives=10, protocol=protocol), path=tiny_chitchat, fingerprint="x")
+    with pytest.raises(DataError, match=too_many):
+        build_train(DataConfig(negatives=10), "random", path=tiny_chitchat)
+    for protocol in ("response", "context"):
+        ok = build_splits(DataConfig(negatives=9, protocol=protocol), path=tiny_chitchat, fingerprint="x")
+        assert all(len(q.candidates) == 10 for q in _queries(ok))
 
 
 def test_too_few_conversations_and_bad_files(tmp_path: Path,

@@ -27,7 +27,7 @@ def test_fingerprint_covers_build_fields_version_and_source(monkeypatch: pytest.
     fp = cache.fingerprint(cache.build_fields(base), ["abc"])
     assert fp == cache.fingerprint(cache.build_fields(DataConfig()), ["abc"])
     assert fp != cache.fingerprint(cache.build_fields(base), ["abd"])
-    changes = {"context_turns": 3, "negatives": 4, "sampler": "random", "split_seed": 1,
+    changes = {"context_turns": 3, "negatives": 4, "protocol": "context", "depth": 10, "split_seed": 1,
                "conversations": 50, "dev_fraction": 0.2, "test_fraction": 0.2}
     assert set(changes) | {"source"} == set(cache.BUILD_FIELDS)
     for key, value in changes.items():
@@ -35,6 +35,9 @@ def test_fingerprint_covers_build_fields_version_and_source(monkeypatch: pytest.
         assert cache.fingerprint(cache.build_fields(changed), ["abc"]) != fp, key
     same = dataclasses.replace(base, max_train_queries=5, cache_dir="/elsewhere")
     assert cache.fingerprint(cache.build_fields(same), ["abc"]) == fp
+    context = dataclasses.replace(base, protocol="context")  # the one protocol that reads no depth
+    assert cache.build_fields(dataclasses.replace(context, depth=10)) == cache.build_fields(context)
+    assert cache.train_fingerprint(fp, "random") not in (fp, cache.train_fingerprint(fp, "context"))
     monkeypatch.setattr(cache, "BUILD_VERSION", cache.BUILD_VERSION + 1)
     assert cache.fingerprint(cache.build_fields(base), ["abc"]) != fp
 
@@ -57,6 +60,7 @@ def test_store_load_round_trip_is_atomic_and_checked(tmp_path: Path) -> None:
     assert cache.store(target, splits)
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary left behind
     assert cache.load(target, splits.fingerprint) == splits
+    assert cache.load(target, splits.fingerprint).evaluation == splits.evaluation  # type: ignore[union-attr]
     assert cache.load(target, "0" * 64) is None  # built for another fingerprint
     assert cache.load(tmp_path / "absent.pkl", splits.fingerprint) is None
     messages: list[str] = []
@@ -72,6 +76,11 @@ def test_caps_take_a_seeded_ordered_subset_with_its_own_fingerprint() -> None:
     assert len(capped.train) == 1 and capped.train[0] in splits.train
     assert capped.dev == splits.dev and capped.fingerprint != splits.fingerprint
     assert capped == apply_caps(splits, DataConfig(max_train_queries=1))
+    assert capped.evaluation == splits.evaluation  # a train cap leaves the evaluation set alone
+    assert apply_caps(splits, DataConfig(max_dev_queries=1)) is splits  # dev has one query
+    two_dev = dataclasses.replace(splits, dev=splits.train)
+    assert two_dev.evaluation != splits.evaluation
+    assert apply_caps(two_dev, DataConfig(max_dev_queries=1)).evaluation != two_dev.evaluation
 
 
 def test_load_splits_builds_once_then_reads_the_cache(tmp_path: Path, tiny_chitchat: Path) -> None:
@@ -79,10 +88,11 @@ def test_load_splits_builds_once_then_reads_the_cache(tmp_path: Path, tiny_chitc
     messages: list[str] = []
     first = load_splits(cfg, progress=messages.append)
     assert first.fingerprint == chitchat_fingerprint(cfg)
-    assert any(m.startswith("built in") for m in messages)
+    assert any(m.startswith("built the data set (response protocol) in") for m in messages)
     messages.clear()
     second = load_splits(cfg, progress=messages.append)
-    assert second == first and any(m.startswith("loaded ") for m in messages)
+    assert second == first and any(m.startswith("loaded the data set") for m in messages)
+    assert second.evaluation == first.evaluation
     assert cache.cache_file(cfg, first.fingerprint).is_file()
     capped = load_splits(dataclasses.replace(cfg, max_test_queries=1))
     assert len(capped.test) == 1 and capped.train == first.train

@@ -13,8 +13,8 @@ def test_build_then_stats_on_a_subset(tmp_path: Path, capsys: pytest.CaptureFixt
     opts = ["--conversations", "6", "--negatives", "4", "--cache-dir", str(tmp_path)]
     assert main(["data", "build", *opts]) == 0
     out, err = capsys.readouterr()
-    assert "fingerprint" in out and str(tmp_path / "data") in out
-    assert "BM25 negatives: 100%" in err and len(err.splitlines()) < 25
+    assert "fingerprint" in out and "evaluation" in out and str(tmp_path / "data") in out
+    assert "response negatives: 100%" in err and len(err.splitlines()) < 25
     assert main(["data", "stats", *opts]) == 0
     out, err = capsys.readouterr()
     assert "loaded" in err  # from the cache the build wrote
@@ -22,6 +22,12 @@ def test_build_then_stats_on_a_subset(tmp_path: Path, capsys: pytest.CaptureFixt
     assert lines[1].split() == ["Train", "Valid", "Test"]
     cands = next(line for line in lines if line.startswith("Number of candidates per U"))
     assert cands.split()[-3:] == ["5.0", "5.0", "5.0"]
+    rand = next(line for line in lines if line.startswith("Random-order MAP (expected)"))
+    assert rand.split()[-3:] == ["0.4567"] * 3  # H_5 / 5
+    bm25 = next(line for line in lines if line.startswith("First-stage BM25 MAP"))
+    assert all(0.0 < float(v) <= 1.0 for v in bm25.split()[-3:])
+    assert lines[lines.index("BM25 rank of r+ (share of contexts)") + 1].split() == ["Train", "Valid", "Test"]
+    assert lines[-1].startswith("rank 5")
 
 
 def test_missing_data_file_exits_non_zero_with_one_line(tmp_path: Path,
@@ -37,7 +43,9 @@ def test_missing_data_file_exits_non_zero_with_one_line(tmp_path: Path,
 def test_bad_option_names_the_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["data", "stats", "--negatives", "many"]) == 2
     assert "data.negatives must be an integer, got 'many'" in capsys.readouterr().err
-    assert main(["data", "build", "--sampler", "tfidf"]) == 2
-    assert "data.sampler must be one of bm25, random" in capsys.readouterr().err
+    assert main(["data", "build", "--protocol", "tfidf"]) == 2
+    assert "data.protocol must be one of response, context, got 'tfidf'" in capsys.readouterr().err
+    assert main(["data", "build", "--depth", "0"]) == 2
+    assert "data.depth must be >= 1, got 0" in capsys.readouterr().err
     assert main(["data", "stats", "--source", "msdialog"]) == 2
     assert "data.path must be set for data.source=msdialog" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-MODULES = ["bm25", "cache", "chitchat", "progress", "splits", "stats"]
+MODULES = ["bm25", "cache", "chitchat", "first_stage", "progress", "records", "splits", "stats"]
 
 
 @pytest.mark.parametrize("name", MODULES)

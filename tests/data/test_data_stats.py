@@ -1,11 +1,23 @@
-"""Table 4 statistics on a hand-computed fixture."""
+"""Table 4 statistics and the first-stage reference (BM25 vs random MAP, the positive's BM25 rank)
+on hand-computed fixtures."""
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 
+from harness.data.first_stage import (
+    expected_random_ap,
+    first_stage,
+    positive_ranks,
+    random_map,
+    reference_maps,
+)
 from harness.data.records import Candidate, Query, Splits
 from harness.data.stats import data_stats, format_stats, split_stats
+from harness.errors import DataError
 
 
 def _q(qid: str, context: tuple[str, ...], candidates: tuple[str, ...]) -> Query:
@@ -39,4 +51,67 @@ def test_empty_split_and_table_format() -> None:
     assert lines[1].split() == ["Train", "Valid", "Test"]
     assert lines[2].split()[-3:] == ["5", "3", "0"]
     assert "Number of candidates per U" in table and "2.5" in table
-    assert len({len(line) for line in lines[2:]}) == 1  # aligned columns
+    assert len({len(line) for line in lines[2:13]}) == 1  # aligned columns
+    bm25 = next(line for line in lines if line.startswith("First-stage BM25 MAP"))
+    assert bm25.split()[-3:] == ["n/a"] * 3  # no first-stage scores
+    assert "BM25 rank of r+ (share of contexts)" not in table
+
+
+def _scored(qid: str, scores: list[float], labels: list[int]) -> Query:
+    return Query(qid=qid, context=("u",), group=qid, candidates=tuple(
+        Candidate(f"{qid}-{i}", "r", label, score) for i, (score, label) in enumerate(zip(scores, labels))))
+
+
+SCORED = (
+    _scored("a", [3.0, 2.0, 1.0, 0.5], [1, 0, 0, 0]),  # positive first: AP 1
+    _scored("b", [1.0, 2.0, 1.0, 0.5], [1, 0, 0, 0]),  # tied with a negative: pessimistic rank 3
+    _scored("c", [0.0, 0.0, 0.0, 0.0], [1, 0, 0, 0]),  # no information: last, AP 1/4
+)
+
+
+def _ap(labels: list[int]) -> float:
+    hits = np.cumsum(labels)
+    return float(sum(hits[i] / (i + 1) for i, rel in enumerate(labels) if rel) / max(sum(labels), 1))
+
+
+@pytest.mark.parametrize(("n", "relevant"), [(n, r) for n in range(1, 7) for r in range(n + 1)])
+def test_expected_random_ap_is_the_mean_over_every_order(n: int, relevant: int) -> None:
+    orders = set(itertools.permutations([1] * relevant + [0] * (n - relevant)))
+    exact = np.mean([_ap(list(order)) for order in orders])
+    assert expected_random_ap(n, relevant) == pytest.approx(exact, abs=1e-12)
+
+
+def test_first_stage_by_hand() -> None:
+    assert positive_ranks(SCORED) == [1, 3, 4]
+    fs = first_stage(SCORED)
+    assert fs.bm25_map == pytest.approx((1 + 1 / 3 + 1 / 4) / 3)
+    assert fs.random_map == random_map(SCORED) == pytest.approx((1 + 1 / 2 + 1 / 3 + 1 / 4) / 4)
+    assert fs.rank_counts == (1, 0, 1, 1) and fs.last == 1 and fs.last_share == pytest.approx(1 / 3)
+    assert fs.mean_rank == pytest.approx(8 / 3) and fs.share(1) == pytest.approx(1 / 3)
+    assert reference_maps(SCORED) == {"random": fs.random_map, "bm25": fs.bm25_map}
+    unscored = (Query(qid="u", context=("x",), candidates=(Candidate("d", "t", 1),)),)
+    assert reference_maps(unscored) == {"random": 1.0}
+    assert first_stage(unscored).bm25_map is None
+    with pytest.raises(DataError, match="query u has candidates without a first-stage score"):
+        positive_ranks(unscored)
+
+
+def test_reference_maps_equal_the_trainers_metrics() -> None:
+    """The study's reference line and the stats share one implementation; its BM25 MAP is the MAP
+    the trainer's evaluation gives the same scores."""
+    from harness.training.baselines import bm25_scores
+    from harness.training.baselines import reference_maps as from_training
+    from harness.training.evaluate import metrics_of
+
+    assert from_training is reference_maps
+    assert from_training(SCORED, 3)["bm25"] == metrics_of(SCORED, bm25_scores(SCORED)).means["map"]
+
+
+def test_stats_table_shows_the_first_stage() -> None:
+    table = format_stats(data_stats(Splits(train=SCORED, dev=SCORED[:1], test=SCORED[2:],
+                                           fingerprint="x"))).splitlines()
+    row = {line.rsplit(None, 3)[0]: line.split()[-3:] for line in table if line and "  " in line}
+    assert row["First-stage BM25 MAP"] == ["0.5278", "1.0000", "0.2500"]
+    assert row["Random-order MAP (expected)"] == ["0.5208"] * 3
+    assert row["r+ ranked last by BM25"] == ["33.3%", "0.0%", "100.0%"]
+    assert row["rank 4"] == ["33.3%", "0.0%", "100.0%"]

@@ -1,0 +1,81 @@
+"""One evaluation set per study, on real Ray and real MLflow: a configuration trained with random
+negatives and a baseline trained with BM25 negatives are evaluated on identical dev and test
+candidates, and every seed run records that evaluation set's fingerprint."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.study.prepare import prepare_study, variant_key
+from harness.study.runner import run_study
+from harness.study.spec import load_study
+from harness.tracking import conventions as C
+
+pytestmark = pytest.mark.slow
+
+STUDY = """\
+name: fair
+data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
+model: {{name: tiny, max_length: 32}}
+train: {{steps: 4, batch_size: 8, eval_every: 2, eval_batch_size: 32, lr: 1.0e-3}}
+baseline: {{train.sampler: bm25}}
+configs:
+  - name: random-negatives
+    set: {{train.sampler: random}}
+seeds: [1, 2]
+resources: {{cpus: 1, gpus: 0}}
+concurrency: 2
+failure: {{max_retries: 0}}
+storage_path: {storage}
+"""
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fair")
+    old = os.environ.get("HARNESS_CACHE")
+    os.environ["HARNESS_CACHE"] = str(root / "cache")
+    import ray
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    path = root / "fair.yaml"
+    path.write_text(STUDY.format(storage=root / "runs"))
+    spec = load_study(path)
+    uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+    out = run_study(spec, tracking_uri=uri, progress=lambda m: None)
+    prepared = prepare_study(spec, progress=lambda m: None)
+    yield spec, uri, out, prepared
+    ray.shutdown()
+    if old is None:
+        os.environ.pop("HARNESS_CACHE", None)
+    else:
+        os.environ["HARNESS_CACHE"] = old
+
+
+def test_training_sampler_changes_training_candidates_only(study) -> None:
+    spec, _, _, prepared = study
+    base = prepared[variant_key(spec.baseline.config)].splits
+    rand = prepared[variant_key(spec.configs[0].config)].splits
+    assert base is not rand
+    for split in ("dev", "test"):
+        assert [(q.qid, [c.doc_id for c in q.candidates]) for q in base.split(split)] == \
+               [(q.qid, [c.doc_id for c in q.candidates]) for q in rand.split(split)]
+    assert base.evaluation == rand.evaluation
+    assert [q.qid for q in base.train] == [q.qid for q in rand.train]
+    assert [[c.doc_id for c in q.candidates] for q in base.train] != \
+           [[c.doc_id for c in q.candidates] for q in rand.train]
+
+
+def test_every_seed_run_records_the_one_evaluation_set_and_the_table_pairs_them(study) -> None:
+    spec, uri, out, prepared = study
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("fair")
+    trials = client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_TRIAL}'")
+    assert len(trials) == 4
+    fingerprint = prepared[variant_key(spec.baseline.config)].splits.evaluation
+    assert {t.data.tags[C.TAG_EVAL_FINGERPRINT] for t in trials} == {fingerprint}
+    # The significance report ran: the candidate's config run got its test against the baseline.
+    assert "map_p" in out["configs"]["random-negatives"]
