@@ -54,11 +54,16 @@ def _fmt(metrics: dict[str, float]) -> str:
 
 def run_train(args: argparse.Namespace) -> int:
     from harness.data.load import load_splits
-    from harness.training.difficulty import difficulty_scores
+    from harness.training.difficulty import TEACHER_NAMES, difficulty_scores
     from harness.training.loop import EvalRecord, StepRecord, Trainer
     from harness.training.prepare import prepare_data
 
     cfg = load_config(args.config, args.assign, args.seed)
+    cur = cfg.curriculum
+    if cur.enabled and cur.scoring in TEACHER_NAMES and cur.teacher_seed == cfg.train.seed:
+        raise ConfigError(f"curriculum.teacher_seed {cur.teacher_seed} equals train.seed "
+                          f"{cfg.train.seed}: the student would share its init and negatives with its "
+                          f"teacher; choose another teacher seed")
     log = _stderr
     t0 = time.perf_counter()
     splits = load_splits(cfg.data, train_sampler=cfg.train.sampler, progress=log)
@@ -81,7 +86,8 @@ def run_train(args: argparse.Namespace) -> int:
         exp = store.experiment(args.experiment)
         run_id = store.start_run(exp, f"{cfg.config_id()}-seed{cfg.train.seed}", {
             C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: cfg.config_id(),
-            C.TAG_SEED: str(cfg.train.seed), C.TAG_ROLE: C.ROLE_CANDIDATE})
+            C.TAG_SEED: str(cfg.train.seed), C.TAG_ROLE: C.ROLE_CANDIDATE,
+            C.TAG_EVAL_FINGERPRINT: splits.evaluation})
         store.log_params(run_id, cfg.to_flat())
         log(f"mlflow: run {run_id} in experiment {args.experiment!r} at {store.uri}")
     status = "FAILED"
