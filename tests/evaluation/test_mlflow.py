@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
+from harness.evaluation.crossed import crossed_test
 from harness.evaluation.mlflow_reader import default_tracking_uri, read_experiment
 from harness.evaluation.report import study_report
 from harness.tracking import conventions as C
@@ -82,8 +83,14 @@ def test_table_from_experiment(store: tuple[str, list], run_cli: Callable[..., t
         expected = np.mean(list(rec.per_query["map"].values()))
         assert float(cells[(rec.seed, NAMES[rec.config])]["value"]) == pytest.approx(expected)
     assert cells[("AVG", NAMES["better"])]["direction"] == "better"
-    assert cells[("AVG", NAMES["worse"])]["marker"] in ("\u2193", "\u21d3")
-    assert cells[("AVG", NAMES["base"])]["test"] == "seed-averaged"
+    assert cells[("AVG", NAMES["better"])]["marker"] == "\u2021"
+    assert cells[("AVG", NAMES["worse"])]["direction"] == "worse"
+    assert cells[("AVG", NAMES["base"])]["test"] == "crossed"
+    # The crossed test on the matrices read back equals the one on the records written.
+    matrix = {c: np.array([list(r.per_query["map"].values()) for r in records if r.config == c])
+              for c in NAMES}
+    ref = crossed_test(matrix["worse"], matrix["base"])
+    assert float(cells[("AVG", NAMES["worse"])]["p_value"]) == pytest.approx(ref.p_value, rel=1e-9)
 
 
 def test_report_from_experiment(store: tuple[str, list]) -> None:
