@@ -86,9 +86,10 @@ def _mde(comps: VarianceComponents, seeds: np.ndarray, queries: int, alpha: floa
     """(SE, df, MDE) for every seed count in ``seeds`` (module docstring)."""
     s = seeds.astype(np.float64)
     n = s * queries
-    terms = ((comps.resid + queries * comps.seed) / n, s - 1), \
-        ((comps.resid + s * comps.query) / n, np.full_like(s, queries - 1)), \
-        (-comps.resid / n, (s - 1) * (queries - 1))
+    # (c_i E[MS_i], df_i) of (MS_seed + MS_query - MS_resid) / (S Q) at the expected mean squares.
+    terms = [((comps.resid + queries * comps.seed) / n, s - 1),
+             ((comps.resid + s * comps.query) / n, np.full_like(s, queries - 1)),
+             (-comps.resid / n, (s - 1) * (queries - 1))]
     var = sum(v for v, _ in terms)
     denom = sum(v * v / d for v, d in terms)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -195,14 +196,14 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
         raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     opts = analysis.options
     queries = opts.queries or analysis.queries
-    lines = [f"**Power: {analysis.source}**", "",
-             (f"Baseline {analysis.baseline}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
+    intro = (f"Baseline {analysis.baseline}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
              f"queries; \u03b1 = {opts.alpha:g} (two-sided), power {opts.power:g}. MDE: the smallest true "
              f"mean difference the crossed seeds \u00d7 queries test detects with that power, "
              f"(t(1 \u2212 \u03b1/2, df) + t(power, df)) \u00b7 SE with "
              f"SE\u00b2 = \u03c3\u00b2_seed/S + \u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q) "
              f"and Satterthwaite df; variance components from the two-way ANOVA of "
-             f"d[seed, query] = configuration \u2212 baseline."), ""]
+             f"d[seed, query] = configuration \u2212 baseline.")
+    lines = [f"**Power: {analysis.source}**", "", intro, ""]
     clamped = []
     for c in analysis.comparisons:
         comps, res = c.components, c.observed
@@ -219,8 +220,9 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
             lines += [_needed_line(c, opts.effect, queries), ""]
         clamped += [f"{name} for {c.config} on {display_name(c.metric)}" for name in comps.clamped]
     if clamped:
-        lines += [(f"Negative variance estimates were set to 0 ({'; '.join(clamped)}): the ANOVA found "
-                  f"less variance between those units than the residual alone implies."), ""]
+        note = (f"Negative variance estimates were set to 0 ({'; '.join(clamped)}): the ANOVA found less "
+                "variance between those units than the residual alone implies.")
+        lines += [note, ""]
     return "\n".join(lines)
 
 
