@@ -67,7 +67,8 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
     else:
         log(f"power: skipped ({report.power_skipped})")
     writer.end()
-    log(f"study {spec.name}: finished; tables and plots logged to study run {study_run}")
+    logged = "tables, plots and power analysis" if report.power is not None else "tables and plots"
+    log(f"study {spec.name}: finished; {logged} logged to study run {study_run}")
     return out
 
 
