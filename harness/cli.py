@@ -24,7 +24,7 @@ COMMAND_MODULES = (
     "harness.data.commands",        # data build|stats
     "harness.curriculum.commands",  # pacing
     "harness.model.commands",       # cascade cost
-    "harness.evaluation.commands",  # table
+    "harness.evaluation.commands",  # table, power
 )
 
 

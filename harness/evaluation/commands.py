@@ -1,12 +1,17 @@
-"""``harness table``: significance tables from an MLflow study or a long results CSV.
+"""``harness table``: significance tables, and ``harness power``: how many seeds a study needs; both
+from an MLflow study or a long results CSV.
 
     harness table (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
-                  [--test auto|per-seed|across-seeds|seed-averaged|randomisation|wilcoxon]
+                  [--test auto|crossed|per-seed|across-seeds|seed-averaged|randomisation|wilcoxon]
                   [--correction none|bonferroni|holm|bh] [--family metric|table]
                   [--levels 0.05 0.01] [--format md|latex|csv|html] [--form seeds|configs]
                   [--output FILE] [--baseline NAME] [--plots DIR]
+    harness power (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
+                  [--alpha 0.05] [--power 0.8] [--seeds 3 5 10 20] [--queries Q] [--effect E]
+                  [--format md|json] [--output FILE] [--baseline NAME]
 
-Parse at the edge, then validate (read the source) -> execute (``analyse``) -> render.
+Parse at the edge, then validate (read the source) -> execute (``analyse``, ``power_analysis``) ->
+render.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import sys
 from pathlib import Path
 
 from harness.evaluation.corrections import CORRECTIONS
+from harness.evaluation.power import DEFAULT_SEEDS, FORMATS, PowerOptions, power_analysis, render_power
 from harness.evaluation.render import RENDERERS, render
 from harness.evaluation.results import StudyResults
 from harness.evaluation.significance import AUTO, TESTS, AnalysisOptions, Markers, analyse
@@ -23,19 +29,31 @@ from harness.evaluation.table import FORMS, build_tables
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "table", help="paired significance tables against the seeded baseline",
-        description="Test every configuration against the baseline with the same seeds and render "
-        "the table (one row per seed plus AVG and SD, or one row per configuration).")
+    register_table(subparsers)
+    register_power(subparsers)
+
+
+def _source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--experiment", metavar="NAME", help="MLflow experiment (the study name)")
     src.add_argument("--from", dest="from_file", metavar="FILE", type=Path,
                      help="long CSV with columns config, seed, metric, value[, query]")
     p.add_argument("--tracking-uri", metavar="URI",
                    help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    p.add_argument("--baseline", metavar="NAME",
+                   help="baseline configuration (default: harness.role=baseline, or the CSV's first)")
+
+
+def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "table", help="paired significance tables against the seeded baseline",
+        description="Test every configuration against the baseline with the same seeds and render "
+        "the table (one row per seed plus AVG and SD, or one row per configuration).")
+    _source(p)
     p.add_argument("--metric", nargs="+", metavar="M", help="metrics to show (default: all found)")
     p.add_argument("--test", default=AUTO, choices=[AUTO, *TESTS],
-                   help="auto: seed-averaged with per-query values, else across-seeds")
+                   help="auto: crossed (seeds x queries) with per-query values and 2+ seeds; with one "
+                   "seed the paired t-test over queries; with per-run values only across-seeds")
     p.add_argument("--correction", default="none", choices=CORRECTIONS.names())
     p.add_argument("--family", default="table", choices=("table", "metric"),
                    help="comparisons corrected together: the whole table, or each metric")
@@ -45,13 +63,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--form", default="seeds", choices=FORMS,
                    help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config")
     p.add_argument("--decimals", type=int, default=4)
-    p.add_argument("--baseline", metavar="NAME",
-                   help="baseline configuration (default: harness.role=baseline, or the CSV's first)")
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test's generator")
     p.add_argument("--resamples", type=int, default=10_000, help="randomisation test resamples")
     p.add_argument("--output", metavar="FILE", type=Path, help="write here instead of stdout")
     p.add_argument("--plots", metavar="DIR", type=Path, help="also write one PNG per metric here")
     p.set_defaults(func=run_table)
+
+
+def register_power(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "power", help="variance components and the seeds a study needs",
+        description="From a finished study (or a pilot): the seed, query and residual variance "
+        "components of every comparison against the baseline, and the minimum detectable effect of "
+        "the crossed seeds x queries test per seed count.")
+    _source(p)
+    p.add_argument("--metric", nargs="+", metavar="M", help="metrics to analyse (default: all found)")
+    p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (0.05)")
+    p.add_argument("--power", type=float, default=0.8, help="probability of detecting the effect (0.8)")
+    p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS), metavar="S",
+                   help="seed counts to project (default 3 5 10 20; the study's own is added)")
+    p.add_argument("--queries", type=int, metavar="Q", help="query count to project (default: the study's)")
+    p.add_argument("--effect", type=float, metavar="E",
+                   help="a mean difference: how many seeds it needs at that query count")
+    p.add_argument("--format", default="md", choices=FORMATS)
+    p.add_argument("--output", metavar="FILE", type=Path, help="write here instead of stdout")
+    p.set_defaults(func=run_power)
 
 
 def load_results(args: argparse.Namespace) -> StudyResults:
@@ -74,14 +110,26 @@ def run_table(args: argparse.Namespace) -> int:
     results = load_results(args)
     analysis = analyse(results, options)
     text = render(build_tables(analysis, args.form, args.decimals), args.format)
-    if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    _write(text, args.output)
     if args.plots is not None:
         from harness.evaluation.plots import write_plots
 
         for path in write_plots(analysis, args.plots):
             print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def run_power(args: argparse.Namespace) -> int:
+    options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
+                           power=args.power, seeds=tuple(args.seeds), queries=args.queries,
+                           effect=args.effect)
+    _write(render_power(power_analysis(load_results(args), options), args.format), args.output)
+    return 0
+
+
+def _write(text: str, output: Path | None) -> None:
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)

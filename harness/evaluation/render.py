@@ -6,8 +6,11 @@
   (``$^{\\dagger}$``). The footnote, ready to paste into a caption, comes as comment lines above it.
 - ``csv``: one line per cell with its numbers (value, sd; for tested cells the direction, mean
   difference, its confidence interval, d_z, p-value, adjusted p-value and family size), so the
-  footnote's facts are columns.
+  footnote's facts are columns; a per-seed tally goes into the marker column.
 - ``html``: a ``<table>`` with the footnote in its ``<tfoot>``.
+
+Per-seed tallies (significantly better in k of S seeds) follow the value: md and CSV "†2/3",
+LaTeX ``$^{\\dagger\\,2/3}$``, HTML ``<sup>``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ LATEX_SYMBOLS = {"\u2020": r"\dagger", "\u2021": r"\ddagger", "\u00a7": r"\S", "
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-                  "\u00b1": r"$\pm$"}
+                  "\u00b1": r"$\pm$", "\u00d7": r"$\times$"}
 _MD_SPECIAL = "\\|*_`<>[]"  # escaped in names
 _MD_TEXT_SPECIAL = "\\*_`"     # escaped in the footnote
 DASH = "\u2013"
@@ -58,12 +61,22 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
     if notes.per_run_only:
         parts.append(text("Only per-run values are available, so the across-seeds test is the only "
                           "test possible. "))
+    if notes.tally_seeds is not None:
+        n = notes.tally_seeds
+        parts += [text(f"Counts of significant seeds (p < {notes.levels[0]:g}): "), mark(notes.better[0]),
+                  text(f"k/{n} better in k of the {n} seeds, "), mark(notes.worse[0]), text(f"k/{n} worse. ")]
+    parts += [text(f"{r}. ") for r in notes.remarks]
     parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
     return "".join(parts)
 
 
 def _number(value: float | None, decimals: int) -> str | None:
     return None if value is None else f"{value:.{decimals}f}"
+
+
+def _tally_text(c: Cell) -> str:
+    """Per-seed counts after the value: " \u20202/3" (better in 2 of 3 seeds), both counts spaced."""
+    return "".join(f" {t.text}" for t in c.tally)
 
 
 @RENDERERS.register("md")
@@ -78,7 +91,7 @@ def markdown(table: Table) -> str:
         out = f"**{value}**" if c.bold else value
         if c.sd is not None:
             out += f" \u00b1 {_number(c.sd, table.decimals)}"
-        return out + (c.marker or "")
+        return out + (c.marker or "") + _tally_text(c)
 
     lines = [f"**{esc(table.title)}**", "",
              "| " + " | ".join(esc(h) for h in (table.corner, *table.columns)) + " |",
@@ -108,7 +121,12 @@ def latex(table: Table) -> str:
         out = rf"\textbf{{{value}}}" if c.bold else value
         if c.sd is not None:
             out += rf" $\pm$ {_number(c.sd, table.decimals)}"
-        return out + (_latex_mark(c.marker) if c.marker else "")
+        out += _latex_mark(c.marker) if c.marker else ""
+        for t in c.tally:
+            symbol = LATEX_SYMBOLS.get(t.symbol)
+            out += (f"$^{{{symbol}\\,{t.count}/{t.total}}}$" if symbol
+                    else latex_escape(f" {t.text}"))
+        return out
 
     def plain_mark(symbol: str) -> str:
         return f"${LATEX_SYMBOLS[symbol]}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
@@ -142,7 +160,8 @@ def _csv_rows(table: Table) -> str:
                 comp.result.p_value, comp.p_adjusted)), comp.family_size] if comp else [""] * 8)
             writer.writerow([
                 table.title, row.label, column, "" if c.value is None else repr(c.value),
-                "" if c.sd is None else repr(c.sd), int(c.bold), c.marker or "", *tested,
+                "" if c.sd is None else repr(c.sd), int(c.bold),
+                (c.marker or "") + " ".join(t.text for t in c.tally), *tested,
                 table.notes.test, table.notes.correction_name])
     return buf.getvalue()
 
@@ -161,7 +180,8 @@ def html_table(table: Table) -> str:
         out = f"<strong>{value}</strong>" if c.bold else value
         if c.sd is not None:
             out += f" &plusmn; {_number(c.sd, table.decimals)}"
-        return out + (f"<sup>{html.escape(c.marker)}</sup>" if c.marker else "")
+        out += f"<sup>{html.escape(c.marker)}</sup>" if c.marker else ""
+        return out + "".join(f" <sup>{html.escape(t.text)}</sup>" for t in c.tally)
 
     width = len(table.columns) + 1
     head = "".join(f"<th>{html.escape(h)}</th>" for h in (table.corner, *table.columns))

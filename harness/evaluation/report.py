@@ -1,8 +1,9 @@
 """End of a study: per configuration what goes onto its config run, plus the rendered tables.
 
 A plain function over ``StudyResults``; it writes nothing. The study runner logs ``outcome.metrics``
-and ``outcome.tags`` to each config run and ``report.tables`` (artifact path -> text) to the study
-run; ``harness.evaluation.plots.write_plots(report.analysis, dir)`` draws the figures.
+and ``outcome.tags`` to each config run and ``report.artifacts`` (artifact path -> text: the tables
+and the power analysis) to the study run; ``harness.evaluation.plots.write_plots(report.analysis,
+dir)`` draws the figures.
 
 Per configuration and metric (conventions: <metric>_mean, <metric>_sd, <metric>_delta, <metric>_p,
 tag harness.marker.<metric>):
@@ -10,7 +11,15 @@ tag harness.marker.<metric>):
 - candidates only: ``<m>_delta`` (mean difference to the baseline), ``<m>_p`` (the p-value after the
   chosen correction, the one the marker is based on), ``<m>_ci_low``/``<m>_ci_high`` (confidence
   interval of the difference), ``<m>_dz`` (effect size), and the tag ``harness.marker.<m>``: the
-  marker symbol, or ``ns`` when not significant.
+  marker symbol, or ``ns`` when not significant;
+- under the per-seed test, instead of one p-value: ``<m>_seeds_better``/``<m>_seeds_worse`` (how many
+  seeds are significantly better or worse) and the tag holds the tally ("\u20202/3": significantly
+  better in 2 of 3 seeds), or ``ns`` when no seed is significant;
+- candidates, when per-query values and at least 2 seeds exist: the power analysis
+  (harness.evaluation.power) as ``<m>_var_seed``, ``<m>_var_query``, ``<m>_var_resid`` (variance
+  components of the differences) and ``<m>_mde_s<S>`` (minimum detectable effect with S seeds at the
+  study's query count, alpha 0.05, power 0.8); the study run gets ``power/power.md`` and
+  ``power/power.json``.
 
 >>> from harness.evaluation.results import RunRecord, StudyResults
 >>> runs = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100})
@@ -18,6 +27,8 @@ tag harness.marker.<metric>):
 >>> report = study_report(StudyResults.build(runs), formats=("md",))
 >>> round(report.outcomes["new"].metrics["map_delta"], 4), sorted(report.tables)
 (0.1, ['tables/configs.md', 'tables/seeds.md'])
+>>> report.power is None, report.power_skipped   # per-run values only: no variance components
+(True, 'results has per-run values only for map; a power analysis needs per-query values (the query variance cannot be estimated without them)')
 """
 
 from __future__ import annotations
@@ -26,7 +37,14 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from harness.errors import ConfigError
+from harness.errors import DataError
+from harness.evaluation.power import (
+    PowerAnalysis,
+    PowerOptions,
+    outcome_metrics,
+    power_analysis,
+    render_power,
+)
 from harness.evaluation.render import RENDERERS, render
 from harness.evaluation.results import StudyResults
 from harness.evaluation.significance import Analysis, AnalysisOptions, analyse
@@ -57,29 +75,43 @@ class StudyReport:
     analysis: Analysis
     outcomes: Mapping[str, ConfigOutcome]
     tables: Mapping[str, str]
+    power: PowerAnalysis | None = None
+    power_skipped: str | None = None  # why there is no power analysis
+
+    @property
+    def artifacts(self) -> dict[str, str]:
+        """What goes onto the study run: the tables, and power/power.md and .json where computed."""
+        out = dict(self.tables)
+        if self.power is not None:
+            out["power/power.md"] = render_power(self.power, "md")
+            out["power/power.json"] = render_power(self.power, "json")
+        return out
 
 
 def study_report(results: StudyResults, options: AnalysisOptions | None = None, *,
                  formats: Sequence[str] = ("md", "latex", "csv", "html"),
                  decimals: int = 4) -> StudyReport:
-    """Test every configuration against the baseline and render both table forms in ``formats``."""
+    """Test every configuration against the baseline, render both table forms in ``formats``, and
+    (where the data allow it) run the power analysis over the same metrics."""
     analysis = analyse(results, options)
-    if analysis.test == "per-seed":
-        raise ConfigError("a study report needs one test per configuration and metric; the per-seed "
-                          "test gives one per seed (use across-seeds, seed-averaged, randomisation, "
-                          "wilcoxon or auto)")
     for fmt in formats:
         RENDERERS.get(fmt)
-    outcomes = {config: _outcome(analysis, config) for config in results.configs}
+    power, skipped = None, None
+    try:
+        power = power_analysis(results, PowerOptions(metrics=analysis.metrics))
+    except DataError as exc:
+        skipped = str(exc)
+    outcomes = {config: _outcome(analysis, config, power) for config in results.configs}
     tables = {}
     for form in ("seeds", "configs"):
         built = build_tables(analysis, form, decimals)
         for fmt in formats:
             tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = render(built, fmt)
-    return StudyReport(analysis=analysis, outcomes=outcomes, tables=tables)
+    return StudyReport(analysis=analysis, outcomes=outcomes, tables=tables, power=power,
+                       power_skipped=skipped)
 
 
-def _outcome(analysis: Analysis, config: str) -> ConfigOutcome:
+def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None) -> ConfigOutcome:
     res = analysis.results
     metrics: dict[str, float] = {}
     markers: dict[str, str] = {}
@@ -87,6 +119,12 @@ def _outcome(analysis: Analysis, config: str) -> ConfigOutcome:
         seeds = res.seed_values(config, m)
         metrics[f"{m}_mean"] = float(seeds.mean())
         metrics[f"{m}_sd"] = float(seeds.std(ddof=1)) if len(seeds) > 1 else math.nan
+        if analysis.test == "per-seed" and config != res.baseline:
+            better, worse, _ = analysis.seed_tally(config, m)
+            metrics.update({f"{m}_delta": float(seeds.mean() - res.seed_values(res.baseline, m).mean()),
+                            f"{m}_seeds_better": float(better), f"{m}_seeds_worse": float(worse)})
+            markers[m] = " ".join(t.text for t in analysis.tallies(config, m)) or NOT_SIGNIFICANT
+            continue
         comp = analysis.get(config, m)
         if comp is None:
             continue
@@ -94,6 +132,8 @@ def _outcome(analysis: Analysis, config: str) -> ConfigOutcome:
                         f"{m}_ci_low": comp.result.ci_low, f"{m}_ci_high": comp.result.ci_high,
                         f"{m}_dz": comp.result.d_z})
         markers[m] = analysis.marker(comp) or NOT_SIGNIFICANT
+    if power is not None and config != res.baseline:
+        metrics.update(outcome_metrics(power, config))
     return ConfigOutcome(config=config, config_id=res.config_ids.get(config),
                          role=ROLE_BASELINE if config == res.baseline else ROLE_CANDIDATE,
                          metrics=metrics, markers=markers)

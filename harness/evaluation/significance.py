@@ -2,14 +2,21 @@
 runs on them, the correction over a family of comparisons, and the resulting markers.
 
 Tests (TESTS: name -> procedure and pairing):
+- ``crossed``: the crossed seeds x queries test (harness.evaluation.crossed) of the mean difference
+  d[seed, query]: its variance counts the seeds, the queries and their interaction, with
+  Satterthwaite degrees of freedom; needs per-query values and at least 2 seeds;
 - ``per-seed``: for each seed, a paired t-test over the test queries (Penha & Hauff 2020: one marker
-  per run and configuration);
+  per run and configuration); tables and the study report summarise it as "significant in k of S
+  seeds";
 - ``across-seeds``: a paired t-test of the per-seed means, paired by seed (the only test that needs
-  no per-query values);
-- ``seed-averaged``: each query averaged over seeds, then a paired t-test over queries (the WSLS code);
+  no per-query values; the query sample does not enter its variance);
+- ``seed-averaged``: each query averaged over seeds, then a paired t-test over queries (the WSLS code;
+  the seeds do not enter its variance);
 - ``randomisation``, ``wilcoxon``: the sign-flip randomisation test or the Wilcoxon signed-rank test
   over seed-averaged queries.
-- ``auto``: seed-averaged where every metric has per-query values, else across-seeds.
+- ``auto``: crossed where every metric has per-query values and there are at least 2 seeds; with a
+  single seed the paired t-test over its queries (seed-averaged, said in ``Analysis.remarks``); without
+  per-query values across-seeds.
 
 Families (``AnalysisOptions.family``): ``metric`` corrects each metric's comparisons together (every
 configuration, and every seed under per-seed); ``all`` corrects every comparison of the analysis at
@@ -29,11 +36,13 @@ import numpy as np
 
 from harness.errors import ConfigError, DataError
 from harness.evaluation.corrections import CORRECTIONS, adjust
+from harness.evaluation.crossed import crossed_test
 from harness.evaluation.paired import BETTER, WORSE, PairedResult, paired_test
 from harness.evaluation.results import StudyResults
 from harness.registry import Registry
 
-Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]  # (seed or None, candidate, baseline)
+# (seed or None, candidate, baseline): one value per query or seed, or seeds x queries (crossed)
+Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]
 PAIRINGS: Registry[Callable[[StudyResults, str, str], Pairs]] = Registry("evaluation.pairing")
 
 
@@ -56,14 +65,33 @@ def _seed_averaged(results: StudyResults, config: str, metric: str) -> Pairs:
     return [(None, averaged(config), averaged(results.baseline))]
 
 
+@PAIRINGS.register("crossed")
+def _crossed(results: StudyResults, config: str, metric: str) -> Pairs:
+    def matrix(c: str) -> np.ndarray:
+        return np.array([results.query_values(c, s, metric) for s in results.seeds])  # seeds x queries
+
+    return [(None, matrix(config), matrix(results.baseline))]
+
+
+CROSSED = "crossed"
+
+
 @dataclass(frozen=True)
 class TestDesign:
     procedure: str
     pairing: str
     description: str
 
+    def run(self, x: np.ndarray, y: np.ndarray, options: AnalysisOptions) -> PairedResult:
+        """The test on one pairing's values (a crossed design takes whole seeds x queries matrices)."""
+        if self.procedure == CROSSED:
+            return crossed_test(x, y, confidence=options.confidence)
+        return paired_test(self.procedure, x, y, rng=np.random.default_rng(options.seed),
+                           resamples=options.resamples, confidence=options.confidence)
+
 
 TESTS: Mapping[str, TestDesign] = MappingProxyType({
+    CROSSED: TestDesign(CROSSED, "crossed", "crossed seeds \u00d7 queries t-test of the mean difference"),
     "per-seed": TestDesign("t", "per-seed", "paired t-test over queries, for each seed"),
     "across-seeds": TestDesign("t", "across-seeds", "paired t-test over the per-seed means, paired by seed"),
     "seed-averaged": TestDesign("t", "seed-averaged", "paired t-test over queries, each query averaged "
@@ -150,6 +178,20 @@ class Comparison:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Tally:
+    """Per-seed verdicts summarised: significant (``symbol``, the loosest level's) in ``count`` of
+    ``total`` seeds."""
+
+    symbol: str
+    count: int
+    total: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.symbol}{self.count}/{self.total}"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Analysis:
     """The executed tests: ``test`` is the resolved test name (never auto)."""
 
@@ -159,6 +201,7 @@ class Analysis:
     metrics: tuple[str, ...]
     comparisons: tuple[Comparison, ...]
     per_run_only: bool
+    remarks: tuple[str, ...] = ()  # what the footnote must add (the single-seed fallback)
 
     def get(self, config: str, metric: str, seed: str | None = None) -> Comparison | None:
         for c in self.comparisons:
@@ -171,25 +214,56 @@ class Analysis:
             return None
         return self.options.markers.symbol(comparison.direction, comparison.level)
 
+    def seed_tally(self, config: str, metric: str) -> tuple[int, int, int]:
+        """Under per-seed: (seeds significantly better, seeds significantly worse, seeds), at any of
+        the marker levels after correction."""
+        comps = [c for c in self.comparisons if c.config == config and c.metric == metric
+                 and c.seed is not None]
+        return (sum(c.marked and c.direction == BETTER for c in comps),
+                sum(c.marked and c.direction == WORSE for c in comps), len(comps))
 
-def resolve_test(results: StudyResults, metrics: Sequence[str], test: str) -> tuple[str, bool]:
-    """(test name, per-run only): auto picks seed-averaged when per-query values exist."""
+    def tallies(self, config: str, metric: str) -> tuple[Tally, ...]:
+        """Under per-seed: the non-zero better and worse counts of ``seed_tally`` with the loosest
+        level's symbols; empty for the baseline and under every other test."""
+        if self.test != "per-seed" or config == self.results.baseline:
+            return ()
+        better, worse, total = self.seed_tally(config, metric)
+        m = self.options.markers
+        return tuple(Tally(symbol=sym, count=k, total=total)
+                     for sym, k in ((m.better[0], better), (m.worse[0], worse)) if k)
+
+
+def resolve_test(results: StudyResults, metrics: Sequence[str], test: str) -> tuple[str, bool, str | None]:
+    """(test name, per-run only, remark): auto picks crossed when per-query values and at least 2 seeds
+    exist, the paired t-test over queries with one seed (the remark says so), else across-seeds."""
     per_query = all(results.has_per_query(m) for m in metrics)
+    seeds = len(results.seeds)
     if test == AUTO:
-        return ("seed-averaged" if per_query else "across-seeds"), not per_query
+        if not per_query:
+            return "across-seeds", True, None
+        if seeds < 2:
+            return "seed-averaged", False, (
+                f"Only one seed ({results.seeds[0]}): the crossed seeds \u00d7 queries test needs at "
+                f"least 2, so this is the paired t-test over queries and the variance between training "
+                f"runs is not counted")
+        return CROSSED, False, None
     if TESTS[test].pairing != "across-seeds" and not per_query:
         lacking = [m for m in metrics if not results.has_per_query(m)]
         raise DataError(f"{results.source} has per-run values only for {', '.join(lacking)}; "
                         f"--test {test} needs per-query values, per-run values support "
                         f"--test across-seeds alone")
-    return test, not per_query
+    if test == CROSSED and seeds < 2:
+        raise DataError(f"{results.source} has one seed ({results.seeds[0]}); the crossed seeds x "
+                        f"queries test needs at least 2 (use --test seed-averaged, or auto, which falls "
+                        f"back to it and says so)")
+    return test, not per_query, None
 
 
 def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> Analysis:
     """Run the tests of every candidate configuration against the baseline, then correct."""
     options = options or AnalysisOptions()
     metrics = results.select(options.metrics)
-    test, per_run_only = resolve_test(results, metrics, options.test)
+    test, per_run_only, remark = resolve_test(results, metrics, options.test)
     design = TESTS[test]
     pairing = PAIRINGS.get(design.pairing)
     raw: list[tuple[str, str, str | None, PairedResult]] = []
@@ -197,8 +271,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
         for config in results.configs[1:]:
             for seed, x, y in pairing(results, config, metric):
                 try:
-                    res = paired_test(design.procedure, x, y, rng=np.random.default_rng(options.seed),
-                                      resamples=options.resamples, confidence=options.confidence)
+                    res = design.run(x, y, options)
                 except DataError as exc:
                     where = f" seed {seed}" if seed is not None else ""
                     raise DataError(f"{test} test of {config!r} vs {results.baseline!r} on "
@@ -217,4 +290,5 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
                    family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])))
         for i, (c, m, s, r) in enumerate(raw))
     return Analysis(results=results, options=options, test=test, metrics=metrics,
-                    comparisons=comparisons, per_run_only=per_run_only)
+                    comparisons=comparisons, per_run_only=per_run_only,
+                    remarks=(remark,) if remark else ())

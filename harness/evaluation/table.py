@@ -3,11 +3,12 @@
 Two forms:
 - ``seeds`` (Penha & Hauff 2020, Table 5): one table per metric, one row per seed, then AVG (mean
   over seeds) and SD (sample standard deviation over seeds, ddof = 1) rows; one column per
-  configuration, the baseline first. Under the per-seed test the markers sit on the seed rows, under
-  every other test on the AVG row. The best value of each seed row and of AVG is bold.
+  configuration, the baseline first. Under the per-seed test the markers sit on the seed rows and the
+  AVG row counts them (a tally: significantly better in k of S seeds), under every other test the
+  markers sit on the AVG row. The best value of each seed row and of AVG is bold.
 - ``configs`` (Soldaini & Moschitti 2020, Table 3; Penha & Hauff 2021, Table 1): one row per
-  configuration, one column per metric, each cell mean +- SD over seeds with its marker; the best mean
-  of each column is bold. Needs one test per configuration and metric (not per-seed).
+  configuration, one column per metric, each cell mean +- SD over seeds with its marker (its tally
+  under per-seed); the best mean of each column is bold.
 
 "Best" compares the values as displayed (rounded to ``decimals``), so equal-looking cells are bold
 together.
@@ -23,8 +24,9 @@ import numpy as np
 from harness import __version__
 from harness.errors import ConfigError
 from harness.evaluation.corrections import describe
+from harness.evaluation.crossed import CrossedResult
 from harness.evaluation.metrics import TIE_RULE
-from harness.evaluation.significance import TESTS, Analysis, Comparison
+from harness.evaluation.significance import CROSSED, TESTS, Analysis, Comparison, Tally
 
 FORMS = ("seeds", "configs")
 # Display names of the harness metrics (conventions.METRICS); other names show as they are.
@@ -39,6 +41,7 @@ class Cell:
     bold: bool = False
     marker: str | None = None
     comparison: Comparison | None = None
+    tally: tuple[Tally, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,6 +71,8 @@ class Notes:
     sd_note: str
     tie_rule: str
     versions: str
+    remarks: tuple[str, ...] = ()  # further sentences: a fallback, clamped variance components
+    tally_seeds: int | None = None  # per-seed: the AVG row counts significant seeds out of this many
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,20 +115,20 @@ def seeds_table(analysis: Analysis, metric: str, decimals: int = 4) -> Table:
         comps = [analysis.get(c, metric, seed) if per_seed else None for c in res.configs]
         rows.append(_value_row(analysis, seed, values[:, j], comps, decimals))
     avg_comps = [None if per_seed else analysis.get(c, metric) for c in res.configs]
-    rows.append(_value_row(analysis, "AVG", values.mean(axis=1), avg_comps, decimals, rule=True))
+    tallies = [analysis.tallies(c, metric) for c in res.configs]
+    rows.append(_value_row(analysis, "AVG", values.mean(axis=1), avg_comps, decimals, rule=True,
+                           tallies=tallies))
     sds = values.std(axis=1, ddof=1) if len(res.seeds) > 1 else [None] * len(res.configs)
     rows.append(Row(label="SD", cells=tuple(Cell(value=None if s is None else float(s)) for s in sds)))
-    placement = "markers on the " + ("seed rows" if per_seed else "AVG row")
+    placement = ("markers on the seed rows, their count on the AVG row" if per_seed
+                 else "markers on the AVG row")
     return Table(form="seeds", title=display_name(metric), corner="seed", columns=res.configs,
                  rows=tuple(rows), decimals=decimals, notes=_notes(analysis, [metric], placement))
 
 
 def configs_table(analysis: Analysis, decimals: int = 4) -> Table:
-    if analysis.test == "per-seed":
-        raise ConfigError("the configs form needs one test per configuration; the per-seed test gives "
-                          "one per seed (use --form seeds, or --test across-seeds, seed-averaged, "
-                          "randomisation or wilcoxon)")
     res = analysis.results
+    per_seed = analysis.test == "per-seed"
     means = {(c, m): float(res.seed_values(c, m).mean()) for c in res.configs for m in analysis.metrics}
     best = {m: max(round(means[(c, m)], decimals) for c in res.configs) for m in analysis.metrics}
     rows = []
@@ -135,32 +140,50 @@ def configs_table(analysis: Analysis, decimals: int = 4) -> Table:
             cells.append(Cell(value=means[(c, m)],
                               sd=float(seeds.std(ddof=1)) if len(seeds) > 1 else None,
                               bold=round(means[(c, m)], decimals) == best[m],
-                              marker=analysis.marker(comp), comparison=comp))
+                              marker=analysis.marker(comp), comparison=comp,
+                              tally=analysis.tallies(c, m)))
         rows.append(Row(label=c, cells=tuple(cells)))
     return Table(form="configs", title=", ".join(display_name(m) for m in analysis.metrics),
                  corner="configuration", columns=tuple(display_name(m) for m in analysis.metrics),
                  rows=tuple(rows), decimals=decimals,
-                 notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"))
+                 notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"
+                              + (", their significant seeds counted" if per_seed else "")))
 
 
 def _value_row(analysis: Analysis, label: str, values: np.ndarray, comps: list[Comparison | None],
-               decimals: int, rule: bool = False) -> Row:
+               decimals: int, rule: bool = False,
+               tallies: list[tuple[Tally, ...]] | None = None) -> Row:
     best = max(round(float(v), decimals) for v in values)
     cells = tuple(Cell(value=float(v), bold=round(float(v), decimals) == best,
-                       marker=analysis.marker(comp), comparison=comp)
-                  for v, comp in zip(values, comps, strict=True))
+                       marker=analysis.marker(comp), comparison=comp,
+                       tally=tallies[i] if tallies else ())
+                  for i, (v, comp) in enumerate(zip(values, comps, strict=True)))
     return Row(label=label, cells=cells, rule_before=rule)
 
 
 def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: str) -> Notes:
     res, opts = analysis.results, analysis.options
     comps = [c for c in analysis.comparisons if c.metric in metrics]
+    queries, seeds = len(res.qids or ()), len(res.seeds)
     if analysis.test == "across-seeds":
-        units = f"n = {len(res.seeds)} seeds"
+        units = f"n = {seeds} seeds"
+    elif analysis.test == CROSSED:
+        units = (f"n = {queries} queries \u00d7 {seeds} seeds; variance from seeds, queries and their "
+                 f"interaction: crossed random effects, Satterthwaite df")
     else:
-        units = f"n = {len(res.qids or ())} queries"
+        units = f"n = {queries} queries"
         if analysis.test != "per-seed":
-            units += f", {len(res.seeds)} seeds"
+            units += f", {seeds} seeds"
+    remarks = list(analysis.remarks)
+    clamped: dict[str, list[str]] = {}
+    for c in comps:
+        if isinstance(c.result, CrossedResult):
+            for name in c.result.clamped:
+                clamped.setdefault(name, []).append(f"{c.config} on {display_name(c.metric)}")
+    if clamped:
+        remarks.append("Negative variance estimates were set to 0, so those comparisons count the "
+                       "remaining sources only: " + "; ".join(
+                           f"the {name} component for {_enumerate(where)}" for name, where in clamped.items()))
     family = "each metric" if opts.family == "metric" else "all metrics"
     return Notes(
         test=analysis.test, test_description=TESTS[analysis.test].description, units=units,
@@ -169,6 +192,11 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         worse=opts.markers.worse, correction=describe(opts.correction), correction_name=opts.correction,
         family=family, comparisons=max((c.family_size for c in comps), default=0),
         per_run_only=analysis.per_run_only,
-        sd_note=f"SD is the sample standard deviation over {len(res.seeds)} seeds",
+        sd_note=f"SD is the sample standard deviation over {seeds} seeds",
         tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
-        versions=library_versions())
+        versions=library_versions(), remarks=tuple(remarks),
+        tally_seeds=seeds if analysis.test == "per-seed" else None)
+
+
+def _enumerate(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

@@ -1,20 +1,29 @@
-"""End of a study: aggregates, paired tests against the seeded baseline, tables and plots into MLflow.
+"""End of a study: aggregates, paired tests against the seeded baseline, tables, plots and the power
+analysis into MLflow.
 
 The statistics live in harness.evaluation (read the experiment back exactly as `harness table
---experiment` does, so the tables in MLflow and the exported ones are the same); this module only
-moves the outcome onto the runs: each config run gets <metric>_mean/_sd/_delta/_p and a marker tag,
-the study run gets tables/* and plots/* artifacts.
+--experiment` and `harness power --experiment` do, so the figures in MLflow and the exported ones are
+the same); this module only moves the outcome onto the runs:
+- each config run: <metric>_mean/_sd/_delta/_p and a marker tag; for candidates, where per-query
+  values and 2+ seeds exist, the variance components <metric>_var_seed/_var_query/_var_resid and the
+  minimum detectable effect <metric>_mde_s<S> for S in 3, 5, 10, 20 and the study's seed count
+  (alpha 0.05, power 0.8, the study's query count);
+- the study run: tables/*, plots/* and power/power.md (what `harness power` prints) and
+  power/power.json.
 """
 
 from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.study.spec import StudySpec
 from harness.tracking.study_writer import StudyWriter
+
+if TYPE_CHECKING:
+    from harness.evaluation.power import PowerAnalysis
 
 
 def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: str,
@@ -49,7 +58,7 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
         store.log_metrics(run, outcome.metrics)
         store.set_tags(run, outcome.tags)
         out[name] = {"role": outcome.role, **outcome.metrics, **outcome.tags}
-    for path, text in report.tables.items():
+    for path, text in report.artifacts.items():
         store.log_text(study_run, text, path)
     with tempfile.TemporaryDirectory() as tmp:
         for png in write_plots(report.analysis, tmp):
@@ -58,7 +67,28 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
     if md:
         # The first metric's table (MAP) and its footnote; every metric is in the artifacts.
         log("\n" + md.split("\n\n**")[0].strip())
+    if report.power is not None:
+        log(_power_summary(report.power))
+    else:
+        log(f"power: skipped ({report.power_skipped})")
     writer.end()
-    log(f"study {spec.name}: finished; tables and plots logged to study run {study_run}")
+    logged = "tables, plots and power analysis" if report.power is not None else "tables and plots"
+    log(f"study {spec.name}: finished; {logged} logged to study run {study_run}")
     return out
 
+
+
+def _power_summary(power: PowerAnalysis) -> str:
+    """One line per comparison of the first metric: the MDE now and with the largest seed count."""
+    first = power.comparisons[0].metric
+    lines = [(f"power ({first}, alpha {power.options.alpha:g}, power {power.options.power:g}, "
+              f"{power.queries} queries; power/power.md has every metric):")]
+    for c in power.comparisons:
+        if c.metric != first:
+            continue
+        now = next(r for r in c.rows if r.seeds == power.seeds)
+        most = c.rows[-1]
+        lines.append(f"  {c.config}: detectable difference {now.mde:.4f} with {now.seeds} seeds, "
+                     f"{most.mde:.4f} with {most.seeds} (seed variance {c.components.seed:.2g}, query "
+                     f"{c.components.query:.2g}, residual {c.components.resid:.2g})")
+    return "\n".join(lines)

@@ -68,8 +68,8 @@ def test_errors(tmp_path: Path, run_cli: Cli) -> None:
     assert "unknown metric 'ndcg_10'" in msg and "valid: map, mrr" in msg
     msg = _error(run_cli, "--from", str(src), "--baseline", "bert")
     assert "baseline 'bert'" in msg and "valid: base, better, same, worse" in msg
-    msg = _error(run_cli, "--from", str(src), "--test", "per-seed", "--form", "configs")
-    assert "configs form needs one test per configuration" in msg
+    msg = _error(run_cli, "--from", str(src), "--test", "crossed", "--metric", "map", "--levels", "2")
+    assert "levels must be strictly decreasing values in (0, 1)" in msg
     msg = _error(run_cli, "--from", str(src), "--levels", "0.01", "0.05")
     assert "levels must be strictly decreasing" in msg
     # per-run values only

@@ -1,7 +1,8 @@
 """Markdown and LaTeX renderings against golden files; the LaTeX compiles where pdflatex exists.
 
 Regenerate after an intended change: HARNESS_UPDATE_GOLDEN=1 pytest tests/evaluation/test_golden.py
-(library versions in the footnote are replaced by @VERSIONS@).
+(library versions in the footnote are replaced by @VERSIONS@ before rendering, so the LaTeX comment
+lines wrap the same whatever the installed versions are).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ CASES = {
                                   "--format", "latex"),
     "escaping_per_seed.tex": ("--from", ESCAPING, "--test", "per-seed", "--format", "latex",
                               "--correction", "bh"),
+    "escaping_configs_per_seed.md": ("--from", ESCAPING, "--form", "configs", "--test", "per-seed"),
 }
 
 
@@ -40,7 +42,9 @@ def _render(run_cli: Callable[..., tuple[int, str, str]], *argv: str) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_golden(name: str, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+def test_golden(name: str, run_cli: Callable[..., tuple[int, str, str]],
+                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("harness.evaluation.table.library_versions", lambda: "@VERSIONS@")
     text = _render(run_cli, *CASES[name])
     path = GOLDEN / name
     if os.environ.get("HARNESS_UPDATE_GOLDEN"):

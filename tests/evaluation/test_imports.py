@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-MODULES = ("metrics", "paired", "corrections", "results", "significance", "table", "render", "report",
-           "longcsv", "mlflow_reader", "plots", "commands")
+MODULES = ("metrics", "paired", "crossed", "corrections", "results", "significance", "table", "render",
+           "report", "power", "longcsv", "mlflow_reader", "plots", "commands")
 
 
 def test_imports_pull_in_no_framework() -> None:

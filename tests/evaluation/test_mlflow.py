@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
+from harness.evaluation.crossed import crossed_test
 from harness.evaluation.mlflow_reader import default_tracking_uri, read_experiment
 from harness.evaluation.report import study_report
 from harness.tracking import conventions as C
@@ -82,8 +84,14 @@ def test_table_from_experiment(store: tuple[str, list], run_cli: Callable[..., t
         expected = np.mean(list(rec.per_query["map"].values()))
         assert float(cells[(rec.seed, NAMES[rec.config])]["value"]) == pytest.approx(expected)
     assert cells[("AVG", NAMES["better"])]["direction"] == "better"
-    assert cells[("AVG", NAMES["worse"])]["marker"] in ("\u2193", "\u21d3")
-    assert cells[("AVG", NAMES["base"])]["test"] == "seed-averaged"
+    assert cells[("AVG", NAMES["better"])]["marker"] == "\u2021"
+    assert cells[("AVG", NAMES["worse"])]["direction"] == "worse"
+    assert cells[("AVG", NAMES["base"])]["test"] == "crossed"
+    # The crossed test on the matrices read back equals the one on the records written.
+    matrix = {c: np.array([list(r.per_query["map"].values()) for r in records if r.config == c])
+              for c in NAMES}
+    ref = crossed_test(matrix["worse"], matrix["base"])
+    assert float(cells[("AVG", NAMES["worse"])]["p_value"]) == pytest.approx(ref.p_value, rel=1e-9)
 
 
 def test_report_from_experiment(store: tuple[str, list]) -> None:
@@ -98,6 +106,29 @@ def test_report_from_experiment(store: tuple[str, list]) -> None:
     assert better.metrics["map_delta"] > 0 and better.metrics["map_p"] < 0.01
     assert better.tags[f"{C.TAG_MARKER_PREFIX}map"] == "\u2021"
     assert "map_delta" not in report.outcomes[NAMES["base"]].metrics
+
+
+def test_power_from_experiment(store: tuple[str, list], run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    """`harness power --experiment` reads the store as `harness table` does; its components are those
+    of the records written."""
+    uri, records = store
+    rc, out, err = run_cli("power", "--experiment", STUDY, "--tracking-uri", uri, "--metric", "map",
+                           "--format", "json", "--effect", "0.05")
+    assert rc == 0, err
+    data = json.loads(out)
+    assert data["source"] == f"MLflow experiment {STUDY!r}" and data["baseline"] == NAMES["base"]
+    assert (data["seeds"], data["queries"]) == (3, 12)
+    worse = next(c for c in data["comparisons"] if c["config"] == NAMES["worse"])
+    matrix = {c: np.array([list(r.per_query["map"].values()) for r in records if r.config == c])
+              for c in NAMES}
+    comps = crossed_test(matrix["worse"], matrix["base"]).components
+    assert worse["components"] == pytest.approx({"seed": comps.seed, "query": comps.query,
+                                                 "residual": comps.resid})
+    assert [r["seeds"] for r in worse["mde"]] == [3, 5, 10, 20]
+    rc, out, _ = run_cli("power", "--experiment", STUDY, "--tracking-uri", uri)
+    assert rc == 0 and f"**{NAMES['better']} vs {NAMES['base']}, MRR**" in out and "| 3 (this study) | 12 |" in out
+    rc, _, err = run_cli("power", "--experiment", "nope", "--tracking-uri", uri)
+    assert rc == 2 and "unknown MLflow experiment 'nope'" in err and len(err.strip().splitlines()) == 1
 
 
 def test_reader_keeps_only_the_named_configurations(store: tuple[str, list]) -> None:

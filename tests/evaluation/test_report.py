@@ -17,10 +17,15 @@ from harness.tracking.conventions import TAG_MARKER_PREFIX
 
 
 def test_outcomes_per_config(records: list[RunRecord]) -> None:
-    report = study_report(StudyResults.build(records), AnalysisOptions(correction="bonferroni"))
+    report = study_report(StudyResults.build(records), AnalysisOptions(test="seed-averaged",
+                                                                       correction="bonferroni"))
     base, better, same, worse = (report.outcomes[c] for c in ("base", "better", "same", "worse"))
     assert base.role == "baseline" and base.markers == {} and set(base.metrics) == {
         "map_mean", "map_sd", "mrr_mean", "mrr_sd"}
+    assert {k for k in better.metrics if k.startswith("map_")} == {
+        "map_mean", "map_sd", "map_delta", "map_p", "map_ci_low", "map_ci_high", "map_dz",
+        "map_var_seed", "map_var_query", "map_var_resid", "map_mde_s3", "map_mde_s5", "map_mde_s10",
+        "map_mde_s20"}
     res = report.analysis.results
     assert better.metrics["map_mean"] == pytest.approx(res.seed_values("better", "map").mean())
     assert better.metrics["map_sd"] == pytest.approx(res.seed_values("better", "map").std(ddof=1))
@@ -43,14 +48,36 @@ def test_report_is_reproducible(records: list[RunRecord]) -> None:
     assert first.tables == again.tables and first.outcomes == again.outcomes
 
 
-def test_single_seed_and_per_seed() -> None:
+def test_default_test_and_power(records: list[RunRecord]) -> None:
+    """The default is the crossed test; its power analysis goes onto the config runs and the study run."""
+    report = study_report(StudyResults.build(records), formats=("md",))
+    assert report.analysis.test == "crossed" and report.power is not None and report.power_skipped is None
+    comp = report.analysis.get("better", "map")
+    assert comp is not None and report.outcomes["better"].metrics["map_p"] == comp.p_adjusted
+    power = next(c for c in report.power.comparisons if (c.config, c.metric) == ("better", "map"))
+    metrics = report.outcomes["better"].metrics
+    assert metrics["map_var_resid"] == power.components.resid
+    assert metrics["map_mde_s5"] == next(r.mde for r in power.rows if r.seeds == 5)
+    assert set(report.artifacts) == {*report.tables, "power/power.md", "power/power.json"}
+    assert "| 3 (this study) | 40 |" in report.artifacts["power/power.md"]
+    assert "Crossed seeds \u00d7 queries t-test" in report.tables["tables/seeds.md"]
+
+
+def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
     one = [RunRecord(config=c, seed="1", per_query={"map": {f"q{i}": (i + k) / 20 for i in range(8)}})
            for k, c in enumerate(("a", "b"))]
     report = study_report(StudyResults.build(one), formats=("md",))
     assert math.isnan(report.outcomes["b"].metrics["map_sd"])
     assert "| SD | \u2013 | \u2013 |" in report.tables["tables/seeds.md"]
-    with pytest.raises(ConfigError, match="per-seed test gives one per seed"):
-        study_report(StudyResults.build(one), AnalysisOptions(test="per-seed"))
+    assert "Only one seed (1): the crossed" in report.tables["tables/seeds.md"]
+    assert report.power is None and "has one seed (1)" in (report.power_skipped or "")
+    # Per-seed verdicts are summarised: significant in k of S seeds.
+    per_seed = study_report(StudyResults.build(records), AnalysisOptions(test="per-seed"), formats=("md",))
+    worse, same = per_seed.outcomes["worse"], per_seed.outcomes["same"]
+    assert worse.markers == {"map": "\u21933/3", "mrr": "\u21933/3"} and same.markers["map"] == "ns"
+    assert worse.metrics["map_seeds_worse"] == 3 and worse.metrics["map_seeds_better"] == 0
+    assert "map_p" not in worse.metrics and worse.metrics["map_delta"] < 0
+    assert "| AVG |" in per_seed.tables["tables/seeds.md"] and "\u21933/3" in per_seed.tables["tables/configs.md"]
     with pytest.raises(ConfigError, match="valid: csv, html, latex, md"):
         study_report(StudyResults.build(one), formats=("pdf",))
 

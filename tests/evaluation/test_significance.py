@@ -55,7 +55,7 @@ def test_each_test_pairs_the_documented_values(records: list[RunRecord]) -> None
 
 def test_auto_and_markers(records: list[RunRecord]) -> None:
     a = analyse(_results(records))
-    assert a.test == "seed-averaged" and not a.per_run_only
+    assert a.test == "crossed" and not a.per_run_only and a.remarks == ()
     assert a.marker(a.get("better", "map")) == "\u2021"
     assert a.marker(a.get("worse", "map")) == "\u21d3"
     assert a.marker(a.get("same", "map")) is None
@@ -83,6 +83,27 @@ def test_randomisation_is_deterministic_for_a_seed() -> None:
     assert p1.result.p_value == p2.result.p_value != p3.result.p_value
 
 
+def test_auto_with_one_seed_falls_back_and_says_so() -> None:
+    res = _results(synthetic_records(seeds=(7,)))
+    a = analyse(res)
+    assert a.test == "seed-averaged" and len(a.remarks) == 1
+    assert "Only one seed (7): the crossed seeds \u00d7 queries test needs at least 2" in a.remarks[0]
+    one = res.query_values("better", "7", "map") - res.query_values("base", "7", "map")
+    got = a.get("better", "map")
+    assert got is not None and got.result.p_value == pytest.approx(stats.ttest_1samp(one, 0).pvalue)
+    with pytest.raises(DataError, match="has one seed \\(7\\); the crossed seeds x queries test needs "
+                       "at least 2 \\(use --test seed-averaged"):
+        analyse(res, AnalysisOptions(test="crossed"))
+
+
+def test_per_seed_tallies(records: list[RunRecord]) -> None:
+    a = analyse(_results(records), AnalysisOptions(test="per-seed"))
+    better, worse, total = a.seed_tally("worse", "map")
+    assert (better, worse, total) == (0, 3, 3)
+    assert [t.text for t in a.tallies("worse", "map")] == ["\u21933/3"]
+    assert a.tallies("base", "map") == () and a.tallies("same", "map") == ()
+
+
 def test_per_run_only_supports_across_seeds_alone() -> None:
     recs = [RunRecord(config=r.config, seed=r.seed, values={m: float(np.mean(list(v.values())))
                                                             for m, v in r.per_query.items()})
@@ -90,8 +111,9 @@ def test_per_run_only_supports_across_seeds_alone() -> None:
     res = _results(recs)
     a = analyse(res)
     assert a.test == "across-seeds" and a.per_run_only
-    with pytest.raises(DataError, match="per-run values only .*--test across-seeds alone"):
-        analyse(res, AnalysisOptions(test="per-seed"))
+    for test in ("per-seed", "crossed"):
+        with pytest.raises(DataError, match="per-run values only .*--test across-seeds alone"):
+            analyse(res, AnalysisOptions(test=test))
 
 
 def test_validation_errors(records: list[RunRecord]) -> None:

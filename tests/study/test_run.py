@@ -107,9 +107,13 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished):
     cands = [c for c in configs.values() if c.data.tags[C.TAG_ROLE] == "candidate"]
     assert all("map_p" in c.data.metrics and "map_delta" in c.data.metrics for c in cands)
     assert all(c.data.tags.get("harness.marker.map") for c in cands)
+    # ... and the power analysis: variance components and minimum detectable effects per seed count.
+    assert all({"map_var_seed", "map_var_query", "map_var_resid", "map_mde_s3", "map_mde_s20"}
+               <= set(c.data.metrics) for c in cands)
     client = MlflowClient(_uri(root))
     arts = {a.path for a in client.list_artifacts(study_id, "tables")}
     assert "tables/seeds.md" in arts and "tables/seeds.tex" in arts
+    assert {a.path for a in client.list_artifacts(study_id, "power")} == {"power/power.md", "power/power.json"}
     text = client.download_artifacts(runs["trial"][0].info.run_id, C.PER_QUERY_ARTIFACT, str(root))
     assert Path(text).read_text().startswith("qid,measure,value")
     assert set(out["references"]) == {"random", "bm25"}

@@ -1,0 +1,273 @@
+"""Power analysis of a finished study (or a pilot): how many seeds a study needs.
+
+For each comparison (configuration vs baseline, metric) the variance components of the paired
+differences d[seed, query] come from the crossed seeds x queries ANOVA (harness.evaluation.crossed):
+s2_seed, s2_query, s2_resid, negative estimates clamped at 0. A study with S seeds and Q queries then
+has
+
+    SE(S, Q) = sqrt(s2_seed / S + s2_query / Q + s2_resid / (S Q))
+
+and the crossed test's minimum detectable effect (MDE: the smallest true mean difference it finds
+with probability ``power`` at two-sided level ``alpha``) is, in the usual approximation that ignores
+the far rejection tail,
+
+    MDE(S, Q) = (t_{1 - alpha/2, df} + t_{power, df}) SE(S, Q)
+
+with df Satterthwaite's for the mean squares expected at (S, Q): E[MS_seed] = s2_resid + Q s2_seed
+(df S - 1), E[MS_query] = s2_resid + S s2_query (df Q - 1), E[MS_resid] = s2_resid (df (S-1)(Q-1)),
+combined as (MS_seed + MS_query - MS_resid) / (S Q). More seeds shrink the seed and residual terms
+only: as S grows, MDE falls towards the query floor (t_{1-alpha/2,Q-1} + t_{power,Q-1})
+sqrt(s2_query / Q), so an effect at or below the floor needs more queries, not more seeds.
+
+``seeds_needed`` is the smallest S in [2, MAX_SEEDS] with MDE(S, Q) <= effect.
+
+>>> comps = VarianceComponents(seed=1e-4, query=4e-3, resid=1e-2)
+>>> row = mde(comps, 5, 100, alpha=0.05, power=0.8)
+>>> round(row.se, 5), round(row.df, 2), round(row.mde, 4)
+(0.00894, 14.63, 0.0269)
+>>> seeds_needed(comps, 100, 0.02, alpha=0.05, power=0.8), round(query_floor(comps, 100), 4)
+(21, 0.0179)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from harness.errors import ConfigError, DataError
+from harness.evaluation.crossed import COMPONENTS, CrossedResult, VarianceComponents, crossed_test
+from harness.evaluation.results import StudyResults
+from harness.evaluation.table import display_name
+
+DEFAULT_SEEDS = (3, 5, 10, 20)
+MAX_SEEDS = 10_000
+FORMATS = ("md", "json")
+
+
+@dataclass(frozen=True, kw_only=True)
+class PowerOptions:
+    """What to project: levels, the seed grid, the query count (None: the study's), an effect."""
+
+    metrics: tuple[str, ...] | None = None
+    alpha: float = 0.05
+    power: float = 0.8
+    seeds: tuple[int, ...] = DEFAULT_SEEDS
+    queries: int | None = None
+    effect: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ConfigError(f"alpha must be in (0, 1), got {self.alpha}")
+        if not 0.0 < self.power < 1.0:
+            raise ConfigError(f"power must be in (0, 1), got {self.power}")
+        if not self.seeds or any(s < 2 for s in self.seeds):
+            raise ConfigError(f"seeds must be seed counts >= 2, got {list(self.seeds)}")
+        if self.queries is not None and self.queries < 2:
+            raise ConfigError(f"queries must be >= 2, got {self.queries}")
+        if self.effect is not None and not (math.isfinite(self.effect) and self.effect > 0):
+            raise ConfigError(f"effect must be a positive mean difference, got {self.effect}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class MdeRow:
+    seeds: int
+    queries: int
+    se: float
+    df: float
+    mde: float
+
+
+def _mde(comps: VarianceComponents, seeds: np.ndarray, queries: int, alpha: float,
+         power: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(SE, df, MDE) for every seed count in ``seeds`` (module docstring)."""
+    s = seeds.astype(np.float64)
+    n = s * queries
+    # (c_i E[MS_i], df_i) of (MS_seed + MS_query - MS_resid) / (S Q) at the expected mean squares.
+    terms = [((comps.resid + queries * comps.seed) / n, s - 1),
+             ((comps.resid + s * comps.query) / n, np.full_like(s, queries - 1)),
+             (-comps.resid / n, (s - 1) * (queries - 1))]
+    var = sum(v for v, _ in terms)
+    denom = sum(v * v / d for v, d in terms)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        df = np.where(denom > 0, var * var / np.where(denom > 0, denom, 1.0), np.nan)
+        factor = stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)
+    se = np.sqrt(np.maximum(var, 0.0))
+    return se, df, np.where(se > 0, factor * se, 0.0)
+
+
+def mde(comps: VarianceComponents, seeds: int, queries: int, *, alpha: float = 0.05,
+        power: float = 0.8) -> MdeRow:
+    """The minimum detectable effect of a study with ``seeds`` x ``queries`` (module docstring)."""
+    se, df, m = _mde(comps, np.array([seeds]), queries, alpha, power)
+    return MdeRow(seeds=seeds, queries=queries, se=float(se[0]), df=float(df[0]), mde=float(m[0]))
+
+
+def query_floor(comps: VarianceComponents, queries: int, *, alpha: float = 0.05,
+                power: float = 0.8) -> float:
+    """The limit of MDE(S, Q) as S grows: the query term alone (module docstring)."""
+    if comps.query <= 0:
+        return 0.0
+    factor = stats.t.ppf(1 - alpha / 2, queries - 1) + stats.t.ppf(power, queries - 1)
+    return float(factor * math.sqrt(comps.query / queries))
+
+
+def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, alpha: float = 0.05,
+                 power: float = 0.8, max_seeds: int = MAX_SEEDS) -> int | None:
+    """The smallest seed count in [2, max_seeds] whose MDE is at most ``effect``; None if none is."""
+    grid = np.arange(2, max_seeds + 1)
+    _, _, m = _mde(comps, grid, queries, alpha, power)
+    hits = np.flatnonzero(m <= effect)
+    return int(grid[hits[0]]) if len(hits) else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ComparisonPower:
+    """One configuration vs the baseline on one metric: the observed crossed test, its variance
+    components, the MDE per seed count and, with an effect, the seeds it needs."""
+
+    config: str
+    metric: str
+    observed: CrossedResult
+    rows: tuple[MdeRow, ...]
+    floor: float
+    needed: int | None = None
+
+    @property
+    def components(self) -> VarianceComponents:
+        return self.observed.components
+
+
+@dataclass(frozen=True, kw_only=True)
+class PowerAnalysis:
+    source: str
+    baseline: str
+    seeds: int
+    queries: int
+    options: PowerOptions
+    comparisons: tuple[ComparisonPower, ...]
+
+
+def power_analysis(results: StudyResults, options: PowerOptions | None = None) -> PowerAnalysis:
+    """Variance components and MDEs of every candidate vs the baseline (module docstring)."""
+    options = options or PowerOptions()
+    metrics = results.select(options.metrics)
+    lacking = [m for m in metrics if not results.has_per_query(m)]
+    if lacking:
+        raise DataError(f"{results.source} has per-run values only for {', '.join(lacking)}; a power "
+                        f"analysis needs per-query values (the query variance cannot be estimated "
+                        f"without them)")
+    if len(results.seeds) < 2:
+        raise DataError(f"{results.source} has one seed ({results.seeds[0]}); a power analysis needs at "
+                        f"least 2 to estimate the seed variance (run a pilot with 2 or more seeds)")
+    if len(results.configs) < 2:
+        raise DataError(f"{results.source} has only the baseline {results.baseline!r}; nothing to compare")
+    s, q = len(results.seeds), len(results.qids or ())
+    queries = options.queries or q
+    grid = sorted({*options.seeds, s})  # the options' seed counts and this study's own
+    comparisons = []
+    for metric in metrics:
+        base = np.array([results.query_values(results.baseline, seed, metric) for seed in results.seeds])
+        for config in results.configs[1:]:
+            cand = np.array([results.query_values(config, seed, metric) for seed in results.seeds])
+            try:
+                observed = crossed_test(cand, base)
+            except DataError as exc:
+                raise DataError(f"power of {config!r} vs {results.baseline!r} on {metric}: {exc}") from None
+            comps = observed.components
+            rows = tuple(mde(comps, n, queries, alpha=options.alpha, power=options.power) for n in grid)
+            needed = (seeds_needed(comps, queries, options.effect, alpha=options.alpha,
+                                   power=options.power) if options.effect is not None else None)
+            comparisons.append(ComparisonPower(
+                config=config, metric=metric, observed=observed, rows=rows, needed=needed,
+                floor=query_floor(comps, queries, alpha=options.alpha, power=options.power)))
+    return PowerAnalysis(source=results.source, baseline=results.baseline, seeds=s, queries=q,
+                         options=options, comparisons=tuple(comparisons))
+
+
+def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
+    """The analysis as Markdown (what `harness power` prints) or JSON."""
+    if fmt == "json":
+        return json.dumps(_as_dict(analysis), indent=2) + "\n"
+    if fmt != "md":
+        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    opts = analysis.options
+    queries = opts.queries or analysis.queries
+    intro = (f"Baseline {analysis.baseline}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
+             f"queries; \u03b1 = {opts.alpha:g} (two-sided), power {opts.power:g}. MDE: the smallest true "
+             f"mean difference the crossed seeds \u00d7 queries test detects with that power, "
+             f"(t(1 \u2212 \u03b1/2, df) + t(power, df)) \u00b7 SE with "
+             f"SE\u00b2 = \u03c3\u00b2_seed/S + \u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q) "
+             f"and Satterthwaite df; variance components from the two-way ANOVA of "
+             f"d[seed, query] = configuration \u2212 baseline.")
+    lines = [f"**Power: {analysis.source}**", "", intro, ""]
+    clamped = []
+    for c in analysis.comparisons:
+        comps, res = c.components, c.observed
+        lines += [f"**{c.config} vs {analysis.baseline}, {display_name(c.metric)}**: observed difference "
+                  f"{res.mean_diff:+.4f} (crossed test p = {res.p_value:.3g}); variance components: "
+                  + ", ".join(_component(comps, name) for name in COMPONENTS) + ".", "",
+                  "| seeds | queries | SE | df | MDE |", "|--:|--:|--:|--:|--:|"]
+        for row in c.rows:
+            mark = " (this study)" if row.seeds == analysis.seeds and queries == analysis.queries else ""
+            lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | {row.df:.1f} | "
+                         f"{row.mde:.4f} |")
+        lines.append("")
+        if opts.effect is not None:
+            lines += [_needed_line(c, opts.effect, queries), ""]
+        clamped += [f"{name} for {c.config} on {display_name(c.metric)}" for name in comps.clamped]
+    if clamped:
+        note = (f"Negative variance estimates were set to 0 ({'; '.join(clamped)}): the ANOVA found less "
+                "variance between those units than the residual alone implies.")
+        lines += [note, ""]
+    return "\n".join(lines)
+
+
+def _component(comps: VarianceComponents, name: str) -> str:
+    value = {"seed": comps.seed, "query": comps.query, "residual": comps.resid}[name]
+    if name in comps.clamped and comps.raw is not None:
+        raw = comps.raw[COMPONENTS.index(name)]
+        return f"{name} 0 (estimate {raw:.3g}, clamped)"
+    return f"{name} {value:.3g} (sd {math.sqrt(value):.4f})"
+
+
+def _needed_line(c: ComparisonPower, effect: float, queries: int) -> str:
+    if c.needed is not None:
+        return f"Effect {effect:g}: needs {c.needed} seeds at {queries} queries."
+    if effect <= c.floor:
+        return (f"Effect {effect:g}: not reachable at any seed count with {queries} queries: the query "
+                f"term alone gives an MDE of {c.floor:.4f}; more queries are needed.")
+    return f"Effect {effect:g}: needs more than {MAX_SEEDS} seeds at {queries} queries."
+
+
+def _as_dict(analysis: PowerAnalysis) -> dict[str, object]:
+    opts = analysis.options
+    return {
+        "source": analysis.source, "baseline": analysis.baseline, "seeds": analysis.seeds,
+        "queries": analysis.queries, "alpha": opts.alpha, "power": opts.power, "effect": opts.effect,
+        "comparisons": [{
+            "config": c.config, "metric": c.metric, "mean_diff": c.observed.mean_diff,
+            "p_value": c.observed.p_value,
+            "components": {"seed": c.components.seed, "query": c.components.query,
+                           "residual": c.components.resid},
+            "clamped": list(c.components.clamped), "query_floor": c.floor, "seeds_needed": c.needed,
+            "mde": [{"seeds": r.seeds, "queries": r.queries, "se": r.se,
+                     "df": None if math.isnan(r.df) else r.df, "mde": r.mde} for r in c.rows],
+        } for c in analysis.comparisons]}
+
+
+def outcome_metrics(analysis: PowerAnalysis, config: str) -> dict[str, float]:
+    """MLflow metrics of one configuration: <m>_var_seed, <m>_var_query, <m>_var_resid and
+    <m>_mde_s<S> for every seed count of the grid."""
+    out: dict[str, float] = {}
+    for c in analysis.comparisons:
+        if c.config != config:
+            continue
+        m = c.metric
+        out.update({f"{m}_var_seed": c.components.seed, f"{m}_var_query": c.components.query,
+                    f"{m}_var_resid": c.components.resid})
+        out.update({f"{m}_mde_s{r.seeds}": r.mde for r in c.rows})
+    return out

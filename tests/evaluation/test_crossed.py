@@ -1,0 +1,170 @@
+"""The crossed seeds x queries test: against statsmodels (ANOVA mean squares, MixedLM with crossed
+variance components), a hand-computed fixture, its limiting cases, and a simulation of null studies
+in which the seed-averaged and across-seeds t-tests are anti-conservative and the crossed test is not."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from harness.errors import DataError
+from harness.evaluation.crossed import crossed_test, mean_squares, satterthwaite
+from harness.evaluation.paired import paired_test
+from harness.evaluation.power import VarianceComponents, mde
+
+
+def _fixture(seeds: int = 4, queries: int = 30, seed: int = 1) -> np.ndarray:
+    """Differences with a seed, a query and a residual component, none of them estimated negative."""
+    g = np.random.default_rng(seed)
+    return (0.01 + g.normal(0, 0.03, (seeds, 1)) + g.normal(0, 0.05, (1, queries))
+            + g.normal(0, 0.04, (seeds, queries)))
+
+
+def _long(d: np.ndarray) -> Any:
+    """The long table (a pandas DataFrame) that statsmodels' formulas read."""
+    pd = pytest.importorskip("pandas")
+    s, q = d.shape
+    return pd.DataFrame({"d": d.ravel(), "seed": np.repeat(np.arange(s), q), "query": np.tile(np.arange(q), s),
+                         "one": 1})
+
+
+def test_mean_squares_equal_statsmodels_anova() -> None:
+    sm = pytest.importorskip("statsmodels.api")
+    from statsmodels.formula.api import ols
+
+    d = _fixture()
+    table = sm.stats.anova_lm(ols("d ~ C(seed) + C(query)", data=_long(d)).fit(), typ=1)
+    ms = mean_squares(d)
+    assert ms.ms_seed == pytest.approx(table.loc["C(seed)", "mean_sq"], rel=1e-10)
+    assert ms.ms_query == pytest.approx(table.loc["C(query)", "mean_sq"], rel=1e-10)
+    assert ms.ms_resid == pytest.approx(table.loc["Residual", "mean_sq"], rel=1e-10)
+    assert ms.df == tuple(int(table.loc[k, "df"]) for k in ("C(seed)", "C(query)", "Residual"))
+
+
+def test_components_and_se_equal_mixedlm_with_crossed_variance_components() -> None:
+    """REML on a balanced crossed design with no component at the boundary gives the ANOVA
+    components; the intercept's standard error is then sqrt(Var(dbar))."""
+    sm = pytest.importorskip("statsmodels.api")
+    d = _fixture()
+    model = sm.MixedLM.from_formula("d ~ 1", groups="one", re_formula="0", data=_long(d),
+                                    vc_formula={"seed": "0 + C(seed)", "query": "0 + C(query)"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = model.fit(reml=True, method="lbfgs", gtol=1e-12)
+    vc = dict(zip(model.exog_vc.names, fit.vcomp, strict=True))
+    res = crossed_test(d, np.zeros_like(d))
+    assert res.clamped == ()
+    assert res.components.seed == pytest.approx(vc["seed"], rel=1e-4)
+    assert res.components.query == pytest.approx(vc["query"], rel=1e-4)
+    assert res.components.resid == pytest.approx(fit.scale, rel=1e-4)
+    assert res.mean_diff == pytest.approx(fit.fe_params["Intercept"], rel=1e-8)
+    assert res.se == pytest.approx(fit.bse_fe["Intercept"], rel=1e-4)
+
+
+def test_hand_computed_two_by_three() -> None:
+    """d = [[.1, .3, .2], [.2, .5, .2]]: seed means .2, .3; query means .15, .4, .2; grand mean .25;
+    residuals 0, -.05, .05 / 0, .05, -.05.
+    MS_seed = 3 (.05^2 + .05^2) / 1 = .015; MS_query = 2 (.1^2 + .15^2 + .05^2) / 2 = .035;
+    MS_resid = 4 (.05^2) / 2 = .005. Components (.015 - .005)/3, (.035 - .005)/2, .005.
+    Var = (.015 + .035 - .005) / 6 = .0075; df = .0075^2 / ((.0025)^2/1 + (.035/6)^2/2 + (.005/6)^2/2)."""
+    res = crossed_test([[0.1, 0.3, 0.2], [0.2, 0.5, 0.2]], np.zeros((2, 3)))
+    assert (res.ms_seed, res.ms_query, res.ms_resid) == pytest.approx((0.015, 0.035, 0.005), rel=1e-12)
+    c = res.components
+    assert (c.seed, c.query, c.resid) == pytest.approx((0.01 / 3, 0.015, 0.005), rel=1e-12)
+    assert res.se == pytest.approx(math.sqrt(0.0075), rel=1e-12)
+    df = 0.0075 ** 2 / (0.0025 ** 2 + (0.035 / 6) ** 2 / 2 + (0.005 / 6) ** 2 / 2)
+    assert res.df == pytest.approx(df, rel=1e-12) and round(df, 4) == 2.3824
+    t = 0.25 / math.sqrt(0.0075)
+    assert res.statistic == pytest.approx(t) and res.p_value == pytest.approx(2 * stats.t.sf(t, df))
+    half = stats.t.ppf(0.975, df) * math.sqrt(0.0075)
+    assert (res.ci_low, res.ci_high) == pytest.approx((0.25 - half, 0.25 + half))
+    assert res.d_z == pytest.approx(0.25 / math.sqrt(0.01 / 3 + 0.015 + 0.005))
+    assert res.n == 6 and res.seeds == 2 and res.queries == 3 and res.direction == "better"
+
+
+def test_a_clamped_component_gives_the_single_source_test() -> None:
+    """No seed variance left: the crossed test is the seed-averaged t-test; no query variance left:
+    the across-seeds t-test; neither: the pooled residual with (S-1)(Q-1) df."""
+    g = np.random.default_rng(3)
+    base = np.zeros((3, 20))
+    seedless = g.normal(0, 0.05, (1, 20)) + g.normal(0, 0.05, (3, 20))
+    seedless -= seedless.mean(axis=1, keepdims=True) - seedless.mean()  # MS_seed = 0
+    res = crossed_test(seedless + 0.02, base)
+    assert res.clamped == ("seed",) and res.components.seed == 0 and res.components.raw[0] < 0
+    ref = paired_test("t", (seedless + 0.02).mean(axis=0), base.mean(axis=0), rng=g)
+    assert res.p_value == pytest.approx(ref.p_value, rel=1e-10) and res.df == pytest.approx(19)
+    assert (res.ci_low, res.ci_high) == pytest.approx((ref.ci_low, ref.ci_high), rel=1e-10)
+
+    queryless = g.normal(0, 0.05, (3, 1)) + g.normal(0, 0.05, (3, 20))
+    queryless -= queryless.mean(axis=0, keepdims=True) - queryless.mean()  # MS_query = 0
+    res = crossed_test(queryless + 0.02, base)
+    assert res.clamped == ("query",)
+    ref = paired_test("t", (queryless + 0.02).mean(axis=1), base.mean(axis=1), rng=g)
+    assert res.p_value == pytest.approx(ref.p_value, rel=1e-10) and res.df == pytest.approx(2)
+
+    flat = g.normal(0, 0.05, (3, 20))
+    flat -= flat.mean(axis=1, keepdims=True) + flat.mean(axis=0, keepdims=True) - 2 * flat.mean()
+    res = crossed_test(flat + 0.02, base)
+    assert res.clamped == ("seed", "query") and res.df == pytest.approx(2 * 19)
+    assert res.se == pytest.approx(math.sqrt(res.ms_resid / 60))
+
+
+def test_degenerate_and_bad_input() -> None:
+    zero = crossed_test(np.ones((3, 4)), np.ones((3, 4)))
+    assert (zero.statistic, zero.p_value, zero.d_z, zero.ci_low, zero.ci_high) == (0.0, 1.0, 0.0, 0.0, 0.0)
+    shift = crossed_test(np.full((3, 4), 0.3), np.full((3, 4), 0.1))
+    assert shift.p_value == 0.0 and shift.statistic == math.inf and shift.d_z == math.inf
+    with pytest.raises(DataError, match="needs at least 2 seeds, got 1"):
+        crossed_test(np.ones((1, 4)), np.zeros((1, 4)))
+    with pytest.raises(DataError, match="needs at least 2 queries, got 1"):
+        crossed_test(np.ones((3, 1)), np.zeros((3, 1)))
+    with pytest.raises(DataError, match="differ in shape"):
+        crossed_test(np.ones((3, 4)), np.zeros((3, 5)))
+    with pytest.raises(DataError, match="seeds x queries matrix"):
+        crossed_test(np.ones(4), np.zeros(4))
+    with pytest.raises(DataError, match="NaN or infinite"):
+        crossed_test(np.full((2, 2), np.nan), np.zeros((2, 2)))
+    assert math.isnan(satterthwaite([(0.0, 3)]))
+
+
+def _null_studies(n: int, seeds: int, queries: int, sd: tuple[float, float, float], effect: float,
+                  seed: int) -> np.ndarray:
+    """n studies' differences d[s, q] = effect + a_s + b_q + e_sq with the given SDs."""
+    g = np.random.default_rng(seed)
+    return (effect + g.normal(0, sd[0], (n, seeds, 1)) + g.normal(0, sd[1], (n, 1, queries))
+            + g.normal(0, sd[2], (n, seeds, queries)))
+
+
+def _rates(d: np.ndarray, alpha: float = 0.05) -> dict[str, float]:
+    zeros = np.zeros(d.shape[1:])
+    return {"crossed": float(np.mean([crossed_test(x, zeros).p_value < alpha for x in d])),
+            "seed-averaged": float(np.mean(stats.ttest_1samp(d.mean(axis=1), 0.0, axis=1).pvalue < alpha)),
+            "across-seeds": float(np.mean(stats.ttest_1samp(d.mean(axis=2), 0.0, axis=1).pvalue < alpha))}
+
+
+def _band(n: int, p: float = 0.05, level: float = 0.999) -> tuple[float, float]:
+    lo, hi = stats.binom.interval(level, n, p)
+    return lo / n, hi / n
+
+
+def test_simulated_false_positive_rate_and_power() -> None:
+    n = 400
+    lo, hi = _band(n)
+    # A modest per-seed training effect (SD 0.012) next to query (0.05) and residual (0.1) noise.
+    seedy = _rates(_null_studies(n, 5, 200, (0.012, 0.05, 0.1), 0.0, seed=1))
+    assert lo <= seedy["crossed"] <= hi, seedy
+    assert seedy["seed-averaged"] > 0.12, seedy
+    # Query variance dominating: the across-seeds test is the one that counts too little.
+    queried = _rates(_null_studies(n, 10, 100, (0.01, 0.05, 0.1), 0.0, seed=2))
+    assert lo <= queried["crossed"] <= hi, queried
+    assert queried["across-seeds"] > 0.12, queried
+    # With a true effect equal to the MDE of harness power, the crossed test's power is about 0.8.
+    effect = mde(VarianceComponents(seed=0.012 ** 2, query=0.05 ** 2, resid=0.1 ** 2), 5, 200).mde
+    power = _rates(_null_studies(n, 5, 200, (0.012, 0.05, 0.1), effect, seed=3))["crossed"]
+    print(f"null rejection rates {seedy} / {queried}; power at effect {effect:.4f}: {power:.3f}")
+    assert 0.7 <= power <= 0.9

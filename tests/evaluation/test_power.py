@@ -1,0 +1,62 @@
+"""Power analysis: the MDE against its closed form, the seeds an effect needs, the components of a
+study's comparisons. `harness power` is tested in test_power_cli.py and test_mlflow.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from harness.errors import ConfigError
+from harness.evaluation.crossed import VarianceComponents, crossed_test
+from harness.evaluation.power import PowerOptions, mde, power_analysis, query_floor, seeds_needed
+from harness.evaluation.results import RunRecord, StudyResults
+
+COMPS = VarianceComponents(seed=1e-4, query=4e-3, resid=1e-2)
+
+
+def test_mde_equals_the_closed_form() -> None:
+    """S = 5, Q = 100: E[MS_seed] = .01 + 100 (1e-4) = .02 (df 4), E[MS_query] = .01 + 5 (4e-3) = .03
+    (df 99), E[MS_resid] = .01 (df 396); Var = (.02 + .03 - .01) / 500 = 8e-5;
+    df = Var^2 / ((.02/500)^2/4 + (.03/500)^2/99 + (.01/500)^2/396)."""
+    row = mde(COMPS, 5, 100, alpha=0.05, power=0.8)
+    var = (0.02 + 0.03 - 0.01) / 500
+    df = var ** 2 / ((0.02 / 500) ** 2 / 4 + (0.03 / 500) ** 2 / 99 + (0.01 / 500) ** 2 / 396)
+    assert row.se == pytest.approx(math.sqrt(8e-5), rel=1e-12)
+    assert row.df == pytest.approx(df, rel=1e-12) and round(df, 3) == 14.633
+    expected = (stats.t.ppf(0.975, df) + stats.t.ppf(0.8, df)) * math.sqrt(8e-5)
+    assert row.mde == pytest.approx(expected, rel=1e-12) and round(expected, 4) == 0.0269
+    # Other levels enter through the two quantiles only.
+    strict = mde(COMPS, 5, 100, alpha=0.01, power=0.9)
+    assert strict.mde == pytest.approx((stats.t.ppf(0.995, df) + stats.t.ppf(0.9, df)) * math.sqrt(8e-5))
+
+
+def test_seeds_needed_and_the_query_floor() -> None:
+    for effect in (0.05, 0.025, 0.02):
+        s = seeds_needed(COMPS, 100, effect)
+        assert s is not None and mde(COMPS, s, 100).mde <= effect < mde(COMPS, s - 1, 100).mde
+    floor = query_floor(COMPS, 100)
+    assert floor == pytest.approx((stats.t.ppf(0.975, 99) + stats.t.ppf(0.8, 99)) * math.sqrt(4e-3 / 100))
+    assert seeds_needed(COMPS, 100, floor * 0.99) is None and mde(COMPS, 10_000, 100).mde > floor
+    assert seeds_needed(VarianceComponents(seed=1e-4, query=0.0, resid=1e-2), 100, 1e-3) is not None
+    assert mde(VarianceComponents(seed=0.0, query=0.0, resid=0.0), 3, 10).mde == 0.0
+
+
+def test_power_analysis_uses_the_crossed_components(records: list[RunRecord]) -> None:
+    res = StudyResults.build(records)
+    pa = power_analysis(res, PowerOptions(metrics=("map",), seeds=(10, 5), effect=0.02))
+    assert (pa.seeds, pa.queries) == (3, 40) and len(pa.comparisons) == 3
+    for c in pa.comparisons:
+        cand = np.array([res.query_values(c.config, s, "map") for s in res.seeds])
+        base = np.array([res.query_values("base", s, "map") for s in res.seeds])
+        assert c.components == crossed_test(cand, base).components
+        assert [r.seeds for r in c.rows] == [3, 5, 10]  # the study's own seed count is added
+        assert c.needed == seeds_needed(c.components, 40, 0.02)
+    with pytest.raises(ConfigError, match="power must be in \\(0, 1\\), got 1.5"):
+        PowerOptions(power=1.5)
+    with pytest.raises(ConfigError, match="seeds must be seed counts >= 2, got \\[1, 5\\]"):
+        PowerOptions(seeds=(1, 5))
+    with pytest.raises(ConfigError, match="effect must be a positive mean difference, got -0.1"):
+        PowerOptions(effect=-0.1)
