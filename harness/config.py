@@ -338,13 +338,8 @@ class TrialConfig:
         valid = set(cls.keys())
         per_section: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
-            if key in MOVED_KEYS:
-                new, why = MOVED_KEYS[key]
-                raise ConfigError(f"{key} moved to {new} ({why})")
             if key not in valid:
-                close = difflib.get_close_matches(key, sorted(valid), n=3)
-                hint = f"; did you mean {', '.join(close)}?" if close else ""
-                raise ConfigError(f"unknown config key {key!r}{hint}")
+                raise ConfigError(unknown_key_message(key))
             section, name = key.split(".", 1)
             per_section.setdefault(section, {})[name] = value
         sections = {}
@@ -372,6 +367,16 @@ class TrialConfig:
 
     def with_seed(self, seed: int) -> TrialConfig:
         return dataclasses.replace(self, train=dataclasses.replace(self.train, seed=seed))
+
+
+def unknown_key_message(key: str) -> str:
+    """Why ``key`` is not a config key: where it moved (MOVED_KEYS), else the close matches."""
+    if key in MOVED_KEYS:
+        new, why = MOVED_KEYS[key]
+        return f"{key} moved to {new} ({why})"
+    close = difflib.get_close_matches(key, sorted(TrialConfig.keys()), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown config key {key!r}{hint}"
 
 
 def _section_types() -> dict[str, type]:

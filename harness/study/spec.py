@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml
+from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml, unknown_key_message
 from harness.errors import ConfigError
 from harness.study.space import Param, parse_param
 
@@ -346,9 +346,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     space: dict[str, Param] = {}
     for key, spec in space_raw.items():
         if key not in valid:
-            close = difflib.get_close_matches(key, sorted(valid), n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise _fail(f"search.space.{key}", f"search.space: unknown config key {key!r}{hint}")
+            raise _fail(f"search.space.{key}", f"search.space: {unknown_key_message(key)}")
         if key == "train.seed":
             raise _fail("search.space", "search.space: train.seed comes from the study's seeds")
         space[key] = parse_param(key, spec)
