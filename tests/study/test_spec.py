@@ -110,6 +110,9 @@ TEACHER = GOOD.replace("  - name: ls\n    set: {smoothing.method: LS, smoothing.
     (GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{data.context_turns: 3}"),
      (r"study.yaml:8: data.context_turns: the evaluation set is fixed per study, but configuration 'ls' "
      r"sets 3 where the baseline has 10")),
+    (GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{data.protocol: context}"),
+     r"study.yaml:8: data.protocol: the evaluation set is fixed per study, but configuration 'ls' "
+     r"sets 'context' where the baseline has 'response'"),
     (GOOD + "search:\n  searcher: tpe\n  space:\n    data.max_test_queries: {choice: [5, 10]}\n",
      r"study.yaml:13: search.space.data.max_test_queries: the evaluation set is fixed per study"),
     (GOOD + "search:\n  searcher: grid\n  space:\n    data.sampler: {choice: [bm25, random]}\n",
