@@ -62,3 +62,18 @@ def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str,
         return rc, out, err
 
     return run
+
+
+def log_seed_results(client, run_id: str, rec: RunRecord) -> None:
+    """Log a record as the study writer does: test_<metric> per metric and per_query/test.csv."""
+    import io
+
+    from harness.tracking import conventions as C
+
+    for metric, values in rec.per_query.items():
+        client.log_metric(run_id, f"{C.TEST_PREFIX}{metric}", float(np.mean(list(values.values()))))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(C.PER_QUERY_COLUMNS)
+    w.writerows((q, m, repr(v)) for m, vals in rec.per_query.items() for q, v in vals.items())
+    client.log_text(run_id, buf.getvalue(), C.PER_QUERY_ARTIFACT)

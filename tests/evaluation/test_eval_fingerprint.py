@@ -4,11 +4,8 @@ naming the configurations and seeds; one fingerprint is tabulated as usual."""
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from harness.cli import main
@@ -16,7 +13,7 @@ from harness.errors import DataError
 from harness.evaluation.results import EvaluationMismatch, StudyResults
 from harness.tracking import conventions as C
 
-from .conftest import synthetic_records
+from .conftest import log_seed_results, synthetic_records
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -35,15 +32,8 @@ def _experiment(uri: str, name: str, fingerprints: dict[str, str]) -> None:
         run = client.create_run(exp, run_name=f"{rec.config}-seed{rec.seed}", tags={
             C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: rec.config, C.TAG_SEED: rec.seed, C.TAG_ROLE: role,
             C.TAG_EVAL_FINGERPRINT: fingerprints[rec.config]})
-        rid = run.info.run_id
-        for metric, values in rec.per_query.items():
-            client.log_metric(rid, f"{C.TEST_PREFIX}{metric}", float(np.mean(list(values.values()))))
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(C.PER_QUERY_COLUMNS)
-        w.writerows((q, m, repr(v)) for m, vals in rec.per_query.items() for q, v in vals.items())
-        client.log_text(rid, buf.getvalue(), C.PER_QUERY_ARTIFACT)
-        client.set_terminated(rid)
+        log_seed_results(client, run.info.run_id, rec)
+        client.set_terminated(run.info.run_id)
 
 
 @pytest.fixture(scope="module")

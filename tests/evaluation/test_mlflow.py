@@ -18,7 +18,7 @@ from harness.evaluation.mlflow_reader import default_tracking_uri, read_experime
 from harness.evaluation.report import study_report
 from harness.tracking import conventions as C
 
-from .conftest import synthetic_records
+from .conftest import log_seed_results, synthetic_records
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -49,14 +49,9 @@ def _write_study(uri: str) -> list:
             C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: f"id-{rec.config}", C.TAG_SEED: rec.seed,
             C.TAG_ROLE: role, "mlflow.parentRunId": config_runs[rec.config]})
         rid = run.info.run_id
-        for metric, values in rec.per_query.items():
-            client.log_metric(rid, f"{C.TEST_PREFIX}{metric}", float(np.mean(list(values.values()))))
+        log_seed_results(client, rid, rec)
+        for metric in rec.per_query:
             client.log_metric(rid, f"{C.DEV_PREFIX}{metric}", 0.5, step=10)
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(C.PER_QUERY_COLUMNS)
-        w.writerows((q, m, repr(v)) for m, vals in rec.per_query.items() for q, v in vals.items())
-        client.log_text(rid, buf.getvalue(), C.PER_QUERY_ARTIFACT)
         client.set_terminated(rid)
     failed = client.create_run(exp, tags={C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: "id-better",
                                           C.TAG_SEED: "1", "mlflow.parentRunId": config_runs["better"]})

@@ -4,8 +4,6 @@ candidates, and every seed run records that evaluation set's fingerprint."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from mlflow.tracking import MlflowClient
 
@@ -13,6 +11,7 @@ from harness.study.prepare import prepare_study, variant_key
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
+from tests.study.conftest import local_ray
 
 pytestmark = pytest.mark.slow
 
@@ -35,24 +34,14 @@ storage_path: {storage}
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    root = tmp_path_factory.mktemp("fair")
-    old = os.environ.get("HARNESS_CACHE")
-    os.environ["HARNESS_CACHE"] = str(root / "cache")
-    import ray
-
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    path = root / "fair.yaml"
-    path.write_text(STUDY.format(storage=root / "runs"))
-    spec = load_study(path)
-    uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
-    out = run_study(spec, tracking_uri=uri, progress=lambda m: None)
-    prepared = prepare_study(spec, progress=lambda m: None)
-    yield spec, uri, out, prepared
-    ray.shutdown()
-    if old is None:
-        os.environ.pop("HARNESS_CACHE", None)
-    else:
-        os.environ["HARNESS_CACHE"] = old
+    with local_ray(tmp_path_factory.mktemp("fair")) as root:
+        path = root / "fair.yaml"
+        path.write_text(STUDY.format(storage=root / "runs"))
+        spec = load_study(path)
+        uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+        out = run_study(spec, tracking_uri=uri, progress=lambda m: None)
+        prepared = prepare_study(spec, progress=lambda m: None)
+        yield spec, uri, out, prepared
 
 
 def test_training_sampler_changes_training_candidates_only(study) -> None:

@@ -15,6 +15,7 @@ from mlflow.tracking import MlflowClient
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
+from tests.study.conftest import local_ray
 
 STUDY = """\
 name: {name}
@@ -37,18 +38,8 @@ storage_path: {storage}
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    root = tmp_path_factory.mktemp("study")
-    old = os.environ.get("HARNESS_CACHE")
-    os.environ["HARNESS_CACHE"] = str(root / "cache")
-    import ray
-
-    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
-    yield root
-    ray.shutdown()
-    if old is None:
-        os.environ.pop("HARNESS_CACHE", None)
-    else:
-        os.environ["HARNESS_CACHE"] = old
+    with local_ray(tmp_path_factory.mktemp("study"), num_gpus=1) as root:
+        yield root
 
 
 def _spec(root: Path, name: str, gpus: float = 0, text: str = STUDY):

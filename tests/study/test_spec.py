@@ -111,15 +111,15 @@ TEACHER = GOOD.replace("  - name: ls\n    set: {smoothing.method: LS, smoothing.
      (r"study.yaml:8: data.context_turns: the evaluation set is fixed per study, but configuration 'ls' "
      r"sets 3 where the baseline has 10")),
     (GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{data.protocol: context}"),
-     r"study.yaml:8: data.protocol: the evaluation set is fixed per study, but configuration 'ls' "
-     r"sets 'context' where the baseline has 'response'"),
+     (r"study.yaml:8: data.protocol: the evaluation set is fixed per study, but configuration 'ls' "
+     r"sets 'context' where the baseline has 'response'")),
     (GOOD + "search:\n  searcher: tpe\n  space:\n    data.max_test_queries: {choice: [5, 10]}\n",
      r"study.yaml:13: search.space.data.max_test_queries: the evaluation set is fixed per study"),
     (GOOD + "search:\n  searcher: grid\n  space:\n    data.sampler: {choice: [bm25, random]}\n",
      r"study.yaml:13: search.space: data.sampler moved to train.sampler"),
     (GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{train.sampler: tfidf}"),
-     r"study.yaml:8: configs.0.set: train.sampler must be one of dataset, response, bm25, random, "
-     r"got 'tfidf'"),
+     (r"study.yaml:8: configs.0.set: train.sampler must be one of dataset, response, bm25, random, "
+     r"got 'tfidf'")),
     (GOOD.replace("train.steps: 4", "train.steps: 4\n  train.select_metric: mrr"),
      r"train.select_metric='mrr' differs from objective.metric='map'"),
 ])
