@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,11 @@ def load_study(path: str | Path) -> StudySpec:
 
 
 def _key_in(msg: str) -> str | None:
-    word = msg.split(" ", 1)[0].strip("'\":")
+    """The config key an error message is about: its first word ("curriculum.delta must be ...",
+    "smoothing.method=LS smooths ..."), or the quoted key of an unknown-key message."""
+    if msg.startswith("unknown config key "):
+        return msg.split("'")[1] if msg.count("'") >= 2 else None
+    word = msg.split(" ", 1)[0].split("=", 1)[0].strip("'\":")
     return word if "." in word or word in TOP_KEYS else None
 
 
@@ -168,34 +173,33 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     if dup:
         raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
 
-    objective = raw.get("objective") or {}
-    if not isinstance(objective, dict):
-        raise _fail("objective", "objective must be a mapping with metric and mode")
-    metric = str(objective.get("metric", "map"))
-    mode = str(objective.get("mode", "max"))
-    if metric not in METRICS:
-        raise _fail("objective", f"objective.metric must be one of {', '.join(METRICS)}, got {metric!r}")
-    if mode not in ("max", "min"):
-        raise _fail("objective", f"objective.mode must be max or min, got {mode!r}")
+    objective = _mapping(raw, "objective", ("metric", "mode"))
+    metric = _choice(objective.get("metric", "map"), "objective.metric", METRICS)
+    mode = _choice(objective.get("mode", "max"), "objective.mode", ("max", "min"))
 
     flat: dict[str, Any] = {}
+    origin: dict[str, str] = {}  # flat key -> its path in the study file (for the line number)
     for section in SECTION_KEYS:
         if section in raw:
             if not isinstance(raw[section], dict):
                 raise _fail(section, f"{section} must be a mapping of {section}.* keys")
-            flat.update(flatten(raw[section], f"{section}."))
+            part = flatten(raw[section], f"{section}.")
+            flat.update(part)
+            origin.update({k: k for k in part})
     defaults_raw = raw.get("defaults") or {}
     if not isinstance(defaults_raw, dict):
         raise _fail("defaults", "defaults must be a mapping of config keys")
-    flat.update(flatten(defaults_raw))
+    part = flatten(defaults_raw)
+    flat.update(part)
+    origin.update({k: f"defaults.{k}" for k in part})
     if metric in SELECT_METRICS:
         # The checkpoint a trial reports is the best on the study's objective (every config alike).
         if flat.get("train.select_metric", metric) != metric:
-            raise _fail("defaults.train.select_metric",
+            raise _fail(origin["train.select_metric"],
                         f"train.select_metric={flat['train.select_metric']!r} differs from objective.metric="
                         f"{metric!r}; the study's objective selects the best-dev checkpoint")
         flat["train.select_metric"] = metric
-    defaults = _config(flat, "defaults")
+    defaults = _defaults(flat, origin)
 
     base_raw = raw.get("baseline") or {}
     if not isinstance(base_raw, dict):
@@ -236,32 +240,37 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
             raise _fail("configs", f"configurations {other!r} and {nc.name!r} are identical")
         ids[nc.config.config_id()] = nc.name
 
-    res = raw.get("resources") or {}
-    cpus, gpus = float(res.get("cpus", 1)), float(res.get("gpus", 0))
-    if cpus <= 0:
-        raise _fail("resources", f"resources.cpus must be > 0, got {cpus}")
-    if not 0 <= gpus <= 8:
-        raise _fail("resources", f"resources.gpus must be in [0, 8] (a fraction shares a GPU), got {gpus}")
-    concurrency = int(raw.get("concurrency", 1))
-    if concurrency < 1:
-        raise _fail("concurrency", f"concurrency must be >= 1, got {concurrency}")
-    failure = raw.get("failure") or {}
-    retries = int(failure.get("max_retries", 1))
-    if retries < 0:
-        raise _fail("failure", f"failure.max_retries must be >= 0, got {retries}")
-    storage = str(raw.get("storage_path", "runs"))
+    res = _mapping(raw, "resources", ("cpus", "gpus"))
+    cpus = _number(res.get("cpus", 1), "resources.cpus", "a number > 0", lambda v: v > 0)
+    gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU)",
+                   lambda v: 0 <= v <= 8)
+    concurrency = int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1",
+                              lambda v: v >= 1, integer=True))
+    failure = _mapping(raw, "failure", ("max_retries",))
+    retries = int(_number(failure.get("max_retries", 1), "failure.max_retries", "an integer >= 0",
+                          lambda v: v >= 0, integer=True))
+    storage = raw.get("storage_path", "runs")
+    if not isinstance(storage, str) or not storage.strip():
+        raise _fail("storage_path", f"storage_path must be a path or a URI (s3://...), got {storage!r}")
     if "://" not in storage:
         storage = str(Path(storage).resolve())
+    tracking_uri = raw.get("tracking_uri")
+    if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri.strip()):
+        raise _fail("tracking_uri", f"tracking_uri must be a URI (http://HOST:5000, sqlite:////abs/path), "
+                    f"got {tracking_uri!r}")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise _fail("description", f"description must be a string, got {description!r}")
     smoke = raw.get("smoke") or {}
     if not isinstance(smoke, dict):
         raise _fail("smoke", "smoke must be a mapping of config keys")
     smoke_flat = flatten(smoke)
-    TrialConfig.from_flat(smoke_flat, base=defaults)
+    _config(smoke_flat, "smoke", defaults)
     return StudySpec(
-        name=name.strip(), description=str(raw.get("description", "")), path=str(path.resolve()),
+        name=name.strip(), description=description, path=str(path.resolve()),
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
-        max_retries=retries, storage_path=storage, tracking_uri=raw.get("tracking_uri"), smoke=smoke_flat)
+        max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat)
 
 
 def _where(nc: NamedConfig, configs: tuple[NamedConfig, ...] | list[NamedConfig]) -> str:
@@ -323,6 +332,51 @@ def _config(flat: dict[str, Any], where: str, base: TrialConfig | None = None) -
     except ConfigError as exc:
         key = _key_in(str(exc)) or ""
         raise _fail(f"{where}.{key}" if key else where, f"{where}: {exc}") from None
+
+
+def _mapping(raw: dict[str, Any], key: str, valid: tuple[str, ...]) -> dict[str, Any]:
+    """A study-level mapping (objective, resources, failure); absent or null means {}."""
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(key, f"{key} must be a mapping with {', '.join(valid)}, got {value!r}")
+    for k in value:
+        if k not in valid:
+            close = difflib.get_close_matches(str(k), valid, n=2)
+            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid: {', '.join(valid)}"
+            raise _fail(f"{key}.{k}", f"{key}: unknown key {k!r}{hint}")
+    return value
+
+
+def _choice(value: Any, key: str, valid: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in valid:
+        raise _fail(key, f"{key} must be one of {', '.join(valid)}, got {value!r}")
+    return value
+
+
+def _number(value: Any, key: str, rule: str, ok: Callable[[float], bool], *, integer: bool = False) -> float:
+    """A study-level number: the right type (YAML's, never a string) and in range, else
+    "<key> must be <rule>, got <value>"."""
+    kinds = (int,) if integer else (int, float)
+    if (isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value)
+            or not ok(value)):
+        raise _fail(key, f"{key} must be {rule}, got {value!r}")
+    return float(value)
+
+
+def _defaults(flat: dict[str, Any], origin: dict[str, str]) -> TrialConfig:
+    """The study's defaults from its sections and its defaults: mapping; an error names the
+    key where the file sets it (curriculum.delta, or defaults.curriculum.delta)."""
+    try:
+        return TrialConfig.from_flat(flat)
+    except ConfigError as exc:
+        key = _key_in(str(exc)) or ""
+        where = origin.get(key)
+        if where is None:
+            where = next((p for k, p in origin.items() if k.split(".")[0] == key.split(".")[0]), "defaults")
+        prefix = "defaults: " if where.startswith("defaults") else ""
+        raise _fail(where, f"{prefix}{exc}") from None
 
 
 def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSpec | None:

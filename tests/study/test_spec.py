@@ -63,6 +63,48 @@ def test_bad_studies(tmp_path, text, expected):
         load_study(_write(tmp_path, text))
 
 
+# Study-level settings: a wrong type is one line naming file, line and key (never a traceback).
+@pytest.mark.parametrize("extra, expected", [
+    ("concurrency: two\n", r"study.yaml:10: concurrency must be an integer >= 1, got 'two'$"),
+    ("concurrency: 0\n", r"study.yaml:10: concurrency must be an integer >= 1, got 0$"),
+    ("resources: {cpus: x, gpus: 0}\n", r"study.yaml:10: resources.cpus must be a number > 0, got 'x'$"),
+    ("resources:\n  cpus: 1\n  gpus: [1]\n", r"study.yaml:12: resources.gpus must be a number in \[0, 8\]"),
+    ("resources:\n  cpus: 1\n  gpu: 1\n", r"study.yaml:12: resources: unknown key 'gpu'; did you mean gpus\?"),
+    ("resources: 2\n", r"study.yaml:10: resources must be a mapping with cpus, gpus, got 2"),
+    ("failure: {max_retries: many}\n", r"study.yaml:10: failure.max_retries must be an integer >= 0, got 'many'"),
+    ("failure: {attempts: 1}\n", r"study.yaml:10: failure: unknown key 'attempts'; valid: max_retries"),
+    ("objective:\n  metric: map\n  mode: maximise\n",
+     r"study.yaml:12: objective.mode must be one of max, min, got 'maximise'"),
+    ("objective: {metrics: map}\n", r"study.yaml:10: objective: unknown key 'metrics'; did you mean metric\?"),
+    ("storage_path: 3\n", r"study.yaml:10: storage_path must be a path or a URI"),
+    ("tracking_uri: {a: 1}\n", r"study.yaml:10: tracking_uri must be a URI"),
+])
+def test_bad_study_settings(tmp_path, extra, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_study(_write(tmp_path, GOOD + extra))
+
+
+# A top-level section (the form the shipped study files use) is reported by its own key and line.
+@pytest.mark.parametrize("extra, expected", [
+    ("curriculum: {delta: 1.5}\n", r"study.yaml:10: curriculum.delta must be in \(0, 1\], got 1.5$"),
+    ("curriculum:\n  n: 2\n  delta: 1.5\n", r"study.yaml:12: curriculum.delta must be in \(0, 1\]"),
+    ("train:\n  steps: 4\n  stepz: 1\n", r"study.yaml:12: unknown config key 'train.stepz'"),
+    ("train:\n  select_metric: mrr\n", r"study.yaml:11: train.select_metric='mrr' differs"),
+])
+def test_section_errors_name_the_section_key_and_line(tmp_path, extra, expected):
+    with pytest.raises(ConfigError, match=expected) as info:
+        load_study(_write(tmp_path, GOOD + extra))
+    assert "defaults" not in str(info.value)
+
+
+def test_bad_setting_via_cli_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, GOOD + "concurrency: two\n")
+    assert main(["validate", str(path), "--no-model"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"harness: error: {path}:10: concurrency must be an integer >= 1, got 'two'"]
+
+
 def test_bad_study_via_cli_exits_nonzero_and_writes_nothing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = _write(tmp_path, GOOD.replace("seeds: [1, 2]", "seeds: [1, 1]"))
