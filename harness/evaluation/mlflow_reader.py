@@ -9,6 +9,9 @@ run name (by its config_id where no config run exists). The baseline is the conf
 is ``baseline`` unless one is named. Only FINISHED seed runs count. The metrics are the harness's
 (conventions.METRICS) and any other measure of the per-query artifact; other test_* keys (a cost, a
 loss) are not tabulated.
+
+An http(s) tracking URI is pinged first and MLflow's retries are cut (FAST_FAIL_ENV): an unreachable
+server fails within seconds with "tracking URI ... is not reachable", not after minutes of retries.
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ from harness.errors import DataError, HarnessError
 from harness.evaluation.metrics import IR_MEASURES_NAMES
 from harness.evaluation.results import RunRecord, StudyResults
 from harness.tracking import conventions as C
-from harness.tracking.store import default_tracking_uri
+from harness.tracking.store import check_reachable, default_tracking_uri
+
+# MLflow's client retries a failing request for minutes; a read that fails mid-way should not. A
+# user's own settings of these variables win.
+FAST_FAIL_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
 
 def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
@@ -39,12 +46,20 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
         if not db.is_file():
             raise DataError(f"no MLflow store at {db} (tracking URI {uri}); pass --tracking-uri or set "
                             f"MLFLOW_TRACKING_URI")
+    check_reachable(uri)
     try:
-        from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise HarnessError("reading MLflow needs mlflow: pip install 'mlflow>=3.17,<3.19'") from None
     client = MlflowClient(tracking_uri=uri)
+    with _env_defaults(**FAST_FAIL_ENV):
+        return _read(client, name, uri, baseline, config_ids)
+
+
+def _read(client: Any, name: str, uri: str, baseline: str | None,
+          config_ids: Collection[str] | None) -> StudyResults:
+    from mlflow.exceptions import MlflowException
+
     source = f"MLflow experiment {name!r}"
     try:
         exp = client.get_experiment_by_name(name)
@@ -63,7 +78,7 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
         labels = _labels(configs, trials)
         started: dict[str, int] = {}  # study order: when each configuration's first run started
         records, roles = [], {}
-        with tempfile.TemporaryDirectory() as tmp, _quiet_downloads():
+        with tempfile.TemporaryDirectory() as tmp, _env_defaults(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
             for run in trials:
                 tags = run.data.tags
                 config_id = tags.get(C.TAG_CONFIG_ID)
@@ -98,18 +113,18 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
 
 
 @contextlib.contextmanager
-def _quiet_downloads() -> Iterator[None]:
-    """No artifact-download progress bars on stderr: the CLI's stderr is for one-line errors."""
-    key = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
-    saved = os.environ.get(key)
-    os.environ[key] = "false"
+def _env_defaults(**values: str) -> Iterator[None]:
+    """Set environment variables the user has not set, for the block only. Used for no
+    artifact-download progress bars (the CLI's stderr is for one-line errors) and FAST_FAIL_ENV."""
+    saved = {k: os.environ.get(k) for k in values}
+    for k, v in values.items():
+        os.environ.setdefault(k, v)
     try:
         yield
     finally:
-        if saved is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = saved
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
 
 
 def _runs(client: Any, exp_id: str, kind: str) -> Iterator[Any]:

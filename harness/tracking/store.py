@@ -3,7 +3,8 @@
 It talks to MLflow through ``MlflowClient`` with explicit run ids (no global active run), so a study
 driver can keep several runs open and nest them with ``mlflow.parentRunId``. The default store is a
 SQLite database under ./mlruns with an absolute path and an absolute artifact root, created here
-before any trial starts (parallel first creation of a SQLite store fails).
+before any trial starts (parallel first creation of a SQLite store fails). An http(s) store is
+pinged first (``check_reachable``): an unreachable server fails within seconds, naming the URI.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from harness.errors import HarnessError
 from harness.tracking import conventions as C
 
 SECRET_MARKERS = ("token", "password", "secret", "credential", "auth")
+REACH_TIMEOUT_S = 5.0  # the tracking server's /health answers at once; a dead one must fail fast
 
 
 def default_tracking_uri(root: str | os.PathLike[str] | None = None) -> str:
@@ -31,6 +33,24 @@ def default_tracking_uri(root: str | os.PathLike[str] | None = None) -> str:
         return env
     base = Path(root or os.getcwd()).resolve() / "mlruns"
     return f"sqlite:///{base / 'mlflow.db'}"
+
+
+def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
+    """For an http(s) tracking URI: one GET of the server's /health within ``timeout`` seconds,
+    else "tracking URI ... is not reachable: ..." (MLflow's own client would retry for minutes).
+    Any HTTP answer, an error status included, means a server is there."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise HarnessError(f"tracking URI {uri} is not reachable: {reason}") from None
 
 
 def artifact_root_for(uri: str) -> str | None:
@@ -49,6 +69,7 @@ class TrackingStore:
         from mlflow.tracking import MlflowClient
 
         self.uri = uri or default_tracking_uri()
+        check_reachable(self.uri)
         if self.uri.startswith("sqlite:///"):
             Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         mlflow.set_tracking_uri(self.uri)
