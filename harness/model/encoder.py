@@ -35,6 +35,25 @@ def model_source(name: str) -> str:
     return name
 
 
+def encoder_depth(name: str) -> int | None:
+    """The number of transformer layers of ``model.name`` without loading weights (``tiny``, or the
+    config.json of a local directory, ``packaged`` included); None for a hub name (only loading
+    the model can tell)."""
+    import json
+
+    if name == "tiny":
+        return int(TINY["num_hidden_layers"])
+    config = Path(model_source(name)) / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        raw = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return None
+    depth = raw.get("num_hidden_layers", raw.get("n_layers")) if isinstance(raw, dict) else None
+    return int(depth) if isinstance(depth, int) else None
+
+
 def load_tokenizer(cfg: ModelConfig) -> Any:
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging

@@ -1,15 +1,20 @@
-"""``harness run``, ``harness validate``, ``harness demo`` and ``harness ui``."""
+"""``harness run``, ``harness validate``, ``harness demo`` and ``harness ui``.
+
+``run`` and ``validate`` (and ``harness submit``) check a study with the one ``validate_study``
+(harness/study/validate.py) before anything is spent; ``validate`` also builds the model.
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from harness.config import parse_assignments
-from harness.errors import ConfigError, DataError, HarnessError
+from harness.study.validate import check_tracking_uri, validate_study
+
+__all__ = ["check_tracking_uri", "cmd_run", "cmd_validate", "load", "register"]
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.yaml"
 
@@ -63,7 +68,8 @@ def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     spec = load(args.study, args.smoke, args.assign)
-    check_tracking_uri(args.tracking_uri or spec.tracking_uri)
+    # Everything validate checks but building the model, before any data is prepared or teacher trained.
+    validate_study(spec, tracking_uri=args.tracking_uri, build_model=False)
     from harness.study.runner import run_study
 
     run_study(spec, resume=args.resume, tracking_uri=args.tracking_uri)
@@ -72,6 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     spec = load(QUICKSTART, smoke=False)
+    validate_study(spec, tracking_uri=args.tracking_uri)
     from harness.study.runner import run_study
 
     if Path(spec.storage_path, f"{spec.name}-fixed").exists():
@@ -88,26 +95,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from harness.study.prepare import possible_configs, trial_count, variant_key
 
     spec = load(args.study, args.smoke)
-    uri = check_tracking_uri(args.tracking_uri or spec.tracking_uri)
+    uri = validate_study(spec, tracking_uri=args.tracking_uri, build_model=not args.no_model)
     configs = possible_configs(spec)
-    for cfg in configs:
-        _check_data(cfg.data)
-    if not args.no_model:
-        from harness.model.encoder import load_encoder, load_tokenizer
-
-        seen = set()
-        for cfg in configs:
-            if cfg.model.name in seen:
-                continue
-            seen.add(cfg.model.name)
-            load_tokenizer(cfg.model)
-            enc = load_encoder(cfg.model, seed=0)
-            depth = int(enc.config.num_hidden_layers)
-            for c in configs:
-                exits = c.cascade.exits or ()
-                if c.model.name == cfg.model.name and exits and max(exits) > depth:
-                    raise ConfigError(f"cascade.exits={list(exits)}: layer {max(exits)} is beyond the "
-                                      f"{depth}-layer encoder of model.name={cfg.model.name}")
     n_fixed = len(spec.fixed_configs())
     print(f"study {spec.name}: OK ({args.study})")
     print(f"  configurations: {n_fixed} fixed (baseline + {n_fixed - 1})"
@@ -128,43 +117,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def _diff(base: dict[str, Any], flat: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in flat.items() if base.get(k) != v and k != "train.seed")
-
-
-def _check_data(data: Any) -> None:
-    if data.source == "chitchat":
-        try:
-            import chitchat_dataset  # noqa: F401
-        except ImportError:
-            raise HarnessError("data.source=chitchat needs the data package: pip install chitchat-dataset") from None
-        return
-    path = Path(data.path)
-    if not path.exists():
-        raise DataError(f"data.path: {path} does not exist")
-
-
-def check_tracking_uri(uri: str | None) -> str:
-    from harness.tracking.store import default_tracking_uri
-
-    uri = uri or default_tracking_uri()
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
-        if not db.is_absolute():
-            raise ConfigError(f"tracking URI {uri}: use an absolute path (sqlite:////abs/path/mlflow.db)")
-        parent = db.parent
-        while not parent.exists():
-            parent = parent.parent
-        if not os.access(parent, os.W_OK):
-            raise ConfigError(f"tracking URI {uri}: {parent} is not writable")
-    elif uri.startswith(("http://", "https://")):
-        import urllib.request
-
-        try:
-            urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=5)
-        except OSError as exc:
-            raise ConfigError(f"tracking URI {uri} is not reachable: {exc}") from None
-    elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:
-        raise ConfigError(f"tracking URI {uri}: unsupported scheme")
-    return uri
 
 
 def cmd_ui(args: argparse.Namespace) -> int:

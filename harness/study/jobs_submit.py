@@ -1,8 +1,9 @@
 """Turn a study file into a Ray Job submission, validating everything locally first.
 
-``plan_submission`` loads and checks the study exactly like ``harness run`` / ``harness validate`` do
-(keys, ranges, names, the search space, the tracking URI) and builds the job's runtime_env and
-entrypoint. It contacts nothing but the MLflow server's /health: a study that fails here submits
+``plan_submission`` loads the study and checks it with ``validate_study``, as ``harness run`` and
+``harness validate`` do (keys, ranges, names, the search space, the tracking URI, cascade exits
+against the encoder's depth; not the data paths, which are the cluster's), and builds the job's
+runtime_env and entrypoint. It contacts nothing but the MLflow server's /health: a study that fails here submits
 nothing.
 """
 
@@ -53,13 +54,13 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
                     python: str = "python", driver_gpus: float = 0.0, working_dir: Path | None = None,
                     check_tracking: bool = True) -> SubmitPlan:
     """Validate ``study`` and build its submission. ``env`` is this process's environment."""
-    from harness.study.commands import check_tracking_uri, load
-    from harness.study.prepare import possible_configs, trial_count
+    from harness.study.commands import load
+    from harness.study.prepare import trial_count
+    from harness.study.validate import validate_study
 
     env_file = dict(env_file or {})
     job_vars = E.job_env(local=env, env_file=env_file, cli=E.parse_env_assignments(cli_env))
     spec = load(study, smoke, list(assign))
-    possible_configs(spec)  # the search space's data/model keys must be enumerable
     if spec.tracking_uri and E.uri_has_credentials(str(spec.tracking_uri)):
         raise ConfigError(f"{study}: tracking_uri carries credentials; a study file is logged as an "
                           "artifact: put MLFLOW_TRACKING_USERNAME/PASSWORD in the environment or an --env-file")
@@ -70,8 +71,8 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
     if E.uri_has_credentials(uri):
         raise HarnessError(f"tracking URI {E.redact_uri(uri)} carries credentials: put them in "
                            "MLFLOW_TRACKING_USERNAME/PASSWORD (environment or --env-file)")
-    if check_tracking:
-        check_tracking_uri(uri)
+    # What `harness validate` checks but data paths (the cluster's) and building the model.
+    validate_study(spec, tracking_uri=uri, check_tracking=check_tracking, data=False)
     if driver_gpus < 0:
         raise ConfigError(f"--driver-gpus must be >= 0, got {driver_gpus}")
 

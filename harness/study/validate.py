@@ -1,0 +1,98 @@
+"""One validation of a study before anything is spent: ``harness validate``, ``harness run`` and
+``harness submit`` all call ``validate_study`` after loading the study file.
+
+    validate_study(spec, tracking_uri=uri, data=True, build_model=False) -> the tracking URI used
+
+checks, cheapest first: the tracking URI (a writable SQLite directory, a reachable MLflow server),
+the data of every configuration the study can run (paths, the chitchat package), cascade.exits
+against the encoder's depth (read from the model's config, no weights loaded), and with
+``build_model`` the tokenizer and encoder of every model actually load. ``harness submit`` passes
+``data=False`` (data paths are the cluster's) and may skip the tracking check
+(--skip-tracking-check).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from harness.config import DataConfig, TrialConfig
+from harness.errors import ConfigError, DataError, HarnessError
+
+
+def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool = True, data: bool = True,
+                   build_model: bool = False) -> str:
+    """Raise a HarnessError naming what is wrong; return the tracking URI (module docstring)."""
+    from harness.study.prepare import possible_configs
+    from harness.tracking.store import default_tracking_uri
+
+    uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
+    if check_tracking:
+        uri = check_tracking_uri(uri)
+    configs = possible_configs(spec)
+    if data:
+        for cfg in configs:
+            check_data(cfg.data)
+    check_cascade_depth(configs, build_model=build_model)
+    return str(uri)
+
+
+def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False) -> None:
+    """Every cascade exit is a layer of the encoder. The depth comes from the model's config
+    (``encoder_depth``); with ``build_model`` (or when only loading can tell) the model is built."""
+    from harness.model.encoder import encoder_depth
+
+    for name in dict.fromkeys(c.model.name for c in configs):
+        mine = [c for c in configs if c.model.name == name]
+        exits = [e for c in mine for e in (c.cascade.exits or ())]
+        depth = encoder_depth(name)
+        if build_model:
+            depth = _built_depth(mine[0])
+        if depth is None or not exits:
+            continue
+        for c in mine:
+            ex = list(c.cascade.exits or ())
+            if ex and max(ex) > depth:
+                raise ConfigError(f"cascade.exits={ex}: layer {max(ex)} is beyond the {depth}-layer "
+                                  f"encoder of model.name={name}")
+
+
+def _built_depth(cfg: TrialConfig) -> int:
+    from harness.model.encoder import load_encoder, load_tokenizer
+
+    load_tokenizer(cfg.model)
+    return int(load_encoder(cfg.model, seed=0).config.num_hidden_layers)
+
+
+def check_data(data: DataConfig) -> None:
+    if data.source == "chitchat":
+        try:
+            import chitchat_dataset  # noqa: F401
+        except ImportError:
+            raise HarnessError("data.source=chitchat needs the data package: pip install chitchat-dataset") from None
+        return
+    path = Path(str(data.path))
+    if not path.exists():
+        raise DataError(f"data.path: {path} does not exist")
+
+
+def check_tracking_uri(uri: str | None) -> str:
+    """A usable tracking URI: an absolute, writable SQLite path or a reachable server."""
+    from harness.tracking.store import check_reachable, default_tracking_uri
+
+    uri = uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        if not db.is_absolute():
+            raise ConfigError(f"tracking URI {uri}: use an absolute path (sqlite:////abs/path/mlflow.db)")
+        parent = db.parent
+        while not parent.exists():
+            parent = parent.parent
+        if not os.access(parent, os.W_OK):
+            raise ConfigError(f"tracking URI {uri}: {parent} is not writable")
+    elif uri.startswith(("http://", "https://")):
+        check_reachable(uri)
+    elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:
+        raise ConfigError(f"tracking URI {uri}: unsupported scheme")
+    return uri
