@@ -6,6 +6,8 @@ proposal once per study seed (config["__trial_index__"] picks the seed) and repo
 seeds to Optuna. Each (configuration, seed) is one trial; trials checkpoint at every evaluation and a
 failed trial is retried from its last checkpoint (FailureConfig). A driver-side callback is the one
 MLflow writer; it finds runs by their tags, so a resumed study adds no duplicate runs.
+One driver per study: ``run_study`` holds the study's lease (harness.study.lease) from before
+its first MLflow write to its end.
 """
 
 from __future__ import annotations
