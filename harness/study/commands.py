@@ -24,7 +24,8 @@ def register(sub: Any) -> None:
         "run", help="run a study (local Ray by default; a cluster when RAY_ADDRESS is set)",
         description="Run every configuration of a study file with every study seed as Ray Tune "
         "trials, record them in MLflow (study run > config run > seed run) and finish with paired "
-        "significance tests against the seeded baseline.")
+        "significance tests against the seeded baseline. One driver per study: a second `harness "
+        "run` of a running study is refused; exits non-zero when the report could not be produced.")
     run.add_argument("study", type=Path, help="the study file (YAML)")
     run.add_argument("--resume", action="store_true", help="finish an interrupted study without re-running finished trials")
     run.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else ./mlruns)")
@@ -72,8 +73,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     validate_study(spec, tracking_uri=args.tracking_uri, build_model=False)
     from harness.study.runner import run_study
 
-    run_study(spec, resume=args.resume, tracking_uri=args.tracking_uri)
+    run_study(spec, resume=args.resume, tracking_uri=args.tracking_uri, resume_command=resume_command(args))
     return 0
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The `harness run` line that finishes this study with the same overrides."""
+    import shlex
+
+    argv = ["harness", "run", str(args.study), "--resume"] + ["--smoke"] * bool(args.smoke)
+    argv += [a for kv in args.assign for a in ("--set", kv)]
+    if args.tracking_uri:
+        argv += ["--tracking-uri", args.tracking_uri]
+    return shlex.join(argv)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -81,13 +93,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     validate_study(spec, tracking_uri=args.tracking_uri)
     from harness.study.runner import run_study
 
-    if Path(spec.storage_path, f"{spec.name}-fixed").exists():
-        import shutil
-
-        # The demo is meant to be run again and again: Tune's state of the last one goes; trials
-        # already recorded in MLflow are replayed from there, not retrained.
-        shutil.rmtree(Path(spec.storage_path, f"{spec.name}-fixed"))
-    run_study(spec, tracking_uri=args.tracking_uri)
+    # The demo is meant to be run again and again: Tune's state of the last one goes (under the
+    # study's lease, so never from under a running demo); trials already recorded in MLflow are
+    # replayed from there, not retrained.
+    run_study(spec, tracking_uri=args.tracking_uri, fresh=True, resume_command="harness demo")
     return 0
 
 

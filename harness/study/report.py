@@ -10,6 +10,14 @@ the same); this module only moves the outcome onto the runs:
   (alpha 0.05, power 0.8, the study's query count);
 - the study run: tables/*, plots/* and power/power.md (what `harness power` prints) and
   power/power.json.
+
+When the report cannot be produced (a configuration misses seeds because trials failed, runs were
+evaluated on different test candidates, per-query values are missing...), every trial is still
+recorded: the runs are ended, the study run gets the reason as tag ``harness.report_error`` and
+``ReportUnavailable`` is raised, so `harness run` exits non-zero saying why. No study is skipped
+silently: the studies with nothing to compare by design still get a report (a baseline-only study
+its tables without tests or power analysis; a one-seed study tests per query), so a report error
+always means something went wrong.
 """
 
 from __future__ import annotations
@@ -22,8 +30,14 @@ from harness.errors import HarnessError
 from harness.study.spec import StudySpec
 from harness.tracking.study_writer import StudyWriter
 
+TAG_REPORT_ERROR = "harness.report_error"
+
 if TYPE_CHECKING:
     from harness.evaluation.power import PowerAnalysis
+
+
+class ReportUnavailable(HarnessError):
+    """The study's trials are recorded but its significance report could not be produced."""
 
 
 def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: str,
@@ -31,7 +45,6 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
     from harness.evaluation.mlflow_reader import read_experiment
     from harness.evaluation.plots import write_plots
     from harness.evaluation.report import study_report
-    from harness.evaluation.results import EvaluationMismatch
 
     config_runs = writer.config_runs()
     for cid in config_runs:
@@ -43,14 +56,14 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
         ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
         results = read_experiment(spec.name, tracking_uri=store.uri, config_ids=ids)
         report = study_report(results)
-    except EvaluationMismatch:
-        # Every trial is recorded; pairing them would compare different test candidates.
-        writer.end()
-        raise
     except HarnessError as exc:
-        log(f"significance: skipped ({exc})")
+        # Every trial is recorded; an EvaluationMismatch means pairing them would compare
+        # different test candidates.
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        store.set_tags(study_run, {TAG_REPORT_ERROR: reason[:5000]})
         writer.end()
-        return out
+        raise ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but the significance "
+                                f"report could not be produced: {reason}") from None
     for name, outcome in report.outcomes.items():
         run = config_runs.get(outcome.config_id or "")
         if run is None:

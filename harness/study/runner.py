@@ -6,6 +6,8 @@ proposal once per study seed (config["__trial_index__"] picks the seed) and repo
 seeds to Optuna. Each (configuration, seed) is one trial; trials checkpoint at every evaluation and a
 failed trial is retried from its last checkpoint (FailureConfig). A driver-side callback is the one
 MLflow writer; it finds runs by their tags, so a resumed study adds no duplicate runs.
+One driver per study: ``run_study`` holds the study's lease (harness.study.lease) from before
+its first MLflow write to its end.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -26,8 +29,9 @@ from ray.tune.search import Repeater
 
 from harness.config import TrialConfig
 from harness.errors import HarnessError
+from harness.study.lease import StudyLease
 from harness.study.prepare import prepare_study, study_params, trial_count, variant_key
-from harness.study.report import report_study
+from harness.study.report import ReportUnavailable, report_study
 from harness.study.space import suggest
 from harness.study.spec import StudySpec
 from harness.tracking.study_writer import StudyWriter, TrialIdentity
@@ -283,28 +287,55 @@ def objective_key(metric: str, study_metric: str, n_objectives: int) -> str:
 
 def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | None = None,
               tracking_uri: str | None = None, num_gpus: float | None = None,
-              hooks: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run (or, with ``resume``, finish) a study; returns per-config aggregates and the MLflow ids."""
+              hooks: dict[str, str] | None = None, resume_command: str | None = None,
+              fresh: bool = False) -> dict[str, Any]:
+    """Run (or, with ``resume``, finish) a study; returns per-config aggregates and the MLflow ids.
+
+    One driver per study: the study's lease (harness.study.lease) is taken before anything is
+    recorded and released at the end, so a second driver is refused (``LeaseHeld``) and writes
+    nothing. ``resume_command`` is what a refused driver is told to run once this one is gone.
+    ``fresh`` discards Tune state of an earlier run (under the lease; `harness demo`): trials already
+    recorded in MLflow are replayed from there. Ends with ``ReportUnavailable`` (after every trial is
+    recorded and the runs are ended) when the significance report could not be produced.
+    """
+    log = progress or _stderr
+    base = Path(spec.storage_path) if "://" not in spec.storage_path else None
+    if base is None:
+        log(f"lease: Tune storage {spec.storage_path} is not a local path; this study is not guarded "
+            "against a second driver (run one `harness run` per study)")
+        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh, base)
+    lease = StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
+                       resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
+    with lease:
+        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh, base)
+
+
+def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,
+           num_gpus: float | None, hooks: dict[str, str] | None, fresh: bool,
+           base: Path | None) -> dict[str, Any]:
     from harness.tracking.store import TrackingStore, default_tracking_uri
 
-    log = progress or _stderr
     hooks = dict(hooks or {})
     # Testing hooks, also reachable from a `harness run` subprocess: a file that records each trial
     # start/end, and a directory that makes each trial fail once after its first evaluation.
     for key, env in (("trial_log", "HARNESS_TRIAL_LOG"), ("fail_once_dir", "HARNESS_FAIL_ONCE_DIR")):
         if os.environ.get(env):
             hooks.setdefault(key, os.environ[env])
+    phases = ["fixed"] + (["search"] if spec.search else [])
+    if fresh and base is not None:
+        for p in phases:
+            shutil.rmtree(base / f"{spec.name}-{p}", ignore_errors=True)
+    existing = [p for p in phases if base is not None and (base / f"{spec.name}-{p}").exists()]
+    if existing and not resume:
+        assert base is not None
+        raise HarnessError(f"study {spec.name!r} already has Ray Tune state at {base / (spec.name + '-' + existing[0])}; "
+                           "use `harness run STUDY --resume` to finish it, or change storage_path")
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     store = TrackingStore(uri)
     exp_id = store.experiment(spec.name)
-    base = Path(spec.storage_path) if "://" not in spec.storage_path else None
-    phases = ["fixed"] + (["search"] if spec.search else [])
-    existing = [p for p in phases if base is not None and (base / f"{spec.name}-{p}").exists()]
-    if existing and not resume:
-        raise HarnessError(f"study {spec.name!r} already has Ray Tune state at {base / (spec.name + '-' + existing[0])}; "
-                           "use `harness run STUDY --resume` to finish it, or change storage_path")
     writer = StudyWriter(store, exp_id, spec.name)
     study_run = writer.study_run(study_text=spec.text, params=study_params(spec, trial_count(spec)))
+    unavailable: ReportUnavailable | None = None
     # System metrics (CPU, memory, GPU where available) sample onto the study run until it ends.
     with SystemMetrics(study_run, uri, progress=log):
         log(f"study {spec.name}: {trial_count(spec)} trials ({len(spec.fixed_configs())} fixed configs"
@@ -321,9 +352,14 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
             _run_phase(spec, phase, fn, callback, resume)
         callback.progress = log
         references = _reference_maps(spec, prepared, store, study_run, log)
-        results = report_study(spec, callback.writer, store, study_run, log)
+        try:
+            results = report_study(spec, callback.writer, store, study_run, log)
+        except ReportUnavailable as exc:
+            unavailable, results = exc, {}
     for name, value in references.items():
         log(f"reference on the same test queries: {name} MAP {value:.4f}")
+    if unavailable is not None:
+        raise unavailable
     return {"experiment_id": exp_id, "study_run": study_run, "configs": results, "tracking_uri": uri,
             "references": references}
 
