@@ -57,14 +57,36 @@ class BM25Index:
         docs = [list(doc) for doc in corpus]
         self._bm25 = BM25Okapi(docs, k1=k1, b=b, epsilon=epsilon)
         self.size = len(docs)
+        # For batch_scores: rank_bm25's statistics, read once (the Rust object converts them to
+        # Python on every access).
+        self._k1 = k1
+        self._idf: dict[str, float] = dict(self._bm25.idf)
+        doc_len = np.asarray(self._bm25.doc_len)
+        # k1 (1 - b + b |d| / avgdl) per document, evaluated as rank_bm25 evaluates it.
+        self._norm: list[float] = (k1 * (1 - b + b * doc_len / self._bm25.avgdl)).tolist()
+        self._tf: list[dict[str, int]] = list(self._bm25.doc_freqs)
 
     def scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for the tokenised ``query`` (float64, length N, read-only)."""
         return self._bm25.get_scores(list(query))  # type: ignore[no-any-return]
 
     def batch_scores(self, query: Sequence[str], doc_ids: Sequence[int]) -> np.ndarray:
-        """BM25 scores of the documents at positions ``doc_ids`` only, equal to ``scores()[doc_ids]``."""
+        """BM25 scores of the documents at positions ``doc_ids`` only, equal to ``scores()[doc_ids]``
+        bit for bit: rank_bm25's get_batch_scores, operation for operation, in float64. For a few
+        documents this costs tens of microseconds where a full row (or the Rust batch call, which
+        converts the corpus' document lengths on every call) costs milliseconds."""
         ids = [int(i) for i in doc_ids]
         if any(not 0 <= i < self.size for i in ids):
             raise IndexError(f"document position out of range [0, {self.size})")
-        return np.asarray(self._bm25.get_batch_scores(list(query), ids), dtype=np.float64)
+        # Per document, the terms in query order: a query token absent from the document adds
+        # idf * 0.0 = +-0.0, which leaves the sum unchanged, so it is skipped.
+        k1p = self._k1 + 1
+        out = np.empty(len(ids))
+        for j, i in enumerate(ids):
+            tf, norm, total = self._tf[i], self._norm[i], 0.0
+            for q in query:
+                f = tf.get(q)
+                if f:
+                    total += (self._idf.get(q) or 0) * (f * k1p / (f + norm))
+            out[j] = total
+        return out

@@ -222,14 +222,15 @@ def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys:
                req: Request, k: int, *, depth: int = 1000) -> Sampled:
     """The negatives of one query by ``method`` and every candidate's first-stage score.
 
-    The scores are read off the context's full score row, equal to ``index.batch_scores(context,
-    candidates)`` (tests/data/test_bm25.py) and cheaper: rank_bm25_rs's batch path converts the
-    corpus' document lengths to an array on every call, holding the GIL. Joining the context with
-    spaces and tokenising gives the same query, since a space never joins two tokens."""
+    ``context`` needs the context's full score row (its top hits); the other methods score the
+    chosen candidates alone (``BM25Index.batch_scores``, equal to the row's entries bit for bit).
+    Joining the context with spaces and tokenising gives the same query, since a space never joins
+    two tokens."""
     if method not in METHODS:
         raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(METHODS)}")
-    context_row = index.scores([tok for pos in req.context for tok in tokens[pos]])
+    query = [tok for pos in req.context for tok in tokens[pos]]
     if method == "context":
+        context_row = index.scores(query)
         chosen = context_negatives(context_row, keys, req, k)
     elif method == "response":
         chosen = response_negatives(index.scores(tokens[req.positive]), keys, req, k, depth,
@@ -238,10 +239,12 @@ def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys:
         chosen = random_negatives(keys, req, k, _rng(req, method))
     if len(chosen) < k:
         raise _exhausted(req, k, len(chosen))
-    best_first = sorted(chosen, key=lambda p: (-context_row[p], p))
-    return Sampled(negatives=tuple(best_first),
-                   scores=tuple(float(context_row[p]) for p in best_first),
-                   positive_score=float(context_row[req.positive]))
+    docs = [req.positive, *chosen]
+    values = context_row[docs] if method == "context" else index.batch_scores(query, docs)
+    score = {p: float(v) for p, v in zip(docs, values, strict=True)}
+    best_first = sorted(chosen, key=lambda p: (-score[p], p))
+    return Sampled(negatives=tuple(best_first), scores=tuple(score[p] for p in best_first),
+                   positive_score=score[req.positive])
 
 
 def default_workers() -> int:
