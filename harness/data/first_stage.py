@@ -37,8 +37,6 @@ import numpy as np
 from harness.data.records import Query, qrels_of
 from harness.errors import DataError
 
-_RANDOM_STREAM = 99  # seed stream of random_scores (as before it moved here)
-
 
 def has_scores(queries: Sequence[Query]) -> bool:
     """Whether every candidate of ``queries`` carries a first-stage score."""
@@ -54,12 +52,6 @@ def bm25_scores(queries: Sequence[Query]) -> list[np.ndarray]:
                             f"source has none, as MSDialog/MANtIS TSV files)")
         out.append(np.array([float(c.score) for c in q.candidates]))  # type: ignore[arg-type]
     return out
-
-
-def random_scores(queries: Sequence[Query], seed: int) -> list[np.ndarray]:
-    """One seeded random order of every query's candidates (a random run, e.g. to export)."""
-    rng = np.random.default_rng([seed, _RANDOM_STREAM])
-    return [rng.random(len(q.candidates)) for q in queries]
 
 
 def _map(queries: Sequence[Query], scores: Sequence[np.ndarray]) -> float:
@@ -108,10 +100,9 @@ def positive_ranks(queries: Sequence[Query]) -> list[int]:
     return out
 
 
-def reference_maps(queries: Sequence[Query], seed: int | None = None) -> dict[str, float]:
-    """MAP of a random order (its expectation) and, where every candidate has a first-stage score,
-    of the first-stage ranking, on ``queries``. ``seed`` is accepted for existing callers and not
-    used: the expectation needs none."""
+def reference_maps(queries: Sequence[Query]) -> dict[str, float]:
+    """MAP of a random order (its expectation: no seed) and, where every candidate has a
+    first-stage score, of the first-stage ranking, on ``queries``."""
     out = {"random": random_map(queries)}
     if queries and has_scores(queries):
         out["bm25"] = bm25_map(queries)

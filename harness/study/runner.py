@@ -366,10 +366,10 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
 
 def _reference_maps(spec: StudySpec, prepared: dict[str, Any], store: Any, study_run: str,
                     log: Progress) -> dict[str, float]:
-    """BM25 (the negative sampler's scores) and a random order on the baseline's test queries."""
+    """The first-stage (BM25) ranking and a random order on the baseline's test queries."""
     from harness.training.baselines import reference_maps
 
-    out = reference_maps(prepared[variant_key(spec.baseline.config)].splits.test, spec.seeds[0])
+    out = reference_maps(prepared[variant_key(spec.baseline.config)].splits.test)
     if "bm25" not in out:
         log("reference: no BM25 MAP (candidates carry no BM25 score)")
     store.log_metrics(study_run, {f"reference_{k}_map": v for k, v in out.items()})

@@ -4,6 +4,6 @@
 
 from __future__ import annotations
 
-from harness.data.first_stage import bm25_scores, random_scores, reference_maps
+from harness.data.first_stage import bm25_scores, reference_maps
 
-__all__ = ["bm25_scores", "random_scores", "reference_maps"]
+__all__ = ["bm25_scores", "reference_maps"]

@@ -117,7 +117,7 @@ def run_train(args: argparse.Namespace) -> int:
                     store.log_metrics(run_id, {"best_step": rec.best_step, **rec.resolved, **rec.cascade})
                     store.log_per_query(run_id, rec.per_query)
                 if args.compare_baselines:
-                    _print_baselines(splits.test, cfg.train.seed, rec.metrics["map"])
+                    _print_baselines(splits.test, rec.metrics["map"])
         status = "FINISHED"
     finally:
         if store and run_id:
@@ -126,10 +126,10 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_baselines(test: Any, seed: int, trained_map: float) -> None:
+def _print_baselines(test: Any, trained_map: float) -> None:
     from harness.training.baselines import reference_maps
 
-    refs = reference_maps(test, seed)
+    refs = reference_maps(test)
     print(f"test MAP on the same {len(test)} queries:")
     print(f"  trained ranker  {trained_map:.4f}")
     print(f"  BM25            {refs['bm25']:.4f}" if "bm25" in refs else

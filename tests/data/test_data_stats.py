@@ -104,7 +104,7 @@ def test_reference_maps_equal_the_trainers_metrics() -> None:
     from harness.training.evaluate import metrics_of
 
     assert from_training is reference_maps
-    assert from_training(SCORED, 3)["bm25"] == metrics_of(SCORED, bm25_scores(SCORED)).means["map"]
+    assert from_training(SCORED)["bm25"] == metrics_of(SCORED, bm25_scores(SCORED)).means["map"]
 
 
 def test_stats_table_shows_the_first_stage() -> None:
