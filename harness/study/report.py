@@ -57,8 +57,8 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
         results = read_experiment(spec.name, tracking_uri=store.uri, config_ids=ids)
         report = study_report(results)
     except HarnessError as exc:
-        # Every trial is recorded; an EvaluationMismatch means pairing them would compare
-        # different test candidates.
+        # Every trial is recorded; the reason (missing seeds, different evaluation sets, ...)
+        # goes onto the study run and into the one-line error.
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         store.set_tags(study_run, {TAG_REPORT_ERROR: reason[:5000]})
         writer.end()

@@ -46,9 +46,7 @@ def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False
     for name in dict.fromkeys(c.model.name for c in configs):
         mine = [c for c in configs if c.model.name == name]
         exits = [e for c in mine for e in (c.cascade.exits or ())]
-        depth = encoder_depth(name)
-        if build_model:
-            depth = _built_depth(mine[0])
+        depth = _built_depth(mine[0]) if build_model else encoder_depth(name)
         if depth is None or not exits:
             continue
         for c in mine:
