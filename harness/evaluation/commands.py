@@ -5,10 +5,12 @@ from an MLflow study or a long results CSV.
                   [--test auto|crossed|per-seed|across-seeds|seed-averaged|randomisation|wilcoxon]
                   [--correction none|bonferroni|holm|bh] [--family metric|table]
                   [--levels 0.05 0.01] [--format md|latex|csv|html] [--form seeds|configs]
-                  [--output FILE] [--baseline NAME] [--plots DIR]
+                  [--output FILE] [--baseline NAME] [--plots DIR] [--names label|ir-measures|key]
     harness power (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
                   [--alpha 0.05] [--power 0.8] [--seeds 3 5 10 20] [--queries Q] [--effect E]
                   [--format md|json] [--output FILE] [--baseline NAME]
+
+--metric takes a harness key (map, mrr_10) or ir-measures' canonical name (AP, RR@10).
 
 Parse at the edge, then validate (read the source) -> execute (``analyse``, ``power_analysis``) ->
 render.
@@ -21,6 +23,7 @@ import sys
 from pathlib import Path
 
 from harness.evaluation.corrections import CORRECTIONS
+from harness.evaluation.metrics import NAME_STYLES
 from harness.evaluation.power import DEFAULT_SEEDS, FORMATS, PowerOptions, power_analysis, render_power
 from harness.evaluation.render import RENDERERS, render
 from harness.evaluation.results import StudyResults
@@ -50,7 +53,12 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         description="Test every configuration against the baseline with the same seeds and render "
         "the table (one row per seed plus AVG and SD, or one row per configuration).")
     _source(p)
-    p.add_argument("--metric", nargs="+", metavar="M", help="metrics to show (default: all found)")
+    p.add_argument("--metric", nargs="+", metavar="M",
+                   help="metrics to show, as harness keys (map, mrr_10) or ir-measures names (AP, "
+                   "RR@10) (default: all found)")
+    p.add_argument("--names", default="label", choices=NAME_STYLES,
+                   help="how the table names metrics: label (MAP, MRR@10), ir-measures (AP, RR@10) "
+                   "or key (map, mrr_10); CSV rows always carry the key and the ir-measures name")
     p.add_argument("--test", default=AUTO, choices=[AUTO, *TESTS],
                    help="auto: crossed (seeds x queries) with per-query values and 2+ seeds; with one "
                    "seed the paired t-test over queries; with per-run values only across-seeds")
@@ -77,7 +85,8 @@ def register_power(subparsers: argparse._SubParsersAction) -> None:  # type: ign
         "components of every comparison against the baseline, and the minimum detectable effect of "
         "the crossed seeds x queries test per seed count.")
     _source(p)
-    p.add_argument("--metric", nargs="+", metavar="M", help="metrics to analyse (default: all found)")
+    p.add_argument("--metric", nargs="+", metavar="M",
+                   help="metrics to analyse, as harness keys or ir-measures names (default: all found)")
     p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (0.05)")
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting the effect (0.8)")
     p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS), metavar="S",
@@ -109,7 +118,7 @@ def run_table(args: argparse.Namespace) -> int:
         resamples=args.resamples, seed=args.seed)
     results = load_results(args)
     analysis = analyse(results, options)
-    text = render(build_tables(analysis, args.form, args.decimals), args.format)
+    text = render(build_tables(analysis, args.form, args.decimals, args.names), args.format)
     _write(text, args.output)
     if args.plots is not None:
         from harness.evaluation.plots import write_plots

@@ -1,8 +1,9 @@
 """The results-exchange format (DESIGN.md): a long CSV with columns config, seed, metric, value and
 an optional query column.
 
-A row without a query (or with an empty query cell) is a per-run value; a row with one is a per-query
-value. Either or both may be given for a run; per-run values alone support the across-seeds test only.
+A metric is a harness key (map, mrr_10 ...) or ir-measures' canonical name (AP, RR@10 ...; the two
+name one metric, metrics.METRIC_TABLE). A row without a query (or with an empty query cell) is a
+per-run value; a row with one is a per-query value. Either or both may be given for a run; per-run values alone support the across-seeds test only.
 The baseline is ``baseline`` when given, else the first configuration in the file.
 
     config,seed,metric,value
@@ -17,8 +18,8 @@ import math
 from pathlib import Path
 
 from harness.errors import DataError
+from harness.evaluation.metrics import METRIC_KEYS, metric_key
 from harness.evaluation.results import RunRecord, StudyResults
-from harness.tracking.conventions import METRICS
 
 REQUIRED = ("config", "seed", "metric", "value")
 
@@ -43,6 +44,7 @@ def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResu
             config, seed, metric = (str(row.get(k) or "").strip() for k in ("config", "seed", "metric"))
             if not (config and seed and metric):
                 raise DataError(f"{path}:{line}: config, seed and metric must be non-empty")
+            metric = metric_key(metric)  # ir-measures' names (AP, RR@10 ...) are the harness's keys
             try:
                 value = float(str(row.get("value") or "").strip())
             except ValueError:
@@ -66,4 +68,4 @@ def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResu
         raise DataError(f"{path}: no result rows")
     records = [RunRecord(config=c, seed=s, values=values.get((c, s), {}), per_query=per_query[(c, s)])
                for c, s in per_query]
-    return StudyResults.build(records, baseline=baseline, source=str(path), metric_order=METRICS)
+    return StudyResults.build(records, baseline=baseline, source=str(path), metric_order=METRIC_KEYS)

@@ -1,8 +1,20 @@
 """Per-query ranking metrics through ``ir_measures``, with a deterministic, pessimistic tie rule.
 
-Measures (harness name -> ir_measures measure; names as in ``harness.tracking.conventions.METRICS``):
-map -> AP, mrr -> RR, mrr_10 -> RR@10, p_1 -> P@1, ndcg_10 -> nDCG@10, rprec -> Rprec.
+Measures: one table, ``METRIC_TABLE``, from which every list of metric names is derived. Each row
+names a measure three ways: the harness key (MLflow-safe, no "@"; the ``dev_``/``test_`` metric
+suffix and ``harness.tracking.conventions.METRICS``), ir-measures' canonical name (what
+``ir_measures``, trec_eval users and papers read), and the table label:
+
+    key       ir-measures   label     higher is better
+    map       AP            MAP       yes
+    mrr       RR            MRR       yes
+    mrr_10    RR@10         MRR@10    yes
+    p_1       P@1           P@1       yes
+    ndcg_10   nDCG@10       nDCG@10   yes
+    rprec     Rprec         R-Prec    yes
+
 P@1 equals R10@1 (Penha & Hauff) when each query has one positive among 10 candidates.
+``metric_key`` accepts either name (``--metric AP`` and ``--metric map`` are one metric).
 
 Tie rule (TIE_RULE). Among documents with equal scores the less relevant one is ranked first (for
 binary labels: non-relevant before relevant), then by doc_id ascending. A model never gains from a
@@ -35,17 +47,69 @@ from harness.errors import ConfigError, DataError
 TIE_RULE = ("tied scores are ranked pessimistically (less relevant documents first, "
             "then doc_id ascending)")
 
-# harness name -> ir_measures measure; order follows conventions.METRICS.
-MEASURES: Mapping[str, ir_measures.Measure] = MappingProxyType({
-    "map": ir_measures.AP,
-    "mrr": ir_measures.RR,
-    "mrr_10": ir_measures.RR @ 10,
-    "p_1": ir_measures.P @ 1,
-    "ndcg_10": ir_measures.nDCG @ 10,
-    "rprec": ir_measures.Rprec,
-})
-# ir_measures' printed names (as they may appear in a per-query file) -> harness names.
-IR_MEASURES_NAMES: Mapping[str, str] = MappingProxyType({str(m): name for name, m in MEASURES.items()})
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One row of ``METRIC_TABLE`` (module docstring)."""
+
+    key: str                       # the harness's MLflow-safe name
+    measure: ir_measures.Measure   # the ir_measures measure that computes it
+    label: str                     # the name a table shows by default
+    higher_is_better: bool = True
+
+    @property
+    def canonical(self) -> str:
+        """ir-measures' canonical name (``str(measure)``): AP, RR@10, nDCG@10 ..."""
+        return str(self.measure)
+
+
+METRIC_TABLE: tuple[MetricSpec, ...] = (
+    MetricSpec("map", ir_measures.AP, "MAP"),
+    MetricSpec("mrr", ir_measures.RR, "MRR"),
+    MetricSpec("mrr_10", ir_measures.RR @ 10, "MRR@10"),
+    MetricSpec("p_1", ir_measures.P @ 1, "P@1"),
+    MetricSpec("ndcg_10", ir_measures.nDCG @ 10, "nDCG@10"),
+    MetricSpec("rprec", ir_measures.Rprec, "R-Prec"),
+)
+# Derived views of the table.
+METRIC_KEYS: tuple[str, ...] = tuple(m.key for m in METRIC_TABLE)
+SPECS: Mapping[str, MetricSpec] = MappingProxyType({m.key: m for m in METRIC_TABLE})
+MEASURES: Mapping[str, ir_measures.Measure] = MappingProxyType({m.key: m.measure for m in METRIC_TABLE})
+# ir_measures' canonical names (as they may appear in a per-query file, a long CSV or --metric)
+# -> harness keys.
+IR_MEASURES_NAMES: Mapping[str, str] = MappingProxyType({m.canonical: m.key for m in METRIC_TABLE})
+# How a table may name the harness's metrics (``label_of``): its label, ir-measures' name, the key.
+NAME_STYLES = ("label", "ir-measures", "key")
+
+
+def metric_key(name: str) -> str:
+    """The harness key of ``name``, given as a key or as ir-measures' canonical name; any other
+    name (a cost, a cascade metric) is returned as it is.
+
+    >>> metric_key("RR@10"), metric_key("mrr_10"), metric_key("cascade_cost")
+    ('mrr_10', 'mrr_10', 'cascade_cost')
+    """
+    return IR_MEASURES_NAMES.get(name, name)
+
+
+def canonical_name(key: str) -> str:
+    """ir-measures' canonical name of a harness key; other names as they are."""
+    spec = SPECS.get(key)
+    return spec.canonical if spec else key
+
+
+def label_of(key: str, style: str = "label") -> str:
+    """The name a table shows for ``key`` in a NAME_STYLES style; other names as they are.
+
+    >>> label_of("map"), label_of("map", "ir-measures"), label_of("map", "key")
+    ('MAP', 'AP', 'map')
+    """
+    if style not in NAME_STYLES:
+        raise ConfigError(f"metric names must be one of {', '.join(NAME_STYLES)}, got {style!r}")
+    spec = SPECS.get(key)
+    if spec is None or style == "key":
+        return key
+    return spec.label if style == "label" else spec.canonical
 
 Qrels = Mapping[str, Mapping[str, int]]
 Run = Mapping[str, Mapping[str, float]]
@@ -137,7 +201,9 @@ def evaluate_arrays(qids: Sequence[str], doc_ids: Sequence[str], labels: Sequenc
 def _metric_names(metrics: Sequence[str] | None) -> list[str]:
     if metrics is None:
         return list(MEASURES)
-    unknown = [m for m in metrics if m not in MEASURES]
+    keys = [metric_key(m) for m in metrics]
+    unknown = [m for m, k in zip(metrics, keys, strict=True) if k not in MEASURES]
     if unknown:
-        raise ConfigError(f"unknown metric {unknown[0]!r}; valid: {', '.join(MEASURES)}")
-    return list(dict.fromkeys(metrics))
+        raise ConfigError(f"unknown metric {unknown[0]!r}; valid: {', '.join(MEASURES)} "
+                          f"(or ir-measures' {', '.join(IR_MEASURES_NAMES)})")
+    return list(dict.fromkeys(keys))

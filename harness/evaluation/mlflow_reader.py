@@ -7,8 +7,8 @@ measure, value; measure as a harness metric name, ir_measures' names are accepte
 (harness.kind=config) name their configuration: the table labels a configuration by its config run's
 run name (by its config_id where no config run exists). The baseline is the configuration whose role
 is ``baseline`` unless one is named. Only FINISHED seed runs count. The metrics are the harness's
-(conventions.METRICS) and any other measure of the per-query artifact; other test_* keys (a cost, a
-loss) are not tabulated.
+(metrics.METRIC_KEYS = conventions.METRICS) and any other measure of the per-query artifact; other
+test_* keys (a cost, a loss) are not tabulated.
 
 An http(s) tracking URI is pinged first and MLflow's retries are cut (FAST_FAIL_ENV): an unreachable
 server fails within seconds with "tracking URI ... is not reachable", not after minutes of retries.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError, HarnessError
-from harness.evaluation.metrics import IR_MEASURES_NAMES
+from harness.evaluation.metrics import METRIC_KEYS, metric_key
 from harness.evaluation.results import RunRecord, StudyResults
 from harness.tracking import conventions as C
 from harness.tracking.store import check_reachable, default_tracking_uri
@@ -95,7 +95,7 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                 per_query = _per_query(client, run.info.run_id, tmp, source)
                 values = {k[len(C.TEST_PREFIX):]: float(v) for k, v in run.data.metrics.items()
                           if k.startswith(C.TEST_PREFIX)
-                          and (k[len(C.TEST_PREFIX):] in C.METRICS or k[len(C.TEST_PREFIX):] in per_query)}
+                          and (k[len(C.TEST_PREFIX):] in METRIC_KEYS or k[len(C.TEST_PREFIX):] in per_query)}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
                                          per_query=per_query, config_id=config_id,
                                          evaluation=tags.get(C.TAG_EVAL_FINGERPRINT)))
@@ -109,7 +109,7 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                             f"found {found}; name one with --baseline")
         baseline = bases[0]
     records.sort(key=lambda r: (r.config != baseline, started[r.config], r.config))
-    return StudyResults.build(records, baseline=baseline, source=source, metric_order=C.METRICS)
+    return StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS)
 
 
 @contextlib.contextmanager
@@ -158,7 +158,7 @@ def _per_query(client: Any, run_id: str, tmp: str, source: str) -> dict[str, dic
             raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT} has columns "
                             f"{reader.fieldnames}, expected {', '.join(C.PER_QUERY_COLUMNS)}")
         for line, row in enumerate(reader, start=2):
-            measure = IR_MEASURES_NAMES.get(row["measure"], row["measure"])
+            measure = metric_key(row["measure"])
             try:
                 out.setdefault(measure, {})[row["qid"]] = float(row["value"])
             except (TypeError, ValueError):

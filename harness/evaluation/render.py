@@ -6,7 +6,9 @@
   (``$^{\\dagger}$``). The footnote, ready to paste into a caption, comes as comment lines above it.
 - ``csv``: one line per cell with its numbers (value, sd; for tested cells the direction, mean
   difference, its confidence interval, d_z, p-value, adjusted p-value and family size), so the
-  footnote's facts are columns; a per-seed tally goes into the marker column.
+  footnote's facts are columns; a per-seed tally goes into the marker column. The last two columns
+  name the cell's metric both ways, whatever names the table shows: ``metric`` (the harness key,
+  map) and ``measure`` (ir-measures' canonical name, AP).
 - ``html``: a ``<table>`` with the footnote in its ``<tfoot>``.
 
 Per-seed tallies (significantly better in k of S seeds) follow the value: md and CSV "†2/3",
@@ -21,6 +23,7 @@ import io
 import textwrap
 from collections.abc import Callable, Sequence
 
+from harness.evaluation.metrics import canonical_name
 from harness.evaluation.table import Cell, Notes, Table
 from harness.registry import Registry
 
@@ -146,14 +149,17 @@ def latex(table: Table) -> str:
 
 
 _CSV_HEADER = ("table", "row", "column", "value", "sd", "bold", "marker", "direction", "mean_diff",
-               "ci_low", "ci_high", "d_z", "p_value", "p_adjusted", "comparisons", "test", "correction")
+               "ci_low", "ci_high", "d_z", "p_value", "p_adjusted", "comparisons", "test", "correction",
+               "metric", "measure")
 
 
 def _csv_rows(table: Table) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     for row in table.rows:
-        for column, c in zip(table.columns, row.cells, strict=True):
+        for j, (column, c) in enumerate(zip(table.columns, row.cells, strict=True)):
+            metric = (table.metrics[0] if len(table.metrics) == 1 else
+                      table.metrics[j] if len(table.metrics) == len(table.columns) else "")
             comp = c.comparison
             tested = ([comp.direction, *(repr(float(v)) for v in (
                 comp.result.mean_diff, comp.result.ci_low, comp.result.ci_high, comp.result.d_z,
@@ -162,7 +168,7 @@ def _csv_rows(table: Table) -> str:
                 table.title, row.label, column, "" if c.value is None else repr(c.value),
                 "" if c.sd is None else repr(c.sd), int(c.bold),
                 (c.marker or "") + " ".join(t.text for t in c.tally), *tested,
-                table.notes.test, table.notes.correction_name])
+                table.notes.test, table.notes.correction_name, metric, canonical_name(metric)])
     return buf.getvalue()
 
 

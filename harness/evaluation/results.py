@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness.errors import ConfigError, DataError
+from harness.evaluation.metrics import canonical_name, metric_key
 
 MEAN_TOLERANCE = 1e-6
 _SHOW = 5  # how many query ids an error message lists
@@ -121,14 +122,21 @@ class StudyResults:
         return np.array([values[q] for q in self.qids], dtype=np.float64)
 
     def select(self, metrics: Sequence[str] | None) -> tuple[str, ...]:
-        """The requested metrics (all when None), refusing unknown names with the valid ones."""
+        """The requested metrics (all when None), each given by its harness key or ir-measures'
+        canonical name (``--metric AP`` = ``--metric map``); unknown names are refused with the
+        valid ones."""
         if not metrics:
             return self.metrics
+        keys = []
         for m in metrics:
-            if m not in self.metrics:
-                raise ConfigError(f"unknown metric {m!r} in {self.source}; "
-                                  f"valid: {', '.join(self.metrics)}")
-        return tuple(dict.fromkeys(metrics))
+            key = m if m in self.metrics else metric_key(m)
+            if key not in self.metrics:
+                aliases = [canonical_name(k) for k in self.metrics if canonical_name(k) != k]
+                raise ConfigError(f"unknown metric {m!r} in {self.source}; valid: "
+                                  f"{', '.join(self.metrics)}"
+                                  + (f" (or {', '.join(aliases)})" if aliases else ""))
+            keys.append(key)
+        return tuple(dict.fromkeys(keys))
 
 
 class EvaluationMismatch(DataError):

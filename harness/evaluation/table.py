@@ -11,7 +11,9 @@ Two forms:
   under per-seed); the best mean of each column is bold.
 
 "Best" compares the values as displayed (rounded to ``decimals``), so equal-looking cells are bold
-together.
+together. Metrics are named by ``names`` (metrics.NAME_STYLES): their table label (MAP, MRR@10, the
+default), ir-measures' canonical name (AP, RR@10) or the harness key (map, mrr_10); ``Table.metrics``
+keeps the keys whatever the style.
 """
 
 from __future__ import annotations
@@ -25,13 +27,10 @@ from harness import __version__
 from harness.errors import ConfigError
 from harness.evaluation.corrections import describe
 from harness.evaluation.crossed import CrossedResult
-from harness.evaluation.metrics import TIE_RULE
+from harness.evaluation.metrics import NAME_STYLES, TIE_RULE, label_of
 from harness.evaluation.significance import CROSSED, TESTS, Analysis, Comparison, Tally
 
 FORMS = ("seeds", "configs")
-# Display names of the harness metrics (conventions.METRICS); other names show as they are.
-DISPLAY = {"map": "MAP", "mrr": "MRR", "mrr_10": "MRR@10", "p_1": "P@1", "ndcg_10": "nDCG@10",
-           "rprec": "R-Prec"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +83,8 @@ class Table:
     rows: tuple[Row, ...]
     decimals: int
     notes: Notes
+    # Harness keys of the metrics shown: the table's one metric (seeds form), one per column (configs).
+    metrics: tuple[str, ...] = ()
 
 
 def library_versions() -> str:
@@ -91,22 +92,25 @@ def library_versions() -> str:
     return ", ".join([f"harness {__version__}", *(f"{n} {metadata.version(n)}" for n in names)])
 
 
-def display_name(metric: str) -> str:
-    return DISPLAY.get(metric, metric)
+def display_name(metric: str, names: str = "label") -> str:
+    """How a table names ``metric`` (a harness key) in the ``names`` style (metrics.label_of)."""
+    return label_of(metric, names)
 
 
-def build_tables(analysis: Analysis, form: str, decimals: int = 4) -> list[Table]:
+def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = "label") -> list[Table]:
     """The tables of one form: one per metric (seeds) or one in all (configs)."""
     if form not in FORMS:
         raise ConfigError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
     if decimals < 0 or decimals > 10:
         raise ConfigError(f"decimals must be in [0, 10], got {decimals}")
+    if names not in NAME_STYLES:
+        raise ConfigError(f"names must be one of {', '.join(NAME_STYLES)}, got {names!r}")
     if form == "seeds":
-        return [seeds_table(analysis, m, decimals) for m in analysis.metrics]
-    return [configs_table(analysis, decimals)]
+        return [seeds_table(analysis, m, decimals, names) for m in analysis.metrics]
+    return [configs_table(analysis, decimals, names)]
 
 
-def seeds_table(analysis: Analysis, metric: str, decimals: int = 4) -> Table:
+def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str = "label") -> Table:
     res = analysis.results
     values = np.array([res.seed_values(c, metric) for c in res.configs])  # configs x seeds
     per_seed = analysis.test == "per-seed"
@@ -122,11 +126,12 @@ def seeds_table(analysis: Analysis, metric: str, decimals: int = 4) -> Table:
     rows.append(Row(label="SD", cells=tuple(Cell(value=None if s is None else float(s)) for s in sds)))
     placement = ("markers on the seed rows, their count on the AVG row" if per_seed
                  else "markers on the AVG row")
-    return Table(form="seeds", title=display_name(metric), corner="seed", columns=res.configs,
-                 rows=tuple(rows), decimals=decimals, notes=_notes(analysis, [metric], placement))
+    return Table(form="seeds", title=display_name(metric, names), corner="seed", columns=res.configs,
+                 rows=tuple(rows), decimals=decimals,
+                 notes=_notes(analysis, [metric], placement, names), metrics=(metric,))
 
 
-def configs_table(analysis: Analysis, decimals: int = 4) -> Table:
+def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -> Table:
     res = analysis.results
     per_seed = analysis.test == "per-seed"
     means = {(c, m): float(res.seed_values(c, m).mean()) for c in res.configs for m in analysis.metrics}
@@ -143,11 +148,12 @@ def configs_table(analysis: Analysis, decimals: int = 4) -> Table:
                               marker=analysis.marker(comp), comparison=comp,
                               tally=analysis.tallies(c, m)))
         rows.append(Row(label=c, cells=tuple(cells)))
-    return Table(form="configs", title=", ".join(display_name(m) for m in analysis.metrics),
-                 corner="configuration", columns=tuple(display_name(m) for m in analysis.metrics),
+    return Table(form="configs", title=", ".join(display_name(m, names) for m in analysis.metrics),
+                 corner="configuration", columns=tuple(display_name(m, names) for m in analysis.metrics),
                  rows=tuple(rows), decimals=decimals,
                  notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"
-                              + (", their significant seeds counted" if per_seed else "")))
+                              + (", their significant seeds counted" if per_seed else ""), names),
+                 metrics=tuple(analysis.metrics))
 
 
 def _value_row(analysis: Analysis, label: str, values: np.ndarray, comps: list[Comparison | None],
@@ -161,7 +167,8 @@ def _value_row(analysis: Analysis, label: str, values: np.ndarray, comps: list[C
     return Row(label=label, cells=cells, rule_before=rule)
 
 
-def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: str) -> Notes:
+def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: str,
+           names: str = "label") -> Notes:
     res, opts = analysis.results, analysis.options
     comps = [c for c in analysis.comparisons if c.metric in metrics]
     queries, seeds = len(res.qids or ()), len(res.seeds)
@@ -179,7 +186,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
     for c in comps:
         if isinstance(c.result, CrossedResult):
             for name in c.result.clamped:
-                clamped.setdefault(name, []).append(f"{c.config} on {display_name(c.metric)}")
+                clamped.setdefault(name, []).append(f"{c.config} on {display_name(c.metric, names)}")
     if clamped:
         remarks.append("Negative variance estimates were set to 0, so those comparisons count the "
                        "remaining sources only: " + "; ".join(
