@@ -38,7 +38,12 @@ def score_queries(model: torch.nn.Module, collator: PairCollator, queries: Seque
     return out
 
 
+def run_of(queries: Sequence[Query], scores: Sequence[np.ndarray]) -> dict[str, dict[str, float]]:
+    """The run {qid: {doc_id: score}} of per-query candidate scores (``score_queries``' output):
+    what the metrics are computed from, and what a TREC run file (evaluation/trec.py) is written from."""
+    return {q.qid: {c.doc_id: float(s) for c, s in zip(q.candidates, sc, strict=True)}
+            for q, sc in zip(queries, scores, strict=True)}
+
+
 def metrics_of(queries: Sequence[Query], scores: Sequence[np.ndarray]) -> QueryMetrics:
-    run = {q.qid: {c.doc_id: float(s) for c, s in zip(q.candidates, sc, strict=True)}
-           for q, sc in zip(queries, scores, strict=True)}
-    return evaluate(qrels_of(queries), run)
+    return evaluate(qrels_of(queries), run_of(queries, scores))

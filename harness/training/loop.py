@@ -5,7 +5,8 @@ prefix of the difficulty-sorted instances; with baseline pacing, over all instan
 loss with per-sample weights and (soft) targets, and steps AdamW with linear warmup/decay. Every
 ``train.eval_every`` steps (and at the last step) the dev split is evaluated; the weights best on
 ``train.select_metric`` (a study sets it to its objective metric) are kept and, at the end,
-evaluated on test.
+evaluated on test. The final record also carries the run of that checkpoint on dev and test (every
+candidate's score, ``FinalRecord.runs``), from which evaluation/trec.py writes TREC run files.
 
 Determinism and exact resume: the batch of step s and the dropout noise of step s are functions of
 (seed, s) only, so a run resumed from the checkpoint written after step s continues exactly as the
@@ -29,7 +30,7 @@ import torch
 from harness.config import TrialConfig, resolve_steps
 from harness.curriculum.sampler import PacedSampler, order_by_score
 from harness.training.collate import PairCollator
-from harness.training.evaluate import metrics_of, score_queries
+from harness.training.evaluate import metrics_of, run_of, score_queries
 from harness.training.instances import trial_instances
 from harness.training.model_factory import build_model
 from harness.training.prepare import PreparedData
@@ -66,6 +67,9 @@ class FinalRecord:
     # Cascade models only: dev cascade_map / cascade_cost at the configured alphas (usable as search
     # objectives), and on test every exit alone (test_exit<L>_<m>) and the cascade (test_cascade_<m>).
     cascade: dict[str, float] = field(default_factory=dict)
+    # The best-dev checkpoint's run per split, {"dev"|"test": {qid: {doc_id: score}}}: the scores the
+    # dev and test metrics above were computed from (trec.run_file_artifacts writes them as files).
+    runs: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
 Record = StepRecord | EvalRecord | FinalRecord
@@ -118,6 +122,7 @@ class Trainer:
         self.best_step = 0
         self.best_dev: dict[str, float] = {}
         self.best_state: dict[str, torch.Tensor] | None = None
+        self.best_dev_run: dict[str, dict[str, float]] = {}  # the dev run of the best evaluation
         self.curve: list[tuple[int, dict[str, float]]] = []
 
     # -- setup ---------------------------------------------------------------------------------
@@ -159,7 +164,7 @@ class Trainer:
             "step": self.step, "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "best_value": self.best_value, "best_step": self.best_step, "best_dev": self.best_dev,
-            "best_state": self.best_state, "curve": self.curve,
+            "best_state": self.best_state, "best_dev_run": self.best_dev_run, "curve": self.curve,
             "config_id": self.cfg.config_id(), "seed": self.cfg.train.seed,
         }
 
@@ -172,6 +177,7 @@ class Trainer:
         self.step = int(state["step"])
         self.best_value, self.best_step = state["best_value"], state["best_step"]
         self.best_dev, self.best_state, self.curve = state["best_dev"], state["best_state"], state["curve"]
+        self.best_dev_run = state.get("best_dev_run", {})  # absent from checkpoints of older versions
 
     def save(self, directory: str | Path) -> Path:
         path = Path(directory) / CHECKPOINT_FILE
@@ -259,6 +265,7 @@ class Trainer:
         if is_best:
             self.best_value, self.best_step, self.best_dev = value, self.step, dict(means)
             self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+            self.best_dev_run = run_of(queries, scores)
         return EvalRecord(self.step, means, is_best, self.best_step, self.best_value)
 
     def _test(self) -> FinalRecord:
@@ -273,8 +280,10 @@ class Trainer:
         m = metrics_of(queries, scores)
         if final is not None:
             self.model.load_state_dict(final)
+        runs = {**({"dev": dict(self.best_dev_run)} if self.best_dev_run else {}),
+                "test": run_of(queries, scores)}
         return FinalRecord(self.best_step, dict(self.best_dev), dict(m.means),
-                          {k: dict(v) for k, v in m.per_query.items()}, self.resolved(), cascade)
+                          {k: dict(v) for k, v in m.per_query.items()}, self.resolved(), cascade, runs)
 
     def _cascade_eval(self) -> tuple[Any, list[np.ndarray], dict[str, float]]:
         """One pass per split stores every exit's scores; exits alone, the cascade at the
