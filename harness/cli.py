@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "harness.curriculum.commands",  # pacing
     "harness.model.commands",       # cascade cost
     "harness.evaluation.commands",  # table, power
+    "harness.evaluation.trec_commands",  # runs export
 )
 
 

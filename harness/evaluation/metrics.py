@@ -35,12 +35,11 @@ as non-relevant; a relevant document missing from the run still counts in AP's a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
 import ir_measures
-import numpy as np
 
 from harness.errors import ConfigError, DataError
 
@@ -175,8 +174,22 @@ def evaluate(qrels: Qrels, run: Run, metrics: Sequence[str] | None = None) -> Qu
     if ranked:
         for result in ir_measures.iter_calc(list(by_measure), str_qrels, ranked):
             per_query[by_measure[result.measure]][result.query_id] = float(result.value)
-    means = {name: float(np.mean(list(values.values()))) for name, values in per_query.items()}
+    means = {name: mean_of(values.values()) for name, values in per_query.items()}
     return QueryMetrics(per_query=per_query, means=means)
+
+
+def mean_of(values: Iterable[float]) -> float:
+    """The mean as ir_measures aggregates (its MeanAgg): a plain left-to-right sum over the queries,
+    divided by their count. Not ``np.mean`` (pairwise summation) nor ``math.fsum``: with this one,
+    ir_measures on a run file that lists the queries in the qrels' order (trec.format_run) gives
+    the very double the harness logs, not one a unit in the last place away."""
+    total, count = 0.0, 0
+    for v in values:
+        total += float(v)
+        count += 1
+    if count == 0:
+        raise DataError("no query values to average")
+    return total / count
 
 
 def evaluate_arrays(qids: Sequence[str], doc_ids: Sequence[str], labels: Sequence[int],

@@ -40,6 +40,14 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
     """The results of MLflow experiment ``name`` (module docstring); with ``config_ids``, only the
     seed runs of those configurations (a study file edited between runs leaves the old
     configurations in its experiment)."""
+    client, uri = open_store(tracking_uri)
+    with _env_defaults(**FAST_FAIL_ENV):
+        return _read(client, name, uri, baseline, config_ids)
+
+
+def open_store(tracking_uri: str | None) -> tuple[Any, str]:
+    """A read-only ``MlflowClient`` on ``tracking_uri`` (default: default_tracking_uri()) and the
+    URI: a missing SQLite store or an unreachable server fails at once, in one line."""
     uri = tracking_uri or default_tracking_uri()
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
@@ -51,9 +59,7 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise HarnessError("reading MLflow needs mlflow: pip install 'mlflow>=3.17,<3.19'") from None
-    client = MlflowClient(tracking_uri=uri)
-    with _env_defaults(**FAST_FAIL_ENV):
-        return _read(client, name, uri, baseline, config_ids)
+    return MlflowClient(tracking_uri=uri), uri
 
 
 def _read(client: Any, name: str, uri: str, baseline: str | None,

@@ -1,7 +1,7 @@
 """TREC run files and qrels, written so that trec_eval and ir_measures reproduce the harness's numbers.
 
-Run file: one line per (query, document), ``qid Q0 docno rank score tag``, queries in the order
-given, each query's documents in the harness's rank order (``metrics.rank_order``: score
+Run file: one line per (query, document), ``qid Q0 docno rank score tag``, queries in the qrels'
+order (then any the qrels lack, in the run's), each query's documents in the harness's rank order (``metrics.rank_order``: score
 descending, then the less relevant document first (the pessimistic tie rule), then doc_id
 ascending), rank counted from 1. trec_eval and ir_measures ignore the rank column and sort by score,
 breaking ties by docno, which is not the harness's order; and trec_eval (pytrec_eval, ir_measures'
@@ -67,7 +67,10 @@ def ranked_lines(run: Run, qrels: Qrels) -> list[tuple[str, str, int, np.float32
     scores strictly decreasing within each query. Documents without a judgement count as
     non-relevant."""
     lines: list[tuple[str, str, int, np.float32]] = []
-    for qid, doc_scores in run.items():
+    # The qrels' query order first (ir_measures then averages in the harness's order: mean_of).
+    order = [q for q in qrels if q in run] + [q for q in run if q not in qrels]
+    for qid in order:
+        doc_scores = run[qid]
         q = _field(qid, "query id")
         judged = qrels.get(qid, qrels.get(q, {}))
         docs = [_field(d, f"document id of query {q!r}") for d in doc_scores]

@@ -70,7 +70,11 @@ def test_run_file_lines(tmp_path: Path) -> None:
     for qid in RUN:
         column = [np.float32(line.split()[4]) for line in text.splitlines() if line.split()[0] == qid]
         assert all(a > b for a, b in itertools.pairwise(column)), qid
-    assert list(dict.fromkeys(line.split()[0] for line in text.splitlines())) == list(RUN)
+    # queries in the qrels' order (ir_measures averages in file order: metrics.mean_of), then the rest
+    backwards = dict(reversed(list(RUN.items())))
+    text = format_run(backwards, QRELS, "t")
+    assert list(dict.fromkeys(line.split()[0] for line in text.splitlines())) == \
+        [q for q in QRELS if q in RUN] + ["unjudged_query"]
     back = read_run(write_run(tmp_path / "r.trec", RUN, QRELS, "t"))
     assert {q: set(d) for q, d in back.items()} == {q: set(d) for q, d in RUN.items()}
     assert read_qrels(write_qrels(tmp_path / "q.qrels", QRELS)) == QRELS

@@ -1,0 +1,42 @@
+"""``harness runs export``: a study's TREC run files and qrels from MLflow into a folder.
+
+    harness runs export [--experiment NAME] [--tracking-uri URI] --to DIR
+
+Layout of DIR: evaluation/trec_export.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    runs = subparsers.add_parser("runs", help="TREC run files and qrels of a study",
+                                 description="The TREC run files every seed run holds (its best-dev "
+                                 "checkpoint on dev and test) and the study's qrels.")
+    runs.set_defaults(func=lambda _args: (runs.print_help(), 2)[1])
+    sub = runs.add_subparsers(dest="runs_command", metavar="ACTION")
+    p = sub.add_parser(
+        "export", help="copy every run file and the qrels of a study into a folder",
+        description="Copy runs/dev.trec and runs/test.trec of every finished seed run and the study "
+        "run's qrels/dev.qrels and qrels/test.qrels into DIR: DIR/qrels/<split>.qrels, "
+        "DIR/runs/<split>/<config>.seed<seed>.trec and DIR/manifest.csv (config, config_id, seed, "
+        "split, file, run_id). trec_eval and ir_measures on them give the harness's numbers.")
+    p.add_argument("--experiment", metavar="NAME",
+                   help="MLflow experiment (the study name; default: the store's only study)")
+    p.add_argument("--tracking-uri", metavar="URI",
+                   help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    p.add_argument("--to", required=True, metavar="DIR", type=Path, help="folder to write into")
+    p.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from harness.evaluation.trec_export import export_runs
+
+    result = export_runs(args.to, experiment=args.experiment, tracking_uri=args.tracking_uri)
+    for note in result.skipped:
+        print(f"harness: note: {note}; skipped", file=sys.stderr)
+    print(result.summary())
+    return 0
