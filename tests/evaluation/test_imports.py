@@ -11,7 +11,8 @@ import sys
 import pytest
 
 MODULES = ("metrics", "paired", "crossed", "corrections", "results", "significance", "table", "render",
-           "report", "power", "longcsv", "mlflow_reader", "plots", "commands")
+           "report", "power", "longcsv", "mlflow_reader", "plots", "commands", "trec", "trec_export",
+           "trec_commands")
 
 
 def test_imports_pull_in_no_framework() -> None:
