@@ -9,7 +9,7 @@ default backend) holds a score in single precision, so doubles one float32 step 
 the score column is made strictly decreasing in float32 down that order: each score is the model's
 own rounded to float32 (the precision a model computes in), except that one not below the score
 written just above it (a tie) becomes the next float32 below that one, a change of a few units in
-the last place. Each is written as the shortest decimal that reads back to its float32; such
+the last place (no score is left subnormal: ties at 0 step to -1.1754944e-38, then on). Each is written as the shortest decimal that reads back to its float32; such
 decimals are strictly decreasing as doubles too. Evaluating the file with trec_eval, pytrec_eval or
 ir_measures therefore ranks every query exactly as the harness did, and gives the harness's
 per-query values.
@@ -50,6 +50,7 @@ QRELS_COLUMNS = ("qid", "iteration", "docno", "label")
 _SPACE = re.compile(r"\s")
 _F32_MAX = float(np.finfo(np.float32).max)
 _F32_INF = np.float32(np.inf)
+_F32_TINY = np.finfo(np.float32).tiny  # the smallest normal float32
 
 
 def run_tag(config: str, seed: int | str) -> str:
@@ -86,8 +87,8 @@ def ranked_lines(run: Run, qrels: Qrels) -> list[tuple[str, str, int, np.float32
         labels = [int(judged.get(d, 0)) for d in docs]
         previous = _F32_INF
         for rank, i in enumerate(rank_order(docs, scores, labels), start=1):
-            own = np.float32(scores[i])
-            score = own if own < previous else np.nextafter(previous, -_F32_INF)
+            own = _normal(np.float32(scores[i]))
+            score = own if own < previous else _normal(np.nextafter(previous, -_F32_INF))
             if not np.isfinite(score):
                 raise DataError(f"query {q!r}: too many tied scores at the bottom of the float32 range")
             lines.append((q, docs[i], rank, score))
@@ -178,6 +179,14 @@ def _check_splits(by_split: Mapping[str, object], what: str) -> None:
         raise DataError(f"{what}: unknown split {unknown[0]!r}; valid: {', '.join(SPLITS)}")
     if not by_split:
         raise DataError(f"{what}: no split given; valid: {', '.join(SPLITS)}")
+
+
+def _normal(x: np.float32) -> np.float32:
+    """``x``, with a subnormal float32 moved to the next normal number or zero below it (a reader
+    built to flush subnormals to zero would otherwise see ties): weakly increasing, so order is kept."""
+    if 0 < abs(x) < _F32_TINY:
+        return np.float32(0.0) if x > 0 else -_F32_TINY
+    return x
 
 
 def _field(value: object, what: str) -> str:

@@ -155,3 +155,15 @@ def test_read_errors(tmp_path: Path, text: str, reader, message: str) -> None:  
     path.write_bytes(b"q 0 \xff 1\n")
     with pytest.raises(DataError, match="not UTF-8"):
         reader(path)
+
+
+def test_ties_at_zero_step_through_normal_numbers_only() -> None:
+    run = {"q": {f"d{i}": 0.0 for i in range(4)} | {"tiny": 1e-41, "neg": -1e-41}}
+    qrels = {"q": {"d3": 1}}
+    written = [s for *_, s in ranked_lines(run, qrels)]
+    tiny = np.finfo(np.float32).tiny
+    assert all(s == 0 or abs(s) >= tiny for s in written)  # no subnormal
+    assert all(a > b for a, b in itertools.pairwise(written))
+    assert [d for _, d, _, _ in ranked_lines(run, qrels)] == ["tiny", "d0", "d1", "d2", "d3", "neg"]
+    files = _ir_measures(io.StringIO(format_qrels(qrels)), io.StringIO(format_run(run, qrels, "t")))
+    assert files["mrr"]["q"] == evaluate(qrels, run).per_query["mrr"]["q"] == 1 / 5
