@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.errors import ConfigError, DataError
+from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
 from harness.tracking.conventions import METRICS
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
@@ -254,7 +255,6 @@ class WeightingConfig:
         return self.heuristic != "none"
 
 
-SMOOTHING_METHODS = ("none", "LS", "T-LS", "WSLS", "T-WSLS")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,17 +267,19 @@ class SmoothingConfig:
     switch: Steps = 0.5
 
     def __post_init__(self) -> None:
-        if self.method not in SMOOTHING_METHODS:
-            close = difflib.get_close_matches(str(self.method), SMOOTHING_METHODS, n=2)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ConfigError(f"smoothing.method: unknown name {self.method!r}{hint}; "
-                              f"valid: {', '.join(SMOOTHING_METHODS)}")
+        # An alias (e.g. two-stage-weak) is recorded under the paper's name (T-WSLS).
+        object.__setattr__(self, "method", smoothing_method(self.method).name)
         _check(0.0 <= self.epsilon < 1.0, "smoothing.epsilon", "in [0, 1)", self.epsilon)
         _check_steps("smoothing.switch", self.switch)
 
     @property
+    def kind(self) -> Smoothing:
+        """The method's properties: its prior and whether it is two-stage."""
+        return smoothing_method(self.method)
+
+    @property
     def enabled(self) -> bool:
-        return self.method != "none" and self.epsilon > 0.0
+        return self.kind.smooths and self.epsilon > 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
