@@ -16,8 +16,10 @@ import difflib
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.errors import ConfigError, DataError
@@ -30,7 +32,10 @@ Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.
 # harness.data.chitchat. train.sampler: where the training negatives come from ("dataset": the
 # data set's own candidates; "bm25" is the context protocol, NS_BM25 of Penha & Hauff 2021).
 PROTOCOLS = ("response", "context")
-TRAIN_SAMPLERS = ("dataset", "response", "bm25", "random")
+# train.sampler -> the negatives method it draws with (harness.data.negatives); "dataset": the data
+# set's own candidates. The one list of samplers: validation, messages and the builder read it.
+TRAIN_SAMPLERS: Mapping[str, str | None] = MappingProxyType(
+    {"dataset": None, "response": "response", "bm25": "context", "random": "random"})
 # Keys that moved, old -> new: from_flat names the new key instead of "unknown config key".
 MOVED_KEYS = {
     "data.sampler": ("train.sampler",
