@@ -83,13 +83,20 @@ def _check_steps(key: str, value: Steps, allow_inf: bool = False, allow_zero: bo
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    """Where queries come from. ``source``: chitchat (embedded), msdialog (TSV dir), trec (dir).
+    """Where queries come from. ``source``: a name of ``harness.data.sources.SOURCES``: chitchat
+    (embedded), msdialog (TSV dir), trec (dir), irds (an ir_datasets data set).
 
     ``context_turns``, ``negatives``, ``protocol`` and ``depth`` shape the embedded set only (the
-    other sources bring their own contexts and candidates). ``protocol``: ``response`` draws each
-    query's negatives uniformly from the top ``depth`` BM25 hits of its true response (MSDialog /
-    MANtIS, Yang et al. 2018); ``context`` takes the top BM25 hits of its context (NS_BM25 of
-    Penha & Hauff 2021).
+    other sources bring their own contexts and candidates), but for ``depth`` under irds: the top
+    ``depth`` documents of its first-stage run are a query's candidates. ``protocol``: ``response``
+    draws each query's negatives uniformly from the top ``depth`` BM25 hits of its true response
+    (MSDialog / MANtIS, Yang et al. 2018); ``context`` takes the top BM25 hits of its context
+    (NS_BM25 of Penha & Hauff 2021).
+
+    ``irds_id`` (irds): one ir_datasets id, whose queries are split into train/dev/test by
+    ``split_seed``, ``dev_fraction`` and ``test_fraction``, or three comma-separated ids, the train,
+    dev and test sets. ``irds_register``: a Python module name or ``.py`` file imported first, which
+    registers local data sets in ir_datasets (``harness.data.irds``).
     """
 
     source: str = "chitchat"
@@ -106,12 +113,21 @@ class DataConfig:
     max_dev_queries: int | None = None
     max_test_queries: int | None = None
     cache_dir: str | None = None
+    irds_id: str | None = None
+    irds_register: str | None = None
 
     def __post_init__(self) -> None:
-        _check(self.source in ("chitchat", "msdialog", "trec"), "data.source",
-               "one of chitchat, msdialog, trec", self.source)
-        _check(self.source == "chitchat" or bool(self.path), "data.path",
+        from harness.data.sources import SOURCES
+
+        _check(self.source in SOURCES, "data.source", f"one of {', '.join(SOURCES)}", self.source)
+        _check(not SOURCES.get(self.source).needs_path or bool(self.path), "data.path",
                f"set for data.source={self.source}", self.path)
+        _check(self.source != "irds" or bool(self.irds_id), "data.irds_id",
+               "set for data.source=irds (one ir_datasets id, or train,dev,test ids)", self.irds_id)
+        if self.irds_id is not None:
+            n = len(self.irds_id.split(","))
+            _check(n in (1, 3) and all(i.strip() for i in self.irds_id.split(",")), "data.irds_id",
+                   "one ir_datasets id or three comma-separated ids (train,dev,test)", self.irds_id)
         _check(self.context_turns >= 1, "data.context_turns", ">= 1", self.context_turns)
         _check(self.negatives >= 1, "data.negatives", ">= 1", self.negatives)
         _check(self.protocol in PROTOCOLS, "data.protocol", f"one of {', '.join(PROTOCOLS)}",
@@ -324,10 +340,12 @@ class TrialConfig:
     cascade: CascadeConfig = field(default_factory=CascadeConfig)
 
     def __post_init__(self) -> None:
-        if self.data.source != "chitchat" and self.train.sampler != "dataset":
+        from harness.data.sources import get
+
+        source = get(self.data.source)
+        if source.own_candidates and self.train.sampler != "dataset":
             raise ConfigError(f"train.sampler must be dataset for data.source={self.data.source} "
-                              f"(its files bring their own candidates and no corpus to sample "
-                              f"from), got {self.train.sampler!r}")
+                              f"({source.why}), got {self.train.sampler!r}")
         if self.smoothing.enabled and self.train.loss == "pairwise":
             raise ConfigError(f"smoothing.method={self.smoothing.method} smooths pointwise labels; "
                               "it needs train.loss=pointwise, got pairwise")
