@@ -16,11 +16,14 @@ import difflib
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.errors import ConfigError, DataError
+from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
 from harness.tracking.conventions import METRICS
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
@@ -29,7 +32,10 @@ Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.
 # harness.data.chitchat. train.sampler: where the training negatives come from ("dataset": the
 # data set's own candidates; "bm25" is the context protocol, NS_BM25 of Penha & Hauff 2021).
 PROTOCOLS = ("response", "context")
-TRAIN_SAMPLERS = ("dataset", "response", "bm25", "random")
+# train.sampler -> the negatives method it draws with (harness.data.negatives); "dataset": the data
+# set's own candidates. The one list of samplers: validation, messages and the builder read it.
+TRAIN_SAMPLERS: Mapping[str, str | None] = MappingProxyType(
+    {"dataset": None, "response": "response", "bm25": "context", "random": "random"})
 # Keys that moved, old -> new: from_flat names the new key instead of "unknown config key".
 MOVED_KEYS = {
     "data.sampler": ("train.sampler",
@@ -77,13 +83,20 @@ def _check_steps(key: str, value: Steps, allow_inf: bool = False, allow_zero: bo
 
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
-    """Where queries come from. ``source``: chitchat (embedded), msdialog (TSV dir), trec (dir).
+    """Where queries come from. ``source``: a name of ``harness.data.sources.SOURCES``: chitchat
+    (embedded), msdialog (TSV dir), trec (dir), irds (an ir_datasets data set).
 
     ``context_turns``, ``negatives``, ``protocol`` and ``depth`` shape the embedded set only (the
-    other sources bring their own contexts and candidates). ``protocol``: ``response`` draws each
-    query's negatives uniformly from the top ``depth`` BM25 hits of its true response (MSDialog /
-    MANtIS, Yang et al. 2018); ``context`` takes the top BM25 hits of its context (NS_BM25 of
-    Penha & Hauff 2021).
+    other sources bring their own contexts and candidates), but for ``depth`` under irds: the top
+    ``depth`` documents of its first-stage run are a query's candidates. ``protocol``: ``response``
+    draws each query's negatives uniformly from the top ``depth`` BM25 hits of its true response
+    (MSDialog / MANtIS, Yang et al. 2018); ``context`` takes the top BM25 hits of its context
+    (NS_BM25 of Penha & Hauff 2021).
+
+    ``irds_id`` (irds): one ir_datasets id, whose queries are split into train/dev/test by
+    ``split_seed``, ``dev_fraction`` and ``test_fraction``, or three comma-separated ids, the train,
+    dev and test sets. ``irds_register``: a Python module name or ``.py`` file imported first, which
+    registers local data sets in ir_datasets (``harness.data.irds``).
     """
 
     source: str = "chitchat"
@@ -100,12 +113,21 @@ class DataConfig:
     max_dev_queries: int | None = None
     max_test_queries: int | None = None
     cache_dir: str | None = None
+    irds_id: str | None = None
+    irds_register: str | None = None
 
     def __post_init__(self) -> None:
-        _check(self.source in ("chitchat", "msdialog", "trec"), "data.source",
-               "one of chitchat, msdialog, trec", self.source)
-        _check(self.source == "chitchat" or bool(self.path), "data.path",
+        from harness.data.sources import SOURCES
+
+        _check(self.source in SOURCES, "data.source", f"one of {', '.join(SOURCES)}", self.source)
+        _check(not SOURCES.get(self.source).needs_path or bool(self.path), "data.path",
                f"set for data.source={self.source}", self.path)
+        _check(self.source != "irds" or bool(self.irds_id), "data.irds_id",
+               "set for data.source=irds (one ir_datasets id, or train,dev,test ids)", self.irds_id)
+        if self.irds_id is not None:
+            n = len(self.irds_id.split(","))
+            _check(n in (1, 3) and all(i.strip() for i in self.irds_id.split(",")), "data.irds_id",
+                   "one ir_datasets id or three comma-separated ids (train,dev,test)", self.irds_id)
         _check(self.context_turns >= 1, "data.context_turns", ">= 1", self.context_turns)
         _check(self.negatives >= 1, "data.negatives", ">= 1", self.negatives)
         _check(self.protocol in PROTOCOLS, "data.protocol", f"one of {', '.join(PROTOCOLS)}",
@@ -254,7 +276,6 @@ class WeightingConfig:
         return self.heuristic != "none"
 
 
-SMOOTHING_METHODS = ("none", "LS", "T-LS", "WSLS", "T-WSLS")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,17 +288,19 @@ class SmoothingConfig:
     switch: Steps = 0.5
 
     def __post_init__(self) -> None:
-        if self.method not in SMOOTHING_METHODS:
-            close = difflib.get_close_matches(str(self.method), SMOOTHING_METHODS, n=2)
-            hint = f" (did you mean {', '.join(close)}?)" if close else ""
-            raise ConfigError(f"smoothing.method: unknown name {self.method!r}{hint}; "
-                              f"valid: {', '.join(SMOOTHING_METHODS)}")
+        # An alias (e.g. two-stage-weak) is recorded under the paper's name (T-WSLS).
+        object.__setattr__(self, "method", smoothing_method(self.method).name)
         _check(0.0 <= self.epsilon < 1.0, "smoothing.epsilon", "in [0, 1)", self.epsilon)
         _check_steps("smoothing.switch", self.switch)
 
     @property
+    def kind(self) -> Smoothing:
+        """The method's properties: its prior and whether it is two-stage."""
+        return smoothing_method(self.method)
+
+    @property
     def enabled(self) -> bool:
-        return self.method != "none" and self.epsilon > 0.0
+        return self.kind.smooths and self.epsilon > 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,10 +340,12 @@ class TrialConfig:
     cascade: CascadeConfig = field(default_factory=CascadeConfig)
 
     def __post_init__(self) -> None:
-        if self.data.source != "chitchat" and self.train.sampler != "dataset":
+        from harness.data.sources import get
+
+        source = get(self.data.source)
+        if source.own_candidates and self.train.sampler != "dataset":
             raise ConfigError(f"train.sampler must be dataset for data.source={self.data.source} "
-                              f"(its files bring their own candidates and no corpus to sample "
-                              f"from), got {self.train.sampler!r}")
+                              f"({source.why}), got {self.train.sampler!r}")
         if self.smoothing.enabled and self.train.loss == "pairwise":
             raise ConfigError(f"smoothing.method={self.smoothing.method} smooths pointwise labels; "
                               "it needs train.loss=pointwise, got pairwise")

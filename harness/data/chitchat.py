@@ -51,9 +51,6 @@ from harness.data.records import Candidate, Query, Splits
 from harness.data.splits import GroupSplit, choose_subset, split_groups
 from harness.errors import ConfigError, DataError
 
-# train.sampler -> negatives method ("dataset" is the protocol itself)
-TRAIN_METHODS = {"response": "response", "bm25": "context", "random": "random"}
-
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
@@ -245,13 +242,11 @@ def train_method(train_sampler: str, protocol: str) -> str | None:
     >>> train_method("bm25", "response"), train_method("bm25", "context"), train_method("dataset", "context")
     ('context', None, None)
     """
-    if train_sampler == "dataset":
-        return None
-    if train_sampler not in TRAIN_METHODS:
+    if train_sampler not in TRAIN_SAMPLERS:
         raise ConfigError(f"train.sampler must be one of {', '.join(TRAIN_SAMPLERS)}, "
                           f"got {train_sampler!r}")
-    method = TRAIN_METHODS[train_sampler]
-    return None if method == protocol else method
+    method = TRAIN_SAMPLERS[train_sampler]
+    return None if method is None or method == protocol else method
 
 
 def build_train(cfg: DataConfig, method: str, *, path: Path, progress: Progress | None = None,

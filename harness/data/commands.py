@@ -16,11 +16,17 @@ import sys
 from typing import Any
 
 from harness.config import DataConfig, TrialConfig
+from harness.data.sources import SOURCES
 
 # flag -> (config key, help)
 _OPTIONS: dict[str, tuple[str, str]] = {
-    "--source": ("data.source", "chitchat (embedded, default), msdialog (TSV dir) or trec (dir)"),
+    "--source": ("data.source", "; ".join(f"{s}: {SOURCES.get(s).help}" for s in SOURCES)
+                 + " (default chitchat)"),
     "--path": ("data.path", "data file (chitchat) or directory (msdialog, trec)"),
+    "--irds-id": ("data.irds_id", ("irds: one ir_datasets id (split by data.split_seed) or "
+                  "train,dev,test ids")),
+    "--irds-register": ("data.irds_register", ("irds: a Python module or .py file that registers "
+                        "local data sets in ir_datasets")),
     "--conversations": ("data.conversations", "seeded subset of N conversations (default: all)"),
     "--context-turns": ("data.context_turns", "keep the last N utterances of a context (default 10)"),
     "--negatives": ("data.negatives", "negatives per context (default 9)"),

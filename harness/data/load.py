@@ -8,6 +8,10 @@
   is built once whatever the training negatives.
 - msdialog / trec: the readers of ``harness.data.readers`` over the directory ``data.path``; their
   files bring their own candidates, so ``train_sampler`` must be ``dataset``.
+- irds: an ir_datasets data set (``harness.data.irds``), its first-stage run the candidates, so
+  ``train_sampler`` must be ``dataset`` too.
+
+Which loader a source has, and what it needs, is its entry in ``harness.data.sources.SOURCES``.
 
 ``data.max_{train,dev,test}_queries`` then keep a seeded subset of each split (in original order;
 a training sampler keeps the same train queries). A capped result gets its own fingerprint, sha256
@@ -81,7 +85,8 @@ def _cached(target: Path, fp: str, build: Callable[[], Splits], what: str,
     return splits
 
 
-def _chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+def load_chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+    """The embedded set (see the module docstring), through the cache."""
     from harness.data import chitchat
 
     method = chitchat.train_method(train_sampler, cfg.protocol)
@@ -121,18 +126,13 @@ def load_splits(cfg: DataConfig, *, train_sampler: str = "dataset",
     """Train/dev/test queries for ``cfg``, the train split's negatives by ``train_sampler``
     (``train.sampler``; see the module docstring); ``progress`` receives human-readable status
     lines (a few per build, never one per query)."""
-    if cfg.source == "chitchat":
-        splits = _chitchat(cfg, train_sampler, progress)
-    else:
-        from harness.data.readers import read_msdialog, read_trec
+    from harness.data.sources import get
 
-        if train_sampler != "dataset":  # TrialConfig refuses this too
-            raise ConfigError(f"train.sampler must be dataset for data.source={cfg.source} (its "
-                              f"files bring their own candidates), got {train_sampler!r}")
-        if not cfg.path:  # DataConfig refuses this too; kept for configs built around it
-            raise DataError(f"data.path must be set for data.source={cfg.source}")
-        reader = read_msdialog if cfg.source == "msdialog" else read_trec
-        if progress:
-            progress(f"reading {cfg.source} data from {cfg.path}")
-        splits = reader(Path(cfg.path).expanduser().resolve())
+    source = get(cfg.source)
+    if source.own_candidates and train_sampler != "dataset":  # TrialConfig refuses this too
+        raise ConfigError(f"train.sampler must be dataset for data.source={cfg.source} "
+                          f"({source.why}), got {train_sampler!r}")
+    if source.needs_path and not cfg.path:  # DataConfig refuses this too
+        raise DataError(f"data.path must be set for data.source={cfg.source}")
+    splits = source(cfg, train_sampler, progress)
     return apply_caps(splits, cfg)

@@ -31,9 +31,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.config import SMOOTHING_METHODS
 from harness.data.records import Query
 from harness.errors import ConfigError
+from harness.losses.smoothing import smoothing_method
 
 K = 2
 WEAK_LOW, WEAK_HIGH = 0.01, 0.99  # range of the min-max-scaled sampler scores
@@ -73,13 +73,11 @@ def soft_targets(labels: ArrayLike, weak_scores: ArrayLike | None, *, method: st
                  step: int, switch_step: float) -> np.ndarray:
     """Targets (B, 2) = [q'(0|x), q'(1|x)] for binary ``labels`` (label > 0 is relevant).
 
-    ``method``: none, LS, T-LS, WSLS or T-WSLS; ``weak_scores`` (B,): scaled sampler scores in
+    ``method``: none, LS, T-LS, WSLS or T-WSLS (or an alias, see harness.losses.smoothing); ``weak_scores`` (B,): scaled sampler scores in
     [0, 1] (see the function ``weak_scores``), needed by the WS variants and ignored by the others;
     ``step``: the optimizer step; ``switch_step``: where T- variants turn to hard labels.
     """
-    if method not in SMOOTHING_METHODS:
-        raise ConfigError(f"smoothing.method: unknown name {method!r}; "
-                          f"valid: {', '.join(SMOOTHING_METHODS)}")
+    kind = smoothing_method(method)
     if not 0.0 <= epsilon < 1.0:
         raise ConfigError(f"smoothing.epsilon must be in [0, 1), got {epsilon!r}")
     if math.isnan(switch_step):
@@ -87,10 +85,10 @@ def soft_targets(labels: ArrayLike, weak_scores: ArrayLike | None, *, method: st
     relevant = np.asarray(labels) > 0
     if relevant.ndim != 1:
         raise ValueError(f"labels must be one-dimensional, got shape {relevant.shape}")
-    hard = method == "none" or (method.startswith("T-") and step >= switch_step)
+    hard = not kind.smooths or (kind.two_stage and step >= switch_step)
     eps = 0.0 if hard else epsilon
     other = np.full(relevant.shape, eps / K)  # mass on the class that is not the label
-    if method.endswith("WSLS") and not hard:
+    if kind.needs_weak_scores and not hard:
         if weak_scores is None:
             raise ValueError(f"smoothing.method {method} needs the weak (sampler) scores")
         weak = np.asarray(weak_scores, dtype=float)

@@ -160,30 +160,12 @@ def _alpha_text(alphas: tuple[float, ...]) -> str:
 
 def score_exits(model: Any, collator: PairCollator, queries: Sequence[Query], tokens: TokenizedQueries,
                 *, batch_size: int, device: Any, autocast: bool = False) -> list[np.ndarray]:
-    """Every exit's scores for every candidate: one (E, n_q) matrix per query, from one pass.
-    Pairs are batched across queries by length (a pair's scores do not depend on its batch-mates)."""
-    import torch
+    """Every exit's scores for every candidate: one (E, n_q) matrix per query, from one pass
+    (harness.training.evaluate.score_candidates with ``exits=True``)."""
+    from harness.training.evaluate import score_candidates
 
-    pairs = [(qi, ci) for qi, q in enumerate(queries) for ci in range(len(q.candidates))]
-    lengths = np.array([len(tokens.contexts[qi]) + len(tokens.candidates[qi][ci]) for qi, ci in pairs])
-    order = np.argsort(-lengths, kind="stable")
-    n_exits = len(model.exits)
-    out = [np.zeros((n_exits, len(q.candidates)), dtype=np.float64) for q in queries]
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            for start in range(0, len(order), batch_size):
-                chosen = [pairs[i] for i in order[start:start + batch_size]]
-                batch = collator.collate((tokens.contexts[qi], tokens.candidates[qi][ci]) for qi, ci in chosen)
-                batch = {k: v.to(device) for k, v in batch.items()}
-                with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=autocast):
-                    scores = model.exit_scores(batch).float().cpu().numpy()
-                for j, (qi, ci) in enumerate(chosen):
-                    out[qi][:, ci] = scores[:, j]
-    finally:
-        model.train(was_training)
-    return out
+    return score_candidates(model, collator, queries, tokens, batch_size=batch_size, device=device,
+                            autocast=autocast, exits=True)
 
 
 def run_cascade(model: Any, collator: PairCollator, queries: Sequence[Query], tokens: TokenizedQueries,

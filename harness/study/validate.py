@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import DataConfig, TrialConfig
-from harness.errors import ConfigError, DataError, HarnessError
+from harness.errors import ConfigError
 
 
 def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool = True, data: bool = True,
@@ -64,15 +64,12 @@ def _built_depth(cfg: TrialConfig) -> int:
 
 
 def check_data(data: DataConfig) -> None:
-    if data.source == "chitchat":
-        try:
-            import chitchat_dataset  # noqa: F401
-        except ImportError:
-            raise HarnessError("data.source=chitchat needs the data package: pip install chitchat-dataset") from None
-        return
-    path = Path(str(data.path))
-    if not path.exists():
-        raise DataError(f"data.path: {path} does not exist")
+    """The data source's own cheap check (``harness.data.sources``): its package, path or ids."""
+    from harness.data.sources import get
+
+    check = get(data.source).check
+    if check is not None:
+        check(data)
 
 
 def check_tracking_uri(uri: str | None) -> str:

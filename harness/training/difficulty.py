@@ -119,7 +119,7 @@ def teacher_scores(cfg: TrialConfig, splits: Splits, *, progress: Progress | Non
         log(f"curriculum: teacher loaded from cache {path}")
         cached = json.loads(path.read_text())
         return TeacherScores(prob=cached["prob"], loss=cached["loss"])
-    from harness.training.evaluate import score_queries as score_split
+    from harness.training.evaluate import score_candidates as score_split
     from harness.training.loop import FinalRecord, Trainer
     from harness.training.prepare import prepare_data
 

@@ -13,15 +13,21 @@ from harness.training.collate import PairCollator, TokenizedQueries
 
 
 @torch.no_grad()
-def score_queries(model: torch.nn.Module, collator: PairCollator, queries: Sequence[Query],
-                  tokens: TokenizedQueries, *, batch_size: int, device: torch.device,
-                  autocast: bool) -> list[np.ndarray]:
-    """Relevance scores of every candidate, per query. Pairs are batched by length so that dynamic
-    padding wastes little; a pair's score never depends on its batch-mates (padding is masked)."""
+def score_candidates(model: torch.nn.Module, collator: PairCollator, queries: Sequence[Query],
+                     tokens: TokenizedQueries, *, batch_size: int, device: torch.device | str,
+                     autocast: bool, exits: bool = False) -> list[np.ndarray]:
+    """Relevance scores of every candidate, per query: the one scorer of plain and cascade models.
+
+    ``exits`` false: ``model.score`` (the ranking head), one (n_q,) array per query; true: every
+    exit of a cascade model (``model.exit_scores``), one (E, n_q) matrix per query from one pass.
+    Pairs are batched across queries by length so that dynamic padding wastes little; a pair's
+    score never depends on its batch-mates (padding is masked)."""
+    device = torch.device(device)
     pairs = [(qi, ci) for qi, q in enumerate(queries) for ci in range(len(q.candidates))]
     lengths = np.array([len(tokens.contexts[qi]) + len(tokens.candidates[qi][ci]) for qi, ci in pairs])
     order = np.argsort(-lengths, kind="stable")
-    out = [np.zeros(len(q.candidates), dtype=np.float64) for q in queries]
+    lead = (len(model.exits),) if exits else ()
+    out = [np.zeros((*lead, len(q.candidates)), dtype=np.float64) for q in queries]
     was_training = model.training
     model.eval()
     try:
@@ -30,16 +36,16 @@ def score_queries(model: torch.nn.Module, collator: PairCollator, queries: Seque
             batch = collator.collate((tokens.contexts[qi], tokens.candidates[qi][ci]) for qi, ci in chosen)
             batch = {k: v.to(device) for k, v in batch.items()}
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-                scores = model.score(batch).float().cpu().numpy()
-            for (qi, ci), s in zip(chosen, scores, strict=True):
-                out[qi][ci] = float(s)
+                scores = (model.exit_scores(batch) if exits else model.score(batch)).float().cpu().numpy()
+            for j, (qi, ci) in enumerate(chosen):
+                out[qi][..., ci] = scores[..., j]
     finally:
         model.train(was_training)
     return out
 
 
 def run_of(queries: Sequence[Query], scores: Sequence[np.ndarray]) -> dict[str, dict[str, float]]:
-    """The run {qid: {doc_id: score}} of per-query candidate scores (``score_queries``' output):
+    """The run {qid: {doc_id: score}} of per-query candidate scores (``score_candidates``' output):
     what the metrics are computed from, and what a TREC run file (evaluation/trec.py) is written from."""
     return {q.qid: {c.doc_id: float(s) for c, s in zip(q.candidates, sc, strict=True)}
             for q, sc in zip(queries, scores, strict=True)}

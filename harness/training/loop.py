@@ -30,7 +30,7 @@ import torch
 from harness.config import TrialConfig, resolve_steps
 from harness.curriculum.sampler import PacedSampler, order_by_score
 from harness.training.collate import PairCollator
-from harness.training.evaluate import metrics_of, run_of, score_queries
+from harness.training.evaluate import metrics_of, run_of, score_candidates
 from harness.training.instances import trial_instances
 from harness.training.model_factory import build_model
 from harness.training.prepare import PreparedData
@@ -252,7 +252,7 @@ class Trainer:
 
     def _scores(self, split: str) -> Any:
         queries = self.data.splits.split(split)
-        return queries, score_queries(self.model, self.collator, queries, self.data.tokens(split),
+        return queries, score_candidates(self.model, self.collator, queries, self.data.tokens(split),
                                       batch_size=self.cfg.train.eval_batch_size, device=self.device,
                                       autocast=self.autocast)
 

@@ -34,7 +34,7 @@ class TrainingSignals:
                 d[i] = qd.pair(int(cands[0]), int(cands[1])) if instances.pairwise else qd.pointwise[cands[0]]
             self.difficulty = d
         self.weak: np.ndarray | None = None
-        if cfg.smoothing.method.endswith("WSLS"):
+        if cfg.smoothing.kind.needs_weak_scores:
             per_q = {q: weak_scores(queries[q]) for q in np.unique(instances.query)}
             self.weak = np.array([per_q[q][c[0]] for q, c in zip(instances.query, instances.cand, strict=True)])
 
@@ -42,7 +42,7 @@ class TrainingSignals:
         out = {}
         if self.cfg.weighting.enabled:
             out["weighting.m_steps"] = float(self.m)
-        if self.cfg.smoothing.method.startswith("T-"):
+        if self.cfg.smoothing.kind.two_stage:
             out["smoothing.switch_steps"] = float(self.switch)
         return out
 

@@ -16,6 +16,7 @@ MODULES = [
     "harness.curriculum.difficulty",
     "harness.curriculum.weights",
     "harness.curriculum.embeddings",
+    "harness.losses.smoothing",
     "harness.losses.targets",
     "harness.losses.losses",
 ]

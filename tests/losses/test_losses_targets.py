@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.config import SMOOTHING_METHODS
+from harness.config import SMOOTHING_METHODS, TrialConfig
 from harness.data.records import Candidate, Query
 from harness.errors import ConfigError
+from harness.losses.smoothing import smoothing_method
 from harness.losses.targets import scale_weak_scores, soft_targets, weak_scores
 
 
@@ -116,3 +117,37 @@ def test_ls_never_flips_the_class_for_any_epsilon_below_one(batch: tuple[np.ndar
     labels, _ = batch
     t = soft_targets(labels, None, method="LS", epsilon=eps, step=0, switch_step=100)
     assert (t.argmax(axis=1) == (labels > 0)).all()
+
+
+# -- the methods as properties ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("alias", "paper"), [("uniform", "LS"), ("two-stage-uniform", "T-LS"),
+                                              ("weak", "WSLS"), ("two-stage-weak", "T-WSLS")])
+def test_alias_gives_the_paper_method_targets_and_config(alias, paper):
+    labels, weak = np.array([1, 0, 0]), np.array([0.0, 0.7, 0.01])
+    for step in (0, 10):
+        np.testing.assert_array_equal(
+            soft_targets(labels, weak, method=alias, epsilon=0.3, step=step, switch_step=5),
+            soft_targets(labels, weak, method=paper, epsilon=0.3, step=step, switch_step=5))
+    a = TrialConfig.from_flat({"smoothing.method": alias, "smoothing.epsilon": 0.3})
+    p = TrialConfig.from_flat({"smoothing.method": paper, "smoothing.epsilon": 0.3})
+    assert a.smoothing.method == paper and a.config_id() == p.config_id()
+
+
+def test_properties_decide_behaviour():
+    # two-stage: smoothed before the switch, hard from it on; weak prior: negatives follow s.
+    t = smoothing_method("T-WSLS")
+    assert (t.prior, t.two_stage, t.needs_weak_scores) == ("weak", True, True)
+    before = soft_targets(np.array([0]), np.array([0.5]), method="T-WSLS", epsilon=0.2, step=4,
+                          switch_step=5)
+    after = soft_targets(np.array([0]), np.array([0.5]), method="T-WSLS", epsilon=0.2, step=5,
+                         switch_step=5)
+    assert before.tolist() == [[0.9, 0.1]] and after.tolist() == [[1.0, 0.0]]
+    assert not smoothing_method("none").smooths and not smoothing_method("LS").needs_weak_scores
+
+
+def test_unknown_method_names_close_names_and_aliases():
+    with pytest.raises(ConfigError, match=r"smoothing.method: unknown name 'T-WSL'.*did you mean T-WSLS"):
+        TrialConfig.from_flat({"smoothing.method": "T-WSL"})
+    with pytest.raises(ConfigError, match="aliases: uniform"):
+        smoothing_method("gaussian")

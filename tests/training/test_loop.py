@@ -98,13 +98,13 @@ def test_pairwise_training_learns(prepared):
 
 
 def test_scores_do_not_depend_on_batch_mates(prepared):
-    from harness.training.evaluate import score_queries
+    from harness.training.evaluate import score_candidates
 
     t = Trainer(tiny_config(), prepared)
     queries = prepared.splits.dev
-    one = score_queries(t.model, t.collator, queries, prepared.dev, batch_size=1, device=t.device,
+    one = score_candidates(t.model, t.collator, queries, prepared.dev, batch_size=1, device=t.device,
                         autocast=False)
-    many = score_queries(t.model, t.collator, queries, prepared.dev, batch_size=64, device=t.device,
+    many = score_candidates(t.model, t.collator, queries, prepared.dev, batch_size=64, device=t.device,
                          autocast=False)
     for a, b in zip(one, many, strict=True):
         np.testing.assert_allclose(a, b, atol=1e-5)

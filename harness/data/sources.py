@@ -1,0 +1,115 @@
+"""The data sources (``data.source``): one registry, read by the config check, ``load_splits``, the
+``harness data`` options and ``harness validate``.
+
+A ``Source`` says how to load its ``Splits`` and what it needs: ``needs_path`` (``data.path`` must
+be set), ``own_candidates`` (its data brings the candidates, so ``train.sampler`` must be
+``dataset``; ``why`` says so in the error) and ``check`` (a cheap ``harness validate`` check of
+what it reads, before any study starts). Adding a source is one ``SOURCES.register`` call here;
+importing this module imports no reader (each loader imports its own on first use).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.errors import DataError, HarnessError
+from harness.registry import Registry
+
+if TYPE_CHECKING:
+    from harness.config import DataConfig
+    from harness.data.progress import Progress
+    from harness.data.records import Splits
+
+Loader = Callable[["DataConfig", str, "Progress | None"], "Splits"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Source:
+    """One ``data.source``: ``load(cfg, train_sampler, progress)`` gives its splits, uncapped."""
+
+    name: str
+    help: str
+    load: Loader
+    needs_path: bool = False
+    own_candidates: bool = False
+    why: str = ""
+    check: Callable[[DataConfig], None] | None = None
+
+    def __call__(self, cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+        return self.load(cfg, train_sampler, progress)
+
+
+SOURCES: Registry[Source] = Registry("data.source")
+
+
+def add(source: Source) -> Source:
+    return SOURCES.register(source.name)(source)
+
+
+def get(name: str) -> Source:
+    """The source named ``name``; an unknown name is a ``ConfigError`` listing the valid ones."""
+    return SOURCES.get(name)
+
+
+# --- the sources -------------------------------------------------------------------------------
+
+
+def _chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+    from harness.data.load import load_chitchat
+
+    return load_chitchat(cfg, train_sampler, progress)
+
+
+def _check_chitchat(cfg: DataConfig) -> None:
+    try:
+        import chitchat_dataset  # noqa: F401
+    except ImportError:
+        raise HarnessError("data.source=chitchat needs the data package: pip install chitchat-dataset") from None
+
+
+def _directory_reader(name: str) -> Loader:
+    def load(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+        from harness.data import readers
+
+        if progress:
+            progress(f"reading {name} data from {cfg.path}")
+        reader = readers.read_msdialog if name == "msdialog" else readers.read_trec
+        return reader(Path(str(cfg.path)).expanduser().resolve())
+
+    return load
+
+
+def _check_path(cfg: DataConfig) -> None:
+    path = Path(str(cfg.path))
+    if not path.exists():
+        raise DataError(f"data.path: {path} does not exist")
+
+
+def _irds(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+    from harness.data.irds import read_irds
+
+    return read_irds(cfg, progress)
+
+
+def _check_irds(cfg: DataConfig) -> None:
+    from harness.data.irds import check_irds
+
+    check_irds(cfg)
+
+
+_FILES = "its files bring their own candidates and no corpus to sample from"
+
+add(Source(name="chitchat", help="the embedded set (data.path: a chitchat-format file, default "
+           "the packaged one)", load=_chitchat, check=_check_chitchat))
+add(Source(name="msdialog", help="MSDialog/MANtIS TSV directory (data.path)",
+           load=_directory_reader("msdialog"), needs_path=True, own_candidates=True, why=_FILES,
+           check=_check_path))
+add(Source(name="trec", help="TREC-style directory: queries, docs, qrels, run (data.path)",
+           load=_directory_reader("trec"), needs_path=True, own_candidates=True, why=_FILES,
+           check=_check_path))
+add(Source(name="irds", help="an ir_datasets data set (data.irds_id; data.irds_register for a "
+           "local one)", load=_irds, own_candidates=True,
+           why="its first-stage run (scoreddocs) brings the candidates", check=_check_irds))
