@@ -11,7 +11,7 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: venv demo test test-all lint bench clean
+.PHONY: venv demo test test-all lint bench bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ bench: venv
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/trainer.py
 	$(PY) benchmarks/cascade.py
+
+# On a CUDA machine: trainer throughput and MFU (harness vs HF Trainer vs sentence-transformers'
+# CrossEncoderTrainer) and the cascade on the GPU; writes benchmarks/results/gpu.{md,json}.
+bench-gpu: venv
+	$(PY) -m pip install --quiet -e ".[bench]"
+	$(PY) benchmarks/gpu.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

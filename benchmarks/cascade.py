@@ -86,9 +86,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with torch.no_grad():  # the cascade at alpha 0 and the plain model rank identically
         full = plain_forward(model, batch)
         same = torch.allclose(full, model.score(batch), atol=1e-4)
-    settings: dict[str, Any] = {"plain": lambda: plain_forward(model, batch)}
+    bf16 = bool(getattr(args, "bf16", False))
+
+    def amp() -> Any:  # bf16 autocast around the timed calls only (the check above is float32)
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16)
+
+    def plain() -> Any:
+        with amp():
+            return plain_forward(model, batch)
+
+    settings: dict[str, Any] = {"plain": plain}
     for a, plan in plans.items():
-        settings[f"cascade alpha={a:g}"] = lambda plan=plan: model.cascade(batch, plan)
+        def run_cascade(plan: Any = plan) -> Any:
+            with amp():
+                return model.cascade(batch, plan)
+        settings[f"cascade alpha={a:g}"] = run_cascade
 
     def timed(fn: Any) -> float:
         if device.type == "cuda":
@@ -132,7 +144,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "cascade inference throughput vs the plain full forward",
         "model": args.model, "num_layers": model.num_layers, "hidden": int(model.encoder.config.hidden_size),
         "exits": list(model.exits), "batch": args.batch, "seq_len": args.seq_len, "rounds": args.rounds,
-        "device": str(device), "clock": clock, "threads": torch.get_num_threads(), "rounding": model.plan.rounding, "plain_equals_final_exit": bool(same),
+        "device": str(device), "precision": "bf16 autocast" if bf16 else "float32", "clock": clock, "threads": torch.get_num_threads(), "rounding": model.plan.rounding, "plain_equals_final_exit": bool(same),
         "machine": describe("torch", "transformers"), "loadavg_before": list(load_before), "loadavg_after": list(load_after),
         "results": rows,
     }
@@ -179,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bf16", action="store_true", help="time under bf16 autocast (CUDA)")
     p.add_argument("--threads", type=int, default=1, help="torch threads on a CPU (default 1)")
     p.add_argument("--out", type=Path, default=RESULTS / "cascade", help="output path without suffix")
     args = p.parse_args(argv)

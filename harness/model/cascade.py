@@ -121,9 +121,12 @@ class CascadeRanker(nn.Module):
 
     def exit_logits(self, hidden: torch.Tensor, attention_mask: torch.Tensor, i: int) -> torch.Tensor:
         """(B, 2) logits of exit ``i`` (0-based) from the mean of H_rho(i) over real tokens."""
-        m = attention_mask.to(hidden.dtype).unsqueeze(-1)
-        pooled = (hidden * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
-        return self.heads[i](pooled)  # type: ignore[no-any-return]
+        # Pooling and the head in float32, also under bf16 autocast (bf16 scores would tie).
+        with torch.autocast(hidden.device.type, enabled=False):
+            hidden = hidden.float()
+            m = attention_mask.to(hidden.dtype).unsqueeze(-1)
+            pooled = (hidden * m).sum(dim=1) / m.sum(dim=1).clamp_min(1.0)
+            return self.heads[i](pooled)  # type: ignore[no-any-return]
 
     # -- the module protocol ------------------------------------------------------------------------
 

@@ -37,7 +37,10 @@ class CrossEncoder(nn.Module):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         cls = first_token_state(self.encoder, batch)
-        return self.head(self.dropout(cls))  # type: ignore[no-any-return]
+        # The head runs in float32 even under bf16 autocast: bf16 logits (8-bit mantissa) round
+        # nearby candidates' scores to ties, which the pessimistic tie rule then ranks worst.
+        with torch.autocast(cls.device.type, enabled=False):
+            return self.head(self.dropout(cls.float()))  # type: ignore[no-any-return]
 
     def train_logits(self, batch: Batch, rng: np.random.Generator) -> torch.Tensor:
         return self(batch)  # type: ignore[no-any-return]

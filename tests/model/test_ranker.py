@@ -91,3 +91,23 @@ def test_other_encoders_use_the_full_forward() -> None:
     batch = padded_batch(seed=6)
     with torch.no_grad():
         torch.testing.assert_close(first_token_state(wrapped, batch), full_cls(inner, batch), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("kind", ["plain", "cascade"])
+def test_scores_under_bf16_autocast_keep_float32_resolution(kind):
+    """The head runs in float32 under autocast: close candidates do not round to tied scores."""
+    from harness.model.cascade import CascadeRanker
+
+    enc = load_encoder(ModelConfig(name="tiny"), seed=0)
+    model = (CrossEncoder(enc) if kind == "plain" else CascadeRanker(enc)).eval()
+    head = model.head if kind == "plain" else model.heads[-1].net[-1]
+    collator = PairCollator(load_tokenizer(ModelConfig(name="tiny")), 64)
+    rng = np.random.default_rng(0)
+    batch = collator.collate([(rng.integers(1000, 20000, size=20), rng.integers(1000, 20000, size=10))
+                              for _ in range(32)])
+    with torch.no_grad():
+        head.weight.mul_(1e-2)  # logits near 0.01 apart by ~1e-4, as early in training
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            scores = model.score(batch)
+    assert scores.dtype == torch.float32
+    assert len(set(scores.tolist())) == 32

@@ -1,0 +1,59 @@
+"""benchmarks/gpu.py without a GPU: its help, its refusal to time on a CPU, its FLOP count, and a
+smoke run (tiny model, a few steps) that writes both result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "gpu.py"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, env=env,
+                          check=False)
+
+
+def test_help_names_the_peers_and_the_smoke_option():
+    out = _run("--help")
+    assert out.returncode == 0
+    assert "--smoke" in out.stdout and "CrossEncoderTrainer" in out.stdout and "group_by_length" in out.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_refuses_to_time_on_a_cpu_in_one_line():
+    out = _run("--device", "cpu", "--out", "/nonexistent/gpu")
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and "--smoke" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_train_flops_counts_projections_ffn_and_quadratic_attention():
+    import gpu
+
+    dims = {"hidden": 4, "ffn": 8, "layers": 2, "heads": 1}
+    # one pair of length 3: per layer 2*3*(4*16 + 2*4*8) + 4*9*4 = 768 + 144; x2 layers x3 (training)
+    assert gpu.train_flops(dims, 3.0, 9.0) == 3 * 2 * (768 + 144)
+    assert gpu.datasheet_peak("NVIDIA H100 80GB HBM3") == 989.4
+    assert gpu.datasheet_peak("NVIDIA H100 PCIe") == 756.0
+    assert gpu.datasheet_peak("Some GPU") is None
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
+    out = _run("--smoke", "--trainers", "harness", "--out", str(tmp_path / "gpu"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    rec = json.loads((tmp_path / "gpu.json").read_text())
+    assert rec["smoke"] is True and rec["gpu"]["name"] is None
+    (row,) = rec["trainers"]
+    assert row["trainer"] == "harness" and row["pairs"] == 4 and row["pairs_per_s"] > 0
+    assert rec["cascade"][0]["results"][0]["setting"] == "plain"
+    assert "has not run" in (tmp_path / "gpu.md").read_text()
