@@ -113,14 +113,14 @@ class Timers:
 
 @contextmanager
 def instrumented(timers: Timers) -> Iterator[None]:
-    from harness.study import runner
+    from harness.study import orchestrate
 
-    undo = [timers.wrap(runner, "prepare_study", "prepare"), timers.wrap(runner, "init_ray", "ray_init"),
-            timers.wrap(runner, "_run_phase", "tune_phase"),
-            timers.wrap(runner, "_reference_maps", "reference"),
-            timers.wrap(runner, "report_study", "report")]
-    for hook in ("on_trial_start", "on_trial_result", "on_trial_error"):
-        undo.append(timers.wrap(runner.TrackingCallback, hook, f"callback.{hook}"))
+    undo = [timers.wrap(orchestrate, "prepare_study", "prepare"), timers.wrap(orchestrate, "init_ray", "ray_init"),
+            timers.wrap(orchestrate, "run_phase", "tune_phase"),
+            timers.wrap(orchestrate, "reference_maps", "reference"),
+            timers.wrap(orchestrate, "report_study", "report")]
+    for hook in ("on_trial_start", "on_trial_result", "on_checkpoint", "on_trial_error"):
+        undo.append(timers.wrap(orchestrate.TrackingCallback, hook, f"callback.{hook}"))
     try:
         yield
     finally:

@@ -1,4 +1,4 @@
-"""Read a study's results from MLflow, following harness/tracking/conventions.py (read only).
+"""Read a study's results from MLflow through harness.tracking.records (read only).
 
 experiment = study name. Seed runs (tag harness.kind=trial) carry harness.config_id, harness.seed,
 harness.role, harness.eval_fingerprint (runs evaluated on different dev/test candidates are never
@@ -17,7 +17,6 @@ server fails within seconds with "tracking URI ... is not reachable", not after 
 from __future__ import annotations
 
 import contextlib
-import csv
 import os
 import tempfile
 from collections.abc import Collection, Iterator
@@ -28,6 +27,7 @@ from harness.errors import DataError, HarnessError
 from harness.evaluation.metrics import METRIC_KEYS, metric_key
 from harness.evaluation.results import RunRecord, StudyResults
 from harness.tracking import conventions as C
+from harness.tracking.records import SeedRun, iter_runs, read_per_query
 from harness.tracking.store import check_reachable, default_tracking_uri
 
 # MLflow's client retries a failing request for minutes; a read that fails mid-way should not. A
@@ -75,9 +75,9 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                             f"{', '.join(known) or 'none'}")
         exp_id = exp.experiment_id
         configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
-                   for r in _runs(client, exp_id, C.KIND_CONFIG)}
-        trials = [r for r in _runs(client, exp_id, C.KIND_TRIAL) if r.info.status == "FINISHED"
-                  and (config_ids is None or r.data.tags.get(C.TAG_CONFIG_ID) in config_ids)]
+                   for r in iter_runs(client, exp_id, C.KIND_CONFIG)}
+        trials = [t for t in map(SeedRun.of, iter_runs(client, exp_id, C.KIND_TRIAL)) if t.status == "FINISHED"
+                  and (config_ids is None or t.config_id in config_ids)]
         if not trials:
             raise DataError(f"{source} at {uri} has no finished seed runs "
                             f"({C.TAG_KIND}={C.KIND_TRIAL}); nothing to tabulate")
@@ -86,25 +86,21 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
         records, roles = [], {}
         with tempfile.TemporaryDirectory() as tmp, _env_defaults(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
             for run in trials:
-                tags = run.data.tags
-                config_id = tags.get(C.TAG_CONFIG_ID)
-                seed = tags.get(C.TAG_SEED)
+                config_id, seed = run.config_id, run.seed
                 if not config_id or seed is None:
-                    raise DataError(f"{source}: seed run {run.info.run_id} lacks the "
+                    raise DataError(f"{source}: seed run {run.run_id} lacks the "
                                     f"{C.TAG_CONFIG_ID} or {C.TAG_SEED} tag")
                 label = labels[config_id]
                 config_run = configs.get(config_id)
-                role = (config_run.data.tags.get(C.TAG_ROLE) if config_run else None) or tags.get(C.TAG_ROLE)
+                role = (config_run.data.tags.get(C.TAG_ROLE) if config_run else None) or run.role
                 roles[label] = role
-                first = (config_run or run).info.start_time or 0
+                first = (config_run.info.start_time or 0) if config_run else run.start_time
                 started[label] = min(started.get(label, first), first)
-                per_query = _per_query(client, run.info.run_id, tmp, source)
-                values = {k[len(C.TEST_PREFIX):]: float(v) for k, v in run.data.metrics.items()
-                          if k.startswith(C.TEST_PREFIX)
-                          and (k[len(C.TEST_PREFIX):] in METRIC_KEYS or k[len(C.TEST_PREFIX):] in per_query)}
+                per_query = read_per_query(client, run.run_id, tmp, source, metric_key)
+                values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
                                          per_query=per_query, config_id=config_id,
-                                         evaluation=tags.get(C.TAG_EVAL_FINGERPRINT)))
+                                         evaluation=run.evaluation))
     except MlflowException as exc:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
     if baseline is None:
@@ -133,41 +129,9 @@ def _env_defaults(**values: str) -> Iterator[None]:
                 os.environ.pop(k, None)
 
 
-def _runs(client: Any, exp_id: str, kind: str) -> Iterator[Any]:
-    token = None
-    while True:
-        page = client.search_runs([exp_id], filter_string=f"tags.`{C.TAG_KIND}` = '{kind}'",
-                                  max_results=1000, page_token=token)
-        yield from page
-        token = page.token
-        if not token:
-            return
-
-
-def _labels(configs: dict[str, Any], trials: list[Any]) -> dict[str, str]:
+def _labels(configs: dict[str, Any], trials: list[SeedRun]) -> dict[str, str]:
     """config_id -> label: the config run's name, made unique with the config_id where names clash."""
-    ids = sorted({t.data.tags.get(C.TAG_CONFIG_ID, "") for t in trials} - {""})
+    ids = sorted({t.config_id or "" for t in trials} - {""})
     names = {i: (configs[i].info.run_name if i in configs and configs[i].info.run_name else i) for i in ids}
     clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
     return {i: f"{n} [{i}]" if n in clashes else n for i, n in names.items()}
-
-
-def _per_query(client: Any, run_id: str, tmp: str, source: str) -> dict[str, dict[str, float]]:
-    folder, _, filename = C.PER_QUERY_ARTIFACT.rpartition("/")
-    if not any(Path(a.path).name == filename for a in client.list_artifacts(run_id, folder)):
-        return {}
-    local = Path(client.download_artifacts(run_id, C.PER_QUERY_ARTIFACT, str(Path(tmp) / run_id)))
-    out: dict[str, dict[str, float]] = {}
-    with local.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if tuple(reader.fieldnames or ()) != C.PER_QUERY_COLUMNS:
-            raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT} has columns "
-                            f"{reader.fieldnames}, expected {', '.join(C.PER_QUERY_COLUMNS)}")
-        for line, row in enumerate(reader, start=2):
-            measure = metric_key(row["measure"])
-            try:
-                out.setdefault(measure, {})[row["qid"]] = float(row["value"])
-            except (TypeError, ValueError):
-                raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT}:{line}: value "
-                                f"{row['value']!r} is not a number") from None
-    return out

@@ -33,7 +33,6 @@ tag harness.marker.<metric>):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -46,7 +45,7 @@ from harness.evaluation.power import (
     render_power,
 )
 from harness.evaluation.render import RENDERERS, render
-from harness.evaluation.results import StudyResults
+from harness.evaluation.results import StudyResults, seed_summary
 from harness.evaluation.significance import Analysis, AnalysisOptions, analyse
 from harness.evaluation.table import build_tables
 from harness.tracking.conventions import ROLE_BASELINE, ROLE_CANDIDATE, TAG_MARKER_PREFIX
@@ -117,8 +116,7 @@ def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None) -> Co
     markers: dict[str, str] = {}
     for m in analysis.metrics:
         seeds = res.seed_values(config, m)
-        metrics[f"{m}_mean"] = float(seeds.mean())
-        metrics[f"{m}_sd"] = float(seeds.std(ddof=1)) if len(seeds) > 1 else math.nan
+        metrics[f"{m}_mean"], metrics[f"{m}_sd"] = seed_summary(seeds)
         if analysis.test == "per-seed" and config != res.baseline:
             better, worse, _ = analysis.seed_tally(config, m)
             metrics.update({f"{m}_delta": float(seeds.mean() - res.seed_values(res.baseline, m).mean()),

@@ -16,6 +16,7 @@ Seeds are labels (strings), ordered numerically when all are integers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -137,6 +138,13 @@ class StudyResults:
                                   + (f" (or {', '.join(aliases)})" if aliases else ""))
             keys.append(key)
         return tuple(dict.fromkeys(keys))
+
+
+def seed_summary(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample SD (ddof 1) of one configuration's values over seeds; the SD of a single seed
+    is undefined: NaN. The one summary of seeds (the study's config runs, the report, the tables)."""
+    arr = np.asarray(values, dtype=float)
+    return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else math.nan
 
 
 class EvaluationMismatch(DataError):

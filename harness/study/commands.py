@@ -67,13 +67,16 @@ def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
     return spec.with_overrides(overrides) if overrides else spec
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, hooks: Any = None) -> int:
+    """``hooks``: the trainable's test hooks (harness.study.trainable.TrialHooks), for tests that
+    drive `harness run` in a subprocess."""
     spec = load(args.study, args.smoke, args.assign)
     # Everything validate checks but building the model, before any data is prepared or teacher trained.
     validate_study(spec, tracking_uri=args.tracking_uri, build_model=False)
-    from harness.study.runner import run_study
+    from harness.study.runner import TrialHooks, run_study
 
-    run_study(spec, resume=args.resume, tracking_uri=args.tracking_uri, resume_command=resume_command(args))
+    run_study(spec, resume=args.resume, tracking_uri=args.tracking_uri, resume_command=resume_command(args),
+              hooks=hooks or TrialHooks())
     return 0
 
 

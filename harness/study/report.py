@@ -13,7 +13,7 @@ the same); this module only moves the outcome onto the runs:
 
 When the report cannot be produced (a configuration misses seeds because trials failed, runs were
 evaluated on different test candidates, per-query values are missing...), every trial is still
-recorded: the runs are ended, the study run gets the reason as tag ``harness.report_error`` and
+recorded: the runs are ended, the study run gets the reason as tag harness.report_error and
 ``ReportUnavailable`` is raised, so `harness run` exits non-zero saying why. No study is skipped
 silently: the studies with nothing to compare by design still get a report (a baseline-only study
 its tables without tests or power analysis; a one-seed study tests per query), so a report error
@@ -28,9 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.study.spec import StudySpec
-from harness.tracking.study_writer import StudyWriter
-
-TAG_REPORT_ERROR = "harness.report_error"
+from harness.tracking.records import StudyRecords
 
 if TYPE_CHECKING:
     from harness.evaluation.power import PowerAnalysis
@@ -40,42 +38,34 @@ class ReportUnavailable(HarnessError):
     """The study's trials are recorded but its significance report could not be produced."""
 
 
-def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: str,
-                 log: Callable[[str], None]) -> dict[str, Any]:
+def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], None]) -> dict[str, Any]:
     from harness.evaluation.mlflow_reader import read_experiment
     from harness.evaluation.plots import write_plots
     from harness.evaluation.report import study_report
 
-    config_runs = writer.config_runs()
-    for cid in config_runs:
-        writer.aggregate(cid, list(spec.seeds))
+    for cid in records.config_runs():
+        records.config_summary(cid, list(spec.seeds))
     out: dict[str, Any] = {}
     try:
         # A study of fixed configurations reports exactly those: runs of configurations the study
         # file no longer names (it was edited since) stay in MLflow but out of this table.
         ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
-        results = read_experiment(spec.name, tracking_uri=store.uri, config_ids=ids)
+        results = read_experiment(spec.name, tracking_uri=records.store.uri, config_ids=ids)
         report = study_report(results)
     except HarnessError as exc:
         # Every trial is recorded; the reason (missing seeds, different evaluation sets, ...)
         # goes onto the study run and into the one-line error.
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        store.set_tags(study_run, {TAG_REPORT_ERROR: reason[:5000]})
-        writer.end()
+        records.report_failed(reason)
+        records.end()
         raise ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but the significance "
                                 f"report could not be produced: {reason}") from None
     for name, outcome in report.outcomes.items():
-        run = config_runs.get(outcome.config_id or "")
-        if run is None:
-            continue
-        store.log_metrics(run, outcome.metrics)
-        store.set_tags(run, outcome.tags)
-        out[name] = {"role": outcome.role, **outcome.metrics, **outcome.tags}
-    for path, text in report.artifacts.items():
-        store.log_text(study_run, text, path)
+        if records.config_report(outcome.config_id or "", outcome.metrics, outcome.tags):
+            out[name] = {"role": outcome.role, **outcome.metrics, **outcome.tags}
+    records.study_artifacts(report.artifacts)
     with tempfile.TemporaryDirectory() as tmp:
-        for png in write_plots(report.analysis, tmp):
-            store.log_file(study_run, png, "plots")
+        records.study_artifacts(files=[(png, "plots") for png in write_plots(report.analysis, tmp)])
     md = report.tables.get("tables/seeds.md", "")
     if md:
         # The first metric's table (MAP) and its footnote; every metric is in the artifacts.
@@ -84,9 +74,9 @@ def report_study(spec: StudySpec, writer: StudyWriter, store: Any, study_run: st
         log(_power_summary(report.power))
     else:
         log(f"power: skipped ({report.power_skipped})")
-    writer.end()
+    records.end()
     logged = "tables, plots and power analysis" if report.power is not None else "tables and plots"
-    log(f"study {spec.name}: finished; {logged} logged to study run {study_run}")
+    log(f"study {spec.name}: finished; {logged} logged to study run {records.study_run}")
     return out
 
 

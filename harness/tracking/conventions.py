@@ -13,6 +13,10 @@ experiment = study name
               params: every flat dotted config key
               metrics: dev_<metric> as step metrics (the dev curve); test_<metric> final
               artifact: per_query/test.csv with columns qid, measure, value
+  `harness train` records the same: a study run named after its experiment, a config run per
+  configuration, a seed run per (configuration, seed).
+
+harness/tracking/records.py is the one module that writes and reads these records.
 """
 
 from __future__ import annotations
@@ -25,6 +29,11 @@ TAG_SEED = "harness.seed"
 TAG_TRIAL_KEY = "harness.trial_key"
 TAG_EVAL_FINGERPRINT = "harness.eval_fingerprint"
 TAG_MARKER_PREFIX = "harness.marker."
+TAG_DONE = "harness.done"  # a seed run's final record is complete ("1")
+TAG_ERROR = "harness.error"  # why a seed run failed
+TAG_SEEDS = "harness.seeds"  # on a config run: the seeds its mean and SD are over
+TAG_REPORT_ERROR = "harness.report_error"  # on the study run: why the report could not be produced
+TAG_PARENT = "mlflow.parentRunId"
 
 KIND_STUDY = "study"
 KIND_CONFIG = "config"
@@ -35,9 +44,14 @@ ROLE_CANDIDATE = "candidate"
 
 PER_QUERY_ARTIFACT = "per_query/test.csv"
 PER_QUERY_COLUMNS = ("qid", "measure", "value")
+STUDY_FILE_ARTIFACT = "study.yaml"
+RESOLVED_ARTIFACT = "resolved/{config_id}.json"
 
 DEV_PREFIX = "dev_"
 TEST_PREFIX = "test_"
+MEAN_SUFFIX = "_mean"
+SD_SUFFIX = "_sd"
+REFERENCE_METRIC = "reference_{name}_map"  # study run: first-stage and random MAP on the test queries
 
 # Metric names as the harness reports them (MLflow keys allow no "@"): MAP, MRR, MRR@10, P@1
 # (= R10@1 with one positive among 10 candidates), nDCG@10, R-Prec.

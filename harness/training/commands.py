@@ -1,4 +1,6 @@
-"""``harness train``: one configuration, one seed, recorded in MLflow."""
+"""``harness train``: one configuration, one seed, recorded in MLflow as a one-configuration study
+(harness.tracking.records): experiment = --experiment, its study run, a config run per
+configuration and the seed run, with the same tags and metrics as a study's seed run."""
 
 from __future__ import annotations
 
@@ -6,11 +8,15 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.config import TrialConfig, flatten, parse_assignments, read_yaml
 from harness.errors import ConfigError
+from harness.study.protocol import TrialOutcome, TrialTicket
 from harness.tracking import conventions as C
+
+if TYPE_CHECKING:
+    from harness.tracking.records import StudyRecords
 
 
 def register(sub: Any) -> None:
@@ -66,6 +72,9 @@ def run_train(args: argparse.Namespace) -> int:
                           f"teacher; choose another teacher seed")
     log = _stderr
     t0 = time.perf_counter()
+    # A one-configuration study: the configuration is named by its id; checked before any data loads.
+    ticket = TrialTicket.of(cfg.config_id(), C.ROLE_CANDIDATE, cfg, cfg.train.seed)
+    records = None if args.no_mlflow else _records(args, ticket)
     splits = load_splits(cfg.data, train_sampler=cfg.train.sampler, progress=log)
     log(f"data: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test queries "
         f"(fingerprint {splits.fingerprint[:12]})")
@@ -78,31 +87,21 @@ def run_train(args: argparse.Namespace) -> int:
         trainer.restore(args.checkpoint_dir)
         log(f"resumed at step {trainer.step}")
 
-    store = run_id = None
-    if not args.no_mlflow:
-        from harness.tracking.store import TrackingStore
-
-        store = TrackingStore(args.tracking_uri)
-        exp = store.experiment(args.experiment)
-        run_id = store.start_run(exp, f"{cfg.config_id()}-seed{cfg.train.seed}", {
-            C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: cfg.config_id(),
-            C.TAG_SEED: str(cfg.train.seed), C.TAG_ROLE: C.ROLE_CANDIDATE,
-            C.TAG_EVAL_FINGERPRINT: splits.evaluation})
-        store.log_params(run_id, cfg.to_flat())
-        log(f"mlflow: run {run_id} in experiment {args.experiment!r} at {store.uri}")
-    status = "FAILED"
+    if records:
+        log(f"mlflow: run {records.trial_started(ticket)} in experiment {args.experiment!r} at "
+            f"{records.store.uri}")
+    started = time.time()
     try:
         for rec in trainer.run():
             if isinstance(rec, StepRecord):
                 log(f"step {rec.step:>6}/{cfg.train.steps}  loss {rec.loss:.4f}  lr {rec.lr:.2e}  "
                     f"{rec.pairs_per_s:6.1f} pairs/s  pool {rec.available}")
-                if store and run_id:
-                    store.log_metrics(run_id, {"train_loss": rec.loss, "lr": rec.lr}, step=rec.step)
+                if records:
+                    records.train_point(ticket, rec.step, rec.loss, rec.lr)
             elif isinstance(rec, EvalRecord):
                 log(f"dev  @{rec.step:>6}: {_fmt(rec.metrics)}{'  (best)' if rec.is_best else ''}")
-                if store and run_id:
-                    store.log_metrics(run_id, {f"{C.DEV_PREFIX}{k}": v for k, v in rec.metrics.items()},
-                                      step=rec.step)
+                if records:
+                    records.dev_point(ticket, rec.step, rec.metrics)
                 if args.checkpoint_dir is not None:
                     trainer.save(args.checkpoint_dir)
             else:
@@ -112,18 +111,38 @@ def run_train(args: argparse.Namespace) -> int:
                 if rec.cascade:
                     print(f"  cascade (alpha {list(cfg.cascade.alpha)}): map {rec.cascade['test_cascade_map']:.4f}"
                           f"  relative cost {rec.cascade['test_cascade_cost']:.3f}")
-                if store and run_id:
-                    store.log_metrics(run_id, {f"{C.TEST_PREFIX}{k}": v for k, v in rec.metrics.items()})
-                    store.log_metrics(run_id, {"best_step": rec.best_step, **rec.resolved, **rec.cascade})
-                    store.log_per_query(run_id, rec.per_query)
+                if records:
+                    outcome = TrialOutcome.from_final(
+                        ticket.key, rec, metric=cfg.train.select_metric, select_metric=cfg.train.select_metric,
+                        evaluation=splits.evaluation, started=started, ended=time.time())
+                    records.trial_finished(ticket, outcome, rec.per_query)
                 if args.compare_baselines:
                     _print_baselines(splits.test, rec.metrics["map"])
-        status = "FINISHED"
+    except BaseException as exc:
+        if records:
+            records.trial_failed(ticket, f"{type(exc).__name__}: {exc}")
+        raise
     finally:
-        if store and run_id:
-            store.end_run(run_id, status)
+        if records:
+            records.end(configs=[ticket.config_id])
     log(f"done in {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+def _records(args: argparse.Namespace, ticket: TrialTicket) -> StudyRecords:
+    """The experiment's records, refusing a (configuration, seed) it has recorded as finished (a
+    second seed run of it would make the experiment untabulable)."""
+    from harness.tracking.records import StudyRecords
+    from harness.tracking.store import TrackingStore
+
+    records = StudyRecords.open(TrackingStore(args.tracking_uri), args.experiment)
+    done = records.done_run(ticket.key)
+    if done is not None:
+        raise ConfigError(f"experiment {args.experiment!r} already has a finished run of configuration "
+                          f"{ticket.config_id} with seed {ticket.seed} (run {done.run_id}); choose another "
+                          f"--seed or --experiment, or pass --no-mlflow")
+    records.study_started()
+    return records
 
 
 def _print_baselines(test: Any, trained_map: float) -> None:

@@ -179,10 +179,11 @@ def test_two_drivers_one_refused_and_a_killed_drivers_lease_does_not_block_resum
     lease = tmp_path / "runs" / "dup.lease"
     uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
     log = tmp_path / "trials.log"
-    knobs = {"HARNESS_TRIAL_LOG": str(log), "MLFLOW_TRACKING_URI": uri, TIMEOUT_ENV: "5",
+    knobs = {"MLFLOW_TRACKING_URI": uri, TIMEOUT_ENV: "5",
              "HARNESS_CACHE": os.environ.get("HARNESS_CACHE") or str(tmp_path / "cache")}
     env = {**os.environ, **knobs}
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(spec_path)]
+    # `harness run` with the trial log hook injected (tests/study/hooked_run.py).
+    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(spec_path)]
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     try:

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.study.report import TAG_REPORT_ERROR, ReportUnavailable, report_study
+from harness.study.protocol import TrialOutcome, TrialTicket
+from harness.study.report import ReportUnavailable, report_study
 from harness.study.spec import load_study
+from harness.tracking.conventions import TAG_REPORT_ERROR
+from harness.tracking.records import StudyRecords
 from harness.tracking.store import TrackingStore
-from harness.tracking.study_writer import StudyWriter, TrialIdentity
 
 STUDY = """\
 name: {name}
@@ -29,27 +31,28 @@ def _study(tmp_path: Path, name: str, seeds: list[int], done: list[tuple[str, in
     path.write_text(STUDY.format(name=name, seeds=seeds, storage=tmp_path / "runs"))
     spec = load_study(path)
     store = TrackingStore(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
-    writer = StudyWriter(store, store.experiment(name), name)
-    study_run = writer.study_run(study_text=spec.text, params={})
+    records = StudyRecords.open(store, name)
+    study_run = records.study_started(study_text=spec.text, params={})
     for nc in spec.fixed_configs():
         for seed in spec.seeds:
-            ident = TrialIdentity(nc.config.config_id(), nc.name, nc.role, seed, nc.config.with_seed(seed).to_flat())
+            ticket = TrialTicket.of(nc.name, nc.role, nc.config, seed)
             if (nc.name, seed) in done:
                 per_query = {"map": {f"q{i}": (i % 3) / 3 + seed / 10 + (nc.role == "candidate") / 20
                                      for i in range(6)}}
                 test = {"map": sum(per_query["map"].values()) / 6}
-                writer.finish_seed(ident, test, per_query, {"objective": test["map"]}, evaluation="e1")
+                outcome = TrialOutcome(ticket.key, test["map"], test=test, evaluation="e1")
+                records.trial_finished(ticket, outcome, per_query)
             else:
-                writer.fail_seed(ident, "injected")
-    return spec, store, writer, study_run
+                records.trial_failed(ticket, "injected")
+    return spec, store, records, study_run
 
 
 def test_a_failed_trial_makes_the_report_unavailable_after_the_runs_end(tmp_path):
     done = [("baseline", 1), ("baseline", 2), ("ls", 1)]
-    spec, store, writer, study_run = _study(tmp_path, "broken", [1, 2], done)
+    spec, store, records, study_run = _study(tmp_path, "broken", [1, 2], done)
     logs: list[str] = []
     with pytest.raises(ReportUnavailable) as exc:
-        report_study(spec, writer, store, study_run, logs.append)
+        report_study(spec, records, logs.append)
     msg = str(exc.value)
     assert "\n" not in msg and msg.startswith("study 'broken': every trial is recorded, but the significance "
                                               "report could not be produced: ")
@@ -59,8 +62,8 @@ def test_a_failed_trial_makes_the_report_unavailable_after_the_runs_end(tmp_path
 
 
 def test_a_one_seed_study_gets_its_report(tmp_path):
-    spec, store, writer, study_run = _study(tmp_path, "single", [1], [("baseline", 1), ("ls", 1)])
-    out = report_study(spec, writer, store, study_run, lambda m: None)
+    spec, store, records, study_run = _study(tmp_path, "single", [1], [("baseline", 1), ("ls", 1)])
+    out = report_study(spec, records, lambda m: None)
     assert "map_p" in out["ls"]
     run = store.client.get_run(study_run)
     assert run.info.status == "FINISHED" and TAG_REPORT_ERROR not in run.data.tags

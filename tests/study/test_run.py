@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.study.runner import run_study
+from harness.study.runner import TrialHooks, run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
 from tests.study.conftest import local_ray
@@ -116,7 +116,7 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
     fail_dir.mkdir()
     log = tmp_path / "trials.log"
     run_study(_spec(root, "failing"), tracking_uri=_uri(root), progress=lambda m: None,
-              hooks={"fail_once_dir": str(fail_dir), "trial_log": str(log)})
+              hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
     assert len(list(fail_dir.iterdir())) == 9  # every trial failed once
     restarts = [ln for ln in log.read_text().splitlines() if " start 3" in ln]
     assert len(restarts) == 9  # ... and was resumed from its step-3 checkpoint
@@ -130,8 +130,8 @@ def test_killed_driver_resumes_without_duplicates_or_reruns(finished, tmp_path):
     spec_path.write_text(STUDY.format(name="killed", gpus=0, storage=root / "runs")
                          .replace("steps: 6,", "steps: 30,").replace("eval_every: 3", "eval_every: 10"))
     log = tmp_path / "trials.log"
-    env = {**os.environ, "HARNESS_TRIAL_LOG": str(log), "MLFLOW_TRACKING_URI": _uri(root)}
-    cmd = [sys.executable, "-m", "harness.cli", "run", str(spec_path)]
+    env = {**os.environ, "MLFLOW_TRACKING_URI": _uri(root)}
+    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(spec_path)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.time() + 240

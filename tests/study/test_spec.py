@@ -132,12 +132,12 @@ def test_every_shipped_study_validates(path, capsys):
 def test_searcher_pickles_for_tune_resume(tmp_path):
     import pickle
 
-    from harness.study.runner import _searcher
+    from harness.study.searchers import make_searcher
 
     text = GOOD + ("search:\n  searcher: tpe\n  num_configs: 2\n  space:\n"
                    "    curriculum.pacing: {choice: [linear, root_n]}\n"
                    "    curriculum.n: {int: [2, 5], when: {curriculum.pacing: root_n}}\n")
-    searcher = pickle.loads(pickle.dumps(_searcher(load_study(_write(tmp_path, text)))))
+    searcher = pickle.loads(pickle.dumps(make_searcher(load_study(_write(tmp_path, text)))))
     assert searcher.searcher._space.space["curriculum.n"].when == {"curriculum.pacing": ("root_n",)}
 
 

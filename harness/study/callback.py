@@ -1,0 +1,124 @@
+"""The driver side of a study's trials: the one MLflow writer (through harness.tracking.records) and
+the progress lines. Dev points are recorded from Tune's results; a trial's outcome from the
+checkpoint of its final report (its outcome, per-query values and files; harness.study.protocol)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from harness.study.prepare import trial_count
+from harness.study.protocol import (
+    DevPoint,
+    PerQuery,
+    TrialOutcome,
+    TrialTicket,
+    artifact_files,
+    is_outcome,
+    read_outcome,
+)
+from harness.study.spec import StudySpec
+from harness.tracking.records import StudyRecords
+
+Progress = Callable[[str], None]
+
+
+def stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class TrackingCallback(tune.Callback):
+    """Writes every trial to MLflow from the driver and prints progress; picklable (the records are
+    rebuilt after a restore from the tags already in MLflow)."""
+
+    def __init__(self, spec: StudySpec, uri: str, experiment_id: str, progress: Progress | None = None) -> None:
+        self.spec = spec
+        self.uri = uri
+        self.experiment_id = experiment_id
+        self._records: StudyRecords | None = None
+        self.progress = progress
+        self.total = trial_count(spec)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_records"] = None
+        state["progress"] = None
+        return state
+
+    @property
+    def records(self) -> StudyRecords:
+        if self._records is None:
+            from harness.tracking.store import TrackingStore
+
+            self._records = StudyRecords(TrackingStore(self.uri), self.experiment_id, self.spec.name)
+        return self._records
+
+    def log(self, msg: str) -> None:
+        (self.progress or stderr)(msg)
+
+    def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        ticket = TrialTicket.from_tune(trial.config)
+        self.records.trial_started(ticket)
+        self.log(f"[trial] {ticket.name} seed {ticket.seed}: running   {self._summary(trials)}")
+
+    def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
+                        **info: Any) -> None:
+        if is_outcome(result):
+            return  # recorded from its checkpoint (on_checkpoint); a replayed one is recorded already
+        point = DevPoint.from_result(result)
+        self.records.dev_point(TrialTicket.from_tune(trial.config), point.step, point.metrics)
+
+    def on_checkpoint(self, iteration: int, trials: list[Any], trial: Any, checkpoint: Any, **info: Any) -> None:
+        if not is_outcome(trial.last_result):
+            return  # an evaluation's checkpoint (model state)
+        with checkpoint.as_directory() as d:
+            found = read_outcome(d)
+            if found is None:
+                return
+            self.trial_finished(trials, trial, *found, files=artifact_files(d))
+
+    def trial_finished(self, trials: list[Any], trial: Any, outcome: TrialOutcome, per_query: PerQuery,
+                       files: Iterable[tuple[Path, str | None]]) -> None:
+        """Record a trial's outcome; ``files`` (the outcome checkpoint's artifacts/) become
+        artifacts of its seed run."""
+        ticket = TrialTicket.from_tune(trial.config)
+        self.records.trial_finished(ticket, outcome, per_query, files)
+        summary = self.records.config_summary(ticket.config_id, list(self.spec.seeds))
+        test_map = outcome.test.get("map")
+        self.log(f"[trial] {ticket.name} seed {ticket.seed}: done, test map {math.nan if test_map is None else test_map:.4f}"
+                 f"   {self._summary(trials, finished=(trial, test_map))}")
+        if summary:
+            sd = summary.get("map_sd", math.nan)
+            self.log(f"[config] {ticket.name}: map {summary['map_mean']:.4f}"
+                     f"{f' +- {sd:.4f}' if math.isfinite(sd) else ''} over seeds {list(self.spec.seeds)}")
+
+    def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        ticket = TrialTicket.from_tune(trial.config)
+        self.log(f"[trial] {ticket.name} seed {ticket.seed}: failed, retrying from its last checkpoint")
+
+    def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
+        ticket = TrialTicket.from_tune(trial.config)
+        self.records.trial_failed(ticket, str(getattr(trial, "error_file", "") or "trial failed"))
+        self.log(f"[trial] {ticket.name} seed {ticket.seed}: FAILED after retries   {self._summary(trials)}")
+
+    def _summary(self, trials: list[Any], finished: tuple[Any, float | None] | None = None) -> str:
+        """Counts by state and the best test MAP so far; ``finished`` is a trial whose outcome is
+        being recorded (Tune still lists it as running)."""
+        done_trial, done_map = finished or (None, None)
+        states: dict[str, int] = {}
+        best = []
+        for t in trials:
+            now = t is done_trial
+            status = "TERMINATED" if now else t.status
+            states[status] = states.get(status, 0) + 1
+            value = done_map if now else (t.last_result.get("test") or {}).get("map")
+            if value is not None:
+                best.append(value)
+        best_s = f", best test map {max(best):.4f}" if best else ""
+        return (f"(done {states.get('TERMINATED', 0)}, running {states.get('RUNNING', 0)}, "
+                f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}{best_s})")

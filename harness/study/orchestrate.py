@@ -1,0 +1,177 @@
+"""Orchestration of a study on Ray Tune: the lease, MLflow's study run, data preparation, Ray setup,
+the phases and the report.
+
+Phase "fixed": the baseline and the named (or grid) configurations, each x every study seed, as a
+Tune grid of tickets. Phase "search": an Optuna searcher proposes configurations and every proposal
+runs once per study seed (harness.study.searchers). Each (configuration, seed) is one trial
+(harness.study.trainable); trials checkpoint at every evaluation and a failed trial is retried from
+its last checkpoint (FailureConfig). The driver callback (harness.study.callback) is the one MLflow
+writer; it finds runs by their tags, so a resumed study adds no duplicate runs. One driver per study:
+``run_study`` holds the study's lease (harness.study.lease) from before its first MLflow write to
+its end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from harness.errors import HarnessError
+from harness.study.callback import Progress, TrackingCallback, stderr
+from harness.study.lease import StudyLease
+from harness.study.prepare import prepare_study, study_params, trial_count, variant_key
+from harness.study.protocol import TrialTicket
+from harness.study.report import ReportUnavailable, report_study
+from harness.study.searchers import make_searcher
+from harness.study.spec import StudySpec
+from harness.study.trainable import NO_HOOKS, TrialHooks, trainable
+from harness.tracking.records import StudyRecords
+from harness.tracking.system_metrics import SystemMetrics
+
+# Experiment state is saved often, so a killed driver loses at most this much bookkeeping.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+# Search objectives such as cascade_cost exist only in a trial's final result (they need the best
+# checkpoint); Tune would otherwise demand them in every intermediate dev report.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+
+
+def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": True, "logging_level": "ERROR"}
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(**kw)
+    else:
+        ray.init(address="local", include_dashboard=False, num_gpus=num_gpus, **kw)
+
+
+def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | None = None,
+              tracking_uri: str | None = None, num_gpus: float | None = None,
+              hooks: TrialHooks = NO_HOOKS, resume_command: str | None = None,
+              fresh: bool = False) -> dict[str, Any]:
+    """Run (or, with ``resume``, finish) a study; returns per-config aggregates and the MLflow ids.
+
+    One driver per study: the study's lease (harness.study.lease) is taken before anything is
+    recorded and released at the end, so a second driver is refused (``LeaseHeld``) and writes
+    nothing. ``resume_command`` is what a refused driver is told to run once this one is gone.
+    ``fresh`` discards Tune state of an earlier run (under the lease; `harness demo`): trials already
+    recorded in MLflow are replayed from there. ``hooks``: test hooks of the trainable. Ends with
+    ``ReportUnavailable`` (after every trial is recorded and the runs are ended) when the
+    significance report could not be produced.
+    """
+    log = progress or stderr
+    base = Path(spec.storage_path) if "://" not in spec.storage_path else None
+    if base is None:
+        log(f"lease: Tune storage {spec.storage_path} is not a local path; this study is not guarded "
+            "against a second driver (run one `harness run` per study)")
+        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh, base)
+    lease = StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
+                       resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
+    with lease:
+        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh, base)
+
+
+def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,
+           num_gpus: float | None, hooks: TrialHooks, fresh: bool, base: Path | None) -> dict[str, Any]:
+    from harness.tracking.store import TrackingStore, default_tracking_uri
+
+    phases = ["fixed"] + (["search"] if spec.search else [])
+    if fresh and base is not None:
+        for p in phases:
+            shutil.rmtree(base / f"{spec.name}-{p}", ignore_errors=True)
+    existing = [p for p in phases if base is not None and (base / f"{spec.name}-{p}").exists()]
+    if existing and not resume:
+        assert base is not None
+        raise HarnessError(f"study {spec.name!r} already has Ray Tune state at {base / (spec.name + '-' + existing[0])}; "
+                           "use `harness run STUDY --resume` to finish it, or change storage_path")
+    uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
+    records = StudyRecords.open(TrackingStore(uri), spec.name)
+    study_run = records.study_started(study_text=spec.text, params=study_params(spec, trial_count(spec)))
+    unavailable: ReportUnavailable | None = None
+    # System metrics (CPU, memory, GPU where available) sample onto the study run until it ends.
+    with SystemMetrics(study_run, uri, progress=log):
+        log(f"study {spec.name}: {trial_count(spec)} trials ({len(spec.fixed_configs())} fixed configs"
+            f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
+            f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
+        prepared = prepare_study(spec, progress=log)
+        init_ray(spec, num_gpus=num_gpus)
+        callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
+        fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
+                                  finished=records.done_objectives(), hooks=hooks)
+        fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
+        for phase in phases:
+            run_phase(spec, phase, fn, callback, resume)
+        callback.progress = log
+        references = reference_maps(spec, prepared, callback.records, log)
+        try:
+            results = report_study(spec, callback.records, log)
+        except ReportUnavailable as exc:
+            unavailable, results = exc, {}
+    for name, value in references.items():
+        log(f"reference on the same test queries: {name} MAP {value:.4f}")
+    if unavailable is not None:
+        raise unavailable
+    return {"experiment_id": records.experiment_id, "study_run": study_run, "configs": results,
+            "tracking_uri": uri, "references": references}
+
+
+def reference_maps(spec: StudySpec, prepared: dict[str, Any], records: StudyRecords,
+                   log: Progress) -> dict[str, float]:
+    """The first-stage (BM25) ranking and a random order on the baseline's test queries."""
+    from harness.training.baselines import reference_maps as maps
+
+    out = maps(prepared[variant_key(spec.baseline.config)].splits.test)
+    if "bm25" not in out:
+        log("reference: no BM25 MAP (candidates carry no BM25 score)")
+    records.references(out)
+    return out
+
+
+def fixed_tickets(spec: StudySpec) -> list[dict[str, Any]]:
+    """The fixed phase's trials: every fixed configuration with every study seed, as Tune configs."""
+    return [TrialTicket.of(nc.name, nc.role, nc.config, s).to_tune()
+            for nc in spec.fixed_configs() for s in spec.seeds]
+
+
+def make_scheduler(spec: StudySpec, phase: str) -> Any:
+    """The Tune trial scheduler of a phase (None: Tune's FIFO, every trial runs to its end). The
+    place for early stopping: a scheduler sees each trial's DevPoint results (``objective``, the
+    best dev value so far; ``trial_key``) and its ticket in ``trial.config``."""
+    return None
+
+
+def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool) -> None:
+    name = f"{spec.name}-{phase}"
+    path = f"{spec.storage_path.rstrip('/')}/{name}"
+    scheduler = make_scheduler(spec, phase)
+    if phase == "fixed":
+        # One grid axis of whole tickets: Tune's config of a trial is {"ticket": {...}}.
+        param_space: dict[str, Any] = {"ticket": tune.grid_search([t["ticket"] for t in fixed_tickets(spec)])}
+        tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True,
+                                      scheduler=scheduler)
+    else:
+        assert spec.search is not None
+        param_space = {}
+        tune_config = tune.TuneConfig(search_alg=make_searcher(spec), num_samples=spec.search.num_configs * len(spec.seeds),
+                                      max_concurrent_trials=spec.concurrency, reuse_actors=True,
+                                      scheduler=scheduler)
+    if resume and tune.Tuner.can_restore(path):
+        tuner = tune.Tuner.restore(path, trainable=fn, resume_unfinished=True, resume_errored=True,
+                                   param_space=param_space)
+    else:
+        run_config = tune.RunConfig(
+            name=name, storage_path=spec.storage_path, callbacks=[callback], verbose=0,
+            failure_config=tune.FailureConfig(max_failures=spec.max_retries),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1))
+        tuner = tune.Tuner(fn, param_space=param_space, tune_config=tune_config, run_config=run_config)
+    grid = tuner.fit()
+    errors = [r.error for r in grid if r.error is not None]
+    if errors:
+        callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: "
+                     f"{str(errors[0]).splitlines()[0][:300]}")

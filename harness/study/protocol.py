@@ -1,0 +1,211 @@
+"""The trial protocol: what a trial is given (a ticket) and what it gives back (dev points, one
+outcome, the outcome's files). Pure data, no Ray: the Ray glue (trainable, callback, searchers) only
+moves these through Tune.
+
+Ticket. Both phases hand Tune one config shape, ``{"ticket": {...}}`` (``TrialTicket.to_tune``): the
+fixed phase lists its tickets as a grid, and in the search phase the searcher wrapper turns each
+proposal plus the seed index into a ticket (``TrialTicket.proposed``). The driver and the trial read
+it back with ``TrialTicket.from_tune``; the trial builds its ``TrialConfig`` once (``config()``).
+
+Results. Every evaluation reports a ``DevPoint``; the end of training reports one ``TrialOutcome``.
+Both map to Tune's result dict and back (``to_result``/``from_result``) with nested sections (``dev``,
+``best_dev``, ``test``, ``cascade``, ``resolved``), so nothing is prefixed or JSON-encoded on the way.
+The values a searcher or scheduler reads sit at the top level or in those sections:
+``objective_key`` names them as Tune's flattened result spells them (``best_dev/map``).
+
+Files. Per-query values never travel in the result stream: the trial writes them, with the outcome,
+into the directory of its final checkpoint (``write_outcome``); the driver reads that directory
+(``read_outcome``). Everything a trial puts under ``artifacts/`` there is logged as an artifact of
+its seed run, at the same relative path (``artifact_files``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import TrialConfig
+from harness.tracking.conventions import ROLE_CANDIDATE
+
+TICKET = "ticket"
+OUTCOME_FILE = "outcome.json"
+PER_QUERY_FILE = "per_query.json"
+ARTIFACTS_DIR = "artifacts"
+
+PerQuery = dict[str, dict[str, float]]  # {measure: {qid: value}}
+
+
+@dataclass(frozen=True)
+class TrialTicket:
+    """One trial: a configuration (id, display name, role) and a seed; ``flat`` is the full flat
+    config with ``train.seed`` set to ``seed``."""
+
+    name: str
+    role: str
+    seed: int
+    config_id: str
+    flat: Mapping[str, Any]
+
+    @property
+    def key(self) -> str:
+        return f"{self.config_id}-seed{self.seed}"
+
+    @classmethod
+    def of(cls, name: str, role: str, cfg: TrialConfig, seed: int) -> TrialTicket:
+        return cls(name, role, int(seed), cfg.config_id(), cfg.with_seed(int(seed)).to_flat())
+
+    @classmethod
+    def proposed(cls, suggested: Mapping[str, Any], defaults: Mapping[str, Any], seed: int,
+                 searcher: str) -> TrialTicket:
+        """A searcher's proposal (flat dotted keys over the study defaults) with one study seed."""
+        cfg = TrialConfig.from_flat(dict(suggested), base=TrialConfig.from_flat(dict(defaults)))
+        return cls.of(f"{searcher}-{cfg.config_id()[:6]}", ROLE_CANDIDATE, cfg, seed)
+
+    def config(self) -> TrialConfig:
+        return TrialConfig.from_flat(dict(self.flat))
+
+    def to_tune(self) -> dict[str, Any]:
+        return {TICKET: {"name": self.name, "role": self.role, "seed": self.seed,
+                         "config_id": self.config_id, "flat": dict(self.flat)}}
+
+    @classmethod
+    def from_tune(cls, config: Mapping[str, Any]) -> TrialTicket:
+        t = config[TICKET]
+        return cls(t["name"], t["role"], int(t["seed"]), t["config_id"], dict(t["flat"]))
+
+
+def _floats(values: Mapping[str, Any] | None) -> dict[str, float]:
+    return {k: float(v) for k, v in (values or {}).items()}
+
+
+@dataclass(frozen=True)
+class DevPoint:
+    """One dev evaluation: this evaluation's metrics, the best so far and the objective (the best
+    dev value of the study metric so far, what a scheduler compares)."""
+
+    key: str
+    step: int
+    metrics: Mapping[str, float]
+    best: Mapping[str, float]
+    objective: float
+
+    def to_result(self) -> dict[str, Any]:
+        return {"trial_key": self.key, "step": self.step, "dev": dict(self.metrics),
+                "best_dev": dict(self.best), "objective": self.objective}
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> DevPoint:
+        return cls(result["trial_key"], int(result["step"]), _floats(result["dev"]),
+                   _floats(result.get("best_dev")), float(result["objective"]))
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """The end of a trial: the best-dev checkpoint's dev metrics (``best_dev``) and test metrics
+    (``test``), ``objective`` (its dev value of the study metric), cascade figures as the trainer
+    names them (dev ``cascade_map``/``cascade_cost``, ``test_exit<L>_<m>``, ``test_cascade_<m>``),
+    resolved schedule values, the evaluation set's fingerprint and wall-clock start and end.
+    ``replayed``: the trial was recorded as finished before (resume) and only reports its objective
+    again; such an outcome carries nothing else."""
+
+    key: str
+    objective: float
+    best_step: int = 0
+    test: Mapping[str, float] = field(default_factory=dict)
+    best_dev: Mapping[str, float] = field(default_factory=dict)
+    cascade: Mapping[str, float] = field(default_factory=dict)
+    resolved: Mapping[str, float] = field(default_factory=dict)
+    evaluation: str | None = None
+    started: float = math.nan
+    ended: float = math.nan
+    replayed: bool = False
+
+    @classmethod
+    def replay(cls, key: str, objective: float) -> TrialOutcome:
+        return cls(key, float(objective), replayed=True)
+
+    @classmethod
+    def from_final(cls, key: str, final: Any, *, metric: str, select_metric: str, evaluation: str | None,
+                   started: float, ended: float) -> TrialOutcome:
+        """The outcome of a trainer's FinalRecord (harness.training.loop); ``objective`` is the best
+        checkpoint's dev value of ``metric`` (of ``select_metric`` where it has none)."""
+        return cls(key, float(final.dev.get(metric, final.dev[select_metric])), int(final.best_step),
+                   _floats(final.metrics), _floats(final.dev), _floats(final.cascade),
+                   _floats(final.resolved), evaluation, float(started), float(ended))
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The seed run's metrics besides the test metrics (logged under their own names)."""
+        return {"best_step": float(self.best_step), "objective": self.objective, **self.cascade,
+                "trial_started": self.started, "trial_ended": self.ended, **self.resolved}
+
+    def to_result(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"final": True, "trial_key": self.key, "objective": self.objective}
+        if self.replayed:
+            return {**out, "replayed": True}
+        return {**out, "best_step": self.best_step, "test": dict(self.test),
+                "best_dev": dict(self.best_dev), "cascade": dict(self.cascade),
+                "resolved": dict(self.resolved), "eval_fingerprint": self.evaluation,
+                "started": self.started, "ended": self.ended}
+
+    @classmethod
+    def from_result(cls, result: Mapping[str, Any]) -> TrialOutcome:
+        if result.get("replayed"):
+            return cls.replay(result["trial_key"], result["objective"])
+        return cls(result["trial_key"], float(result["objective"]), int(result["best_step"]),
+                   _floats(result.get("test")), _floats(result.get("best_dev")),
+                   _floats(result.get("cascade")), _floats(result.get("resolved")),
+                   result.get("eval_fingerprint"), float(result["started"]), float(result["ended"]))
+
+
+def is_outcome(result: Mapping[str, Any]) -> bool:
+    """Whether a Tune result is a trial's final one (an outcome, replayed or not)."""
+    return bool(result.get("final"))
+
+
+def objective_key(metric: str, study_metric: str, n_objectives: int) -> str:
+    """The key of Tune's flattened final result a searcher reads for an objective: the trial's best
+    dev value (``objective``) for a single objective on the study metric, ``best_dev/<m>`` per
+    metric otherwise, ``cascade/<m>`` for the cascade objectives (dev, at the configured alphas)."""
+    if metric.startswith("cascade_"):
+        return f"cascade/{metric}"
+    return "objective" if n_objectives == 1 and metric == study_metric else f"best_dev/{metric}"
+
+
+# -- the outcome's files -------------------------------------------------------------------------
+
+def write_outcome(directory: str | Path, outcome: TrialOutcome, per_query: PerQuery) -> Path:
+    """The outcome and its per-query values into ``directory``; returns the ``artifacts/`` folder in
+    it, where further files for the seed run go (created)."""
+    d = Path(directory)
+    (d / OUTCOME_FILE).write_text(json.dumps(outcome.to_result(), sort_keys=True))
+    (d / PER_QUERY_FILE).write_text(json.dumps(per_query, sort_keys=True))
+    art = d / ARTIFACTS_DIR
+    art.mkdir(exist_ok=True)
+    return art
+
+
+def read_outcome(directory: str | Path) -> tuple[TrialOutcome, PerQuery] | None:
+    """What ``write_outcome`` wrote, or None when ``directory`` holds no outcome (a checkpoint of
+    an evaluation, not of the end)."""
+    d = Path(directory)
+    if not (d / OUTCOME_FILE).is_file():
+        return None
+    outcome = TrialOutcome.from_result(json.loads((d / OUTCOME_FILE).read_text()))
+    raw = json.loads((d / PER_QUERY_FILE).read_text()) if (d / PER_QUERY_FILE).is_file() else {}
+    return outcome, {m: _floats(v) for m, v in raw.items()}
+
+
+def artifact_files(directory: str | Path) -> Iterator[tuple[Path, str | None]]:
+    """(file, artifact folder) for every file under ``directory``/artifacts, the folder being its
+    path relative to artifacts/ (None at the top)."""
+    art = Path(directory) / ARTIFACTS_DIR
+    if not art.is_dir():
+        return
+    for path in sorted(p for p in art.rglob("*") if p.is_file()):
+        rel = path.parent.relative_to(art).as_posix()
+        yield path, (None if rel == "." else rel)

@@ -1,0 +1,311 @@
+"""The one layer that shapes MLflow records (conventions.py), for writing and for reading them back.
+
+Writing: ``StudyRecords`` turns the events of a study into runs, tags, metrics and artifacts: study
+started, trial started, dev point, trial finished, trial failed, config summary (mean and SD over
+seeds), config report (the tests against the baseline), study artifacts, reference MAPs, report
+failed, end. `harness run` drives it from the study's driver; `harness train` records its one
+configuration through it as well, so both give the same seed runs.
+
+Idempotent by construction: every run is found by its tags before one is created, and a seed run is
+marked done only once, so a resumed study (a fresh driver) adds no duplicate runs and never rewrites
+a finished trial. All writes happen on the driver.
+
+Reading: ``iter_runs`` (the runs of one kind), ``SeedRun.of`` (a seed run's tags and metrics, the
+test metrics without their prefix) and ``read_per_query`` (the per-query artifact); the study
+writer's resume and `harness table --experiment` (harness.evaluation.mlflow_reader) both read
+through them.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from harness.errors import DataError
+from harness.tracking import conventions as C
+from harness.tracking.store import TrackingStore
+
+if TYPE_CHECKING:
+    from harness.study.protocol import PerQuery, TrialOutcome
+
+
+class Ticket(Protocol):
+    """Who a trial is (harness.study.protocol.TrialTicket): configuration id, display name, role,
+    seed, the full flat config and the trial key."""
+
+    config_id: str
+    name: str
+    role: str
+    seed: int
+    flat: Mapping[str, Any]
+
+    @property
+    def key(self) -> str: ...
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+def unprefixed(metrics: Mapping[str, float], prefix: str) -> dict[str, float]:
+    """The metrics named ``<prefix><name>``, by name."""
+    return {k[len(prefix):]: float(v) for k, v in metrics.items() if k.startswith(prefix)}
+
+
+def iter_runs(client: Any, experiment_id: str, kind: str) -> Iterator[Any]:
+    """Every run of one kind (tag harness.kind) in an experiment, page by page."""
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], filter_string=f"tags.`{C.TAG_KIND}` = '{kind}'",
+                                  max_results=1000, page_token=token)
+        yield from page
+        token = page.token
+        if not token:
+            return
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """A seed run as recorded: ids, tags, test metrics (without test_) and status."""
+
+    run_id: str
+    config_id: str | None
+    seed: str | None
+    role: str | None
+    trial_key: str | None
+    evaluation: str | None
+    done: bool
+    status: str
+    test: Mapping[str, float]
+    metrics: Mapping[str, float]
+    start_time: int
+
+    @classmethod
+    def of(cls, run: Any) -> SeedRun:
+        tags, metrics = run.data.tags, run.data.metrics
+        return cls(run.info.run_id, tags.get(C.TAG_CONFIG_ID), tags.get(C.TAG_SEED), tags.get(C.TAG_ROLE),
+                   tags.get(C.TAG_TRIAL_KEY), tags.get(C.TAG_EVAL_FINGERPRINT), tags.get(C.TAG_DONE) == "1",
+                   run.info.status, unprefixed(metrics, C.TEST_PREFIX), dict(metrics), run.info.start_time or 0)
+
+
+def read_per_query(client: Any, run_id: str, tmp: str, source: str,
+                   measure_name: Callable[[str], str] = str) -> PerQuery:
+    """A seed run's per_query/test.csv as {measure: {qid: value}} ({} when it has none);
+    ``measure_name`` maps a measure as written to the name it is read as."""
+    folder, _, filename = C.PER_QUERY_ARTIFACT.rpartition("/")
+    if not any(Path(a.path).name == filename for a in client.list_artifacts(run_id, folder)):
+        return {}
+    local = Path(client.download_artifacts(run_id, C.PER_QUERY_ARTIFACT, str(Path(tmp) / run_id)))
+    out: dict[str, dict[str, float]] = {}
+    with local.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if tuple(reader.fieldnames or ()) != C.PER_QUERY_COLUMNS:
+            raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT} has columns "
+                            f"{reader.fieldnames}, expected {', '.join(C.PER_QUERY_COLUMNS)}")
+        for line, row in enumerate(reader, start=2):
+            try:
+                out.setdefault(measure_name(row["measure"]), {})[row["qid"]] = float(row["value"])
+            except (TypeError, ValueError):
+                raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT}:{line}: value "
+                                f"{row['value']!r} is not a number") from None
+    return out
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+class StudyRecords:
+    """The MLflow records of one study (experiment ``study_name``): study run > config run > seed run."""
+
+    def __init__(self, store: TrackingStore, experiment_id: str, study_name: str) -> None:
+        self.store = store
+        self.experiment_id = experiment_id
+        self.study_name = study_name
+        self._study: str | None = None
+        self._configs: dict[str, str] = {}
+        self._seeds: dict[str, str] = {}
+        self._done: dict[str, SeedRun] = {}
+        self._last_step: dict[str, int] = {}
+        self._test: dict[str, dict[int, dict[str, float]]] = {}
+        self._load()
+
+    @classmethod
+    def open(cls, store: TrackingStore, study_name: str) -> StudyRecords:
+        return cls(store, store.experiment(study_name), study_name)
+
+    def _load(self) -> None:
+        """Recover what earlier drivers recorded (resume)."""
+        client = self.store.client
+        for run in iter_runs(client, self.experiment_id, C.KIND_STUDY):
+            self._study = run.info.run_id
+        for run in iter_runs(client, self.experiment_id, C.KIND_CONFIG):
+            self._configs[run.data.tags[C.TAG_CONFIG_ID]] = run.info.run_id
+        for run in iter_runs(client, self.experiment_id, C.KIND_TRIAL):
+            seed = SeedRun.of(run)
+            if not seed.trial_key:
+                continue
+            self._seeds[seed.trial_key] = seed.run_id
+            if seed.done and seed.config_id is not None and seed.seed is not None:
+                self._done[seed.trial_key] = seed
+                self._test.setdefault(seed.config_id, {})[int(seed.seed)] = dict(seed.test)
+
+    # -- events --------------------------------------------------------------------------------
+
+    def study_started(self, *, study_text: str | None = None, params: Mapping[str, Any] | None = None) -> str:
+        """The study run (created once; a resumed study finds it)."""
+        if self._study is None:
+            self._study = self.store.start_run(self.experiment_id, self.study_name, {
+                C.TAG_KIND: C.KIND_STUDY, C.TAG_STUDY: self.study_name})
+            if study_text is not None:
+                self.store.log_text(self._study, study_text, C.STUDY_FILE_ARTIFACT)
+            if params:
+                self.store.log_params(self._study, params)
+        return self._study
+
+    def config_run(self, ticket: Ticket) -> str:
+        run = self._configs.get(ticket.config_id)
+        if run is None:
+            if self._study is None:
+                raise RuntimeError("study_started() must come before config runs are created")
+            run = self.store.start_run(self.experiment_id, ticket.name, {
+                C.TAG_KIND: C.KIND_CONFIG, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
+                C.TAG_STUDY: self.study_name}, parent=self._study)
+            flat = {k: v for k, v in ticket.flat.items() if k != "train.seed"}
+            self.store.log_params(run, flat)
+            self.store.log_json(run, flat, C.RESOLVED_ARTIFACT.format(config_id=ticket.config_id))
+            self._configs[ticket.config_id] = run
+        return run
+
+    def trial_started(self, ticket: Ticket) -> str:
+        """The seed run of a trial (created once, nested under its config run)."""
+        run = self._seeds.get(ticket.key)
+        if run is None:
+            parent = self.config_run(ticket)
+            run = self.store.start_run(self.experiment_id, f"{ticket.name}-seed{ticket.seed}", {
+                C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
+                C.TAG_SEED: str(ticket.seed), C.TAG_TRIAL_KEY: ticket.key, C.TAG_STUDY: self.study_name},
+                parent=parent)
+            self.store.log_params(run, dict(ticket.flat))
+            self._seeds[ticket.key] = run
+        return run
+
+    def is_done(self, key: str) -> bool:
+        return key in self._done
+
+    def done_run(self, key: str) -> SeedRun | None:
+        """The recorded seed run of a finished trial."""
+        return self._done.get(key)
+
+    def done_objectives(self) -> dict[str, float]:
+        """Finished trials (by trial key) and the objective they reported."""
+        return {k: float(r.metrics.get("objective", math.nan)) for k, r in self._done.items()}
+
+    def train_point(self, ticket: Ticket, step: int, loss: float, lr: float) -> None:
+        """One point of the training curve (`harness train`)."""
+        self.store.log_metrics(self.trial_started(ticket), {"train_loss": loss, "lr": lr}, step=step)
+
+    def dev_point(self, ticket: Ticket, step: int, metrics: Mapping[str, float]) -> None:
+        """One point of the dev curve; a point at or before the last logged step is skipped (a
+        retried trial re-reports from its checkpoint)."""
+        if self.is_done(ticket.key):
+            return
+        run = self.trial_started(ticket)
+        if step <= self._last_step.get(ticket.key, 0):
+            return
+        self._last_step[ticket.key] = step
+        self.store.log_metrics(run, {f"{C.DEV_PREFIX}{k}": v for k, v in metrics.items()}, step=step)
+
+    def trial_finished(self, ticket: Ticket, outcome: TrialOutcome, per_query: PerQuery,
+                       files: Iterable[tuple[str | os.PathLike[str], str | None]] = ()) -> None:
+        """The final record of a seed run: test_<metric>, the outcome's other metrics, the per-query
+        artifact, the evaluation fingerprint, ``files`` as artifacts ((local file, artifact folder)),
+        then done and FINISHED. A trial already done is left as it is."""
+        if self.is_done(ticket.key):
+            return
+        run = self.trial_started(ticket)
+        logged = {k: float(v) for k, v in {**{f"{C.TEST_PREFIX}{k}": v for k, v in outcome.test.items()},
+                                           **outcome.metrics}.items() if math.isfinite(float(v))}
+        self.store.log_metrics(run, logged)
+        self.store.log_per_query(run, per_query)
+        for path, folder in files:
+            self.store.log_file(run, path, folder)
+        if outcome.evaluation:
+            self.store.set_tags(run, {C.TAG_EVAL_FINGERPRINT: outcome.evaluation})
+        self.store.set_tags(run, {C.TAG_DONE: "1"})
+        self.store.end_run(run, "FINISHED")
+        seed = SeedRun(run, ticket.config_id, str(ticket.seed), ticket.role, ticket.key, outcome.evaluation,
+                       True, "FINISHED", unprefixed(logged, C.TEST_PREFIX), logged, 0)
+        self._done[ticket.key] = seed
+        self._test.setdefault(ticket.config_id, {})[ticket.seed] = dict(seed.test)
+
+    def trial_failed(self, ticket: Ticket, error: str) -> None:
+        if self.is_done(ticket.key):
+            return
+        run = self.trial_started(ticket)
+        self.store.set_tags(run, {C.TAG_ERROR: error[:5000]})
+        self.store.end_run(run, "FAILED")
+
+    def config_summary(self, config_id: str, seeds: Sequence[int]) -> dict[str, float] | None:
+        """<metric>_mean and <metric>_sd over seeds into the config run, once every seed is done
+        (harness.evaluation.results.seed_summary: a single seed has no SD, none is logged)."""
+        from harness.evaluation.results import seed_summary
+
+        per_seed = self._test.get(config_id, {})
+        if any(s not in per_seed for s in seeds) or config_id not in self._configs:
+            return None
+        out: dict[str, float] = {}
+        for metric in per_seed[seeds[0]]:
+            mean, sd = seed_summary([per_seed[s][metric] for s in seeds])
+            out[f"{metric}{C.MEAN_SUFFIX}"], out[f"{metric}{C.SD_SUFFIX}"] = mean, sd
+        run = self._configs[config_id]
+        self.store.log_metrics(run, out)
+        self.store.set_tags(run, {C.TAG_SEEDS: ",".join(map(str, seeds))})
+        return out
+
+    def config_report(self, config_id: str, metrics: Mapping[str, float], tags: Mapping[str, str]) -> bool:
+        """A configuration's results against the baseline onto its config run (False: no such run)."""
+        run = self._configs.get(config_id)
+        if run is None:
+            return False
+        self.store.log_metrics(run, metrics)
+        self.store.set_tags(run, tags)
+        return True
+
+    def study_artifacts(self, texts: Mapping[str, str] | None = None,
+                        files: Iterable[tuple[str | os.PathLike[str], str | None]] = ()) -> None:
+        """Text artifacts (by artifact path) and files ((local file, artifact folder)) on the study run."""
+        run = self._require_study()
+        for path, text in (texts or {}).items():
+            self.store.log_text(run, text, path)
+        for file, folder in files:
+            self.store.log_file(run, file, folder)
+
+    def references(self, maps: Mapping[str, float]) -> None:
+        """Reference MAPs (bm25, random) on the test queries onto the study run."""
+        self.store.log_metrics(self._require_study(),
+                               {C.REFERENCE_METRIC.format(name=k): v for k, v in maps.items()})
+
+    def report_failed(self, reason: str) -> None:
+        self.store.set_tags(self._require_study(), {C.TAG_REPORT_ERROR: reason[:5000]})
+
+    def _require_study(self) -> str:
+        if self._study is None:
+            raise RuntimeError("study_started() must come first")
+        return self._study
+
+    @property
+    def study_run(self) -> str | None:
+        return self._study
+
+    def config_runs(self) -> dict[str, str]:
+        return dict(self._configs)
+
+    def end(self, status: str = "FINISHED", configs: Iterable[str] | None = None) -> None:
+        """End the config runs (``configs``: only those ids) and the study run."""
+        for cid, run in self._configs.items():
+            if configs is None or cid in configs:
+                self.store.end_run(run, status)
+        if self._study:
+            self.store.end_run(self._study, status)

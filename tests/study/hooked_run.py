@@ -1,0 +1,27 @@
+"""`harness run` with the trainable's test hooks injected, for tests that drive a study in a
+subprocess: ``python -m tests.study.hooked_run TRIAL_LOG run STUDY.yaml [--resume]``. The hooks
+are passed to the driver as an argument (harness.study.trainable.TrialHooks), never through the
+environment of a production run."""
+
+from __future__ import annotations
+
+import sys
+
+from harness.cli import build_parser
+from harness.errors import HarnessError
+from harness.study.commands import cmd_run
+from harness.study.runner import TrialHooks
+
+
+def main(argv: list[str]) -> int:
+    trial_log, rest = argv[0], argv[1:]
+    args = build_parser().parse_args(rest)
+    try:
+        return cmd_run(args, hooks=TrialHooks(trial_log=trial_log))
+    except HarnessError as exc:
+        print(f"harness: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

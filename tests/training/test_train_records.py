@@ -1,0 +1,61 @@
+"""`harness train` records a one-configuration study through harness.tracking.records: real
+training (tiny model), real MLflow (SQLite); its seed run carries a study seed run's tags."""
+
+from __future__ import annotations
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.cli import main
+from harness.evaluation.mlflow_reader import read_experiment
+from harness.tracking import conventions as C
+
+pytestmark = pytest.mark.slow  # trains twice (tiny model) and reads MLflow back
+
+ARGS = ["train", "--set", "model.name=tiny", "--set", "model.max_length=32", "--set", "data.conversations=30",
+        "--set", "data.max_dev_queries=8", "--set", "data.max_test_queries=16", "--set", "train.steps=4",
+        "--set", "train.eval_every=2", "--set", "train.batch_size=8", "--experiment", "one"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HARNESS_CACHE", str(root / "cache"))
+    try:
+        assert main([*ARGS, "--seed", "3", "--tracking-uri", uri]) == 0
+        yield uri, mp
+    finally:
+        mp.undo()
+
+
+def test_train_records_study_config_and_seed_run_with_the_study_tags(trained):
+    uri, _ = trained
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("one")
+    runs = {r.data.tags[C.TAG_KIND]: r for r in client.search_runs([exp.experiment_id])}
+    assert set(runs) == {C.KIND_STUDY, C.KIND_CONFIG, C.KIND_TRIAL}
+    study, config, seed = runs[C.KIND_STUDY], runs[C.KIND_CONFIG], runs[C.KIND_TRIAL]
+    cid = config.data.tags[C.TAG_CONFIG_ID]
+    assert seed.data.tags["mlflow.parentRunId"] == config.info.run_id
+    assert config.data.tags["mlflow.parentRunId"] == study.info.run_id
+    assert {k: seed.data.tags.get(k) for k in (C.TAG_CONFIG_ID, C.TAG_SEED, C.TAG_ROLE, C.TAG_TRIAL_KEY,
+                                               C.TAG_STUDY, C.TAG_DONE)} == {
+        C.TAG_CONFIG_ID: cid, C.TAG_SEED: "3", C.TAG_ROLE: C.ROLE_CANDIDATE, C.TAG_TRIAL_KEY: f"{cid}-seed3",
+        C.TAG_STUDY: "one", C.TAG_DONE: "1"}
+    assert seed.data.tags[C.TAG_EVAL_FINGERPRINT]
+    assert seed.info.status == "FINISHED" and seed.data.params["train.seed"] == "3"
+    assert {"test_map", "best_step", "objective", "trial_started", "train_loss"} <= set(seed.data.metrics)
+    assert [m.step for m in client.get_metric_history(seed.info.run_id, "dev_map")] == [2, 4]
+    # ... and the table reader reads it back, per-query values included.
+    results = read_experiment("one", tracking_uri=uri, baseline=config.info.run_name)
+    assert results.configs == (config.info.run_name,)
+    assert results.runs[(config.info.run_name, "3")].values["map"] == pytest.approx(seed.data.metrics["test_map"])
+
+
+def test_training_a_recorded_configuration_and_seed_again_is_refused(trained, capsys):
+    uri, _ = trained
+    assert main([*ARGS, "--seed", "3", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "already has a finished run of configuration" in err and "seed 3" in err
