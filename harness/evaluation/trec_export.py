@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
-from harness.evaluation.mlflow_reader import FAST_FAIL_ENV, _env_defaults, _labels, _runs, open_store
+from harness.evaluation.mlflow_reader import FAST_FAIL_ENV, _env_defaults, _labels, open_store
 from harness.evaluation.trec import QRELS_ARTIFACT, RUN_ARTIFACT, SPLITS, read_qrels, read_run
 from harness.tracking import conventions as C
+from harness.tracking.records import SeedRun
+from harness.tracking.records import iter_runs as _runs
 
 MANIFEST = "manifest.csv"
 MANIFEST_COLUMNS = ("config", "config_id", "seed", "split", "file", "run_id")
@@ -115,7 +117,7 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
         if not run.data.tags.get(C.TAG_CONFIG_ID) or run.data.tags.get(C.TAG_SEED) is None:
             raise DataError(f"{source}: seed run {run.info.run_id} lacks the {C.TAG_CONFIG_ID} or "
                             f"{C.TAG_SEED} tag")
-    labels = _labels(configs, trials)
+    labels = _labels(configs, [SeedRun.of(t) for t in trials])
     stems: dict[str, str] = {}
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
