@@ -72,8 +72,7 @@ def make_batch(n: int, seq_len: int, vocab: int, seed: int) -> dict[str, torch.T
 def plain_forward(model: CascadeRanker, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The model without exits: one full encoder forward, the final classifier on its mean."""
     hidden = model.encoder(**batch).last_hidden_state
-    logits = model.exit_logits(hidden, batch["attention_mask"], len(model.exits) - 1)
-    return logits[:, 1] - logits[:, 0]
+    return model.exit_logits(hidden, batch["attention_mask"], len(model.exits) - 1)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Training throughput (pairs/s) and peak memory: the harness trainer vs the Hugging Face Trainer.
 
-Same model (the packaged 6-layer encoder with a 2-class head), same training set (every balanced
+Same model (the packaged 6-layer encoder with a sequence-classification head: pooler + dense), same training set (every balanced
 positive/negative pair of the embedded subset, held in memory by both), same batch size, max length,
 optimizer (AdamW lr 5e-5, eps 1e-8), same number of steps. The HF side follows the usual recipe: tokenise with padding to
 max_length into a datasets-free torch Dataset and call Trainer.train(). Each side runs in its own

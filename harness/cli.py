@@ -23,7 +23,7 @@ COMMAND_MODULES = (
     "harness.training.commands",    # train
     "harness.data.commands",        # data build|stats
     "harness.curriculum.commands",  # pacing
-    "harness.model.commands",       # cascade cost
+    "harness.model.commands",       # cascade cost, export
     "harness.evaluation.commands",  # table, power
     "harness.evaluation.trec_commands",  # runs export
 )

@@ -7,7 +7,8 @@ the mean of its layer's token encodings over the real (unpadded) tokens of the p
 
 (the paper's Sec. 4.3 averages "all encodings in H_rho(i)"; its formula's index starts at 1, we
 keep [CLS] and [SEP] in the mean, as the text says). C is a 3-layer feed-forward network with the
-encoder's hidden size, tanh and dropout (Sec. 5.2), two outputs like ``CrossEncoder``.
+encoder's hidden size, tanh and dropout (Sec. 5.2), and one output logit, the relevance score,
+like ``CrossEncoder`` (a two-class head with the non-relevant logit fixed at 0).
 
 Exits: 1-based layers, the last one the final layer; default ``default_exits(depth)``:
 4,6,8,10,12 on 12 layers (the paper), 2,3,4,5,6 on the 6-layer packaged MiniLM, 2,3,4 on ``tiny``.
@@ -48,18 +49,18 @@ Batch = dict[str, torch.Tensor]
 
 
 class ExitHead(nn.Module):
-    """C_rho(i): dropout -> dense(h, h) -> tanh -> dropout -> dense(h, h) -> tanh -> dropout -> dense(h, 2)."""
+    """C_rho(i): dropout -> dense(h, h) -> tanh -> dropout -> dense(h, h) -> tanh -> dropout -> dense(h, 1)."""
 
     def __init__(self, hidden: int, dropout: float) -> None:
         super().__init__()
         self.net = nn.Sequential(
             nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.Tanh(),
             nn.Dropout(dropout), nn.Linear(hidden, hidden), nn.Tanh(),
-            nn.Dropout(dropout), nn.Linear(hidden, 2),
+            nn.Dropout(dropout), nn.Linear(hidden, 1),
         )
 
     def forward(self, pooled: torch.Tensor) -> torch.Tensor:
-        return self.net(pooled)  # type: ignore[no-any-return]
+        return self.net(pooled).squeeze(-1)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ class CascadeRanker(nn.Module):
         if not layers.is_bert_like(encoder):
             raise ConfigError(f"cascade.enabled needs a BERT-like encoder (embeddings + encoder.layer), "
                               f"got {type(encoder).__name__}")
+        if getattr(encoder, "pooler", None) is not None:
+            encoder.pooler = None  # the exits pool by the mean; BERT's [CLS] pooler would be dead weight
         self.encoder = encoder
         self.plan = CascadePlan.build(num_layers=len(encoder.encoder.layer), exits=exits, alpha=alpha,
                                       rounding=rounding)
@@ -120,7 +123,8 @@ class CascadeRanker(nn.Module):
         return states
 
     def exit_logits(self, hidden: torch.Tensor, attention_mask: torch.Tensor, i: int) -> torch.Tensor:
-        """(B, 2) logits of exit ``i`` (0-based) from the mean of H_rho(i) over real tokens."""
+        """(B,) logits (relevance scores) of exit ``i`` (0-based) from the mean of H_rho(i) over
+        real tokens."""
         # Pooling and the head in float32, also under bf16 autocast (bf16 scores would tie).
         with torch.autocast(hidden.device.type, enabled=False):
             hidden = hidden.float()
@@ -131,21 +135,20 @@ class CascadeRanker(nn.Module):
     # -- the module protocol ------------------------------------------------------------------------
 
     def logits_at(self, batch: Batch, i: int) -> torch.Tensor:
-        """(B, 2) logits of exit ``i`` (0-based), running only layers 1 .. rho(i)."""
+        """(B,) logits of exit ``i`` (0-based), running only layers 1 .. rho(i)."""
         h = self.run_layers(self.embed(batch), batch["attention_mask"], 0, self.exits[i])
         return self.exit_logits(h, batch["attention_mask"], i)
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return self.logits_at(batch, len(self.exits) - 1)
 
-    def train_logits(self, batch: Batch, rng: np.random.Generator) -> torch.Tensor:
+    def train_scores(self, batch: Batch, rng: np.random.Generator) -> torch.Tensor:
         """Multi-task training (Sec. 4.3.1): logits of one exit drawn uniformly from ``rng``."""
         return self.logits_at(batch, int(rng.integers(len(self.exits))))
 
     def score(self, batch: Batch) -> torch.Tensor:
-        """(B,) final-exit (full model) relevance scores, logit(rel) - logit(non-rel)."""
-        logits = self(batch).float()
-        return logits[:, 1] - logits[:, 0]
+        """(B,) final-exit (full model) relevance scores."""
+        return self(batch).float()  # type: ignore[no-any-return]
 
     def exit_scores(self, batch: Batch) -> torch.Tensor:
         """(E, B) relevance scores of every exit, in one pass through the encoder."""
@@ -153,8 +156,7 @@ class CascadeRanker(nn.Module):
         h, start, rows = self.embed(batch), 0, []
         for i, stop in enumerate(self.exits):
             h = self.run_layers(h, mask, start, stop)
-            logits = self.exit_logits(h, mask, i).float()
-            rows.append(logits[:, 1] - logits[:, 0])
+            rows.append(self.exit_logits(h, mask, i).float())
             start = stop
         return torch.stack(rows)
 
@@ -175,8 +177,7 @@ class CascadeRanker(nn.Module):
         h, start = self.embed(batch), 0
         for i, stop in enumerate(self.exits):
             h = self.run_layers(h, mask, start, stop)
-            logits = self.exit_logits(h, mask, i).float()
-            scores = (logits[:, 1] - logits[:, 0]).cpu().numpy().astype(np.float64)
+            scores = self.exit_logits(h, mask, i).float().cpu().numpy().astype(np.float64)
             out[i, active] = scores
             start = stop
             d = plan.drops(i, len(active))

@@ -43,6 +43,25 @@ def register(subparsers: Any) -> None:
                    help="floor(alpha*k) as the paper states (default), or nearest as its numbers imply")
     c.set_defaults(func=run_cost)
     p.set_defaults(func=lambda args: _help(p))
+    e = subparsers.add_parser(
+        "export", help="a trained ranker as a folder sentence-transformers and transformers load",
+        description="Write the best-dev checkpoint of a seed run (or of a configuration run's best seed by "
+        "dev objective) as a model folder: a BertForSequenceClassification with one logit, its tokenizer "
+        "and a model card (cascade models: weights, exits and harness loader).",
+        epilog="example: harness export 3f2a... --to models/quickstart-baseline")
+    e.add_argument("run_id", metavar="RUN_ID", help="MLflow seed run (harness.kind=trial) or configuration run")
+    e.add_argument("--to", required=True, metavar="DIR", help="target folder (new or empty)")
+    e.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI or ./mlruns)")
+    e.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from harness.model.export import export_run
+    from harness.tracking.store import default_tracking_uri
+
+    out = export_run(args.run_id, args.to, args.tracking_uri or default_tracking_uri())
+    print(f"exported run {args.run_id} to {out}")
+    return 0
 
 
 def _help(parser: argparse.ArgumentParser) -> int:

@@ -68,14 +68,16 @@ def load_tokenizer(cfg: ModelConfig) -> Any:
 
 
 def load_encoder(cfg: ModelConfig, *, seed: int) -> Any:
-    """A Hugging Face encoder (BertModel-like) with SDPA attention, without a pooling layer.
+    """A Hugging Face encoder (BertModel-like) with SDPA attention and its pooling layer (BERT's
+    dense + tanh on [CLS]): the checkpoint's pooler where it has one, else initialised as Hugging
+    Face initialises missing weights.
 
     ``tiny`` is initialised from ``seed`` so the same seed gives the same weights."""
     import torch
     from transformers import AutoConfig, AutoModel, BertConfig, BertModel
     from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()  # the load report lists the unused pooler; nothing to act on
+    hf_logging.set_verbosity_error()  # a load report would list a newly initialised pooler
 
     if cfg.name == "tiny":
         tok = load_tokenizer(cfg)
@@ -83,12 +85,12 @@ def load_encoder(cfg: ModelConfig, *, seed: int) -> Any:
         config._attn_implementation = "sdpa"
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return BertModel(config, add_pooling_layer=False)
+            return BertModel(config, add_pooling_layer=True)
     source = model_source(cfg.name)
     try:
         config = AutoConfig.from_pretrained(source)
         return AutoModel.from_pretrained(source, config=config, attn_implementation="sdpa",
-                                         add_pooling_layer=False)
+                                         add_pooling_layer=True)
     except TypeError:
         # Encoders without a pooling layer argument.
         return AutoModel.from_pretrained(source, attn_implementation="sdpa")

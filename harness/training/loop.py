@@ -240,13 +240,14 @@ class Trainer:
                 pairs = [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 0], strict=True)]
                 pairs += [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 1], strict=True)]
                 batch = {k: v.to(self.device) for k, v in self.collator.collate(pairs).items()}
-                logits = self.model.train_logits(batch, gen).float()
-                rel = logits[:, 1] - logits[:, 0]
+                rel = self.model.train_scores(batch, gen).float()
                 b = len(idx)
                 return pairwise_loss(rel[:b], rel[b:], w, reduction=reduction)
             pairs = [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 0], strict=True)]
             batch = {k: v.to(self.device) for k, v in self.collator.collate(pairs).items()}
-            logits = self.model.train_logits(batch, gen).float()
+            rel = self.model.train_scores(batch, gen).float()
+        # One logit s is the two-class head with the non-relevant logit at 0: p(rel) = sigmoid(s).
+        logits = torch.stack([torch.zeros_like(rel), rel], dim=1)
         targets = torch.as_tensor(self.signals.targets(idx, step), dtype=torch.float32, device=self.device)
         return pointwise_loss(logits, targets, w, reduction=reduction)
 

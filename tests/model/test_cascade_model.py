@@ -59,8 +59,7 @@ def test_score_is_the_final_exit(model: CascadeRanker, collator: PairCollator) -
         assert exits.shape == (3, 7)
         torch.testing.assert_close(exits[-1], model.score(batch), rtol=0, atol=0)
         for i in range(3):
-            logits = model.logits_at(batch, i)
-            torch.testing.assert_close(logits[:, 1] - logits[:, 0], exits[i], rtol=0, atol=1e-6)
+            torch.testing.assert_close(model.logits_at(batch, i), exits[i], rtol=0, atol=1e-6)
 
 
 def test_pooling_ignores_padding(model: CascadeRanker, collator: PairCollator) -> None:
@@ -71,7 +70,7 @@ def test_pooling_ignores_padding(model: CascadeRanker, collator: PairCollator) -
     torch.testing.assert_close(together, alone, rtol=0, atol=1e-5)
 
 
-def test_train_logits_samples_one_exit_uniformly_and_runs_only_up_to_it(
+def test_train_scores_samples_one_exit_uniformly_and_runs_only_up_to_it(
         model: CascadeRanker, collator: PairCollator) -> None:
     batch = collator.collate(pairs(4))
     ran: list[int] = []
@@ -84,7 +83,7 @@ def test_train_logits_samples_one_exit_uniformly_and_runs_only_up_to_it(
             ran.clear()
             rng = np.random.default_rng([7, step, 2])
             with torch.no_grad():
-                model.train_logits(batch, rng)
+                model.train_scores(batch, rng)
             deepest.append(max(ran) + 1)
             assert ran == list(range(max(ran) + 1))
             expected = model.exits[np.random.default_rng([7, step, 2]).integers(3)]

@@ -1,5 +1,6 @@
 """CrossEncoder: running only [CLS] through the last layer is the same function as reading [CLS]
-off the full encoder (values and gradients, padded batches), and other encoders fall back to it."""
+off the full encoder (values and gradients, padded batches), and other encoders fall back to it;
+its parameters are those of BertForSequenceClassification (num_labels=1), the pooler the checkpoint's."""
 
 from __future__ import annotations
 
@@ -49,10 +50,10 @@ def test_gradients_equal_the_full_encoder_without_dropout() -> None:
     ours, ref = CrossEncoder(encoder, dropout=0.0).train(), None
     ref = copy.deepcopy(ours)
     batch = padded_batch(seed=4)
-    target = torch.tensor([0, 1, 1, 0, 1, 0, 0, 1, 1])
-    torch.nn.functional.cross_entropy(ours(batch), target).backward()
-    logits = ref.head(full_cls(ref.encoder, batch))
-    torch.nn.functional.cross_entropy(logits, target).backward()
+    target = torch.tensor([0, 1, 1, 0, 1, 0, 0, 1, 1], dtype=torch.float32)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    bce(ours(batch), target).backward()
+    bce(ref.head(full_cls(ref.encoder, batch)), target).backward()
     grads = dict(ref.named_parameters())
     for name, p in ours.named_parameters():
         assert p.grad is not None, name
@@ -100,7 +101,7 @@ def test_scores_under_bf16_autocast_keep_float32_resolution(kind):
 
     enc = load_encoder(ModelConfig(name="tiny"), seed=0)
     model = (CrossEncoder(enc) if kind == "plain" else CascadeRanker(enc)).eval()
-    head = model.head if kind == "plain" else model.heads[-1].net[-1]
+    head = model.classifier if kind == "plain" else model.heads[-1].net[-1]
     collator = PairCollator(load_tokenizer(ModelConfig(name="tiny")), 64)
     rng = np.random.default_rng(0)
     batch = collator.collate([(rng.integers(1000, 20000, size=20), rng.integers(1000, 20000, size=10))
@@ -111,3 +112,21 @@ def test_scores_under_bf16_autocast_keep_float32_resolution(kind):
             scores = model.score(batch)
     assert scores.dtype == torch.float32
     assert len(set(scores.tolist())) == 32
+
+
+def test_state_dict_keys_are_bert_for_sequence_classification() -> None:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    ours = CrossEncoder(load_encoder(ModelConfig(name="tiny"), seed=0))
+    config = BertConfig.from_dict({**ours.encoder.config.to_dict(), "num_labels": 1})
+    assert set(ours.state_dict()) == set(BertForSequenceClassification(config).state_dict())
+
+
+def test_pooler_comes_from_the_checkpoint() -> None:
+    from safetensors import safe_open
+
+    from harness.model.encoder import packaged_model_path
+
+    encoder = load_encoder(ModelConfig(name="packaged"), seed=0)
+    with safe_open(str(packaged_model_path() / "model.safetensors"), "pt") as f:
+        torch.testing.assert_close(encoder.pooler.dense.weight, f.get_tensor("pooler.dense.weight"))

@@ -1,0 +1,99 @@
+"""The MLflow pyfunc of an exported ranker (an MLflow "model from code": this file is stored with
+the model, with the exported folder as the artifact ``ranker``).
+
+``predict`` takes a DataFrame with columns qid, query, docno, text (the PyTerrier re-ranking
+layout; query = the conversation context as one text) and returns qid, docno, score, rank (rank 0 =
+best within its qid; ties by input order). Pairs are built as the harness's collator builds them:
+``[CLS] query [SEP] text [SEP]``, at most ``max_length`` tokens, the OLDEST query tokens dropped
+first (the text keeps up to max(budget - len(query), budget // 2) tokens, budget = max_length - 3),
+so scores equal the harness's own. Plain rankers need only torch and transformers here; cascade
+rankers score with their final exit and need the harness installed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import numpy as np
+import pandas as pd
+import torch
+
+COLUMNS = ("qid", "query", "docno", "text")
+
+
+class ExportedRanker:
+    """An exported folder (``harness export``) scoring (query, text) pairs as the harness does."""
+
+    batch_size = 64
+
+    def __init__(self, folder: str | Path) -> None:
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        folder = Path(folder)
+        info = json.loads((folder / "harness_export.json").read_text())
+        self.max_length = int(info["max_length"])
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        if info.get("cascade"):
+            from harness.model.export import load_cascade
+
+            self.model = load_cascade(folder)
+            self.forward = self.model.score
+        else:
+            self.model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+            self.forward = lambda batch: self.model(**batch).logits[:, 0]
+
+    def _pair(self, query: list[int], text: list[int]) -> tuple[list[int], int]:
+        budget = self.max_length - 3
+        r = min(len(text), max(budget - len(query), budget // 2))
+        c = min(len(query), budget - r)
+        ctx = query[len(query) - c:] if c > 0 else []
+        tok = self.tokenizer
+        return [tok.cls_token_id, *ctx, tok.sep_token_id, *text[:r], tok.sep_token_id], c + 2
+
+    @torch.no_grad()
+    def scores(self, queries: list[str], texts: list[str]) -> np.ndarray:
+        """(n,) scores of the pairs (queries[i], texts[i])."""
+        enc = self.tokenizer(list(queries) + list(texts), add_special_tokens=False)["input_ids"]
+        pairs = [self._pair(q, t) for q, t in zip(enc[:len(queries)], enc[len(queries):], strict=True)]
+        out = np.zeros(len(pairs), dtype=np.float64)
+        order = np.argsort([-len(ids) for ids, _ in pairs], kind="stable")
+        for start in range(0, len(order), self.batch_size):
+            chosen = order[start:start + self.batch_size]
+            width = max(len(pairs[i][0]) for i in chosen)
+            ids = torch.full((len(chosen), width), int(self.tokenizer.pad_token_id), dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            types = torch.zeros_like(ids)
+            for row, i in enumerate(chosen):
+                p, first = pairs[i]
+                ids[row, :len(p)] = torch.tensor(p)
+                mask[row, :len(p)] = 1
+                types[row, first:len(p)] = 1
+            batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            out[chosen] = self.forward(batch).float().numpy()
+        return out
+
+    def rank(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """qid, docno, score, rank of the rows of ``frame`` (columns qid, query, docno, text)."""
+        missing = [c for c in COLUMNS if c not in frame.columns]
+        if missing:
+            raise ValueError(f"input needs columns {', '.join(COLUMNS)}; missing {', '.join(missing)}")
+        df = frame.reset_index(drop=True)
+        scores = self.scores(df["query"].astype(str).tolist(), df["text"].astype(str).tolist())
+        out = pd.DataFrame({"qid": df["qid"].astype(str), "docno": df["docno"].astype(str), "score": scores})
+        out["rank"] = out.groupby("qid", sort=False)["score"].rank(method="first", ascending=False).astype(int) - 1
+        return out
+
+
+class HarnessRanker(mlflow.pyfunc.PythonModel):  # type: ignore[misc]
+    def load_context(self, context: Any) -> None:
+        self.ranker = ExportedRanker(context.artifacts["ranker"])
+
+    def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
+        return self.ranker.rank(model_input)
+
+
+# The model MLflow loads from this file (a model from code); a no-op for a plain import.
+mlflow.models.set_model(HarnessRanker())
