@@ -56,8 +56,17 @@ NO_HOOKS = TrialHooks()
 def write_trial_files(artifacts: Path, ticket: TrialTicket, trainer: Any, final: Any) -> None:
     """Files of the trial's best checkpoint for its seed run, written into ``artifacts`` (the
     outcome checkpoint's artifacts/ folder): the driver logs each at its relative path as an
-    artifact of the seed run. The place for per-query rankings (TREC run files) and exports of the
-    best model; ``final`` is the trainer's FinalRecord. Nothing yet."""
+    artifact of the seed run. ``final`` is the trainer's FinalRecord. Today: the TREC run files
+    ``runs/dev.trec`` and ``runs/test.trec`` (every candidate's score under the best-dev checkpoint,
+    tagged ``<config>.seed<seed>``; harness.evaluation.trec)."""
+    from harness.data.records import qrels_of
+    from harness.evaluation.trec import run_file_artifacts, run_tag
+
+    splits = trainer.data.splits
+    qrels = {"dev": qrels_of(splits.dev), "test": qrels_of(splits.test)}
+    runs = {s: r for s, r in final.runs.items() if s in qrels}
+    if runs:
+        run_file_artifacts(artifacts, runs=runs, qrels=qrels, tag=run_tag(ticket.name, ticket.seed))
 
 
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
@@ -106,6 +115,7 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
                                               evaluation=data.splits.evaluation, started=started, ended=time.time())
             with tempfile.TemporaryDirectory() as d:
                 write_trial_files(write_outcome(d, outcome, rec.per_query), ticket, trainer, rec)
+                trainer.save_best(d)  # the best-dev weights, for `harness export` and MLflow models
                 tune.report(outcome.to_result(), checkpoint=tune.Checkpoint.from_directory(d))
             hooks.note(ticket.key, f"end {trainer.step}")
 

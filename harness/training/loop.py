@@ -189,6 +189,15 @@ class Trainer:
         tmp.replace(path)
         return path
 
+    def save_best(self, directory: str | Path) -> Path:
+        """The best-dev weights alone, in the checkpoint file's format (what `harness export`
+        reads: ``best_state``, ``best_step``, ``config_id``, ``seed``); not a resumable state."""
+        path = Path(directory) / CHECKPOINT_FILE
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({"best_state": self.best_state or self.model.state_dict(), "best_step": self.best_step,
+                    "step": self.step, "config_id": self.cfg.config_id(), "seed": self.cfg.train.seed}, path)
+        return path
+
     def restore(self, directory: str | Path) -> None:
         state = torch.load(Path(directory) / CHECKPOINT_FILE, map_location=self.device, weights_only=False)
         self.load_state_dict(state)
