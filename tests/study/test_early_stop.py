@@ -103,3 +103,76 @@ def test_state_round_trips_and_a_stopped_configuration_stays_stopped(tmp_path):
     assert back.is_stopped("x")
     assert back.to_json() != st.to_json()  # the new observation is kept
     assert EarlyStopState.load(tmp_path / "none.json", settings()).stopped == {}
+
+
+# -- the study-file keys ---------------------------------------------------------------------------
+
+STUDY = """\
+name: s
+defaults:
+  model.name: tiny
+  train.steps: 8
+  train.eval_every: 2
+baseline: {}
+configs:
+  - name: ls
+    set: {smoothing.method: LS, smoothing.epsilon: 0.1}
+seeds: [1, 2]
+"""
+
+
+def _load(tmp_path, text):
+    from harness.study.spec import load_study
+
+    p = tmp_path / "study.yaml"
+    p.write_text(text)
+    return load_study(p)
+
+
+def test_off_by_default_and_parsed_when_given(tmp_path):
+    assert _load(tmp_path, STUDY).early_stopping is None
+    spec = _load(tmp_path, STUDY + "early_stopping: {rungs: [0.25, 6], reduction_factor: 3}\n")
+    es = spec.early_stopping
+    assert es is not None and es.rungs == (0.25, 6.0) and es.reduction_factor == 3
+    assert (es.metric, es.mode) == ("map", "max")  # the objective's, by default
+    assert _load(tmp_path, STUDY + "early_stopping: {metric: mrr}\n").early_stopping.rungs == (0.25, 0.5)
+
+
+@pytest.mark.parametrize("extra, expected", [
+    ("early_stopping: {rungs: [0.5, 8]}\n",
+     (r"study.yaml:11: early_stopping.rungs: rung 8 \(step 8\) is beyond the last dev evaluation before the end "
+      r"of configuration 'baseline' \(train.steps=8, train.eval_every=2\)")),
+    ("early_stopping: {rungs: [12]}\n", r"study.yaml:11: early_stopping.rungs: rung 12 \(step 12\) is beyond"),
+    ("early_stopping:\n  rungs: [0.5]\n  reduction_factor: 1.5\n",
+     r"study.yaml:13: early_stopping.reduction_factor must be a number >= 2, got 1.5$"),
+    ("early_stopping: {rungs: [0.5, 0.25]}\n", r"study.yaml:11: early_stopping.rungs must increase"),
+    ("early_stopping: {rungs: [-1]}\n", r"study.yaml:11: early_stopping.rungs: -1 is neither a fraction"),
+    ("early_stopping: {rung: [0.5]}\n", r"study.yaml:11: early_stopping: unknown key 'rung'; did you mean rungs\?"),
+    ("early_stopping: {metric: nope}\n", r"study.yaml:11: early_stopping.metric must be one of map, "),
+])
+def test_bad_early_stopping_is_one_line_naming_the_key(tmp_path, extra, expected):
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=expected) as info:
+        _load(tmp_path, STUDY + extra)
+    assert "\n" not in str(info.value)
+
+
+def test_single_configuration_is_refused(tmp_path):
+    from harness.errors import ConfigError
+
+    single = STUDY.replace("configs:\n  - name: ls\n    set: {smoothing.method: LS, smoothing.epsilon: 0.1}\n", "")
+    with pytest.raises(ConfigError, match=r"study.yaml:8: early_stopping compares configurations, but this "
+                       r"study has a single configuration"):
+        _load(tmp_path, single + "early_stopping: {rungs: [0.5]}\n")
+
+
+def test_bad_early_stopping_via_cli_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    from harness.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    p = tmp_path / "study.yaml"
+    p.write_text(STUDY + "early_stopping: {rungs: [0.5], reduction_factor: 1}\n")
+    assert main(["validate", str(p), "--no-model"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"harness: error: {p}:11: early_stopping.reduction_factor must be a number >= 2, got 1"]
