@@ -29,6 +29,7 @@ from ray.tune.search import Repeater
 
 from harness.config import TrialConfig
 from harness.errors import HarnessError
+from harness.study import early_stop_ray
 from harness.study.lease import StudyLease
 from harness.study.prepare import prepare_study, study_params, trial_count, variant_key
 from harness.study.report import ReportUnavailable, report_study
@@ -216,8 +217,11 @@ class TrackingCallback(tune.Callback):
 class SeedRepeater(Repeater):
     """Repeater that also averages a list of metrics (multi-objective NSGA-II)."""
 
+    early_stop: str | None = None  # early stopping's state: a stopped config reports its rung mean
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, **kwargs: Any) -> None:
         metric = self.searcher.metric
+        result = early_stop_ray.searcher_value(self.early_stop, metric, result)  # early stopping hook
         if not isinstance(metric, list):
             return super().on_trial_complete(trial_id, result, **kwargs)
         group = self._trial_id_to_group[trial_id]
@@ -273,7 +277,9 @@ def _searcher(spec: StudySpec) -> Any:
         opt = OptunaSearch(space=define_by_run, metric=metrics[0], mode=modes[0], sampler=sampler)
     else:
         opt = OptunaSearch(space=define_by_run, metric=metrics, mode=modes, sampler=sampler)
-    return SeedRepeater(opt, repeat=len(spec.seeds), set_index=True)
+    repeater = SeedRepeater(opt, repeat=len(spec.seeds), set_index=True)
+    repeater.early_stop = early_stop_ray.state_uri(spec) if spec.early_stopping else None
+    return repeater
 
 
 def objective_key(metric: str, study_metric: str, n_objectives: int) -> str:
@@ -351,6 +357,10 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         for phase in phases:
             _run_phase(spec, phase, fn, callback, resume)
         callback.progress = log
+        # early stopping and storage hook: tag stopped configurations, log steps saved and disk usage
+        early_stop_ray.finish(spec, store, exp_id, study_run, callback.writer.config_runs(), log)
+        from harness.study.storage import report_storage
+        report_storage(spec, store, study_run, log)
         references = _reference_maps(spec, prepared, store, study_run, log)
         try:
             results = report_study(spec, callback.writer, store, study_run, log)
@@ -383,12 +393,14 @@ def _run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback,
         trials = [{"name": nc.name, "role": nc.role, "seed": s, "flat": nc.config.with_seed(s).to_flat()}
                   for nc in spec.fixed_configs() for s in spec.seeds]
         param_space: dict[str, Any] = {"trial": tune.grid_search(trials)}
-        tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True)
+        tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True,
+                                      scheduler=early_stop_ray.scheduler(spec, identify))
     else:
         assert spec.search is not None
         param_space = {}
         tune_config = tune.TuneConfig(search_alg=_searcher(spec), num_samples=spec.search.num_configs * len(spec.seeds),
-                                      max_concurrent_trials=spec.concurrency, reuse_actors=True)
+                                      max_concurrent_trials=spec.concurrency, reuse_actors=True,
+                                      scheduler=early_stop_ray.scheduler(spec, identify))
     if resume and tune.Tuner.can_restore(path):
         tuner = tune.Tuner.restore(path, trainable=fn, resume_unfinished=True, resume_errored=True,
                                    param_space=param_space)
