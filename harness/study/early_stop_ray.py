@@ -126,6 +126,7 @@ class EarlyStopScheduler(FIFOScheduler):
     def _stop_pending(self, tune_controller: Any, config_id: str) -> None:
         for t in list(tune_controller.get_trials()):
             if t.status in (Trial.PENDING, Trial.PAUSED) and self.identify(t.config).config_id == config_id:
+                t.init_local_path()  # a trial that never ran has no directory; Tune's results need one
                 tune_controller.stop_trial(t)
 
     def debug_string(self) -> str:
