@@ -8,7 +8,9 @@ measure, value; measure as a harness metric name, ir_measures' names are accepte
 run name (by its config_id where no config run exists). The baseline is the configuration whose role
 is ``baseline`` unless one is named. Only FINISHED seed runs count. The metrics are the harness's
 (metrics.METRIC_KEYS = conventions.METRICS) and any other measure of the per-query artifact; other
-test_* keys (a cost, a loss) are not tabulated.
+test_* keys (a cost, a loss) are not tabulated. A configuration stopped early (its config run tagged
+harness.stopped=1) is left out, even the seeds it finished; ``StudyResults.stopped`` names it for
+the table's footnote.
 
 An http(s) tracking URI is pinged first and MLflow's retries are cut (FAST_FAIL_ENV): an unreachable
 server fails within seconds with "tracking URI ... is not reachable", not after minutes of retries.
@@ -17,6 +19,7 @@ server fails within seconds with "tracking URI ... is not reachable", not after 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import tempfile
 from collections.abc import Collection, Iterator
@@ -76,8 +79,10 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
         exp_id = exp.experiment_id
         configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
                    for r in iter_runs(client, exp_id, C.KIND_CONFIG)}
+        stopped = {cid: r for cid, r in configs.items() if r.data.tags.get(C.TAG_STOPPED) == "1"
+                   and (config_ids is None or cid in config_ids)}
         trials = [t for t in map(SeedRun.of, iter_runs(client, exp_id, C.KIND_TRIAL)) if t.status == "FINISHED"
-                  and (config_ids is None or t.config_id in config_ids)]
+                  and (config_ids is None or t.config_id in config_ids) and t.config_id not in stopped]
         if not trials:
             raise DataError(f"{source} at {uri} has no finished seed runs "
                             f"({C.TAG_KIND}={C.KIND_TRIAL}); nothing to tabulate")
@@ -111,7 +116,13 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                             f"found {found}; name one with --baseline")
         baseline = bases[0]
     records.sort(key=lambda r: (r.config != baseline, started[r.config], r.config))
-    return StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS)
+    results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS)
+    if stopped:
+        results = dataclasses.replace(results, stopped={
+            (r.info.run_name or cid): f"at step {r.data.tags.get(C.TAG_STOPPED_RUNG, '?')}: "
+                                      f"{r.data.tags.get(C.TAG_STOPPED_REASON, 'stopped early')}"
+            for cid, r in sorted(stopped.items(), key=lambda kv: kv[1].info.start_time or 0)})
+    return results
 
 
 @contextlib.contextmanager

@@ -182,6 +182,9 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         if analysis.test != "per-seed":
             units += f", {seeds} seeds"
     remarks = list(analysis.remarks)
+    if res.stopped:
+        remarks.append("Stopped early by successive halving over seed-group means and left out of the "
+                       "table: " + "; ".join(f"{name} ({why})" for name, why in res.stopped.items()))
     clamped: dict[str, list[str]] = {}
     for c in comps:
         if isinstance(c.result, CrossedResult):

@@ -21,6 +21,7 @@ from typing import Any
 from ray import tune
 
 from harness.errors import HarnessError
+from harness.study import early_stop_ray
 from harness.study.callback import Progress, TrackingCallback, stderr
 from harness.study.lease import StudyLease
 from harness.study.prepare import prepare_study, study_params, trial_count, variant_key
@@ -28,6 +29,7 @@ from harness.study.protocol import TrialTicket
 from harness.study.report import ReportUnavailable, report_study
 from harness.study.searchers import make_searcher
 from harness.study.spec import StudySpec
+from harness.study.storage import report_storage
 from harness.study.trainable import NO_HOOKS, TrialHooks, trainable
 from harness.tracking.records import StudyRecords
 from harness.tracking.system_metrics import SystemMetrics
@@ -108,6 +110,10 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         for phase in phases:
             run_phase(spec, phase, fn, callback, resume)
         callback.progress = log
+        # Early stopping: tag stopped configurations, log the trial-steps saved; then where the
+        # trials' checkpoints are and how much space they take.
+        early_stop_ray.finish(spec, records.store, records.experiment_id, study_run, records.config_runs(), log)
+        report_storage(spec, records.store, study_run, log)
         references = reference_maps(spec, prepared, callback.records, log)
         try:
             results = report_study(spec, callback.records, log)
@@ -140,10 +146,10 @@ def fixed_tickets(spec: StudySpec) -> list[dict[str, Any]]:
 
 
 def make_scheduler(spec: StudySpec, phase: str) -> Any:
-    """The Tune trial scheduler of a phase (None: Tune's FIFO, every trial runs to its end). The
-    place for early stopping: a scheduler sees each trial's DevPoint results (``objective``, the
-    best dev value so far; ``trial_key``) and its ticket in ``trial.config``."""
-    return None
+    """The Tune trial scheduler of a phase: early stopping over configurations where the study file
+    turns it on (harness.study.early_stop_ray), else None (Tune's FIFO, every trial runs to its
+    end). It sees each trial's DevPoint results and its ticket in ``trial.config``."""
+    return early_stop_ray.scheduler(spec)
 
 
 def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool) -> None:

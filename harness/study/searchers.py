@@ -11,6 +11,7 @@ import numpy as np
 from ray.tune.search import Repeater, Searcher
 from ray.tune.search.repeater import TRIAL_INDEX
 
+from harness.study import early_stop_ray
 from harness.study.protocol import TrialTicket, objective_key
 from harness.study.space import suggest
 from harness.study.spec import StudySpec
@@ -46,8 +47,11 @@ class SeedRepeater(Repeater):
         seed = self.seeds[int(config.pop(TRIAL_INDEX))]
         return TrialTicket.proposed(config, self.defaults, seed, self.name).to_tune()
 
+    early_stop: str | None = None  # early stopping's state: a stopped config reports its rung mean
+
     def on_trial_complete(self, trial_id: str, result: dict | None = None, **kwargs: Any) -> None:
         metric = self.searcher.metric
+        result = early_stop_ray.searcher_value(self.early_stop, metric, result)
         if not isinstance(metric, list):
             return super().on_trial_complete(trial_id, result, **kwargs)
         group = self._trial_id_to_group[trial_id]
@@ -77,4 +81,6 @@ def make_searcher(spec: StudySpec) -> SeedRepeater:
         opt = OptunaSearch(space=define_by_run, metric=metrics[0], mode=modes[0], sampler=sampler)
     else:
         opt = OptunaSearch(space=define_by_run, metric=metrics, mode=modes, sampler=sampler)
-    return SeedRepeater(opt, seeds=spec.seeds, defaults=defaults, name=s.searcher)
+    repeater = SeedRepeater(opt, seeds=spec.seeds, defaults=defaults, name=s.searcher)
+    repeater.early_stop = early_stop_ray.state_uri(spec) if spec.early_stopping else None
+    return repeater

@@ -22,6 +22,10 @@ A study file::
     concurrency: 2
     failure: {max_retries: 2}
     storage_path: runs               # Ray Tune experiment storage (a path or s3://...)
+    early_stopping:                  # optional, off by default (harness.study.early_stop)
+      rungs: [0.25, 0.5]             # fractions of train.steps, or whole step counts
+      reduction_factor: 2            # keep the top 1/reduction_factor of configurations at a rung
+      metric: map                    # dev metric compared (default: objective.metric)
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ import yaml
 
 from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml, unknown_key_message
 from harness.errors import ConfigError
+from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
 from harness.study.space import Param, parse_param
 
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
-            "concurrency", "failure", "storage_path", "tracking_uri", "smoke")
+            "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
 SEARCHERS = ("tpe", "random", "nsga2", "grid")
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
@@ -85,6 +90,7 @@ class StudySpec:
     storage_path: str
     tracking_uri: str | None
     smoke: dict[str, Any] = field(default_factory=dict)
+    early_stopping: EarlyStopSettings | None = None
 
     def fixed_configs(self) -> tuple[NamedConfig, ...]:
         """The baseline first, then the named candidates (and an exhaustive grid's configs)."""
@@ -266,11 +272,13 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         raise _fail("smoke", "smoke must be a mapping of config keys")
     smoke_flat = flatten(smoke)
     _config(smoke_flat, "smoke", defaults)
+    early = _early_stopping(raw, metric, mode, baseline, configs, search)
     return StudySpec(
         name=name.strip(), description=description, path=str(path.resolve()),
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
-        max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat)
+        max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
+        early_stopping=early)
 
 
 def _where(nc: NamedConfig, configs: tuple[NamedConfig, ...] | list[NamedConfig]) -> str:
@@ -438,3 +446,50 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     if not math.isfinite(float(n or 0)):
         raise _fail("search.num_configs", "search.num_configs must be finite")
     return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
+
+
+def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: NamedConfig,
+                    configs: list[NamedConfig], search: SearchSpec | None) -> EarlyStopSettings | None:
+    """``early_stopping: {rungs, reduction_factor, metric}`` (harness.study.early_stop); absent: off."""
+    if raw.get("early_stopping") is None:
+        return None
+    es = _mapping(raw, "early_stopping", ("rungs", "reduction_factor", "metric"))
+    eta = _number(es.get("reduction_factor", 2), "early_stopping.reduction_factor", "a number >= 2",
+                  lambda v: v >= 2)
+    es_metric = es.get("metric", metric if metric in SELECT_METRICS else None)
+    if es_metric is None:
+        raise _fail("early_stopping.metric", f"early_stopping.metric: objective.metric {metric!r} exists only "
+                    f"after training; name a dev metric ({', '.join(SELECT_METRICS)})")
+    es_metric = _choice(es_metric, "early_stopping.metric", SELECT_METRICS)
+    if search is not None and es_metric != metric:
+        raise _fail("early_stopping.metric", f"early_stopping.metric {es_metric!r} differs from objective.metric "
+                    f"{metric!r}; with a searcher a stopped configuration reports its {metric} at the rung")
+    if search is not None and len(search.objectives) > 1:
+        raise _fail("early_stopping", "early_stopping works with one objective; search.objectives has "
+                    f"{len(search.objectives)}")
+    n_configs = 1 + len(configs) + (search.num_configs if search is not None else 0)
+    if n_configs < 2:
+        raise _fail("early_stopping", "early_stopping compares configurations, but this study has a single "
+                    "configuration (the baseline); add configs or a search, or drop early_stopping")
+    rungs = es.get("rungs", [0.25, 0.5])
+    if not isinstance(rungs, list) or not rungs:
+        raise _fail("early_stopping.rungs", f"early_stopping.rungs must be a non-empty list of fractions of "
+                    f"train.steps in (0, 1) or step counts, got {rungs!r}")
+    for r in rungs:
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0 \
+                or (isinstance(r, float) and r >= 1 and not r.is_integer()):
+            raise _fail("early_stopping.rungs", f"early_stopping.rungs: {r!r} is neither a fraction of "
+                        "train.steps in (0, 1) nor a whole step count")
+    if sorted(rungs) != rungs or len(set(rungs)) != len(rungs):
+        raise _fail("early_stopping.rungs", f"early_stopping.rungs must increase, got {rungs}")
+    settings = EarlyStopSettings(rungs=tuple(float(r) if 0 < r < 1 else float(int(r)) for r in rungs),
+                                 reduction_factor=eta, metric=es_metric, mode=mode if es_metric == metric else "max")
+    for nc in (baseline, *configs):
+        steps, every = nc.config.train.steps, nc.config.train.eval_every
+        for r in settings.rungs:
+            if not rung_steps(dataclasses.replace(settings, rungs=(r,)), steps, every):
+                raise _fail("early_stopping.rungs", f"early_stopping.rungs: rung {r:g} (step "
+                            f"{rung_step(r, steps)}) is beyond the last dev evaluation before the end of "
+                            f"configuration {nc.name!r} (train.steps={steps}, train.eval_every={every}); "
+                            "a rung must be read before the last step")
+    return settings

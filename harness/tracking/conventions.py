@@ -56,3 +56,18 @@ REFERENCE_METRIC = "reference_{name}_map"  # study run: first-stage and random M
 # Metric names as the harness reports them (MLflow keys allow no "@"): MAP, MRR, MRR@10, P@1
 # (= R10@1 with one positive among 10 candidates), nDCG@10, R-Prec.
 METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec")
+
+# Early stopping (harness.study.early_stop): a stopped configuration's config run and its seed runs
+# carry TAG_STOPPED=1, the rung (its step) and the reason; its seed runs end KILLED with their dev
+# curves; the table leaves it out and names it in the footnote. The study run gets the trial-steps
+# saved and run as metrics.
+TAG_STOPPED = "harness.stopped"
+TAG_STOPPED_RUNG = "harness.stopped_rung"
+TAG_STOPPED_REASON = "harness.stopped_reason"
+METRIC_STEPS_SAVED = "early_stopping_steps_saved"
+METRIC_STEPS_RUN = "early_stopping_steps_run"
+METRIC_STOPPED = "early_stopping_stopped_configs"
+# Where a study's Tune state (trial checkpoints, result.json with the per-query values) lives, and
+# how much space it takes at the study's end (study run).
+TAG_STORAGE = "harness.storage_path"
+METRIC_STORAGE_BYTES = "storage_bytes"

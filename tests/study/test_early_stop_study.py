@@ -1,0 +1,79 @@
+"""Early stopping on real Ray with real MLflow: a configuration that cannot learn is stopped at the
+first rung, the baseline and the good configuration run to the end, the table leaves it out with a
+footnote, and the steps saved are on the study run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.study.runner import run_study
+from harness.study.spec import load_study
+from harness.tracking import conventions as C
+from tests.study.conftest import local_ray
+
+STEPS = 20
+STUDY = f"""\
+name: es
+data: {{conversations: 30, max_dev_queries: 16, max_test_queries: 16}}
+model: {{name: tiny, max_length: 32}}
+train: {{steps: {STEPS}, batch_size: 8, eval_every: 5, eval_batch_size: 32, lr: 3.0e-3}}
+baseline: {{}}
+configs:
+  - name: ls
+    set: {{smoothing.method: LS, smoothing.epsilon: 0.1}}
+  - name: frozen-lr
+    set: {{train.lr: 1.0e-12}}
+seeds: [1, 2]
+concurrency: 2
+early_stopping: {{rungs: [0.25, 0.5], reduction_factor: 2}}
+storage_path: {{storage}}
+"""
+
+
+@pytest.mark.slow
+def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(tmp_path):
+    lines: list[str] = []
+    with local_ray(tmp_path) as root:
+        path = root / "es.yaml"
+        path.write_text(STUDY.replace("{storage}", str(root / "runs")))
+        uri = f"sqlite:///{root / 'mlflow.db'}"
+        out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("es")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    configs = {r.info.run_name: r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG}
+    trials = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
+    study = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
+    # the frozen configuration is stopped at the first rung (0.25 of 20 steps: the evaluation at step 5)
+    bad = configs["frozen-lr"]
+    assert bad.data.tags[C.TAG_STOPPED] == "1" and bad.data.tags[C.TAG_STOPPED_RUNG] == "5"
+    assert "ranks 3 of 3" in bad.data.tags[C.TAG_STOPPED_REASON]
+    assert all(C.TAG_STOPPED not in configs[n].data.tags for n in ("baseline", "ls"))
+    # its seed runs that started end KILLED, with their dev curve up to the rung; the others finish
+    bad_id = bad.data.tags[C.TAG_CONFIG_ID]
+    steps_run = 0
+    for t in trials:
+        hist = client.get_metric_history(t.info.run_id, "dev_map")
+        if t.data.tags[C.TAG_CONFIG_ID] == bad_id:
+            assert t.info.status == "KILLED" and t.data.tags[C.TAG_STOPPED] == "1"
+            assert hist and max(m.step for m in hist) == 5
+            steps_run += 5
+        else:
+            assert t.info.status == "FINISHED" and max(m.step for m in hist) == STEPS
+            steps_run += STEPS
+    assert len([t for t in trials if t.data.tags[C.TAG_CONFIG_ID] != bad_id]) == 4
+    # fewer trial-steps than without early stopping, saved ones on the study run and printed
+    full = 3 * 2 * STEPS
+    saved = study.data.metrics[C.METRIC_STEPS_SAVED]
+    assert study.data.metrics[C.METRIC_STEPS_RUN] == steps_run < full
+    assert saved == full - steps_run > 0
+    assert any(f"{int(saved)} trial-steps saved of {full}" in ln for ln in lines)
+    # the table compares baseline and ls only, the footnote names the stopped configuration
+    assert set(out["configs"]) == {"baseline", "ls"}
+    table = Path(client.download_artifacts(study.info.run_id, "tables/seeds.md", str(tmp_path))).read_text()
+    assert "frozen-lr (at step 5:" in table and "| frozen-lr" not in table
+    # the storage report
+    assert study.data.tags[C.TAG_STORAGE].endswith("es-fixed") and study.data.metrics[C.METRIC_STORAGE_BYTES] > 0
