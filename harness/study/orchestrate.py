@@ -112,7 +112,8 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         callback.progress = log
         # Early stopping: tag stopped configurations, log the trial-steps saved; then where the
         # trials' checkpoints are and how much space they take.
-        early_stop_ray.finish(spec, records.store, records.experiment_id, study_run, records.config_runs(), log)
+        early_stop_ray.finish(spec, records.store, records.experiment_id, study_run,
+                              callback.records.config_runs(), log)
         report_storage(spec, records.store, study_run, log)
         references = reference_maps(spec, prepared, callback.records, log)
         try:

@@ -24,8 +24,8 @@ baseline: {{}}
 configs:
   - name: ls
     set: {{smoothing.method: LS, smoothing.epsilon: 0.1}}
-  - name: frozen-lr
-    set: {{train.lr: 1.0e-12}}
+  - name: diverging-lr
+    set: {{train.lr: 0.5}}
 seeds: [1, 2]
 concurrency: 2
 early_stopping: {{rungs: [0.25, 0.5], reduction_factor: 2}}
@@ -47,8 +47,9 @@ def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(tmp_path
     configs = {r.info.run_name: r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG}
     trials = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
     study = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
-    # the frozen configuration is stopped at the first rung (0.25 of 20 steps: the evaluation at step 5)
-    bad = configs["frozen-lr"]
+    # the diverging configuration (its scores collapse to ties: the worst MAP) is stopped at the first
+    # rung (0.25 of 20 steps: the evaluation at step 5)
+    bad = configs["diverging-lr"]
     assert bad.data.tags[C.TAG_STOPPED] == "1" and bad.data.tags[C.TAG_STOPPED_RUNG] == "5"
     assert "ranks 3 of 3" in bad.data.tags[C.TAG_STOPPED_REASON]
     assert all(C.TAG_STOPPED not in configs[n].data.tags for n in ("baseline", "ls"))
@@ -74,6 +75,6 @@ def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(tmp_path
     # the table compares baseline and ls only, the footnote names the stopped configuration
     assert set(out["configs"]) == {"baseline", "ls"}
     table = Path(client.download_artifacts(study.info.run_id, "tables/seeds.md", str(tmp_path))).read_text()
-    assert "frozen-lr (at step 5:" in table and "| frozen-lr" not in table
+    assert "diverging-lr (at step 5:" in table and "| diverging-lr" not in table
     # the storage report
     assert study.data.tags[C.TAG_STORAGE].endswith("es-fixed") and study.data.metrics[C.METRIC_STORAGE_BYTES] > 0
