@@ -20,7 +20,7 @@ from harness.errors import HarnessError
 from harness.tracking import conventions as C
 
 TAG_MODEL_URI = "harness.model_uri"
-WHICH = ("best", "all", "none")
+WHICH = C.MODEL_LOGGING
 
 
 def _pyfunc_file() -> str:

@@ -102,6 +102,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
             f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
             f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
         prepared = prepare_study(spec, progress=log)
+        log_qrels(records, prepared[variant_key(spec.baseline.config)].splits)
         init_ray(spec, num_gpus=num_gpus)
         callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
         fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
@@ -115,6 +116,10 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         early_stop_ray.finish(spec, records.store, records.experiment_id, study_run,
                               callback.records.config_runs(), log)
         report_storage(spec, records.store, study_run, log)
+        if spec.models != "none":
+            from harness.model.mlflow_model import log_study_models
+
+            log_study_models(uri, records.experiment_id, spec.models, progress=log)
         references = reference_maps(spec, prepared, callback.records, log)
         try:
             results = report_study(spec, callback.records, log)
@@ -126,6 +131,20 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         raise unavailable
     return {"experiment_id": records.experiment_id, "study_run": study_run, "configs": results,
             "tracking_uri": uri, "references": references}
+
+
+def log_qrels(records: StudyRecords, splits: Any) -> None:
+    """The study's judgements as TREC qrels on the study run (``qrels/dev.qrels``,
+    ``qrels/test.qrels``): with the seed runs' run files, what trec_eval and ir_measures read. One
+    evaluation set per study (its fingerprint), so any variant's splits give the same files."""
+    import tempfile
+
+    from harness.data.records import qrels_of
+    from harness.evaluation.trec import qrels_artifacts
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = qrels_artifacts(tmp, {"dev": qrels_of(splits.dev), "test": qrels_of(splits.test)})
+        records.study_artifacts(files=[(f, "qrels") for f in files])
 
 
 def reference_maps(spec: StudySpec, prepared: dict[str, Any], records: StudyRecords,

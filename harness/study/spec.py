@@ -22,6 +22,7 @@ A study file::
     concurrency: 2
     failure: {max_retries: 2}
     storage_path: runs               # Ray Tune experiment storage (a path or s3://...)
+    models: best                     # MLflow models at the end: best (its seeds), all, none
     early_stopping:                  # optional, off by default (harness.study.early_stop)
       rungs: [0.25, 0.5]             # fractions of train.steps, or whole step counts
       reduction_factor: 2            # keep the top 1/reduction_factor of configurations at a rung
@@ -44,10 +45,11 @@ from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml, unkn
 from harness.errors import ConfigError
 from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
 from harness.study.space import Param, parse_param
+from harness.tracking.conventions import MODEL_LOGGING
 
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
-            "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping")
+            "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping", "models")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
 SEARCHERS = ("tpe", "random", "nsga2", "grid")
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
@@ -91,6 +93,7 @@ class StudySpec:
     tracking_uri: str | None
     smoke: dict[str, Any] = field(default_factory=dict)
     early_stopping: EarlyStopSettings | None = None
+    models: str = "best"
 
     def fixed_configs(self) -> tuple[NamedConfig, ...]:
         """The baseline first, then the named candidates (and an exhaustive grid's configs)."""
@@ -273,12 +276,13 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     smoke_flat = flatten(smoke)
     _config(smoke_flat, "smoke", defaults)
     early = _early_stopping(raw, metric, mode, baseline, configs, search)
+    models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
     return StudySpec(
         name=name.strip(), description=description, path=str(path.resolve()),
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
-        early_stopping=early)
+        early_stopping=early, models=models)
 
 
 def _where(nc: NamedConfig, configs: tuple[NamedConfig, ...] | list[NamedConfig]) -> str:

@@ -71,3 +71,7 @@ METRIC_STOPPED = "early_stopping_stopped_configs"
 # how much space it takes at the study's end (study run).
 TAG_STORAGE = "harness.storage_path"
 METRIC_STORAGE_BYTES = "storage_bytes"
+
+# Which seed runs log their ranker as an MLflow model at a study's end (study key ``models``):
+# the best configuration's seeds, every configuration's, or none.
+MODEL_LOGGING = ("best", "all", "none")

@@ -204,3 +204,35 @@ def test_pyterrier_reranker_over_an_export_scores_as_the_harness(study, tmp_path
     assert list(out.sort_values("rank")["docno"]) == [query.candidates[i].doc_id
                                                        for i in np.argsort(-ours, kind="stable")]
     assert not pt.java.started()  # no JVM was needed
+
+
+def test_a_real_study_logs_run_files_and_qrels_that_give_mlflow_test_metrics(study, tmp_path, capsys):
+    """Every seed run of a finished study holds runs/dev.trec and runs/test.trec, the study run the
+    qrels; `harness runs export` collects them, and ir_measures on the files gives exactly the test
+    MAP, RR@10, nDCG@10 and P@1 MLflow holds for each seed run."""
+    import csv
+
+    import ir_measures
+
+    from harness.evaluation.metrics import MEASURES
+
+    _, uri, _, _, runs = study
+    trials = [r for r in _of(runs, C.KIND_TRIAL) if r.info.status == "FINISHED"]
+    assert main(["runs", "export", "--experiment", "exported", "--tracking-uri", uri,
+                 "--to", str(tmp_path / "out")]) == 0
+    manifest = list(csv.DictReader((tmp_path / "out" / "manifest.csv").open()))
+    assert {(r["run_id"], r["split"]) for r in manifest} == {(t.info.run_id, s) for t in trials
+                                                            for s in ("dev", "test")}
+    qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "out" / "qrels" / "test.qrels")))
+    keys = ("map", "mrr_10", "ndcg_10", "p_1")  # AP, RR@10, nDCG@10, P@1
+    measures = [MEASURES[k] for k in keys]
+    by_id = {t.info.run_id: t for t in trials}
+    for row in (r for r in manifest if r["split"] == "test"):
+        run = list(ir_measures.read_trec_run(str(tmp_path / "out" / row["file"])))
+        got = ir_measures.calc_aggregate(measures, qrels, run)
+        logged = by_id[row["run_id"]].data.metrics
+        for key, measure in zip(keys, measures, strict=True):
+            assert got[measure] == logged[f"{C.TEST_PREFIX}{key}"], (row["config"], row["seed"], key)
+    # the study logged its best configuration's models (study key models: best, the default)
+    logged_models = [t for t in trials if TAG_MODEL_URI in t.data.tags]
+    assert logged_models and len({t.data.tags[C.TAG_CONFIG_ID] for t in logged_models}) == 1
