@@ -35,6 +35,7 @@ import math
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -171,6 +172,13 @@ def qrels_artifacts(folder: str | Path, qrels: Mapping[str, Qrels]) -> list[Path
     ``qrels`` (dev and test: ``{split: qrels_of(splits.<split>)}``). Returns the files written."""
     _check_splits(qrels, "qrels")
     return [write_qrels(Path(folder) / QRELS_ARTIFACT.format(split=s), qrels[s]) for s in qrels]
+
+
+def split_qrels(splits: Any) -> dict[str, Qrels]:
+    """{dev, test: qrels} of a data set's splits (harness.data.records.Splits)."""
+    from harness.data.records import qrels_of
+
+    return {"dev": qrels_of(splits.dev), "test": qrels_of(splits.test)}
 
 
 def _check_splits(by_split: Mapping[str, object], what: str) -> None:

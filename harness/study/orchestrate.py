@@ -139,11 +139,10 @@ def log_qrels(records: StudyRecords, splits: Any) -> None:
     evaluation set per study (its fingerprint), so any variant's splits give the same files."""
     import tempfile
 
-    from harness.data.records import qrels_of
-    from harness.evaluation.trec import qrels_artifacts
+    from harness.evaluation.trec import qrels_artifacts, split_qrels
 
     with tempfile.TemporaryDirectory() as tmp:
-        files = qrels_artifacts(tmp, {"dev": qrels_of(splits.dev), "test": qrels_of(splits.test)})
+        files = qrels_artifacts(tmp, split_qrels(splits))
         records.study_artifacts(files=[(f, "qrels") for f in files])
 
 

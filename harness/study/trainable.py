@@ -59,11 +59,9 @@ def write_trial_files(artifacts: Path, ticket: TrialTicket, trainer: Any, final:
     artifact of the seed run. ``final`` is the trainer's FinalRecord. Today: the TREC run files
     ``runs/dev.trec`` and ``runs/test.trec`` (every candidate's score under the best-dev checkpoint,
     tagged ``<config>.seed<seed>``; harness.evaluation.trec)."""
-    from harness.data.records import qrels_of
-    from harness.evaluation.trec import run_file_artifacts, run_tag
+    from harness.evaluation.trec import run_file_artifacts, run_tag, split_qrels
 
-    splits = trainer.data.splits
-    qrels = {"dev": qrels_of(splits.dev), "test": qrels_of(splits.test)}
+    qrels = split_qrels(trainer.data.splits)
     runs = {s: r for s, r in final.runs.items() if s in qrels}
     if runs:
         run_file_artifacts(artifacts, runs=runs, qrels=qrels, tag=run_tag(ticket.name, ticket.seed))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ def _fmt(metrics: dict[str, float]) -> str:
 
 def run_train(args: argparse.Namespace) -> int:
     from harness.data.load import load_splits
+    from harness.evaluation.trec import qrels_artifacts, run_file_artifacts, run_tag, split_qrels
     from harness.training.difficulty import TEACHER_NAMES, difficulty_scores
     from harness.training.loop import EvalRecord, StepRecord, Trainer
     from harness.training.prepare import prepare_data
@@ -115,7 +117,13 @@ def run_train(args: argparse.Namespace) -> int:
                     outcome = TrialOutcome.from_final(
                         ticket.key, rec, metric=cfg.train.select_metric, select_metric=cfg.train.select_metric,
                         evaluation=splits.evaluation, started=started, ended=time.time())
-                    records.trial_finished(ticket, outcome, rec.per_query)
+                    with tempfile.TemporaryDirectory() as tmp:
+                        # the same records as a study's seed run: TREC run files, qrels on the study run
+                        qrels = split_qrels(splits)
+                        runs = run_file_artifacts(tmp, runs=rec.runs, qrels=qrels,
+                                                  tag=run_tag(ticket.name, ticket.seed)) if rec.runs else []
+                        records.trial_finished(ticket, outcome, rec.per_query, files=[(f, "runs") for f in runs])
+                        records.study_artifacts(files=[(f, "qrels") for f in qrels_artifacts(tmp, qrels)])
                 if args.compare_baselines:
                     _print_baselines(splits.test, rec.metrics["map"])
     except BaseException as exc:

@@ -48,6 +48,10 @@ def test_train_records_study_config_and_seed_run_with_the_study_tags(trained):
     assert seed.info.status == "FINISHED" and seed.data.params["train.seed"] == "3"
     assert {"test_map", "best_step", "objective", "trial_started", "train_loss"} <= set(seed.data.metrics)
     assert [m.step for m in client.get_metric_history(seed.info.run_id, "dev_map")] == [2, 4]
+    # the TREC run files on the seed run, the qrels on the study run, as a study's
+    assert {a.path for a in client.list_artifacts(seed.info.run_id, "runs")} == {"runs/dev.trec", "runs/test.trec"}
+    assert {a.path for a in client.list_artifacts(study.info.run_id, "qrels")} == {"qrels/dev.qrels",
+                                                                                 "qrels/test.qrels"}
     # ... and the table reader reads it back, per-query values included.
     results = read_experiment("one", tracking_uri=uri, baseline=config.info.run_name)
     assert results.configs == (config.info.run_name,)
