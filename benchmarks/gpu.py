@@ -193,7 +193,7 @@ def run_harness(args: argparse.Namespace, meter: Meter) -> None:
     from harness.config import TrialConfig
     from harness.data.load import load_splits
     from harness.training.loop import StepRecord, Trainer
-    from harness.training.prepare import prepare_data
+    from harness.training.tokenized import prepare_data
 
     total = args.warmup + args.steps
     cfg = TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length,

@@ -186,7 +186,7 @@ def direct_training(spec: Any, prepared: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from harness.config import TrialConfig
-    from harness.study.prepare import variant_key
+    from harness.study.variants import variant_key
     from harness.training.loop import Trainer
 
     torch.set_num_threads(1)  # a trial with cpus: 1 runs torch on one thread (OMP_NUM_THREADS)
@@ -209,7 +209,7 @@ def direct_training(spec: Any, prepared: dict[str, Any]) -> dict[str, Any]:
 # -- the two measurements ------------------------------------------------------------------------
 
 def overhead(root: Path, uri: str, args: argparse.Namespace, concurrency: int) -> dict[str, Any]:
-    from harness.study.prepare import prepare_study
+    from harness.study.variants import prepare_study
 
     spec = _spec(root, f"overhead-c{concurrency}", trials=args.trials, steps=args.steps, evals=args.evals,
                  cpus=1, gpus=0, concurrency=concurrency, candidate=True)
@@ -288,7 +288,7 @@ def checkpoint_cost(root: Path, repeats: int = 3) -> dict[str, Any]:
     from harness.config import TrialConfig
     from harness.data.load import load_splits
     from harness.training.loop import EvalRecord, Trainer
-    from harness.training.prepare import prepare_data
+    from harness.training.tokenized import prepare_data
 
     cfg = TrialConfig.from_flat({"data.conversations": 30, "data.max_dev_queries": 8,
                                  "data.max_test_queries": 8, "model.name": "packaged", "model.max_length": 64,

@@ -49,7 +49,7 @@ def _config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def run_harness(args: argparse.Namespace) -> dict[str, float]:
     from harness.data.load import load_splits
     from harness.training.loop import StepRecord, Trainer
-    from harness.training.prepare import prepare_data
+    from harness.training.tokenized import prepare_data
 
     cfg = _config(args)
     data = prepare_data(load_splits(cfg.data), cfg.model)

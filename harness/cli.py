@@ -19,7 +19,7 @@ from harness.errors import HarnessError
 # Areas that contribute subcommands, in --help order. A module that is not there yet is skipped.
 COMMAND_MODULES = (
     "harness.study.commands",       # run, validate, demo, ui
-    "harness.study.jobs_commands",  # submit, jobs list|logs|stop
+    "harness.jobs.commands",  # submit, jobs list|logs|stop
     "harness.training.commands",    # train
     "harness.data.commands",        # data build|stats
     "harness.curriculum.commands",  # pacing

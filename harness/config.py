@@ -262,7 +262,7 @@ class WeightingConfig:
     iteration: int = 32
 
     def __post_init__(self) -> None:
-        from harness.curriculum.difficulty import HEURISTICS
+        from harness.curriculum.heuristics import HEURISTICS
 
         if self.heuristic != "none" and self.heuristic not in HEURISTICS:
             raise ConfigError(HEURISTICS.unknown_message(self.heuristic) + ", none")

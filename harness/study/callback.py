@@ -12,7 +12,6 @@ from typing import Any
 
 from ray import tune
 
-from harness.study.prepare import trial_count
 from harness.study.protocol import (
     DevPoint,
     PerQuery,
@@ -23,6 +22,7 @@ from harness.study.protocol import (
     read_outcome,
 )
 from harness.study.spec import StudySpec
+from harness.study.variants import trial_count
 from harness.tracking.records import StudyRecords
 
 Progress = Callable[[str], None]

@@ -104,7 +104,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from harness.study.prepare import possible_configs, trial_count, variant_key
+    from harness.study.variants import possible_configs, trial_count, variant_key
 
     spec = load(args.study, args.smoke)
     uri = validate_study(spec, tracking_uri=args.tracking_uri, build_model=not args.no_model)

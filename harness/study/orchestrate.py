@@ -23,14 +23,14 @@ from ray import tune
 from harness.errors import HarnessError
 from harness.study import early_stop_ray
 from harness.study.callback import Progress, TrackingCallback, stderr
+from harness.study.final_report import ReportUnavailable, report_study
 from harness.study.lease import StudyLease
-from harness.study.prepare import prepare_study, study_params, trial_count, variant_key
 from harness.study.protocol import TrialTicket
-from harness.study.report import ReportUnavailable, report_study
 from harness.study.searchers import make_searcher
 from harness.study.spec import StudySpec
 from harness.study.storage import report_storage
 from harness.study.trainable import NO_HOOKS, TrialHooks, trainable
+from harness.study.variants import prepare_study, study_params, trial_count, variant_key
 from harness.tracking.records import StudyRecords
 from harness.tracking.system_metrics import SystemMetrics
 

@@ -321,7 +321,7 @@ def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: 
                          search: SearchSpec | None, seeds: list[int]) -> None:
     """A teacher (bert_pred, bert_loss) trained with a study seed would share its init and its
     negatives with that seed's student."""
-    from harness.training.difficulty import TEACHER_NAMES
+    from harness.training.curriculum_scores import TEACHER_NAMES
 
     checks = [(nc.name, _where(nc, configs), nc.config) for nc in (baseline, *configs)
               if nc.config.curriculum.scoring in TEACHER_NAMES and nc.config.curriculum.enabled]

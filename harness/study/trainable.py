@@ -21,8 +21,8 @@ from typing import Any
 
 from ray import tune
 
-from harness.study.prepare import variant_key
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket, read_outcome, write_outcome
+from harness.study.variants import variant_key
 
 
 @dataclass(frozen=True)

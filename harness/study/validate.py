@@ -24,7 +24,7 @@ from harness.errors import ConfigError
 def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool = True, data: bool = True,
                    build_model: bool = False) -> str:
     """Raise a HarnessError naming what is wrong; return the tracking URI (module docstring)."""
-    from harness.study.prepare import possible_configs
+    from harness.study.variants import possible_configs
     from harness.tracking.store import default_tracking_uri
 
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()

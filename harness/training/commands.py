@@ -62,9 +62,9 @@ def _fmt(metrics: dict[str, float]) -> str:
 def run_train(args: argparse.Namespace) -> int:
     from harness.data.load import load_splits
     from harness.evaluation.trec import qrels_artifacts, run_file_artifacts, run_tag, split_qrels
-    from harness.training.difficulty import TEACHER_NAMES, difficulty_scores
+    from harness.training.curriculum_scores import TEACHER_NAMES, difficulty_scores
     from harness.training.loop import EvalRecord, StepRecord, Trainer
-    from harness.training.prepare import prepare_data
+    from harness.training.tokenized import prepare_data
 
     cfg = load_config(args.config, args.assign, args.seed)
     cur = cfg.curriculum

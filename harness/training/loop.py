@@ -33,8 +33,8 @@ from harness.training.collate import PairCollator
 from harness.training.evaluate import metrics_of, run_of, score_candidates
 from harness.training.instances import trial_instances
 from harness.training.model_factory import build_model
-from harness.training.prepare import PreparedData
 from harness.training.signals import TrainingSignals
+from harness.training.tokenized import PreparedData
 
 CHECKPOINT_FILE = "trainer.pt"
 
@@ -132,7 +132,7 @@ class Trainer:
         if not cur.enabled:
             return np.arange(len(self.instances))
         from harness.curriculum.scoring import sorts_descending
-        from harness.training.difficulty import score_key
+        from harness.training.curriculum_scores import score_key
 
         key = score_key(self.cfg)
         scores = self.data.scores.get(key)

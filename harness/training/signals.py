@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 
 from harness.config import TrialConfig, resolve_steps
-from harness.curriculum.difficulty import query_difficulty
+from harness.curriculum.heuristics import query_difficulty
 from harness.curriculum.weights import curriculum_weight
 from harness.losses.targets import soft_targets, weak_scores
 from harness.training.instances import Instances
-from harness.training.prepare import PreparedData
+from harness.training.tokenized import PreparedData
 
 
 class TrainingSignals:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import gaussian_kde
 
-from harness.curriculum.difficulty import (
+from harness.curriculum.heuristics import (
     HEURISTICS,
     candidate_scores,
     difficulties,

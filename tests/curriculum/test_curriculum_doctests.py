@@ -13,7 +13,7 @@ MODULES = [
     "harness.curriculum.pacing",
     "harness.curriculum.sampler",
     "harness.curriculum.scoring",
-    "harness.curriculum.difficulty",
+    "harness.curriculum.heuristics",
     "harness.curriculum.weights",
     "harness.curriculum.embeddings",
     "harness.losses.smoothing",

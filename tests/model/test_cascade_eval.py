@@ -23,7 +23,7 @@ from harness.model.cascade_eval import (
     sweep,
 )
 from harness.training.loop import Trainer
-from harness.training.prepare import PreparedData, prepare_data
+from harness.training.tokenized import PreparedData, prepare_data
 from tests.conftest import tiny_config, toy_splits
 
 

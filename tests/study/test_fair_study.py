@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.study.prepare import prepare_study, variant_key
 from harness.study.runner import run_study
 from harness.study.spec import load_study
+from harness.study.variants import prepare_study, variant_key
 from harness.tracking import conventions as C
 from tests.study.conftest import local_ray
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.training.loop import FinalRecord, Trainer
-from harness.training.prepare import prepare_data
+from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 
 

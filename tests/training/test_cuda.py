@@ -15,7 +15,7 @@ from harness.model.encoder import load_encoder, load_tokenizer
 from harness.model.ranker import CrossEncoder
 from harness.training.collate import PairCollator
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
-from harness.training.prepare import prepare_data
+from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -8,7 +8,7 @@ import torch
 
 from harness.errors import ConfigError
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
-from harness.training.prepare import prepare_data
+from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 
 

@@ -12,7 +12,7 @@ from harness.data.records import qrels_of
 from harness.evaluation.metrics import MEASURES
 from harness.evaluation.trec import qrels_artifacts, run_file_artifacts, run_tag
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
-from harness.training.prepare import prepare_data
+from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 
 CFG = {"train.steps": 4, "train.eval_every": 2}

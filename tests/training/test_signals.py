@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.training.difficulty import difficulty_scores, teacher_fingerprint
+from harness.training.curriculum_scores import difficulty_scores, teacher_fingerprint
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
-from harness.training.prepare import prepare_data
+from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 
 STEPS = {"train.steps": 20, "train.eval_every": 20}

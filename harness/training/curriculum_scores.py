@@ -121,7 +121,7 @@ def teacher_scores(cfg: TrialConfig, splits: Splits, *, progress: Progress | Non
         return TeacherScores(prob=cached["prob"], loss=cached["loss"])
     from harness.training.evaluate import score_candidates as score_split
     from harness.training.loop import FinalRecord, Trainer
-    from harness.training.prepare import prepare_data
+    from harness.training.tokenized import prepare_data
 
     tcfg = teacher_config(cfg)
     log(f"curriculum: training the teacher ({tcfg.model.name}, seed {tcfg.train.seed}, "

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.study.jobs import TERMINAL, Jobs, JobServer, server_from
-from harness.study.jobs_entry import ERROR_PREFIX
-from harness.study.jobs_env import read_env_file
+from harness.jobs.client import TERMINAL, Jobs, JobServer, server_from
+from harness.jobs.entry import ERROR_PREFIX
+from harness.jobs.env import read_env_file
 
 ADDRESS_HELP = "the Ray job server, http://HEAD:8265 (default: $RAY_API_SERVER_ADDRESS)"
 ENV_FILE_HELP = ("KEY=VALUE file: RAY_AUTH_TOKEN / RAY_AUTH_TOKEN_PATH for the job server, MLflow "
@@ -84,7 +84,7 @@ def _server(args: argparse.Namespace, env_file: dict[str, str]) -> JobServer:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from harness.study.jobs_submit import plan_submission
+    from harness.jobs.submit import plan_submission
 
     env_file = _env_file(args)
     server = _server(args, env_file)  # a missing address fails before anything else

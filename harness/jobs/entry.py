@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.study.jobs_env import STORAGE_ENV, STUDY_TEXT_ENV, TRACKING_ENV, redact_uri
+from harness.jobs.env import STORAGE_ENV, STUDY_TEXT_ENV, TRACKING_ENV, redact_uri
 
 ERROR_PREFIX = "harness job: error:"
 

@@ -13,11 +13,11 @@ from harness.config import TrialConfig
 from harness.errors import ConfigError
 from harness.study.space import enumerate_grid
 from harness.study.spec import StudySpec
-from harness.training.prepare import PreparedData, prepare_data
+from harness.training.tokenized import PreparedData, prepare_data
 
 VARIANT_PREFIXES = ("data.", "model.")
 # Keys that change the training data (train.sampler) or which difficulty scores a trial reads
-# (harness.training.difficulty.score_key): the driver prepares each of their values.
+# (harness.training.curriculum_scores.score_key): the driver prepares each of their values.
 SCORE_KEYS = ("curriculum.scoring", "curriculum.pacing", "curriculum.candidates",
               "train.negatives_per_positive", "train.sampler")
 
@@ -48,7 +48,7 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
 
 def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[str, PreparedData]:
     from harness.data.load import load_splits
-    from harness.training.difficulty import difficulty_scores
+    from harness.training.curriculum_scores import difficulty_scores
 
     groups: dict[str, list[TrialConfig]] = {}
     for cfg in possible_configs(spec):

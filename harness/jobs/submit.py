@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from harness.errors import ConfigError, HarnessError
-from harness.study import jobs_env as E
+from harness.jobs import env as E
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,8 +55,8 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
                     check_tracking: bool = True) -> SubmitPlan:
     """Validate ``study`` and build its submission. ``env`` is this process's environment."""
     from harness.study.commands import load
-    from harness.study.prepare import trial_count
     from harness.study.validate import validate_study
+    from harness.study.variants import trial_count
 
     env_file = dict(env_file or {})
     job_vars = E.job_env(local=env, env_file=env_file, cli=E.parse_env_assignments(cli_env))
