@@ -14,7 +14,7 @@ from ray.tune.search.repeater import TRIAL_INDEX
 from harness.study import early_stop_ray
 from harness.study.protocol import TrialTicket, objective_key
 from harness.study.space import suggest
-from harness.study.spec import StudySpec
+from harness.study.spec import SEARCHERS, StudySpec
 
 
 class DefineByRun:
@@ -70,9 +70,7 @@ def make_searcher(spec: StudySpec) -> SeedRepeater:
     assert spec.search is not None
     s = spec.search
     seed = spec.seeds[0]
-    sampler = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
-               "random": lambda: optuna.samplers.RandomSampler(seed=seed),
-               "nsga2": lambda: optuna.samplers.NSGAIISampler(seed=seed)}[s.searcher]()
+    sampler = getattr(optuna.samplers, SEARCHERS[s.searcher].sampler)(seed=seed)
     defaults = spec.defaults.to_flat()
     define_by_run = DefineByRun(s.space, defaults)
     metrics = [objective_key(m, spec.metric, len(s.objectives)) for m, _ in s.objectives]

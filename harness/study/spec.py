@@ -34,9 +34,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import yaml
@@ -51,7 +52,22 @@ TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curric
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
             "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping", "models")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
-SEARCHERS = ("tpe", "random", "nsga2", "grid")
+
+
+@dataclass(frozen=True)
+class Searcher:
+    """A searcher and its rules: how many objectives it optimises (none: exhaustive grid), the
+    Optuna sampler class that proposes (``None``: every combination of discrete values, once)."""
+
+    name: str
+    objectives: int
+    sampler: str | None
+    discrete_only: bool = False
+
+
+SEARCHERS: Mapping[str, Searcher] = MappingProxyType({s.name: s for s in (
+    Searcher("tpe", 1, "TPESampler"), Searcher("random", 1, "RandomSampler"),
+    Searcher("nsga2", 2, "NSGAIISampler"), Searcher("grid", 1, None, discrete_only=True))})
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
 # Data keys that change the training split only; every other data key defines the evaluation set.
 TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
@@ -231,7 +247,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg))
 
     search = _search(raw.get("search"), defaults, metric, mode)
-    if search is not None and search.searcher == "grid":
+    if search is not None and SEARCHERS[search.searcher].sampler is None:  # exhaustive grid
         from harness.study.space import enumerate_grid
 
         for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat())):
@@ -434,18 +450,20 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
         if m not in METRICS or md not in ("max", "min"):
             raise _fail("search.objectives", f"search.objectives: bad objective {m!r}/{md!r}; "
                         f"metrics: {', '.join(METRICS)}; modes: max, min")
-    if searcher == "nsga2" and len(objectives) != 2:
-        raise _fail("search.searcher", "search.searcher nsga2 optimises two objectives; give "
+    kind = SEARCHERS[searcher]
+    if kind.objectives == 2 and len(objectives) != 2:
+        raise _fail("search.searcher", f"search.searcher {searcher} optimises two objectives; give "
                     "search.objectives with two {metric, mode} entries (e.g. map/max and cascade_cost/min)")
-    if searcher in ("tpe", "random") and len(objectives) != 1:
-        raise _fail("search.searcher", f"search.searcher {searcher} handles one objective; use nsga2 for two")
-    if searcher == "grid":
+    if kind.objectives == 1 and kind.sampler and len(objectives) != 1:
+        two = ", ".join(n for n, k in SEARCHERS.items() if k.objectives == 2)
+        raise _fail("search.searcher", f"search.searcher {searcher} handles one objective; use {two} for two")
+    if kind.discrete_only:
         bad = [k for k, p in space.items() if not p.discrete]
         if bad:
             raise _fail("search.searcher", f"search.searcher grid needs discrete values (choice, fixed, "
                         f"int); continuous keys: {', '.join(bad)}")
-    n = raw.get("num_configs", 8 if searcher != "grid" else 0)
-    if searcher != "grid" and (not isinstance(n, int) or n < 1):
+    n = raw.get("num_configs", 8 if kind.sampler else 0)
+    if kind.sampler and (not isinstance(n, int) or n < 1):
         raise _fail("search.num_configs", f"search.num_configs must be an integer >= 1, got {n!r}")
     if not math.isfinite(float(n or 0)):
         raise _fail("search.num_configs", "search.num_configs must be finite")

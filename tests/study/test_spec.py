@@ -187,3 +187,14 @@ def test_teacher_seed_clash_via_cli_is_one_line_and_records_nothing(tmp_path, ca
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "curriculum.teacher_seed 2 is also a study seed" in err[0]
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "runs").exists()
+
+
+def test_searcher_table_names_real_optuna_samplers_and_their_objective_counts():
+    import optuna
+
+    from harness.study.spec import SEARCHERS
+
+    for s in SEARCHERS.values():
+        assert s.sampler is None or issubclass(getattr(optuna.samplers, s.sampler), optuna.samplers.BaseSampler)
+    assert {n: s.objectives for n, s in SEARCHERS.items()} == {"tpe": 1, "random": 1, "nsga2": 2, "grid": 1}
+    assert [n for n, s in SEARCHERS.items() if s.sampler is None] == ["grid"]
