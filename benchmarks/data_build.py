@@ -34,7 +34,9 @@ RESULTS = ROOT / "benchmarks" / "results"
 def build_once(tree: Path, conversations: int | None) -> dict[str, object]:
     """One cold ``harness data build`` with the code of ``tree``; wall, CPU, load, output."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-cache-") as cache:
-        env = {**os.environ, "PYTHONPATH": str(tree), "HARNESS_CACHE": cache,
+        extra = os.environ.get("BENCH_EXTRA_PATH")  # packages a bare machine lacks
+        path = f"{tree}{os.pathsep}{extra}" if extra else str(tree)
+        env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE": cache,
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())",
                "data", "build", "--cache-dir", cache]
@@ -60,7 +62,7 @@ def build_once(tree: Path, conversations: int | None) -> dict[str, object]:
 def markdown(res: dict[str, object]) -> str:
     m = res["machine"]
     out = ["# Cold data build (harness data build, empty cache)", "",
-           (f"Machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, numpy {m['numpy']}, "
+           (f"Machine: {m['cpu']}, {m['cores']} cores ({m.get('cpus_usable', m['cores'])} usable), Python {m['python']}, numpy {m['numpy']}, "
            f"rank_bm25_rs {m.get('rank_bm25_rs', '?')}; "
            f"{'all conversations' if not res['conversations'] else str(res['conversations']) + ' conversations'} "
            f"(response protocol, depth 1000, 9 negatives). 1-minute load average before/after each run: "
@@ -86,6 +88,8 @@ def _code(tree: Path) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--old", default=None, help="git ref of the old side (default: none)")
+    parser.add_argument("--old-tree", type=Path, default=None,
+                        help="or a source tree of the old side (a folder holding harness/)")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--conversations", type=int, default=None, help="subset (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS / "data_build")
@@ -97,6 +101,8 @@ def main() -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(worktree), args.old],
                        check=True)
         sides = {"old": worktree, "new": ROOT}
+    elif args.old_tree:
+        sides = {"old": args.old_tree.resolve(), "new": ROOT}
     runs = []
     try:
         for rep in range(args.repeats):
@@ -112,7 +118,9 @@ def main() -> None:
     identical = None
     if len(sides) == 2:
         identical = len({(r["fingerprint"], r["file_sha256"]) for r in runs}) == 1
-    res = {"machine": describe("numpy", "rank_bm25_rs"), "conversations": args.conversations,
+    machine = describe("numpy", "rank_bm25_rs")
+    machine["cpus_usable"] = len(os.sched_getaffinity(0))  # a taskset'ed run: the cores it may use
+    res = {"machine": machine, "conversations": args.conversations,
            "runs": runs, "summary": summary, "identical": identical}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(res, indent=2) + "\n")

@@ -12,8 +12,17 @@ epsilon = 0.25)::
     idf(t)      = log((N - n(t) + 0.5) / (n(t) + 0.5)), floored at epsilon * mean(idf) where negative
 
 The sum runs over the query's tokens with repetition (a token twice in the query counts twice).
-The index is ``rank_bm25_rs.BM25Okapi``, a Rust drop-in whose scores are bit-identical to
-rank_bm25's (tests/data/test_bm25.py proves it on chitchat utterances) and ~400x faster.
+
+Equality with rank_bm25: bitwise (float64, ``np.array_equal``, no tolerance), for full rows and for
+the scores of a few documents alike; tests/data/test_bm25.py proves both on chitchat utterances.
+Full rows (``scores``) come from ``rank_bm25_rs.BM25Okapi``, a Rust drop-in (~400x faster than
+rank_bm25). The scores of a few documents (``batch_scores``, ``span_scores``: every candidate's
+first-stage score) come from a numpy inverted index: each weight ``w(d, t)`` is computed once with
+rank_bm25's float64 operations in its order (``idf * (f * (k1 + 1) / (f + k1 * (1 - b + b * |d| /
+avgdl)))``), and a document's score adds them left to right in query order from 0.0 (a sequential
+``np.cumsum``, never a pairwise sum) exactly as rank_bm25's ``score += ...`` loop does; a query
+token absent from the document adds 0.0 there, which changes no sum, so leaving it out is exact.
+Rankings (ties, the top-``depth`` cut) therefore match rank_bm25's to the last bit.
 """
 
 from __future__ import annotations
