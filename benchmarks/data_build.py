@@ -77,6 +77,8 @@ def markdown(res: dict[str, object]) -> str:
         out.append(f"| {side} | {s['wall_s']} | {s['cpu_s']} |")
     if res.get("identical") is not None:
         out += ["", f"Same fingerprint and byte-identical cache file on both sides: {res['identical']}."]
+    if res.get("notes"):
+        out += ["", *res["notes"]]  # type: ignore[misc]
     return "\n".join(out) + "\n"
 
 
@@ -90,6 +92,7 @@ def main() -> None:
     parser.add_argument("--old", default=None, help="git ref of the old side (default: none)")
     parser.add_argument("--old-tree", type=Path, default=None,
                         help="or a source tree of the old side (a folder holding harness/)")
+    parser.add_argument("--old-label", default=None, help="the old tree's commit, for the table")
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--conversations", type=int, default=None, help="subset (default: all)")
     parser.add_argument("--out", type=Path, default=RESULTS / "data_build")
@@ -107,7 +110,8 @@ def main() -> None:
     try:
         for rep in range(args.repeats):
             for side, tree in sides.items():
-                r = {"side": side, "code": _code(tree), "run": rep + 1, **build_once(tree, args.conversations)}
+                code = args.old_label if side == "old" and args.old_label else _code(tree)
+                r = {"side": side, "code": code, "run": rep + 1, **build_once(tree, args.conversations)}
                 print(json.dumps(r), flush=True)
                 runs.append(r)
     finally:
