@@ -145,55 +145,62 @@ def _outside(row: np.ndarray, req: Request) -> np.ndarray:
     return out
 
 
+def _first_usable(docs: np.ndarray, keys: np.ndarray, banned: int, n: int) -> np.ndarray:
+    """Indices into ``docs`` (a ranking) of its first ``n`` usable documents: a non-empty text
+    other than the ``banned`` one, each text at its first (best-ranked) position only."""
+    text = keys[docs]
+    ok = np.flatnonzero((text != EMPTY) & (text != banned))
+    first = np.sort(np.unique(text[ok], return_index=True)[1])
+    return ok[first[:n]]
+
+
 def context_negatives(context_row: np.ndarray, keys: np.ndarray, req: Request, k: int) -> list[int]:
     """The top-``k`` BM25 hits of the context (``context_row``: its scores over the corpus)."""
     return _top_k(_outside(context_row, req), keys, int(keys[req.positive]), k)
 
 
-def _hits_from(row: np.ndarray, m: int) -> float:
-    """A score threshold whose hits (positions scoring >= it, all > 0) hold the first ``m`` or
-    more positions of the ranking, ties included: the ``m'``-th largest of a strided sample, with
-    ``m'`` twice the share of ``m`` the sample stands for. Not a guaranteed bound, so callers
-    check and fall back to every hit (threshold 0 meaning "> 0")."""
+def _usable_hits(row: np.ndarray, keys: np.ndarray, banned: int, n: int,
+                 exclude: range) -> np.ndarray:
+    """The first ``n`` usable hits of the full score ``row`` (read-only) in rank order: score > 0,
+    outside ``exclude``, a non-empty text other than the ``banned`` one, each text at its
+    best-ranked position only (``_first_usable``).
+
+    Ranks a prefix of the ranking only: every position scoring at least the ``w``-th largest of a
+    strided sample of the row (``w`` a few standard deviations above the share of ``n`` the sample
+    stands for), so the prefix is a superset of the ranking's top positions, ties included. One
+    holding ``n`` usable hits holds the first ``n`` of the whole ranking; else the sample's cut is
+    lowered (``w`` times 4) and finally every hit is ranked."""
     sample = row[::_STRIDE]
-    wanted = 2 * (m // _STRIDE + 1) + 16
-    if sample.size <= wanted:
-        return 0.0
-    threshold = float(np.partition(sample, sample.size - wanted)[sample.size - wanted])
-    return threshold if threshold > 0 else 0.0
-
-
-def _usable_hits(row: np.ndarray, keys: np.ndarray, banned: int, n: int) -> np.ndarray:
-    """The first ``n`` usable hits in rank order: score > 0, a non-empty text other than the
-    ``banned`` one, each text at its best-ranked position only. Ranks a prefix of the ranking
-    first (all positions scoring above a sampled threshold): one holding ``n`` usable hits holds
-    the first ``n`` of the whole; else ranks every hit."""
-    threshold = _hits_from(row, 2 * n + 64)
+    expected = (n + n // 4) // _STRIDE + 1
+    wanted = expected + 4 * int(expected ** 0.5) + 8
     while True:
-        prefix = np.flatnonzero(row >= threshold) if threshold > 0 else np.flatnonzero(row > 0)
-        ranked = _ranked(row, prefix)
-        text = keys[ranked]
-        ok = (text != EMPTY) & (text != banned)
-        ranked, text = ranked[ok], text[ok]
-        first = np.sort(np.unique(text, return_index=True)[1])
-        if first.size >= n or threshold == 0:
-            return ranked[first[:n]]
         threshold = 0.0
+        if sample.size > wanted:
+            threshold = float(np.partition(sample, sample.size - wanted)[sample.size - wanted])
+        prefix = np.flatnonzero(row >= threshold) if threshold > 0 else np.flatnonzero(row > 0)
+        if len(exclude):
+            prefix = prefix[(prefix < exclude.start) | (prefix >= exclude.stop)]
+        ranked = _ranked(row, prefix)
+        first = _first_usable(ranked, keys, banned, n)
+        if first.size >= n or threshold <= 0:
+            return ranked[first]
+        wanted *= 4
 
 
 def response_negatives(response_row: np.ndarray, keys: np.ndarray, req: Request, k: int,
                        depth: int, rng: np.random.Generator) -> list[int]:
     """``k`` negatives drawn uniformly from the top ``depth`` usable hits of the response
-    (``response_row``: BM25 of the positive's tokens over the corpus). A window shorter than
-    ``k`` (``depth < k``, or fewer hits) is taken whole and the sampler continues down the
-    ranking: the next hits in rank order, then the documents at score 0 (one tie) shuffled."""
-    row = _outside(response_row, req)
+    (``response_row``: BM25 of the positive's tokens over the corpus, read-only) outside the
+    query's conversation. A window shorter than ``k`` (``depth < k``, or fewer hits) is taken
+    whole and the sampler continues down the ranking: the next hits in rank order, then the
+    documents at score 0 (one tie) shuffled."""
     banned = int(keys[req.positive])
-    window = _usable_hits(row, keys, banned, max(depth, k))
+    window = _usable_hits(response_row, keys, banned, max(depth, k), req.exclude)
     drawn = np.sort(rng.choice(window.size, size=min(k, window.size), replace=False))
     chosen: list[int] = window[drawn].tolist()
     if len(chosen) < k:
-        _pick(rng.permutation(np.flatnonzero(row == 0)), keys, banned, k, chosen)
+        _pick(rng.permutation(np.flatnonzero(_outside(response_row, req) == 0)), keys, banned, k,
+              chosen)
     return chosen
 
 
@@ -222,16 +229,16 @@ def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys:
                req: Request, k: int, *, depth: int = 1000) -> Sampled:
     """The negatives of one query by ``method`` and every candidate's first-stage score.
 
-    ``context`` needs the context's full score row (its top hits); the other methods score the
-    chosen candidates alone (``BM25Index.batch_scores``, equal to the row's entries bit for bit).
+    ``context`` and ``response`` rank the full score row of the context / the positive; every
+    candidate is then scored alone for the context (``BM25Index.span_scores``, equal to the full
+    row's entries bit for bit).
     Joining the context with spaces and tokenising gives the same query, since a space never joins
     two tokens."""
     if method not in METHODS:
         raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(METHODS)}")
-    query = [tok for pos in req.context for tok in tokens[pos]]
     if method == "context":
-        context_row = index.scores(query)
-        chosen = context_negatives(context_row, keys, req, k)
+        chosen = context_negatives(index.scores([tok for pos in req.context for tok in tokens[pos]]),
+                                   keys, req, k)
     elif method == "response":
         chosen = response_negatives(index.scores(tokens[req.positive]), keys, req, k, depth,
                                     _rng(req, method))
@@ -240,7 +247,7 @@ def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys:
     if len(chosen) < k:
         raise _exhausted(req, k, len(chosen))
     docs = [req.positive, *chosen]
-    values = context_row[docs] if method == "context" else index.batch_scores(query, docs)
+    values = index.span_scores(req.context, docs)
     score = {p: float(v) for p, v in zip(docs, values, strict=True)}
     best_first = sorted(chosen, key=lambda p: (-score[p], p))
     return Sampled(negatives=tuple(best_first), scores=tuple(score[p] for p in best_first),

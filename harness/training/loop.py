@@ -33,6 +33,7 @@ from harness.training.collate import PairCollator
 from harness.training.evaluate import metrics_of, run_of, score_candidates
 from harness.training.instances import trial_instances
 from harness.training.model_factory import build_model
+from harness.training.precision import use_bf16
 from harness.training.signals import TrainingSignals
 from harness.training.tokenized import PreparedData
 
@@ -91,13 +92,14 @@ class Trainer:
         self.data = data
         self.log_every = log_every
         self.device = pick_device(cfg.train.device)
-        self.autocast = cfg.train.bf16 and self.device.type == "cuda"
         from harness.model.encoder import load_tokenizer
 
         self.collator = PairCollator(load_tokenizer(cfg.model), cfg.model.max_length)
         seed = cfg.train.seed
         torch.manual_seed(seed)
         self.model = build_model(cfg, seed=seed).to(self.device)
+        # bf16 autocast where it pays (harness.training.precision); recorded in resolved().
+        self.autocast = use_bf16(cfg.train.bf16, self.device, self.model)
         train_q = data.splits.train
         self.instances = trial_instances(train_q, cfg.train)
         self.total_steps = cfg.train.steps
@@ -154,8 +156,10 @@ class Trainer:
         return torch.optim.AdamW(groups, lr=self.cfg.train.lr, eps=self.cfg.train.adam_eps, fused=fused)
 
     def resolved(self) -> dict[str, float]:
-        """Schedule knobs resolved to optimizer steps (DESIGN.md units), for the records."""
-        return {"curriculum.T_steps": float(self.T), **self.signals.resolved()}
+        """Schedule knobs resolved to optimizer steps (DESIGN.md units), and whether the run
+        computed in bf16 (``harness.training.precision``: 1.0 or 0.0), for the records."""
+        return {"curriculum.T_steps": float(self.T), **self.signals.resolved(),
+                "train.bf16_effective": float(self.autocast)}
 
     # -- checkpoints ---------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""BM25Index (rank_bm25_rs) gives exactly rank_bm25's scores on real chitchat utterances."""
+"""BM25Index gives exactly rank_bm25's scores on real chitchat utterances: full rows (rank_bm25_rs)
+and the few-document scores of its own inverted index (batch_scores, span_scores), bit for bit."""
 
 from __future__ import annotations
 
@@ -51,6 +52,24 @@ def test_batch_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], lis
         ours = index.batch_scores(query, ids)
         assert np.array_equal(ours, np.asarray(reference.get_batch_scores(query, ids)))
         assert np.array_equal(ours, index.scores(query)[ids])
+
+
+def test_span_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], list[list[str]]]) -> None:
+    """A span of corpus documents as the query (a context): their tokens concatenated, repeated
+    terms counted per occurrence, in order; bit-identical to rank_bm25 (np.array_equal on
+    float64, no tolerance)."""
+    docs, _ = sample
+    reference = rank_bm25.BM25Okapi(docs, k1=K1, b=B, epsilon=EPSILON)
+    index = BM25Index(docs)
+    ids = [0, 3, 42, 150, 151, 399, 3]
+    for span in (range(10), range(40, 45), range(100, 101), range(390, 400), range(7, 7)):
+        query = [tok for pos in span for tok in docs[pos]]
+        ours = index.span_scores(span, ids)
+        assert ours.dtype == np.float64
+        assert np.array_equal(ours, np.asarray(reference.get_batch_scores(query, ids)))
+        assert np.array_equal(ours, index.batch_scores(query, ids))
+    with pytest.raises(IndexError):
+        index.span_scores(range(395, 401), ids)
 
 
 def test_best_match_and_errors() -> None:

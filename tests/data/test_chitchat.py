@@ -97,6 +97,24 @@ def test_top_k_matches_a_full_sort_with_ties() -> None:
         assert neg._top_k(row, keys, banned, k) == expected
 
 
+def test_usable_hits_match_a_full_sort_with_ties() -> None:
+    """The response window from a sampled prefix of the read-only row equals walking the whole
+    ranking (score desc, position asc), hits only, outside the excluded range, each text once."""
+    rng = np.random.default_rng(1)
+    for trial in range(40):
+        n = int(rng.integers(50, 5000))
+        row = rng.integers(0, 4 if trial % 2 else 1000, size=n).astype(np.float64) / 7
+        row.flags.writeable = False
+        keys = rng.integers(-1, max(2, n // (2 + trial % 5)), size=n)
+        start = int(rng.integers(0, n - 10))
+        exclude = range(start, start + int(rng.integers(0, 10)))
+        banned, want = int(keys[start]), int(rng.integers(1, 400))
+        order = np.lexsort((np.arange(n), -row))
+        outside = [p for p in order.tolist() if row[p] > 0 and p not in exclude]
+        expected = neg._pick(np.array(outside, dtype=np.int64), keys, banned, want)
+        assert neg._usable_hits(row, keys, banned, want, exclude).tolist() == expected
+
+
 def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path,
                                                         small_splits: Splits) -> None:
     cfg = DataConfig(conversations=12, split_seed=13)
