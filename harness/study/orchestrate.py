@@ -105,7 +105,8 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         init_ray(spec, num_gpus=num_gpus)
         callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
         fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
-                                  finished=records.done_objectives(), hooks=hooks)
+                                  finished=records.done_objectives(), hooks=hooks,
+                                  checkpoint_every_s=spec.checkpoint_every_s)
         fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
         for phase in phases:
             run_phase(spec, phase, fn, callback, resume)
