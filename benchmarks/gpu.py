@@ -2,31 +2,21 @@
 side by side, and the cascade's realised vs predicted speed-up.
 
 Trainers (each in its own process, one after the other, same training pairs, batch, steps, AdamW
-lr 5e-5, bf16 autocast / mixed precision, SDPA attention):
-- ``harness``: the harness's own ``Trainer`` (``harness.training.loop``), as ``harness train`` runs it;
-- ``hf``: the Hugging Face ``Trainer`` on ``AutoModelForSequenceClassification`` (2 labels), the
-  usual recipe for variable-length pairs: dynamic padding (``DataCollatorWithPadding``) and
-  ``group_by_length=True``, ``bf16=True``; its pairs are the harness's own token ids (same
-  truncation), so both see the same tokens;
-- ``st``: sentence-transformers' ``CrossEncoderTrainer`` (its current major version) with
-  ``BinaryCrossEntropyLoss`` on a 1-label ``CrossEncoder``, ``bf16=True``, fed the text pairs (it
-  tokenises them itself, truncating ``longest_first`` to the same total length).
+lr 5e-5, bf16 autocast / mixed precision, SDPA attention): ``harness``, ``hf`` (the Hugging Face
+Trainer with dynamic padding and group_by_length) and ``st`` (sentence-transformers'
+CrossEncoderTrainer), defined in ``benchmarks/peers.py`` and shared with ``benchmarks/trainer.py``.
 Models: ``packaged`` (the 6-layer MiniLM-L6-H384 shipped with the harness) and ``bert-base`` (a
 randomly initialised BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072), at each ``--lengths``.
 
 Timing: ``--warmup`` steps first (kernel selection, allocator growth), then ``--steps`` timed steps,
-synchronised wall clock. Every training forward's attention mask is read on the GPU (no extra
-synchronisation) to count the pairs and their real lengths L.
+synchronised wall clock. Every training batch's attention mask is counted where the trainer builds
+the batch (``peers.Meter``), giving the pairs and their real lengths L.
 
-Model FLOPs: an exact count of the full encoder's matrix products on the real tokens of each pair,
-training = 3 x forward (backward = 2 x forward): per layer and pair,
-2 L (4 h^2 + 2 h f) for the projections and the feed-forward block plus 4 L^2 h for
-q k^T and the attention-weighted values (h hidden, f FFN width); embeddings (look-ups) and the
-classification head (< 0.01%) are left out. Padding is not model work, so a trainer that pads more
-(or one that skips work, as the harness's [CLS]-only last layer does) is not credited for it: MFU
-is pairs/s x FLOPs per pair over the peak, directly comparable between trainers. Peak: the GPU's
-dense bf16 datasheet figure (H100 SXM: 989 TFLOP/s) and an 8192^3 bf16 matrix product measured
-in the same run.
+Model FLOPs (``peers.train_flops``): the full encoder's matrix products on the real tokens of each
+pair, training = 3 x forward. Padding is not model work, so a trainer that pads more (or one that
+skips work, as the harness's [CLS]-only last layer does) is not credited for it: MFU is model FLOP/s
+over the peak, directly comparable between trainers. Peak: the GPU's dense bf16 datasheet figure
+(H100 SXM: 989 TFLOP/s) and an 8192^3 bf16 matrix product measured in the same run.
 
 Cascade: ``benchmarks/cascade.py``'s measurement on the GPU under bf16 autocast, per model and
 length (batch 128 candidates of one query; speed-ups from synchronised wall clock).
@@ -51,260 +41,32 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from peers import DATA, RUNNERS, Meter, dims_of, model_dir, train_flops
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 RESULTS = HERE / "results"
-DATA = {"data.conversations": 120, "data.max_dev_queries": 8, "data.max_test_queries": 8}
-DIMS = {  # random-init encoders (the packaged one is read from its package)
-    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-                  "intermediate_size": 3072},
-    "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
-}
 PEAK_BF16_TFLOPS = {  # dense (no sparsity) bf16 tensor-core peaks from the datasheets
     "H100 PCIe": 756.0, "H100 NVL": 835.0, "H100": 989.4, "H200": 989.4, "H800": 989.4,
     "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0,
 }
-TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-# -- models ---------------------------------------------------------------------------------------
-
-def model_dir(name: str, root: Path) -> Path:
-    """A plain Hugging Face model directory for ``name`` (config, weights, tokenizer): the packaged
-    encoder's files linked, or a seeded random-init BERT of ``DIMS[name]`` written once."""
-    from harness.model.encoder import packaged_model_path
-
-    src = packaged_model_path()
-    out = root / name
-    if (out / "config.json").is_file():
-        return out
-    tmp = root / f".{name}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    if name == "packaged":
-        for f in ("config.json", "model.safetensors", *TOKENIZER_FILES):
-            if (src / f).is_file():
-                (tmp / f).symlink_to(src / f)
-    else:
-        import torch
-        from transformers import BertConfig, BertModel
-
-        torch.manual_seed(0)
-        BertModel(BertConfig(vocab_size=30522, max_position_embeddings=512, **DIMS[name]),
-                  add_pooling_layer=False).save_pretrained(tmp)
-        for f in TOKENIZER_FILES:
-            if (src / f).is_file():
-                shutil.copy(src / f, tmp / f)
-    tmp.rename(out)
-    return out
-
-
-def dims_of(path: Path) -> dict[str, int]:
-    raw = json.loads((path / "config.json").read_text())
-    return {"hidden": int(raw["hidden_size"]), "layers": int(raw["num_hidden_layers"]),
-            "ffn": int(raw["intermediate_size"]), "heads": int(raw["num_attention_heads"])}
-
-
-def train_flops(dims: dict[str, int], sum_len: float, sum_len_sq: float) -> float:
-    """Model FLOPs of training (3 x forward) over pairs with the given sums of L and L^2."""
-    h, f, n = dims["hidden"], dims["ffn"], dims["layers"]
-    return 3.0 * n * (2.0 * (4 * h * h + 2 * h * f) * sum_len + 4.0 * h * sum_len_sq)
-
-
-# -- one trainer in its own process --------------------------------------------------------------
-
-class Meter:
-    """Counts the pairs and their real lengths of every training forward while ``on``, on the
-    device (no synchronisation), and the synchronised wall time between ``start`` and ``stop``."""
-
-    def __init__(self, device: str) -> None:
-        import torch
-
-        self.torch = torch
-        self.cuda = device.startswith("cuda")
-        self.on = False
-        self.sums: list[Any] = []
-        self.t0 = self.t1 = 0.0
-
-    def sync(self) -> None:
-        if self.cuda:
-            self.torch.cuda.synchronize()
-
-    def start(self) -> None:
-        self.sync()
-        self.on, self.t0 = True, time.perf_counter()
-
-    def stop(self) -> None:
-        self.sync()
-        self.on, self.t1 = False, time.perf_counter()
-
-    def count(self, module: Any, mask: Any) -> None:
-        if self.on and module.training and mask is not None:
-            lengths = mask.sum(dim=1).to(self.torch.float64)
-            self.sums.append(self.torch.stack([lengths.new_tensor(float(len(lengths))), lengths.sum(),
-                                               (lengths * lengths).sum()]))
-
-    def hook(self, module: Any) -> None:
-        """Count forwards of ``module``: its first positional argument is the batch dict
-        (``batch_arg``), or it takes ``attention_mask`` as a keyword (Hugging Face models)."""
-        def pre(mod: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-            mask = kwargs.get("attention_mask")
-            if mask is None and args and isinstance(args[0], dict):
-                mask = args[0].get("attention_mask")
-            self.count(mod, mask)
-        module.register_forward_pre_hook(pre, with_kwargs=True)
-
-    def result(self, batch: int, steps: int) -> dict[str, float]:
-        n, sl, sl2 = (float(x) for x in self.torch.stack(self.sums).sum(dim=0).tolist())
-        wall = self.t1 - self.t0
-        return {"timed_s": wall, "pairs": n, "pairs_per_s": n / wall, "tokens_per_s": sl / wall,
-                "mean_len": sl / n, "sum_len": sl, "sum_len_sq": sl2, "expected_pairs": float(batch * steps)}
-
-
-def training_pairs(args: argparse.Namespace) -> tuple[Any, Any, list[str], list[str], list[int], Any]:
-    """The balanced training instances of the harness (one negative per positive), as harness
-    token-id pairs and as texts, with labels."""
-    import numpy as np
-
-    from harness.config import TrialConfig
-    from harness.data.load import load_splits
-    from harness.model.encoder import load_tokenizer
-    from harness.training.collate import PairCollator, context_text
-    from harness.training.instances import build_instances
-
-    cfg = TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length})
-    splits = load_splits(cfg.data)
-    inst = build_instances(splits.train, negatives_per_positive=1, pairwise=False,
-                           rng=np.random.default_rng([cfg.train.seed, 1]))
-    tok = load_tokenizer(cfg.model)
-    collator = PairCollator(tok, args.length)
-    qs = [splits.train[int(q)] for q in inst.query]
-    ctx = [context_text(q.context) for q in qs]
-    resp = [q.candidates[int(c)].text for q, c in zip(qs, inst.cand[:, 0], strict=True)]
-    ctx_ids, resp_ids = collator.tokenize(ctx), collator.tokenize(resp)
-    ids = [collator.pair_ids(c, r) for c, r in zip(ctx_ids, resp_ids, strict=True)]
-    return tok, ids, ctx, resp, [int(x) for x in inst.label], cfg
-
-
-def run_harness(args: argparse.Namespace, meter: Meter) -> None:
-    from harness.config import TrialConfig
-    from harness.data.load import load_splits
-    from harness.training.loop import StepRecord, Trainer
-    from harness.training.tokenized import prepare_data
-
-    total = args.warmup + args.steps
-    cfg = TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length,
-                                 "train.steps": total, "train.batch_size": args.batch,
-                                 "train.eval_every": 10**6, "train.warmup": 0.1, "train.device": args.device,
-                                 "train.bf16": True})
-    trainer = Trainer(cfg, prepare_data(load_splits(cfg.data), cfg.model), log_every=1)
-    meter.hook(trainer.model)
-    for rec in trainer.run():
-        if isinstance(rec, StepRecord):
-            if rec.step == args.warmup:
-                meter.start()
-            if rec.step == total:
-                meter.stop()
-                break
-
-
-class _Callback:
-    """Starts the meter after the warm-up steps and stops it at the last step (HF callback API)."""
-
-    def __new__(cls, meter: Meter, warmup: int, total: int) -> Any:
-        from transformers import TrainerCallback
-
-        class Cb(TrainerCallback):  # type: ignore[misc]
-            def on_step_end(self, targs: Any, state: Any, control: Any, **kw: Any) -> None:
-                if state.global_step == warmup:
-                    meter.start()
-                if state.global_step == total:
-                    meter.stop()
-
-        return Cb()
-
-
-def _hf_args(args: argparse.Namespace, tmp: str, cls: Any) -> Any:
-    cpu = not args.device.startswith("cuda")
-    return cls(output_dir=tmp, per_device_train_batch_size=args.batch, max_steps=args.warmup + args.steps,
-               learning_rate=5e-5, adam_epsilon=1e-8, warmup_steps=max(1, (args.warmup + args.steps) // 10),
-               weight_decay=0.01, max_grad_norm=1.0, report_to=[], save_strategy="no",
-               logging_strategy="no", use_cpu=cpu, dataloader_num_workers=0, seed=1, bf16=not cpu,
-               disable_tqdm=True)
-
-
-def run_hf(args: argparse.Namespace, meter: Meter) -> None:
-    import torch
-    from transformers import (
-        AutoModelForSequenceClassification,
-        DataCollatorWithPadding,
-        Trainer,
-        TrainingArguments,
-    )
-
-    tok, ids, _, _, labels, _ = training_pairs(args)
-    items = []
-    for (pair, first), label in zip(ids, labels, strict=True):
-        types = [0] * first + [1] * (len(pair) - first)
-        items.append({"input_ids": pair.tolist(), "token_type_ids": types,
-                      "attention_mask": [1] * len(pair), "labels": label})
-
-    class Pairs(torch.utils.data.Dataset):  # type: ignore[type-arg]
-        def __len__(self) -> int:
-            return len(items)
-
-        def __getitem__(self, i: int) -> dict[str, Any]:
-            return items[i]
-
-    model = AutoModelForSequenceClassification.from_pretrained(args.model_path, num_labels=2,
-                                                               attn_implementation="sdpa")
-    meter.hook(model)
-    with tempfile.TemporaryDirectory() as tmp:
-        targs = _hf_args(args, tmp, TrainingArguments)
-        targs.group_by_length = True
-        trainer = Trainer(model=model, args=targs, train_dataset=Pairs(),
-                          data_collator=DataCollatorWithPadding(tok),
-                          callbacks=[_Callback(meter, args.warmup, args.warmup + args.steps)])
-        trainer.train()
-
-
-def run_st(args: argparse.Namespace, meter: Meter) -> None:
-    from datasets import Dataset  # sentence-transformers' trainers need the datasets package
-    from sentence_transformers.cross_encoder import (
-        CrossEncoder,
-        CrossEncoderTrainer,
-        CrossEncoderTrainingArguments,
-    )
-    from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
-
-    _, _, ctx, resp, labels, _ = training_pairs(args)
-    data = Dataset.from_dict({"sentence1": ctx, "sentence2": resp, "label": [float(x) for x in labels]})
-    device = "cpu" if not args.device.startswith("cuda") else args.device
-    from transformers import PreTrainedModel
-
-    model = CrossEncoder(args.model_path, num_labels=1, max_length=args.length, device=device)
-    hf_model = next(m for m in model.modules() if isinstance(m, PreTrainedModel))
-    meter.hook(hf_model)
-    with tempfile.TemporaryDirectory() as tmp:
-        targs = _hf_args(args, tmp, CrossEncoderTrainingArguments)
-        trainer = CrossEncoderTrainer(model=model, args=targs, train_dataset=data,
-                                      loss=BinaryCrossEntropyLoss(model),
-                                      callbacks=[_Callback(meter, args.warmup, args.warmup + args.steps)])
-        trainer.train()
-
+# -- one trainer in its own process (the trainers live in peers.py) ---------------------------
 
 def side(args: argparse.Namespace) -> int:
     import torch
 
     meter = Meter(args.device)
+    args.precision = "bf16"
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     out: dict[str, Any]
     try:
-        {"harness": run_harness, "hf": run_hf, "st": run_st}[args.side](args, meter)
+        RUNNERS[args.side](args, meter)
         out = meter.result(args.batch, args.steps)
         if args.device.startswith("cuda"):
             out["peak_gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30

@@ -4,8 +4,9 @@ the phases and the report.
 Phase "fixed": the baseline and the named (or grid) configurations, each x every study seed, as a
 Tune grid of tickets. Phase "search": an Optuna searcher proposes configurations and every proposal
 runs once per study seed (harness.study.searchers). Each (configuration, seed) is one trial
-(harness.study.trainable); trials checkpoint at every evaluation and a failed trial is retried from
-its last checkpoint (FailureConfig). The driver callback (harness.study.callback) is the one MLflow
+(harness.study.trainable); trials checkpoint at their first evaluation and then at most every
+``failure.checkpoint_every_s`` seconds, and a failed trial is retried from its last checkpoint
+(FailureConfig). The driver callback (harness.study.callback) is the one MLflow
 writer; it finds runs by their tags, so a resumed study adds no duplicate runs. One driver per study:
 ``run_study`` holds the study's lease (harness.study.lease) from before its first MLflow write to
 its end.
@@ -106,7 +107,8 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         init_ray(spec, num_gpus=num_gpus)
         callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
         fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
-                                  finished=records.done_objectives(), hooks=hooks)
+                                  finished=records.done_objectives(), hooks=hooks,
+                                  checkpoint_every_s=spec.checkpoint_every_s)
         fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
         for phase in phases:
             run_phase(spec, phase, fn, callback, resume)

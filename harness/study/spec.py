@@ -20,7 +20,7 @@ A study file::
     objective: {metric: map, mode: max}   # dev metric the searcher optimises (mean over seeds)
     resources: {cpus: 1, gpus: 0}    # per trial; a GPU fraction lets small trials share a GPU
     concurrency: 2
-    failure: {max_retries: 2}
+    failure: {max_retries: 2, checkpoint_every_s: 60}   # checkpoint: first evaluation, then >= 60 s apart
     storage_path: runs               # Ray Tune experiment storage (a path or s3://...)
     models: best                     # MLflow models at the end: best (its seeds), all, none
     early_stopping:                  # optional, off by default (harness.study.early_stop)
@@ -110,6 +110,7 @@ class StudySpec:
     smoke: dict[str, Any] = field(default_factory=dict)
     early_stopping: EarlyStopSettings | None = None
     models: str = "best"
+    checkpoint_every_s: float = 60.0
 
     def fixed_configs(self) -> tuple[NamedConfig, ...]:
         """The baseline first, then the named candidates (and an exhaustive grid's configs)."""
@@ -271,9 +272,11 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
                    lambda v: 0 <= v <= 8)
     concurrency = int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1",
                               lambda v: v >= 1, integer=True))
-    failure = _mapping(raw, "failure", ("max_retries",))
+    failure = _mapping(raw, "failure", ("max_retries", "checkpoint_every_s"))
     retries = int(_number(failure.get("max_retries", 1), "failure.max_retries", "an integer >= 0",
                           lambda v: v >= 0, integer=True))
+    every = float(_number(failure.get("checkpoint_every_s", 60), "failure.checkpoint_every_s",
+                          "a number of seconds >= 0 (0: at every evaluation)", lambda v: v >= 0))
     storage = raw.get("storage_path", "runs")
     if not isinstance(storage, str) or not storage.strip():
         raise _fail("storage_path", f"storage_path must be a path or a URI (s3://...), got {storage!r}")
@@ -298,7 +301,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
-        early_stopping=early, models=models)
+        early_stopping=early, models=models, checkpoint_every_s=every)
 
 
 def _where(nc: NamedConfig, configs: tuple[NamedConfig, ...] | list[NamedConfig]) -> str:

@@ -1,7 +1,9 @@
 """The worker side of a study: the Tune trainable (runs in Ray workers).
 
 One trial = one ticket (harness.study.protocol): it trains its configuration, reports a ``DevPoint``
-with a checkpoint at every evaluation and ends with one ``TrialOutcome`` whose checkpoint directory
+at every evaluation, with a checkpoint at its first evaluation and then at the first evaluation at
+least ``checkpoint_every_s`` seconds after the last checkpoint (study key
+``failure.checkpoint_every_s``; 0: at every evaluation), and ends with one ``TrialOutcome`` whose checkpoint directory
 holds the outcome, the per-query values and the seed run's further files (``write_trial_files``).
 A trial recorded as finished in MLflow, or restored from its outcome checkpoint, replays its outcome
 instead of training again.
@@ -31,7 +33,7 @@ class TrialHooks:
 
     ``trial_log``: a file that gets a line per trial event ("<key> start <step>", "<key> end
     <step>", "<key> replay"). ``fail_once_dir``: a directory; every trial fails once, after its
-    first evaluation was checkpointed (a marker file per trial key remembers it)."""
+    first checkpointed evaluation (a marker file per trial key remembers it)."""
 
     trial_log: str | None = None
     fail_once_dir: str | None = None
@@ -68,7 +70,7 @@ def write_trial_files(artifacts: Path, ticket: TrialTicket, trainer: Any, final:
 
 
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
-              finished: dict[str, float], hooks: TrialHooks = NO_HOOKS) -> None:
+              finished: dict[str, float], hooks: TrialHooks = NO_HOOKS, checkpoint_every_s: float = 0.0) -> None:
     import torch
 
     from harness.training.loop import EvalRecord, FinalRecord, Trainer
@@ -99,12 +101,20 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
             trainer.restore(d)
     hooks.note(ticket.key, f"start {trainer.step}")
     started = time.time()
+    # A checkpoint (Trainer.save, then Tune's copy into storage) costs 0.6-1.6 s with the packaged
+    # encoder on a loaded 2-core machine (benchmarks/results/checkpoint.md): at every evaluation
+    # that is 8-13% of a 2-minute trial. A resumed trial's checkpoint counts as just written.
+    last_ckpt = time.monotonic() if ckpt is not None else None
     for rec in trainer.run():
         if isinstance(rec, EvalRecord):
             point = DevPoint(ticket.key, rec.step, rec.metrics, dict(trainer.best_dev), rec.best_value)
+            if last_ckpt is not None and time.monotonic() - last_ckpt < checkpoint_every_s:
+                tune.report(point.to_result())
+                continue
             with tempfile.TemporaryDirectory() as d:
                 trainer.save(d)
                 tune.report(point.to_result(), checkpoint=tune.Checkpoint.from_directory(d))
+            last_ckpt = time.monotonic()
             hooks.after_evaluation(ticket.key, rec.step)
         elif isinstance(rec, FinalRecord):
             # rec.dev is the best-dev checkpoint's dev metrics, selected by train.select_metric,

@@ -74,6 +74,7 @@ def study_params(spec: StudySpec, trials: int) -> dict[str, Any]:
             "study.trials": trials, "study.metric": spec.metric, "study.mode": spec.mode,
             "study.resources.cpus": spec.cpus, "study.resources.gpus": spec.gpus,
             "study.concurrency": spec.concurrency, "study.max_retries": spec.max_retries,
+            "study.checkpoint_every_s": spec.checkpoint_every_s,
             "study.storage_path": spec.storage_path}
 
 

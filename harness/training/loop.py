@@ -16,7 +16,6 @@ uninterrupted run would (same final metrics on the same hardware).
 from __future__ import annotations
 
 import copy
-import io
 import math
 import time
 from collections.abc import Iterator
@@ -164,11 +163,17 @@ class Trainer:
     # -- checkpoints ---------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs. When the best-dev weights are the current weights (the
+        evaluation just improved: weights change only at optimizer steps, which advance ``step``),
+        ``best_state`` is left out and ``best_is_model`` says so: a checkpoint then holds the
+        weights once, not twice (a quarter of its bytes with AdamW's two moments)."""
+        best_is_model = self.best_state is not None and self.best_step == self.step
         return {
             "step": self.step, "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
             "best_value": self.best_value, "best_step": self.best_step, "best_dev": self.best_dev,
-            "best_state": self.best_state, "best_dev_run": self.best_dev_run, "curve": self.curve,
+            "best_state": None if best_is_model else self.best_state, "best_is_model": best_is_model,
+            "best_dev_run": self.best_dev_run, "curve": self.curve,
             "config_id": self.cfg.config_id(), "seed": self.cfg.train.seed,
         }
 
@@ -181,15 +186,18 @@ class Trainer:
         self.step = int(state["step"])
         self.best_value, self.best_step = state["best_value"], state["best_step"]
         self.best_dev, self.best_state, self.curve = state["best_dev"], state["best_state"], state["curve"]
+        if state.get("best_is_model"):  # absent from checkpoints of older versions
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in state["model"].items()}
         self.best_dev_run = state.get("best_dev_run", {})  # absent from checkpoints of older versions
 
     def save(self, directory: str | Path) -> Path:
+        """The resumable checkpoint (``state_dict``), written straight to a temporary file that
+        then replaces ``trainer.pt`` (an in-memory buffer first cost a copy of every byte and most
+        of the time; benchmarks/results/checkpoint.md)."""
         path = Path(directory) / CHECKPOINT_FILE
         path.parent.mkdir(parents=True, exist_ok=True)
-        buf = io.BytesIO()
-        torch.save(self.state_dict(), buf)
         tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(buf.getvalue())
+        torch.save(self.state_dict(), tmp)
         tmp.replace(path)
         return path
 

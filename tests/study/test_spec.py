@@ -37,6 +37,9 @@ def test_good_study(tmp_path):
     assert spec.seeds == (1, 2)
     assert spec.fixed_configs()[1].config.smoothing.method == "LS"
     assert spec.baseline.config.config_id() != spec.configs[0].config.config_id()
+    assert spec.checkpoint_every_s == 60.0  # the default: first evaluation, then >= 60 s apart
+    every = load_study(_write(tmp_path, GOOD + "failure: {checkpoint_every_s: 0}\n"))
+    assert every.checkpoint_every_s == 0.0 and every.max_retries == 1
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -72,7 +75,10 @@ def test_bad_studies(tmp_path, text, expected):
     ("resources:\n  cpus: 1\n  gpu: 1\n", r"study.yaml:12: resources: unknown key 'gpu'; did you mean gpus\?"),
     ("resources: 2\n", r"study.yaml:10: resources must be a mapping with cpus, gpus, got 2"),
     ("failure: {max_retries: many}\n", r"study.yaml:10: failure.max_retries must be an integer >= 0, got 'many'"),
-    ("failure: {attempts: 1}\n", r"study.yaml:10: failure: unknown key 'attempts'; valid: max_retries"),
+    ("failure: {attempts: 1}\n",
+     r"study.yaml:10: failure: unknown key 'attempts'; valid: max_retries, checkpoint_every_s"),
+    ("failure: {checkpoint_every_s: -1}\n",
+     r"study.yaml:10: failure.checkpoint_every_s must be a number of seconds >= 0 \(0: at every evaluation\), got -1"),
     ("objective:\n  metric: map\n  mode: maximise\n",
      r"study.yaml:12: objective.mode must be one of max, min, got 'maximise'"),
     ("objective: {metrics: map}\n", r"study.yaml:10: objective: unknown key 'metrics'; did you mean metric\?"),

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from harness.errors import ConfigError
-from harness.training.loop import EvalRecord, FinalRecord, Trainer
+from harness.training.loop import EvalRecord, FinalRecord, StepRecord, Trainer
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 
@@ -69,6 +69,38 @@ def test_resume_equals_uninterrupted(prepared, tmp_path):
     assert res_rec.best_step == full_rec.best_step
     for (n, p), (_, q) in zip(full.model.named_parameters(), resumed.model.named_parameters(), strict=True):
         assert torch.equal(p, q), n
+
+
+def test_checkpoint_holds_best_weights_once_and_resumes_exactly(prepared, tmp_path):
+    """At an improving evaluation the best-dev weights are the current weights: the checkpoint
+    stores them once (best_is_model); between evaluations it stores both. Either resumes exactly."""
+    cfg = tiny_config(**{"train.steps": 30, "train.eval_every": 10})
+    full_rec = _run(Trainer(cfg, prepared))
+    first = Trainer(cfg, prepared, log_every=1)
+    best = {}
+    for rec in first.run():
+        if isinstance(rec, EvalRecord) and rec.step == 10:
+            assert rec.is_best  # the first evaluation always improves on -inf
+            first.save(tmp_path / "eval")
+            best["eval"] = {k: v.clone() for k, v in first.best_state.items()}
+        if isinstance(rec, StepRecord) and rec.step == 15:
+            first.save(tmp_path / "mid")
+            best["mid"] = {k: v.clone() for k, v in first.best_state.items()}
+            break
+    at_eval = torch.load(tmp_path / "eval" / "trainer.pt", weights_only=False)
+    mid = torch.load(tmp_path / "mid" / "trainer.pt", weights_only=False)
+    assert at_eval["best_is_model"] and at_eval["best_state"] is None
+    assert not mid["best_is_model"] and mid["best_state"] is not None
+    assert (tmp_path / "eval" / "trainer.pt").stat().st_size < (tmp_path / "mid" / "trainer.pt").stat().st_size
+    for name in ("eval", "mid"):
+        resumed = Trainer(cfg, prepared)
+        resumed.restore(tmp_path / name)
+        assert resumed.best_step == 10
+        assert best[name].keys() == resumed.best_state.keys()
+        assert all(torch.equal(best[name][k], resumed.best_state[k]) for k in best[name]), name
+        res_rec = _run(resumed)
+        assert res_rec.per_query == full_rec.per_query, name
+        assert res_rec.best_step == full_rec.best_step, name
 
 
 def test_checkpoint_of_other_config_is_refused(prepared, tmp_path):
