@@ -32,7 +32,7 @@ baseline: {{}}
 seeds: [1, 2]
 resources: {{cpus: 1, gpus: 0}}
 concurrency: 2
-failure: {{max_retries: 3}}
+failure: {{max_retries: 3, checkpoint_every_s: 0}}   # a checkpoint at every evaluation
 storage_path: {storage}
 """
 
@@ -128,9 +128,11 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[Node]]]:
 def _run(root: Path, name: str, address: str, log: Path) -> subprocess.Popen[str]:
     path = root / f"{name}.yaml"
     path.write_text(STUDY.format(name=name, storage=root / "tune"))
-    env = {**_env(), "RAY_ADDRESS": address, "HARNESS_TRIAL_LOG": str(log), "HARNESS_CACHE": str(root / "cache"),
+    env = {**_env(), "RAY_ADDRESS": address, "HARNESS_CACHE": str(root / "cache"),
            "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(path)], cwd=REPO, env=env,
+    # `harness run` with the trial log hook injected (tests/study/hooked_run.py)
+    return subprocess.Popen([sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(path)],
+                            cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
