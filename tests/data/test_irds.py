@@ -157,7 +157,8 @@ def test_harness_train_on_the_irds_source(tmp_path: Path, capsys: pytest.Capture
     from harness.tracking.store import TrackingStore
 
     store = TrackingStore(uri)
-    (run,) = store.client.search_runs([store.client.get_experiment_by_name("irds").experiment_id])
+    exp_id = store.client.get_experiment_by_name("irds").experiment_id
+    (run,) = store.client.search_runs([exp_id], filter_string=f"tags.`{C.TAG_KIND}` = '{C.KIND_TRIAL}'")
     expected = read_irds(_cfg())
     assert run.info.status == "FINISHED"
     assert run.data.tags[C.TAG_EVAL_FINGERPRINT] == expected.evaluation
