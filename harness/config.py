@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.errors import ConfigError, DataError
+from harness.losses.kinds import LOSSES
 from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
 from harness.tracking.conventions import METRICS
 
@@ -199,8 +200,7 @@ class TrainConfig:
                self.negatives_per_positive)
         _check(self.sampler in TRAIN_SAMPLERS, "train.sampler", f"one of {', '.join(TRAIN_SAMPLERS)}",
                self.sampler)
-        _check(self.loss in ("pointwise", "pairwise"), "train.loss", "one of pointwise, pairwise",
-               self.loss)
+        _check(self.loss in LOSSES, "train.loss", f"one of {', '.join(LOSSES)}", self.loss)
         _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
                "train.device", "auto, cpu, cuda or cuda:N", self.device)
         _check(self.select_metric in SELECT_METRICS, "train.select_metric",
@@ -346,9 +346,10 @@ class TrialConfig:
         if source.own_candidates and self.train.sampler != "dataset":
             raise ConfigError(f"train.sampler must be dataset for data.source={self.data.source} "
                               f"({source.why}), got {self.train.sampler!r}")
-        if self.smoothing.enabled and self.train.loss == "pairwise":
+        if self.smoothing.enabled and not LOSSES[self.train.loss].soft_targets:
+            soft = ", ".join(n for n, k in LOSSES.items() if k.soft_targets)
             raise ConfigError(f"smoothing.method={self.smoothing.method} smooths pointwise labels; "
-                              "it needs train.loss=pointwise, got pairwise")
+                              f"it needs train.loss={soft}, got {self.train.loss}")
 
     @staticmethod
     def keys() -> list[str]:

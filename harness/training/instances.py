@@ -18,6 +18,7 @@ import numpy as np
 from harness.config import TrainConfig
 from harness.data.records import Query
 from harness.errors import ConfigError
+from harness.losses.kinds import LOSSES
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def trial_instances(queries: Sequence[Query], train: TrainConfig) -> Instances:
     """The instances a trial with ``train`` (its seed, negatives per positive, loss) trains on:
     the one place that fixes which negatives a seed draws (generator seeded by [seed, 1])."""
     return build_instances(queries, negatives_per_positive=train.negatives_per_positive,
-                           pairwise=train.loss == "pairwise", rng=np.random.default_rng([train.seed, 1]))
+                           pairwise=LOSSES[train.loss].pairwise, rng=np.random.default_rng([train.seed, 1]))
 
 
 def trained_candidates(instances: Instances, n_queries: int) -> list[list[int]]:

@@ -17,6 +17,7 @@ MODULES = [
     "harness.curriculum.weights",
     "harness.curriculum.embeddings",
     "harness.losses.smoothing",
+    "harness.losses.kinds",
     "harness.losses.targets",
     "harness.losses.losses",
 ]

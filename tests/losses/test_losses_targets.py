@@ -151,3 +151,14 @@ def test_unknown_method_names_close_names_and_aliases():
         TrialConfig.from_flat({"smoothing.method": "T-WSL"})
     with pytest.raises(ConfigError, match="aliases: uniform"):
         smoothing_method("gaussian")
+
+
+def test_loss_table_decides_instances_and_smoothing():
+    from harness.losses.kinds import LOSSES
+
+    assert TrialConfig.from_flat({"train.loss": "pairwise"}).train.loss == "pairwise"
+    with pytest.raises(ConfigError, match=r"train.loss must be one of pointwise, pairwise, got 'listwise'"):
+        TrialConfig.from_flat({"train.loss": "listwise"})
+    with pytest.raises(ConfigError, match=r"it needs train.loss=pointwise, got pairwise"):
+        TrialConfig.from_flat({"train.loss": "pairwise", "smoothing.method": "LS"})
+    assert [n for n, k in LOSSES.items() if k.pairwise] == ["pairwise"]
