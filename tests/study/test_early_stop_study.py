@@ -78,3 +78,104 @@ def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(tmp_path
     assert "diverging-lr (at step 5:" in table and "| diverging-lr" not in table
     # the storage report
     assert study.data.tags[C.TAG_STORAGE].endswith("es-fixed") and study.data.metrics[C.METRIC_STORAGE_BYTES] > 0
+
+
+SEARCH = f"""\
+name: es-search
+data: {{{{conversations: 30, max_dev_queries: 16, max_test_queries: 16}}}}
+model: {{{{name: tiny, max_length: 32}}}}
+train: {{{{steps: {STEPS}, batch_size: 8, eval_every: 5, eval_batch_size: 32, lr: 3.0e-3}}}}
+baseline: {{{{}}}}
+search:
+  searcher: random
+  num_configs: 2
+  space:
+    train.lr: {{{{choice: [0.5]}}}}
+    smoothing.epsilon: {{{{uniform: [0.05, 0.3]}}}}
+seeds: [1, 2]
+concurrency: 2
+early_stopping: {{{{rungs: [0.25], reduction_factor: 2}}}}
+storage_path: {{storage}}
+"""
+
+
+@pytest.mark.slow
+def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(tmp_path):
+    """In a search phase, every proposal (all diverge: lr 0.5) is judged against the baseline's
+    value at the rung and stopped there with all its seeds; Optuna gets the rung mean."""
+    lines: list[str] = []
+    with local_ray(tmp_path) as root:
+        path = root / "es-search.yaml"
+        path.write_text(SEARCH.format(storage=root / "runs"))
+        uri = f"sqlite:///{root / 'mlflow.db'}"
+        out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("es-search")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    configs = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG]
+    proposals = [r for r in configs if r.data.tags.get(C.TAG_ROLE) != C.ROLE_BASELINE]
+    assert len(proposals) == 2
+    for r in proposals:
+        assert r.data.tags[C.TAG_STOPPED] == "1" and r.data.tags[C.TAG_STOPPED_RUNG] == "5", r.info.run_name
+    base = next(r for r in configs if r.data.tags.get(C.TAG_ROLE) == C.ROLE_BASELINE)
+    assert C.TAG_STOPPED not in base.data.tags
+    assert set(out["configs"]) == {base.info.run_name}
+    study = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
+    assert study.data.metrics[C.METRIC_STOPPED] == 2 and study.data.metrics[C.METRIC_STEPS_SAVED] > 0
+    assert any("early stopping: stopped" in ln for ln in lines)
+
+
+@pytest.mark.slow
+def test_a_stopped_configuration_stays_stopped_after_the_driver_is_killed_and_resumed(tmp_path):
+    """The driver dies once a configuration is stopped; `harness run --resume` finishes the study
+    without training the stopped configuration again (its state is read back)."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path
+    text = STUDY.replace("concurrency: 2", "resources: {{cpus: 0.5, gpus: 0}}\nconcurrency: 4")
+    path = root / "es-resume.yaml"
+    path.write_text(text.replace("name: es", "name: es-resume").format(storage=root / "runs"))
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    log = root / "trials.log"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": str(root / "cache")}
+    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(path)]
+    state = root / "runs" / "es-resume-fixed" / "early_stopping.json"
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if state.exists():
+            try:
+                if json.loads(state.read_text()).get("stopped"):
+                    break
+            except ValueError:
+                pass
+        assert proc.poll() is None, "the study ended before a configuration was stopped"
+        time.sleep(0.1)
+    else:
+        raise AssertionError("no configuration stopped within 300 s")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    stopped_id = next(iter(json.loads(state.read_text())["stopped"]))
+    rc = subprocess.run(cmd + ["--resume"], check=False, env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True, timeout=600)
+    assert rc.returncode == 0, rc.stderr[-3000:]
+    lines = log.read_text().splitlines()
+    assert not [ln for ln in lines if ln.startswith(stopped_id) and " end " in ln], lines
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("es-resume")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    trials = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
+    keys = [r.data.tags[C.TAG_TRIAL_KEY] for r in trials]
+    assert len(keys) == len(set(keys))  # no duplicate seed run
+    done = [r for r in trials if r.data.tags[C.TAG_CONFIG_ID] != stopped_id]
+    assert len(done) == 4 and all(r.info.status == "FINISHED" for r in done)
+    bad = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG
+               and r.data.tags.get(C.TAG_CONFIG_ID) == stopped_id)
+    assert bad.info.run_name == "diverging-lr" and bad.data.tags[C.TAG_STOPPED] == "1"
+    assert all(r.data.tags.get(C.TAG_STOPPED) == "1" for r in trials if r.data.tags[C.TAG_CONFIG_ID] == stopped_id)
