@@ -137,9 +137,10 @@ def test_a_stopped_configuration_stays_stopped_after_the_driver_is_killed_and_re
     import time
 
     root = tmp_path
-    text = STUDY.replace("concurrency: 2", "resources: {{cpus: 0.5, gpus: 0}}\nconcurrency: 4")
+    # all six trials at once, so the stop comes while the others still train
+    text = STUDY.replace("concurrency: 2", "resources: {cpus: 0.3, gpus: 0}\nconcurrency: 6")
     path = root / "es-resume.yaml"
-    path.write_text(text.replace("name: es", "name: es-resume").format(storage=root / "runs"))
+    path.write_text(text.replace("name: es", "name: es-resume").replace("{storage}", str(root / "runs")))
     uri = f"sqlite:///{root / 'mlflow.db'}"
     log = root / "trials.log"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": str(root / "cache")}
@@ -162,11 +163,14 @@ def test_a_stopped_configuration_stays_stopped_after_the_driver_is_killed_and_re
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     stopped_id = next(iter(json.loads(state.read_text())["stopped"]))
+    before = log.read_text().splitlines()
+    assert len([ln for ln in before if " end " in ln]) < 4  # the resume has trials left to finish
     rc = subprocess.run(cmd + ["--resume"], check=False, env=env, stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, text=True, timeout=600)
     assert rc.returncode == 0, rc.stderr[-3000:]
     lines = log.read_text().splitlines()
     assert not [ln for ln in lines if ln.startswith(stopped_id) and " end " in ln], lines
+    assert [ln for ln in lines[len(before):] if " end " in ln]  # the resumed driver finished the rest
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("es-resume")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
