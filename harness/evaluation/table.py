@@ -18,6 +18,7 @@ keeps the keys whatever the style.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -28,6 +29,7 @@ from harness.errors import ConfigError
 from harness.evaluation.corrections import describe
 from harness.evaluation.crossed import CrossedResult
 from harness.evaluation.metrics import NAME_STYLES, TIE_RULE, label_of
+from harness.evaluation.results import seed_summary
 from harness.evaluation.significance import CROSSED, TESTS, Analysis, Comparison, Tally
 
 FORMS = ("seeds", "configs")
@@ -122,8 +124,8 @@ def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str =
     tallies = [analysis.tallies(c, metric) for c in res.configs]
     rows.append(_value_row(analysis, "AVG", values.mean(axis=1), avg_comps, decimals, rule=True,
                            tallies=tallies))
-    sds = values.std(axis=1, ddof=1) if len(res.seeds) > 1 else [None] * len(res.configs)
-    rows.append(Row(label="SD", cells=tuple(Cell(value=None if s is None else float(s)) for s in sds)))
+    sds = [_sd(seed_summary(v)[1]) for v in values]
+    rows.append(Row(label="SD", cells=tuple(Cell(value=s) for s in sds)))
     placement = ("markers on the seed rows, their count on the AVG row" if per_seed
                  else "markers on the AVG row")
     return Table(form="seeds", title=display_name(metric, names), corner="seed", columns=res.configs,
@@ -131,19 +133,23 @@ def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str =
                  notes=_notes(analysis, [metric], placement, names), metrics=(metric,))
 
 
+def _sd(sd: float) -> float | None:
+    """A cell's SD: ``seed_summary``'s, None (no cell text) where one seed leaves it undefined."""
+    return None if math.isnan(sd) else sd
+
+
 def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -> Table:
     res = analysis.results
     per_seed = analysis.test == "per-seed"
-    means = {(c, m): float(res.seed_values(c, m).mean()) for c in res.configs for m in analysis.metrics}
+    summary = {(c, m): seed_summary(res.seed_values(c, m)) for c in res.configs for m in analysis.metrics}
+    means = {k: mean for k, (mean, _) in summary.items()}
     best = {m: max(round(means[(c, m)], decimals) for c in res.configs) for m in analysis.metrics}
     rows = []
     for c in res.configs:
         cells = []
         for m in analysis.metrics:
-            seeds = res.seed_values(c, m)
             comp = analysis.get(c, m)
-            cells.append(Cell(value=means[(c, m)],
-                              sd=float(seeds.std(ddof=1)) if len(seeds) > 1 else None,
+            cells.append(Cell(value=means[(c, m)], sd=_sd(summary[(c, m)][1]),
                               bold=round(means[(c, m)], decimals) == best[m],
                               marker=analysis.marker(comp), comparison=comp,
                               tally=analysis.tallies(c, m)))
