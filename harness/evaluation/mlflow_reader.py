@@ -65,18 +65,23 @@ def open_store(tracking_uri: str | None) -> tuple[Any, str]:
     return MlflowClient(tracking_uri=uri), uri
 
 
+def experiment_named(client: Any, name: str, uri: str) -> Any:
+    """The MLflow experiment ``name``; a one-line DataError listing the experiments there if none."""
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        known = sorted(e.name for e in client.search_experiments())
+        raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
+                        f"{', '.join(known) or 'none'}")
+    return exp
+
+
 def _read(client: Any, name: str, uri: str, baseline: str | None,
           config_ids: Collection[str] | None) -> StudyResults:
     from mlflow.exceptions import MlflowException
 
     source = f"MLflow experiment {name!r}"
     try:
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            known = sorted(e.name for e in client.search_experiments())
-            raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
-                            f"{', '.join(known) or 'none'}")
-        exp_id = exp.experiment_id
+        exp_id = experiment_named(client, name, uri).experiment_id
         configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
                    for r in iter_runs(client, exp_id, C.KIND_CONFIG)}
         stopped = {cid: r for cid, r in configs.items() if r.data.tags.get(C.TAG_STOPPED) == "1"

@@ -31,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
-from harness.evaluation.mlflow_reader import FAST_FAIL_ENV, _env_defaults, _labels, open_store
+from harness.evaluation.mlflow_reader import (
+    FAST_FAIL_ENV,
+    _env_defaults,
+    _labels,
+    experiment_named,
+    open_store,
+)
 from harness.evaluation.trec import QRELS_ARTIFACT, RUN_ARTIFACT, SPLITS, read_qrels, read_run
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun
@@ -90,12 +96,7 @@ def export_runs(folder: str | Path, *, experiment: str | None = None,
 
 def _experiment(client: Any, name: str | None, uri: str) -> Any:
     if name is not None:
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            known = sorted(e.name for e in client.search_experiments())
-            raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
-                            f"{', '.join(known) or 'none'}")
-        return exp
+        return experiment_named(client, name, uri)
     studies = [e for e in client.search_experiments()
                if client.search_runs([e.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_STUDY}'",
                                      max_results=1)]
