@@ -21,13 +21,14 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from harness.study.early_stop import EarlyStopSettings, EarlyStopState, rung_steps
+from harness.study.storage import as_uri
 from harness.tracking import conventions as C
 
 STATE_FILE = "early_stopping.json"
 
 
 def state_uri(spec: Any) -> str:
-    return f"{spec.storage_path.rstrip('/')}/{spec.name}-fixed/{STATE_FILE}"
+    return f"{spec.phase_dir('fixed')}/{STATE_FILE}"
 
 
 def _read(uri: str) -> str | None:
@@ -52,16 +53,12 @@ def _write(uri: str, text: str) -> None:
 
 
 def load_state(uri: str, settings: EarlyStopSettings, min_groups: int) -> EarlyStopState:
-    text = _read(_uri(uri))
+    text = _read(as_uri(uri))
     if text is None:
         return EarlyStopState(settings, min_groups)
     st = EarlyStopState.from_json(text, settings)
     st.min_groups = min_groups
     return st
-
-
-def _uri(uri: str) -> str:
-    return uri if "://" in uri else f"file://{uri}"
 
 
 class EarlyStopScheduler(FIFOScheduler):
@@ -101,14 +98,14 @@ class EarlyStopScheduler(FIFOScheduler):
         decision = None
         if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
             st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
-            _write(_uri(self.uri), st.to_json())
+            _write(as_uri(self.uri), st.to_json())
             return TrialScheduler.STOP
         if not result.get("final") and value is not None and int(step) in rung_steps(self.settings, steps, every):
             decision = st.observe(ident.config_id, ident.name, seed=ident.seed, step=int(step),
                                   value=float(value), total_steps=steps, baseline=baseline)
         else:
             st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
-        _write(_uri(self.uri), st.to_json())
+        _write(as_uri(self.uri), st.to_json())
         if decision is None:
             return TrialScheduler.CONTINUE
         print(f"[early-stop] {ident.name}: stopped at step {decision.rung}: {decision.reason}",
@@ -158,7 +155,7 @@ def searcher_value(uri: str | None, metric: str, result: dict[str, Any] | None) 
     group mean at the rung where it was stopped (the same for all its seeds), under ``metric``."""
     if not uri or not result or "trial_key" not in result:
         return result
-    text = _read(_uri(uri))
+    text = _read(as_uri(uri))
     if text is None:
         return result
     cid = str(result["trial_key"]).rsplit("-seed", 1)[0]

@@ -84,14 +84,13 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
            num_gpus: float | None, hooks: TrialHooks, fresh: bool, base: Path | None) -> dict[str, Any]:
     from harness.tracking.store import TrackingStore, default_tracking_uri
 
-    phases = ["fixed"] + (["search"] if spec.search else [])
+    phases = spec.phases
     if fresh and base is not None:
         for p in phases:
-            shutil.rmtree(base / f"{spec.name}-{p}", ignore_errors=True)
-    existing = [p for p in phases if base is not None and (base / f"{spec.name}-{p}").exists()]
+            shutil.rmtree(spec.phase_dir(p), ignore_errors=True)
+    existing = [p for p in phases if base is not None and Path(spec.phase_dir(p)).exists()]
     if existing and not resume:
-        assert base is not None
-        raise HarnessError(f"study {spec.name!r} already has Ray Tune state at {base / (spec.name + '-' + existing[0])}; "
+        raise HarnessError(f"study {spec.name!r} already has Ray Tune state at {spec.phase_dir(existing[0])}; "
                            "use `harness run STUDY --resume` to finish it, or change storage_path")
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     records = StudyRecords.open(TrackingStore(uri), spec.name)
@@ -175,7 +174,7 @@ def make_scheduler(spec: StudySpec, phase: str) -> Any:
 
 def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool) -> None:
     name = f"{spec.name}-{phase}"
-    path = f"{spec.storage_path.rstrip('/')}/{name}"
+    path = spec.phase_dir(phase)
     scheduler = make_scheduler(spec, phase)
     if phase == "fixed":
         # One grid axis of whole tickets: Tune's config of a trial is {"ticket": {...}}.

@@ -112,6 +112,15 @@ class StudySpec:
     models: str = "best"
     checkpoint_every_s: float = 60.0
 
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The study's Tune experiments: ``fixed``, then ``search`` when it has a search."""
+        return ("fixed", "search") if self.search else ("fixed",)
+
+    def phase_dir(self, phase: str) -> str:
+        """Where Tune keeps a phase's state: ``<storage_path>/<name>-<phase>`` (a path or a URI)."""
+        return f"{self.storage_path.rstrip('/')}/{self.name}-{phase}"
+
     def fixed_configs(self) -> tuple[NamedConfig, ...]:
         """The baseline first, then the named candidates (and an exhaustive grid's configs)."""
         return (self.baseline, *self.configs)

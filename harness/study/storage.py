@@ -16,15 +16,19 @@ from harness.tracking import conventions as C
 
 
 def phase_dirs(spec: Any) -> list[str]:
-    phases = ["fixed"] + (["search"] if spec.search else [])
-    return [f"{spec.storage_path.rstrip('/')}/{spec.name}-{p}" for p in phases]
+    return [spec.phase_dir(p) for p in spec.phases]
+
+
+def as_uri(path: str) -> str:
+    """A local path as a file:// URI (pyarrow's filesystems read both kinds through one call)."""
+    return path if "://" in path else f"file://{path}"
 
 
 def usage(uri: str) -> tuple[int, int]:
     """(bytes, files) under ``uri``; (0, 0) where nothing is."""
     import pyarrow.fs as pafs
 
-    fs, path = pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
+    fs, path = pafs.FileSystem.from_uri(as_uri(uri))
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         return 0, 0
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
