@@ -33,10 +33,12 @@ class TrialHooks:
 
     ``trial_log``: a file that gets a line per trial event ("<key> start <step>", "<key> end
     <step>", "<key> replay"). ``fail_once_dir``: a directory; every trial fails once, after its
-    first checkpointed evaluation (a marker file per trial key remembers it)."""
+    first checkpointed evaluation (a marker file per trial key remembers it). ``hold``: (file, trial
+    key): that trial waits after its first checkpointed evaluation until the file exists."""
 
     trial_log: str | None = None
     fail_once_dir: str | None = None
+    hold: tuple[str, str] | None = None
 
     def note(self, key: str, event: str) -> None:
         if self.trial_log:
@@ -44,6 +46,9 @@ class TrialHooks:
                 fh.write(f"{key} {event}\n")
 
     def after_evaluation(self, key: str, step: int) -> None:
+        if self.hold and key == self.hold[1]:
+            while not Path(self.hold[0]).exists():
+                time.sleep(0.2)
         if not self.fail_once_dir:
             return
         marker = Path(self.fail_once_dir, key)

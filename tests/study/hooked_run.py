@@ -1,5 +1,6 @@
 """`harness run` with the trainable's test hooks injected, for tests that drive a study in a
-subprocess: ``python -m tests.study.hooked_run TRIAL_LOG run STUDY.yaml [--resume]``. The hooks
+subprocess: ``python -m tests.study.hooked_run TRIAL_LOG [--hold FILE KEY] run STUDY.yaml [--resume]``
+(``--hold``: the trial KEY waits after its first checkpointed evaluation until FILE exists). The hooks
 are passed to the driver as an argument (harness.study.trainable.TrialHooks), never through the
 environment of a production run."""
 
@@ -15,9 +16,12 @@ from harness.study.runner import TrialHooks
 
 def main(argv: list[str]) -> int:
     trial_log, rest = argv[0], argv[1:]
+    hold = None
+    if rest[:1] == ["--hold"]:
+        hold, rest = (rest[1], rest[2]), rest[3:]
     args = build_parser().parse_args(rest)
     try:
-        return cmd_run(args, hooks=TrialHooks(trial_log=trial_log))
+        return cmd_run(args, hooks=TrialHooks(trial_log=trial_log, hold=hold))
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return 2

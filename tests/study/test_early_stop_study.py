@@ -125,3 +125,81 @@ def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(tmp
     assert study.data.metrics[C.METRIC_STOPPED] == 1 and study.data.metrics[C.METRIC_STEPS_SAVED] > 0
     assert any("early stopping: stopped" in ln for ln in lines)
 
+
+
+
+@pytest.mark.slow
+def test_a_stopped_configuration_stays_stopped_after_the_driver_is_killed_and_resumed(tmp_path):
+    """The driver is killed right after a configuration is stopped; `harness run --resume` finishes
+    the study without training the stopped configuration again (the stop is read back from the
+    study's storage path).
+
+    Two trials at a time, in grid order (baseline, ls, diverging-lr; seeds 1, 2). ls's second seed
+    waits after its step-5 evaluation (a testing hook) until the test lets it go, so when
+    diverging-lr's first seed reaches the rung all three configurations have a value there (it is
+    stopped), and ls's second seed is still training when the driver dies, whatever the timing."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path
+    path = root / "es-resume.yaml"
+    path.write_text(STUDY.replace("name: es", "name: es-resume").replace("{storage}", str(root / "runs")))
+    spec = load_study(path)
+    ls_key = next(f"{nc.config.config_id()}-seed2" for nc in spec.configs if nc.name == "ls")
+    gate = root / "go"
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    log = root / "trials.log"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": str(root / "cache")}
+    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(gate), ls_key,
+           "run", str(path)]
+    state = root / "runs" / "es-resume-fixed" / "early_stopping.json"
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 400
+    while time.time() < deadline:
+        if state.exists():
+            try:
+                if json.loads(state.read_text()).get("stopped"):
+                    break
+            except ValueError:
+                pass
+        assert proc.poll() is None, "the study ended before a configuration was stopped"
+        time.sleep(0.05)
+    else:
+        raise AssertionError("no configuration stopped within 400 s")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    stopped_id = next(iter(json.loads(state.read_text())["stopped"]))
+    before = log.read_text().splitlines()
+    assert ls_key not in {ln.split()[0] for ln in before if " end " in ln}, before
+    gate.touch()
+    rc = subprocess.run(cmd + ["--resume"], check=False, env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE, text=True, timeout=600)
+    assert rc.returncode == 0, rc.stderr[-3000:]
+    lines = log.read_text().splitlines()
+    # the stopped configuration never trains past its rung; the resumed driver finished ls's seed
+    assert not [ln for ln in lines if ln.startswith(stopped_id) and " end " in ln], lines
+    assert any(ln.startswith(f"{ls_key} end ") for ln in lines[len(before):]), lines
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("es-resume")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    trials = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
+    keys = [r.data.tags[C.TAG_TRIAL_KEY] for r in trials]
+    assert len(keys) == len(set(keys))  # no duplicate seed run
+    done = [r for r in trials if r.data.tags[C.TAG_CONFIG_ID] != stopped_id]
+    assert len(done) == 4 and all(r.info.status == "FINISHED" for r in done)
+    bad = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG
+               and r.data.tags.get(C.TAG_CONFIG_ID) == stopped_id)
+    assert bad.info.run_name == "diverging-lr" and bad.data.tags[C.TAG_STOPPED] == "1"
+    for r in trials:
+        if r.data.tags[C.TAG_CONFIG_ID] == stopped_id:
+            assert r.data.tags.get(C.TAG_STOPPED) == "1"
+            hist = client.get_metric_history(r.info.run_id, "dev_map")
+            assert not hist or max(m.step for m in hist) <= 5
+    study = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
+    table = Path(client.download_artifacts(study.info.run_id, "tables/seeds.md", str(tmp_path))).read_text()
+    assert "diverging-lr (at step 5:" in table and "| diverging-lr" not in table
