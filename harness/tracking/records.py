@@ -129,6 +129,7 @@ class StudyRecords:
         self._done: dict[str, SeedRun] = {}
         self._last_step: dict[str, int] = {}
         self._test: dict[str, dict[int, dict[str, float]]] = {}
+        self._recovered: set[str] = set()  # runs an earlier driver created, not yet described again
         self._load()
 
     @classmethod
@@ -142,11 +143,13 @@ class StudyRecords:
             self._study = run.info.run_id
         for run in iter_runs(client, self.experiment_id, C.KIND_CONFIG):
             self._configs[run.data.tags[C.TAG_CONFIG_ID]] = run.info.run_id
+            self._recovered.add(run.info.run_id)
         for run in iter_runs(client, self.experiment_id, C.KIND_TRIAL):
             seed = SeedRun.of(run)
             if not seed.trial_key:
                 continue
             self._seeds[seed.trial_key] = seed.run_id
+            self._recovered.add(seed.run_id)
             if seed.done and seed.config_id is not None and seed.seed is not None:
                 self._done[seed.trial_key] = seed
                 self._test.setdefault(seed.config_id, {})[int(seed.seed)] = dict(seed.test)
@@ -165,6 +168,9 @@ class StudyRecords:
         return self._study
 
     def config_run(self, ticket: Ticket) -> str:
+        """The config run of a trial's configuration (created once). Its params and its resolved
+        config are logged again on a run an earlier driver created: that driver may have died
+        between creating the run and describing it (logging the same values again changes nothing)."""
         run = self._configs.get(ticket.config_id)
         if run is None:
             if self._study is None:
@@ -172,14 +178,18 @@ class StudyRecords:
             run = self.store.start_run(self.experiment_id, ticket.name, {
                 C.TAG_KIND: C.KIND_CONFIG, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
                 C.TAG_STUDY: self.study_name}, parent=self._study)
-            flat = {k: v for k, v in ticket.flat.items() if k != "train.seed"}
-            self.store.log_params(run, flat)
-            self.store.log_json(run, flat, C.RESOLVED_ARTIFACT.format(config_id=ticket.config_id))
             self._configs[ticket.config_id] = run
+        elif run not in self._recovered:
+            return run
+        self._recovered.discard(run)
+        flat = {k: v for k, v in ticket.flat.items() if k != "train.seed"}
+        self.store.log_params(run, flat)
+        self.store.log_json(run, flat, C.RESOLVED_ARTIFACT.format(config_id=ticket.config_id))
         return run
 
     def trial_started(self, ticket: Ticket) -> str:
-        """The seed run of a trial (created once, nested under its config run)."""
+        """The seed run of a trial (created once, nested under its config run; its params logged
+        again on a run an earlier driver created, as for config runs)."""
         run = self._seeds.get(ticket.key)
         if run is None:
             parent = self.config_run(ticket)
@@ -187,8 +197,13 @@ class StudyRecords:
                 C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
                 C.TAG_SEED: str(ticket.seed), C.TAG_TRIAL_KEY: ticket.key, C.TAG_STUDY: self.study_name},
                 parent=parent)
-            self.store.log_params(run, dict(ticket.flat))
             self._seeds[ticket.key] = run
+        elif run not in self._recovered:
+            return run
+        else:
+            self.config_run(ticket)
+        self._recovered.discard(run)
+        self.store.log_params(run, dict(ticket.flat))
         return run
 
     def is_done(self, key: str) -> bool:
