@@ -17,10 +17,10 @@ Equality with rank_bm25: bitwise (float64, ``np.array_equal``, no tolerance), fo
 the scores of a few documents alike; tests/data/test_bm25.py proves both on chitchat utterances.
 Full rows (``scores``) come from ``rank_bm25_rs.BM25Okapi``, a Rust drop-in (~400x faster than
 rank_bm25). The scores of a few documents (``batch_scores``, ``span_scores``: every candidate's
-first-stage score) come from a per-document index of weights: each weight ``w(d, t)`` is computed once with
+first-stage score) come from a numpy inverted index: each weight ``w(d, t)`` is computed once with
 rank_bm25's float64 operations in its order (``idf * (f * (k1 + 1) / (f + k1 * (1 - b + b * |d| /
-avgdl)))``), and a document's score adds them left to right in query order from 0.0 (a compiled
-loop, ``harness.data.kernels.ordered_sums``; never a pairwise sum) exactly as rank_bm25's ``score += ...`` loop does; a query
+avgdl)))``), and a document's score adds them left to right in query order from 0.0 (a sequential
+``np.cumsum``, never a pairwise sum) exactly as rank_bm25's ``score += ...`` loop does; a query
 token absent from the document adds 0.0 there, which changes no sum, so leaving it out is exact.
 Rankings (ties, the top-``depth`` cut) therefore match rank_bm25's to the last bit.
 """
@@ -32,7 +32,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from harness.data.kernels import ordered_sums
 from harness.errors import DataError
 
 K1 = 1.5
@@ -45,6 +44,13 @@ _TOKEN = re.compile(r"\w+")
 def tokenize(text: str) -> list[str]:
     """Lowercased ``\\w+`` tokens of ``text`` (see the module docstring)."""
     return _TOKEN.findall(text.lower())
+
+
+def _terms_of(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A query's token ids as its distinct term ids (ascending) and, per token, the index of its
+    term among them."""
+    terms, order = np.unique(ids, return_inverse=True)
+    return terms, order.reshape(-1)
 
 
 class BM25Index:
@@ -105,48 +111,47 @@ class BM25Index:
         self._indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(docs)))])
         self._terms = terms.astype(np.int32)
         self._weights = weights
-        # the same weights by term (postings, documents ascending): full rows term at a time
-        by_term = np.argsort(terms, kind="stable")
-        self._post_ptr = np.concatenate([[0], np.cumsum(np.bincount(terms, minlength=n_terms))])
-        self._post_docs = rows[by_term].astype(np.int32)
-        self._post_weights = weights[by_term]
 
     def scores(self, query: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for the tokenised ``query`` (float64, length N, read-only)."""
         return self._bm25.get_scores(list(query))  # type: ignore[no-any-return]
 
-    def postings(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per term id its documents (ascending) and weights ``w(d, t)``: (pointers, documents,
-        weights), CSR by term (``harness.data.kernels.response_window`` builds rows from them)."""
-        return self._post_ptr, self._post_docs, self._post_weights
-
-    def ids(self, query: Sequence[str]) -> np.ndarray:
-        """The term ids of the query's known tokens, in query order (unknown ones add 0.0: left out)."""
+    def _query(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """``_terms_of`` the query's known tokens (unknown ones add 0.0: left out)."""
         vocab = self._vocab
-        return np.array([vocab[t] for t in query if t in vocab], dtype=np.int32)
+        return _terms_of(np.array([vocab[t] for t in query if t in vocab], dtype=np.int64))
 
-    def _sum(self, docs: np.ndarray, ids: np.ndarray) -> np.ndarray:
-        """Scores of ``docs`` for the query's term ids ``ids``: each document's weights gathered per
-        query token and added left to right from 0.0 (compiled: ``kernels.ordered_sums``)."""
-        return ordered_sums(docs, ids, self._indptr, self._terms, self._weights)
+    def _sum(self, docs: np.ndarray, terms: np.ndarray, order: np.ndarray) -> np.ndarray:
+        """Scores of ``docs`` for the query (``_terms_of``'s ``terms`` and ``order``): each document's
+        weights gathered per query token and added left to right (``np.cumsum`` is sequential)."""
+        if not order.size or not docs.size:
+            return np.zeros(docs.size)
+        starts = self._indptr[docs]
+        lengths = self._indptr[docs + 1] - starts
+        # the entries of every document in docs, and the row (index into docs) of each
+        offsets = np.cumsum(lengths) - lengths
+        entry = np.arange(int(offsets[-1] + lengths[-1])) + np.repeat(starts - offsets, lengths)
+        row = np.repeat(np.arange(docs.size), lengths)
+        term = self._terms[entry]
+        col = np.minimum(np.searchsorted(terms, term), terms.size - 1)
+        hit = terms[col] == term
+        table = np.zeros((docs.size, terms.size))
+        table[row[hit], col[hit]] = self._weights[entry[hit]]
+        return np.cumsum(table[:, order], axis=1)[:, -1]
 
     def batch_scores(self, query: Sequence[str], doc_ids: Sequence[int]) -> np.ndarray:
         """BM25 scores of the documents at positions ``doc_ids`` only, equal to ``scores()[doc_ids]``
         bit for bit (the class docstring); for a few documents tens of microseconds where a full
         row costs milliseconds."""
-        return self._sum(self._positions(doc_ids), self.ids(query))
+        return self._sum(self._positions(doc_ids), *self._query(query))
 
     def span_scores(self, span: range, doc_ids: Sequence[int]) -> np.ndarray:
         """``batch_scores`` with the query the corpus documents at positions ``span`` (a step-1
         range), their tokens concatenated: no token is looked up again."""
-        return self._sum(self._positions(doc_ids), self.span_ids(span))
-
-    def span_ids(self, span: range) -> np.ndarray:
-        """The term ids of the corpus documents at positions ``span`` (a step-1 range), their tokens
-        concatenated in order: ``ids`` of that query, without looking a token up."""
         if span.step != 1 or (len(span) and not 0 <= span.start < span.stop <= self.size):
             raise IndexError(f"span {span} is not a range of document positions in [0, {self.size})")
-        return self._tokens[self._token_ptr[span.start]:self._token_ptr[span.stop]]
+        ids = self._tokens[self._token_ptr[span.start]:self._token_ptr[span.stop]] if len(span) else []
+        return self._sum(self._positions(doc_ids), *_terms_of(np.asarray(ids, dtype=np.int64)))
 
     def _positions(self, doc_ids: Sequence[int]) -> np.ndarray:
         docs = np.asarray(doc_ids, dtype=np.int64).reshape(-1)

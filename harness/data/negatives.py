@@ -31,14 +31,12 @@ query's negatives depend on nothing else (not on the subset, the order or the th
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from harness.data import kernels
 from harness.data.bm25 import BM25Index
 from harness.data.progress import Progress, Ticker
 from harness.errors import DataError
@@ -147,6 +145,15 @@ def _outside(row: np.ndarray, req: Request) -> np.ndarray:
     return out
 
 
+def _first_usable(docs: np.ndarray, keys: np.ndarray, banned: int, n: int) -> np.ndarray:
+    """Indices into ``docs`` (a ranking) of its first ``n`` usable documents: a non-empty text
+    other than the ``banned`` one, each text at its first (best-ranked) position only."""
+    text = keys[docs]
+    ok = np.flatnonzero((text != EMPTY) & (text != banned))
+    first = np.sort(np.unique(text[ok], return_index=True)[1])
+    return ok[first[:n]]
+
+
 def context_negatives(context_row: np.ndarray, keys: np.ndarray, req: Request, k: int) -> list[int]:
     """The top-``k`` BM25 hits of the context (``context_row``: its scores over the corpus)."""
     return _top_k(_outside(context_row, req), keys, int(keys[req.positive]), k)
@@ -156,40 +163,44 @@ def _usable_hits(row: np.ndarray, keys: np.ndarray, banned: int, n: int,
                  exclude: range) -> np.ndarray:
     """The first ``n`` usable hits of the full score ``row`` (read-only) in rank order: score > 0,
     outside ``exclude``, a non-empty text other than the ``banned`` one, each text at its
-    best-ranked position only (compiled: ``harness.data.kernels.usable_hits``, which ranks a
-    prefix of the ranking that provably holds them)."""
-    return kernels.usable_hits(row, keys, banned, n, exclude.start, exclude.stop, _STRIDE)
+    best-ranked position only (``_first_usable``).
+
+    Ranks a prefix of the ranking only: every position scoring at least the ``w``-th largest of a
+    strided sample of the row (``w`` a few standard deviations above the share of ``n`` the sample
+    stands for), so the prefix is a superset of the ranking's top positions, ties included. One
+    holding ``n`` usable hits holds the first ``n`` of the whole ranking; else the sample's cut is
+    lowered (``w`` times 4) and finally every hit is ranked."""
+    sample = row[::_STRIDE]
+    expected = (n + n // 4) // _STRIDE + 1
+    wanted = expected + 4 * int(expected ** 0.5) + 8
+    while True:
+        threshold = 0.0
+        if sample.size > wanted:
+            threshold = float(np.partition(sample, sample.size - wanted)[sample.size - wanted])
+        prefix = np.flatnonzero(row >= threshold) if threshold > 0 else np.flatnonzero(row > 0)
+        if len(exclude):
+            prefix = prefix[(prefix < exclude.start) | (prefix >= exclude.stop)]
+        ranked = _ranked(row, prefix)
+        first = _first_usable(ranked, keys, banned, n)
+        if first.size >= n or threshold <= 0:
+            return ranked[first]
+        wanted *= 4
 
 
-_SCRATCH = threading.local()
-
-
-def _scratch(size: int, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """This thread's scratch for ``kernels.response_window`` over a corpus of ``size`` documents
-    with text ``keys``: a row, a position buffer, a flag per key."""
-    held = getattr(_SCRATCH, "held", None)
-    if held is None or held[0] is not keys or held[1][0].size != size:
-        n_keys = int(max(keys.max(), 0)) + 1
-        held = (keys, (np.empty(size), np.empty(size, dtype=np.int64), np.zeros(n_keys, dtype=np.bool_)))
-        _SCRATCH.held = held
-    return held[1]
-
-
-def response_negatives(index: BM25Index, keys: np.ndarray, req: Request, k: int, depth: int,
-                       rng: np.random.Generator) -> list[int]:
-    """``k`` negatives drawn uniformly from the top ``depth`` usable hits of the response (the
-    positive's tokens: BM25 over the corpus, ``kernels.response_window``) outside the query's
-    conversation. A window shorter than ``k`` (``depth < k``, or fewer hits) is taken whole and the
-    sampler continues down the ranking: the next hits in rank order, then the documents at score 0
-    (one tie) shuffled."""
+def response_negatives(response_row: np.ndarray, keys: np.ndarray, req: Request, k: int,
+                       depth: int, rng: np.random.Generator) -> list[int]:
+    """``k`` negatives drawn uniformly from the top ``depth`` usable hits of the response
+    (``response_row``: BM25 of the positive's tokens over the corpus, read-only) outside the
+    query's conversation. A window shorter than ``k`` (``depth < k``, or fewer hits) is taken
+    whole and the sampler continues down the ranking: the next hits in rank order, then the
+    documents at score 0 (one tie) shuffled."""
     banned = int(keys[req.positive])
-    row, buf, seen = _scratch(index.size, keys)
-    window = kernels.response_window(index.span_ids(range(req.positive, req.positive + 1)), *index.postings(), row, keys, banned,
-                                     max(depth, k), req.exclude.start, req.exclude.stop, _STRIDE, buf, seen)
+    window = _usable_hits(response_row, keys, banned, max(depth, k), req.exclude)
     drawn = np.sort(rng.choice(window.size, size=min(k, window.size), replace=False))
     chosen: list[int] = window[drawn].tolist()
     if len(chosen) < k:
-        _pick(rng.permutation(np.flatnonzero(_outside(row, req) == 0)), keys, banned, k, chosen)
+        _pick(rng.permutation(np.flatnonzero(_outside(response_row, req) == 0)), keys, banned, k,
+              chosen)
     return chosen
 
 
@@ -229,7 +240,8 @@ def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys:
         chosen = context_negatives(index.scores([tok for pos in req.context for tok in tokens[pos]]),
                                    keys, req, k)
     elif method == "response":
-        chosen = response_negatives(index, keys, req, k, depth, _rng(req, method))
+        chosen = response_negatives(index.scores(tokens[req.positive]), keys, req, k, depth,
+                                    _rng(req, method))
     else:
         chosen = random_negatives(keys, req, k, _rng(req, method))
     if len(chosen) < k:

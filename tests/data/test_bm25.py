@@ -79,30 +79,3 @@ def test_best_match_and_errors() -> None:
         index.batch_scores(["dog"], [3])
     with pytest.raises(DataError, match="empty corpus"):
         BM25Index([])
-
-
-def test_rows_from_the_postings_equal_rank_bm25_rs_over_the_whole_corpus(chitchat_path: Path) -> None:
-    """Every embedded utterance indexed (the corpus the data build ranks): the row the response
-    window is ranked from (kernels.response_window: postings added term at a time in query order)
-    equals rank_bm25_rs' row bit for bit, and its window equals the one ranked from that row, for
-    utterances (the response protocol's queries, stopwords' long postings included) and joined
-    contexts."""
-    from harness.data import kernels
-    from harness.data.negatives import text_keys
-
-    texts = [u for c in read_conversations(chitchat_path) for u in c.utterances]
-    docs = [tokenize(t) for t in texts]
-    index = BM25Index(docs)
-    keys = text_keys(texts)
-    row, buf = np.empty(index.size), np.empty(index.size, dtype=np.int64)
-    seen = np.zeros(int(keys.max()) + 1, dtype=np.bool_)
-    rng = np.random.default_rng(3)
-    picks = rng.choice(len(docs) - 3, size=120, replace=False)
-    for i, query in [(i, docs[i]) for i in picks] + [(i, docs[i] + docs[i + 1] + docs[i + 2]) for i in picks[:40]]:
-        window = kernels.response_window(index.ids(query), *index.postings(), row, keys, int(keys[i]), 1000,
-                                         int(i), int(i) + 3, 32, buf, seen)
-        reference = index.scores(query)
-        assert np.array_equal(row, reference)
-        assert window.tolist() == kernels.usable_hits(reference, keys, int(keys[i]), 1000, int(i), int(i) + 3,
-                                                      32).tolist()
-        assert not seen.any()
