@@ -15,7 +15,6 @@ its end.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -73,22 +72,23 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
     if base is None:
         log(f"lease: Tune storage {spec.storage_path} is not a local path; this study is not guarded "
             "against a second driver (run one `harness run` per study)")
-        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh, base)
+        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh)
     lease = StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
                        resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
     with lease:
-        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh, base)
+        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh)
 
 
 def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,
-           num_gpus: float | None, hooks: TrialHooks, fresh: bool, base: Path | None) -> dict[str, Any]:
+           num_gpus: float | None, hooks: TrialHooks, fresh: bool) -> dict[str, Any]:
+    from harness.study import storage
     from harness.tracking.store import TrackingStore, default_tracking_uri
 
     phases = spec.phases
-    if fresh and base is not None:
+    if fresh:
         for p in phases:
-            shutil.rmtree(spec.phase_dir(p), ignore_errors=True)
-    existing = [p for p in phases if base is not None and Path(spec.phase_dir(p)).exists()]
+            storage.remove(spec.phase_dir(p))
+    existing = [p for p in phases if storage.exists(spec.phase_dir(p))]
     if existing and not resume:
         raise HarnessError(f"study {spec.name!r} already has Ray Tune state at {spec.phase_dir(existing[0])}; "
                            "use `harness run STUDY --resume` to finish it, or change storage_path")

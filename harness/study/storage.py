@@ -24,6 +24,23 @@ def as_uri(path: str) -> str:
     return path if "://" in path else f"file://{path}"
 
 
+def exists(uri: str) -> bool:
+    """Whether anything is at ``uri`` (a local path or a URI such as s3://bucket/prefix)."""
+    import pyarrow.fs as pafs
+
+    fs, path = pafs.FileSystem.from_uri(as_uri(uri))
+    return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
+
+
+def remove(uri: str) -> None:
+    """Delete the directory at ``uri`` and everything under it, if it is there."""
+    import pyarrow.fs as pafs
+
+    fs, path = pafs.FileSystem.from_uri(as_uri(uri))
+    if fs.get_file_info(path).type == pafs.FileType.Directory:
+        fs.delete_dir(path)
+
+
 def usage(uri: str) -> tuple[int, int]:
     """(bytes, files) under ``uri``; (0, 0) where nothing is."""
     import pyarrow.fs as pafs

@@ -1,0 +1,89 @@
+"""A study whose storage_path is s3:// (a real S3 API: moto's server on this machine, reached
+through pyarrow and Ray Tune exactly as a bucket would be): trial checkpoints, per-query files and
+the early-stopping state live in the bucket, the study run reports where and how much, and a second
+`harness run` without --resume sees the state there and refuses."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.errors import HarnessError
+from harness.study.protocol import PER_QUERY_FILE
+from harness.study.runner import run_study
+from harness.study.spec import load_study
+from harness.tracking import conventions as C
+from tests.study.conftest import local_ray
+from tests.study.test_early_stop_study import STUDY
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch):
+    """A bucket ``harness-runs`` on a local S3 server; the AWS variables pyarrow and Ray's workers read."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
+        monkeypatch.setenv(key, value)
+    client = boto3.client("s3")
+    client.create_bucket(Bucket="harness-runs")
+    try:
+        yield client
+    finally:
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_study_on_s3_keeps_checkpoints_and_state_in_the_bucket(tmp_path, s3):
+    lines: list[str] = []
+    text = STUDY.replace("name: es", "name: es-s3").replace("{storage}", "s3://harness-runs/studies")
+    with local_ray(tmp_path) as root:
+        path = root / "es-s3.yaml"
+        path.write_text(text)
+        uri = f"sqlite:///{root / 'mlflow.db'}"
+        out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+        with pytest.raises(HarnessError, match="already has Ray Tune state at s3://harness-runs/studies/es-s3-fixed"):
+            run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+    assert set(out["configs"]) == {"baseline", "ls"}  # diverging-lr stopped, as on a local path
+    listed = [o for page in s3.get_paginator("list_objects_v2").paginate(Bucket="harness-runs", Prefix="studies/")
+              for o in page.get("Contents", [])]
+    keys = [o["Key"] for o in listed]
+    assert "studies/es-s3-fixed/early_stopping.json" in keys
+    # every finished trial's outcome checkpoint, with its per-query values, is in the bucket
+    per_query = [k for k in keys if k.startswith("studies/es-s3-fixed/") and k.endswith("/" + PER_QUERY_FILE)]
+    assert len(per_query) == 4, keys  # baseline and ls, 2 seeds each
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("es-s3")
+    study = next(r for r in client.search_runs([exp.experiment_id], max_results=1000)
+                 if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
+    assert study.data.tags[C.TAG_STORAGE] == "s3://harness-runs/studies/es-s3-fixed"
+    assert study.data.metrics[C.METRIC_STORAGE_BYTES] == sum(o["Size"] for o in listed
+                                                             if o["Key"].startswith("studies/es-s3-fixed/"))
+    assert any("storage: " in ln and "s3://harness-runs/studies/es-s3-fixed" in ln for ln in lines)
+    assert os.environ["AWS_ENDPOINT_URL"].startswith("http://127.0.0.1:")
+
+
+def test_exists_usage_and_remove_on_a_local_path_and_on_s3(tmp_path, s3):
+    """The storage helpers behind the state check, `harness demo`'s fresh start and the storage
+    report give the same answers on a local path and in a bucket."""
+    import pyarrow.fs as pafs
+
+    from harness.study import storage
+
+    local = tmp_path / "runs" / "s-fixed"
+    (local / "trial").mkdir(parents=True)
+    (local / "trial" / "result.json").write_bytes(b"12345")
+    fs, _ = pafs.FileSystem.from_uri("s3://harness-runs/x")
+    with fs.open_output_stream("harness-runs/runs/s-fixed/trial/result.json") as fh:
+        fh.write(b"12345")
+    for where in (str(local), "s3://harness-runs/runs/s-fixed"):
+        assert storage.exists(where) and storage.usage(where) == (5, 1)
+        storage.remove(where)
+        assert not storage.exists(where) and storage.usage(where) == (0, 0)
+        storage.remove(where)  # nothing there: no error
