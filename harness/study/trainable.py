@@ -106,9 +106,10 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
             trainer.restore(d)
     hooks.note(ticket.key, f"start {trainer.step}")
     started = time.time()
-    # A checkpoint (Trainer.save, then Tune's copy into storage) costs 0.6-1.6 s with the packaged
-    # encoder on a loaded 2-core machine (benchmarks/results/checkpoint.md): at every evaluation
-    # that is 8-13% of a 2-minute trial. A resumed trial's checkpoint counts as just written.
+    # A checkpoint (Trainer.save, then Tune's copy into storage) costs 0.3-0.4 s with the packaged
+    # encoder on the idle 2-core machine, 0.6-1.6 s under load (benchmarks/results/checkpoint.md):
+    # at every evaluation that is 2.5-13% of a 2-minute trial. A resumed trial's checkpoint counts
+    # as just written.
     last_ckpt = time.monotonic() if ckpt is not None else None
     for rec in trainer.run():
         if isinstance(rec, EvalRecord):
