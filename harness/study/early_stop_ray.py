@@ -21,7 +21,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from harness.study.early_stop import EarlyStopSettings, EarlyStopState, rung_steps
-from harness.study.storage import as_uri
+from harness.study.storage import read_text, write_text
 from harness.tracking import conventions as C
 
 STATE_FILE = "early_stopping.json"
@@ -31,29 +31,8 @@ def state_uri(spec: Any) -> str:
     return f"{spec.phase_dir('fixed')}/{STATE_FILE}"
 
 
-def _read(uri: str) -> str | None:
-    import pyarrow.fs as pafs
-
-    fs, path = pafs.FileSystem.from_uri(uri)
-    if fs.get_file_info(path).type != pafs.FileType.File:
-        return None
-    with fs.open_input_stream(path) as fh:
-        return fh.read().decode()
-
-
-def _write(uri: str, text: str) -> None:
-    import pyarrow.fs as pafs
-
-    fs, path = pafs.FileSystem.from_uri(uri)
-    fs.create_dir(path.rpartition("/")[0], recursive=True)
-    tmp = f"{path}.tmp"
-    with fs.open_output_stream(tmp) as fh:
-        fh.write(text.encode())
-    fs.move(tmp, path)
-
-
 def load_state(uri: str, settings: EarlyStopSettings, min_groups: int) -> EarlyStopState:
-    text = _read(as_uri(uri))
+    text = read_text(uri)
     if text is None:
         return EarlyStopState(settings, min_groups)
     st = EarlyStopState.from_json(text, settings)
@@ -98,14 +77,14 @@ class EarlyStopScheduler(FIFOScheduler):
         decision = None
         if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
             st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
-            _write(as_uri(self.uri), st.to_json())
+            write_text(self.uri, st.to_json())
             return TrialScheduler.STOP
         if not result.get("final") and value is not None and int(step) in rung_steps(self.settings, steps, every):
             decision = st.observe(ident.config_id, ident.name, seed=ident.seed, step=int(step),
                                   value=float(value), total_steps=steps, baseline=baseline)
         else:
             st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
-        _write(as_uri(self.uri), st.to_json())
+        write_text(self.uri, st.to_json())
         if decision is None:
             return TrialScheduler.CONTINUE
         print(f"[early-stop] {ident.name}: stopped at step {decision.rung}: {decision.reason}",
@@ -155,7 +134,7 @@ def searcher_value(uri: str | None, metric: str, result: dict[str, Any] | None) 
     group mean at the rung where it was stopped (the same for all its seeds), under ``metric``."""
     if not uri or not result or "trial_key" not in result:
         return result
-    text = _read(as_uri(uri))
+    text = read_text(uri)
     if text is None:
         return result
     cid = str(result["trial_key"]).rsplit("-seed", 1)[0]

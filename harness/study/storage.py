@@ -19,16 +19,19 @@ def phase_dirs(spec: Any) -> list[str]:
     return [spec.phase_dir(p) for p in spec.phases]
 
 
-def as_uri(path: str) -> str:
-    """A local path as a file:// URI (pyarrow's filesystems read both kinds through one call)."""
-    return path if "://" in path else f"file://{path}"
+def _filesystem(uri: str) -> tuple[Any, str]:
+    """pyarrow's filesystem of ``uri`` (a local path or a URI such as s3://bucket/prefix) and the
+    path in it."""
+    import pyarrow.fs as pafs
+
+    return pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
 
 
 def exists(uri: str) -> bool:
-    """Whether anything is at ``uri`` (a local path or a URI such as s3://bucket/prefix)."""
+    """Whether anything is at ``uri``."""
     import pyarrow.fs as pafs
 
-    fs, path = pafs.FileSystem.from_uri(as_uri(uri))
+    fs, path = _filesystem(uri)
     return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
 
@@ -36,16 +39,37 @@ def remove(uri: str) -> None:
     """Delete the directory at ``uri`` and everything under it, if it is there."""
     import pyarrow.fs as pafs
 
-    fs, path = pafs.FileSystem.from_uri(as_uri(uri))
+    fs, path = _filesystem(uri)
     if fs.get_file_info(path).type == pafs.FileType.Directory:
         fs.delete_dir(path)
+
+
+def read_text(uri: str) -> str | None:
+    """The text of the file at ``uri``; None where there is none."""
+    import pyarrow.fs as pafs
+
+    fs, path = _filesystem(uri)
+    if fs.get_file_info(path).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(path) as fh:
+        return str(fh.read().decode())
+
+
+def write_text(uri: str, text: str) -> None:
+    """Write ``text`` to the file at ``uri`` whole: into a temporary file beside it, then moved."""
+    fs, path = _filesystem(uri)
+    fs.create_dir(path.rpartition("/")[0], recursive=True)
+    tmp = f"{path}.tmp"
+    with fs.open_output_stream(tmp) as fh:
+        fh.write(text.encode())
+    fs.move(tmp, path)
 
 
 def usage(uri: str) -> tuple[int, int]:
     """(bytes, files) under ``uri``; (0, 0) where nothing is."""
     import pyarrow.fs as pafs
 
-    fs, path = pafs.FileSystem.from_uri(as_uri(uri))
+    fs, path = _filesystem(uri)
     if fs.get_file_info(path).type != pafs.FileType.Directory:
         return 0, 0
     infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
