@@ -38,20 +38,26 @@ def build_once(tree: Path, conversations: int | None) -> dict[str, object]:
         path = f"{tree}{os.pathsep}{extra}" if extra else str(tree)
         env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE": cache,
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        cmd = [sys.executable, "-c", "import sys; from harness.cli import main; sys.exit(main())",
+        cmd = [sys.executable, "-c", "import sys, harness; print('harness from', harness.__file__, "
+               "file=sys.stderr); from harness.cli import main; sys.exit(main())",
                "data", "build", "--cache-dir", cache]
         if conversations:
             cmd += ["--conversations", str(conversations)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         load_before = os.getloadavg()[0]
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+        # cwd=tree: `python -c` puts the working directory first on sys.path, ahead of PYTHONPATH,
+        # so run from elsewhere a side would import that directory's harness, not its own.
+        proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         built = sorted(Path(cache, "data").glob("*.pkl"))
         digest = hashlib.sha256(built[0].read_bytes()).hexdigest() if built else ""
     if proc.returncode:
         raise SystemExit(f"data build with {tree} failed:\n{proc.stderr[-2000:]}")
+    imported = proc.stderr.split("harness from ", 1)[-1].split("\n", 1)[0]
+    if not Path(imported).resolve().is_relative_to(tree.resolve()):
+        raise SystemExit(f"the side of {tree} imported harness from {imported}")
     lines = dict(line.split(None, 1) for line in proc.stdout.splitlines() if line.strip())
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1), "load_before": round(load_before, 2),

@@ -48,9 +48,15 @@ def tokenize(text: str) -> list[str]:
 
 def _terms_of(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A query's token ids as its distinct term ids (ascending) and, per token, the index of its
-    term among them."""
-    terms, order = np.unique(ids, return_inverse=True)
-    return terms, order.reshape(-1)
+    term among them (``np.unique(ids, return_inverse=True)``, by a sort: queries are short)."""
+    order = np.argsort(ids, kind="stable")
+    ranked = ids[order]
+    new = np.empty(ranked.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
+    index = np.empty(ranked.size, dtype=np.int64)
+    index[order] = np.cumsum(new) - 1
+    return ranked[new], index
 
 
 class BM25Index:

@@ -30,10 +30,13 @@ query's negatives depend on nothing else (not on the subset, the order or the th
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -62,6 +65,56 @@ def text_keys(texts: Sequence[str]) -> np.ndarray:
 def pool_size(keys: np.ndarray) -> int:
     """Distinct non-empty texts in the corpus: no query can have more negatives than this - 1."""
     return int(np.unique(keys[keys != EMPTY]).size)
+
+
+class Texts:
+    """The corpus' text keys (``text_keys``) and, per position, whether it is its text's first
+    position (``first``) and its text's next position (``following``, -1 at the last).
+
+    Equal texts have equal tokens, so they score alike under any BM25 query and tie; ties rank by
+    position, so a text's best-ranked position in a ranking is its first position outside the
+    query's conversation: ``usable`` and ``moved`` say which positions those are without ranking.
+
+    >>> t = Texts(np.array([0, 1, 0, -1, 1, 2]))
+    >>> t.usable(np.arange(6), range(0, 2), banned=2).tolist()
+    [False, False, False, False, False, False]
+    >>> t.moved(range(0, 2), banned=2).tolist()
+    [2, 4]
+    """
+
+    def __init__(self, keys: np.ndarray) -> None:
+        self.keys = np.asarray(keys, dtype=np.int64)
+        order = np.argsort(self.keys, kind="stable")  # by key, then by position
+        same = self.keys[order[1:]] == self.keys[order[:-1]]  # order[i + 1] repeats order[i]'s text
+        self.first = np.ones(self.keys.size, dtype=bool)
+        self.first[order[1:][same]] = False
+        self.first &= self.keys != EMPTY
+        self.following = np.full(self.keys.size, -1, dtype=np.int64)
+        self.following[order[:-1][same]] = order[1:][same]
+
+    def usable(self, positions: np.ndarray, exclude: range, banned: int) -> np.ndarray:
+        """Which of ``positions`` are the first position of a non-empty text other than ``banned``,
+        outside ``exclude`` (``moved`` adds the texts whose first position is inside it)."""
+        keys = self.keys[positions]
+        ok = self.first[positions] & (keys != banned)
+        if len(exclude):
+            ok &= (positions < exclude.start) | (positions >= exclude.stop)
+        return ok
+
+    def moved(self, exclude: range, banned: int) -> np.ndarray:
+        """The first positions after ``exclude`` of the texts (not ``banned``) whose first position
+        lies in ``exclude``, ascending: those texts' best-ranked positions when ``exclude`` is out."""
+        inside = np.flatnonzero(self.first[exclude.start:exclude.stop]) + exclude.start
+        out: list[int] = []
+        for pos in inside[self.following[inside] >= 0].tolist():
+            if int(self.keys[pos]) == banned:
+                continue
+            nxt = int(self.following[pos])
+            while 0 <= nxt < exclude.stop:
+                nxt = int(self.following[nxt])
+            if nxt >= 0:
+                out.append(nxt)
+        return np.array(sorted(out), dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,57 +198,60 @@ def _outside(row: np.ndarray, req: Request) -> np.ndarray:
     return out
 
 
-def _first_usable(docs: np.ndarray, keys: np.ndarray, banned: int, n: int) -> np.ndarray:
-    """Indices into ``docs`` (a ranking) of its first ``n`` usable documents: a non-empty text
-    other than the ``banned`` one, each text at its first (best-ranked) position only."""
-    text = keys[docs]
-    ok = np.flatnonzero((text != EMPTY) & (text != banned))
-    first = np.sort(np.unique(text[ok], return_index=True)[1])
-    return ok[first[:n]]
-
-
 def context_negatives(context_row: np.ndarray, keys: np.ndarray, req: Request, k: int) -> list[int]:
     """The top-``k`` BM25 hits of the context (``context_row``: its scores over the corpus)."""
     return _top_k(_outside(context_row, req), keys, int(keys[req.positive]), k)
 
 
-def _usable_hits(row: np.ndarray, keys: np.ndarray, banned: int, n: int,
-                 exclude: range) -> np.ndarray:
+def _with(positions: np.ndarray, extra: np.ndarray) -> np.ndarray:
+    """``positions`` (ascending) and the ``extra`` positions (none of them among those) ascending."""
+    return np.sort(np.concatenate([positions, extra])) if extra.size else positions
+
+
+def _usable_hits(row: np.ndarray, texts: Texts, banned: int, n: int, exclude: range) -> np.ndarray:
     """The first ``n`` usable hits of the full score ``row`` (read-only) in rank order: score > 0,
     outside ``exclude``, a non-empty text other than the ``banned`` one, each text at its
-    best-ranked position only (``_first_usable``).
+    best-ranked position only. Equal texts score alike (same tokens), so a text's best-ranked
+    position is its first one outside ``exclude``: ``Texts.usable`` tells them apart without ranking.
 
-    Ranks a prefix of the ranking only: every position scoring at least the ``w``-th largest of a
-    strided sample of the row (``w`` a few standard deviations above the share of ``n`` the sample
-    stands for), so the prefix is a superset of the ranking's top positions, ties included. One
-    holding ``n`` usable hits holds the first ``n`` of the whole ranking; else the sample's cut is
-    lowered (``w`` times 4) and finally every hit is ranked."""
+    Looks at a prefix of the ranking only: every position scoring at least the ``w``-th largest
+    of a strided sample of the row (``w`` a few standard deviations above the share of ``n`` the
+    sample stands for), so the prefix is a superset of the ranking's top positions, ties included.
+    Only the usable positions scoring above that cut are sorted; those tied at it follow in
+    position order (ties rank by position), as many as needed. A prefix without ``n`` usable hits
+    lowers the sample's cut (``w`` times 4), and finally every hit is ranked."""
     sample = row[::_STRIDE]
-    expected = (n + n // 4) // _STRIDE + 1
-    wanted = expected + 4 * int(expected ** 0.5) + 8
+    hits = sample[sample > 0]  # its w-th largest where it has w hits, else 0: every hit
+    expected = (n + n // 8) // _STRIDE + 1
+    wanted = expected + 2 * int(expected ** 0.5) + 4
+    moved = texts.moved(exclude, banned)
     while True:
         threshold = 0.0
-        if sample.size > wanted:
-            threshold = float(np.partition(sample, sample.size - wanted)[sample.size - wanted])
-        prefix = np.flatnonzero(row >= threshold) if threshold > 0 else np.flatnonzero(row > 0)
-        if len(exclude):
-            prefix = prefix[(prefix < exclude.start) | (prefix >= exclude.stop)]
-        ranked = _ranked(row, prefix)
-        first = _first_usable(ranked, keys, banned, n)
-        if first.size >= n or threshold <= 0:
-            return ranked[first]
+        if hits.size > wanted:
+            threshold = float(np.partition(hits, hits.size - wanted)[hits.size - wanted])
+        head = np.flatnonzero(row > threshold)
+        head = head[texts.usable(head, exclude, banned)]
+        head = _with(head, moved[row[moved] > threshold])
+        if threshold <= 0 or head.size >= n:
+            return _ranked(row, head)[:n]
+        tail = np.flatnonzero(row == threshold)  # ties rank by position
+        tail = tail[texts.usable(tail, exclude, banned)]
+        tail = _with(tail, moved[row[moved] == threshold])
+        if head.size + tail.size >= n:
+            return np.concatenate([_ranked(row, head), tail[:n - head.size]])
         wanted *= 4
 
 
-def response_negatives(response_row: np.ndarray, keys: np.ndarray, req: Request, k: int,
+def response_negatives(response_row: np.ndarray, texts: Texts, req: Request, k: int,
                        depth: int, rng: np.random.Generator) -> list[int]:
     """``k`` negatives drawn uniformly from the top ``depth`` usable hits of the response
     (``response_row``: BM25 of the positive's tokens over the corpus, read-only) outside the
     query's conversation. A window shorter than ``k`` (``depth < k``, or fewer hits) is taken
     whole and the sampler continues down the ranking: the next hits in rank order, then the
     documents at score 0 (one tie) shuffled."""
+    keys = texts.keys
     banned = int(keys[req.positive])
-    window = _usable_hits(response_row, keys, banned, max(depth, k), req.exclude)
+    window = _usable_hits(response_row, texts, banned, max(depth, k), req.exclude)
     drawn = np.sort(rng.choice(window.size, size=min(k, window.size), replace=False))
     chosen: list[int] = window[drawn].tolist()
     if len(chosen) < k:
@@ -225,7 +281,7 @@ def random_negatives(keys: np.ndarray, req: Request, k: int, rng: np.random.Gene
     return chosen
 
 
-def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.ndarray,
+def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], texts: Texts,
                req: Request, k: int, *, depth: int = 1000) -> Sampled:
     """The negatives of one query by ``method`` and every candidate's first-stage score.
 
@@ -238,12 +294,12 @@ def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys:
         raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(METHODS)}")
     if method == "context":
         chosen = context_negatives(index.scores([tok for pos in req.context for tok in tokens[pos]]),
-                                   keys, req, k)
+                                   texts.keys, req, k)
     elif method == "response":
-        chosen = response_negatives(index.scores(tokens[req.positive]), keys, req, k, depth,
+        chosen = response_negatives(index.scores(tokens[req.positive]), texts, req, k, depth,
                                     _rng(req, method))
     else:
-        chosen = random_negatives(keys, req, k, _rng(req, method))
+        chosen = random_negatives(texts.keys, req, k, _rng(req, method))
     if len(chosen) < k:
         raise _exhausted(req, k, len(chosen))
     docs = [req.positive, *chosen]
@@ -255,33 +311,66 @@ def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], keys:
 
 
 def default_workers() -> int:
-    """Threads for BM25 scoring: the CPUs this process may use (rank_bm25_rs drops the GIL)."""
+    """Workers for sampling: the CPUs this process may use."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
         return max(1, os.cpu_count() or 1)
 
 
+def _can_fork() -> bool:
+    """Whether sampling may fork worker processes: the platform forks, and no Ray runs in this
+    process (its gRPC threads must not be forked)."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    ray = sys.modules.get("ray")
+    return ray is None or not ray.is_initialized()
+
+
+_Job = tuple[str, BM25Index, Sequence[list[str]], Texts, int, int]
+_JOB: _Job | None = None  # a forked worker's sampling job (inherited, never pickled)
+
+
+def _set_job(*job: object) -> None:
+    global _JOB
+    _JOB = job  # type: ignore[assignment]
+
+
+def _run_job(chunk: Sequence[Request]) -> list[Sampled]:
+    assert _JOB is not None
+    return _run_chunk(_JOB, chunk)
+
+
 def sample(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.ndarray,
            requests: Sequence[Request], k: int, *, depth: int = 1000,
            progress: Progress | None = None, workers: int | None = None) -> list[Sampled]:
-    """``sample_one`` for every request, on ``workers`` threads, in request order (the result
-    does not depend on ``workers``)."""
+    """``sample_one`` for every request, in request order, on ``workers`` forked processes where
+    forking is safe (``_can_fork``; they inherit the index), else on as many threads (numpy and
+    rank_bm25_rs drop the GIL for part of the work). The result does not depend on ``workers``."""
     chunks = [requests[i:i + _CHUNK] for i in range(0, len(requests), _CHUNK)]
     ticker = Ticker(progress, f"{method} negatives", total=len(requests))
-
-    def run(chunk: Sequence[Request]) -> list[Sampled]:
-        return [sample_one(method, index, tokens, keys, req, k, depth=depth) for req in chunk]
-
+    job = (method, index, tokens, Texts(keys), k, depth)
     out: list[Sampled] = []
-    n_workers = workers or default_workers()
-    if n_workers == 1 or len(chunks) <= 1:
+    n_workers = min(workers or default_workers(), len(chunks))
+    if n_workers <= 1:
         for chunk in chunks:
-            out += run(chunk)
+            out += _run_chunk(job, chunk)
             ticker.advance(len(chunk))
         return out
-    with ThreadPoolExecutor(max_workers=n_workers) as pool:
+    if _can_fork():
+        pool: Executor = ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"),
+                                             initializer=_set_job, initargs=job)
+        run: Callable[[Sequence[Request]], list[Sampled]] = _run_job
+    else:
+        pool = ThreadPoolExecutor(n_workers)
+        run = partial(_run_chunk, job)
+    with pool:
         for chunk, result in zip(chunks, pool.map(run, chunks), strict=True):
             out += result
             ticker.advance(len(chunk))
     return out
+
+
+def _run_chunk(job: _Job, chunk: Sequence[Request]) -> list[Sampled]:
+    method, index, tokens, texts, k, depth = job
+    return [sample_one(method, index, tokens, texts, req, k, depth=depth) for req in chunk]

@@ -14,7 +14,15 @@ import pytest
 from harness.config import DataConfig
 from harness.data import negatives as neg
 from harness.data.bm25 import BM25Index, tokenize
-from harness.data.chitchat import build_splits, build_train, merge_utterances, read_conversations
+from harness.data.chitchat import (
+    Bm25,
+    Corpus,
+    build_splits,
+    build_train,
+    merge_utterances,
+    read_conversations,
+    read_corpus,
+)
 from harness.data.records import Splits
 from harness.errors import ConfigError, DataError
 
@@ -99,29 +107,32 @@ def test_top_k_matches_a_full_sort_with_ties() -> None:
 
 def test_usable_hits_match_a_full_sort_with_ties() -> None:
     """The response window from a sampled prefix of the read-only row equals walking the whole
-    ranking (score desc, position asc), hits only, outside the excluded range, each text once."""
+    ranking (score desc, position asc), hits only, outside the excluded range, each text once.
+    Equal texts score alike, as under BM25 (same tokens); texts repeat inside and outside the
+    excluded range, so a text first seen inside it is taken at its first position after it."""
     rng = np.random.default_rng(1)
-    for trial in range(40):
+    for trial in range(60):
         n = int(rng.integers(50, 5000))
-        row = rng.integers(0, 4 if trial % 2 else 1000, size=n).astype(np.float64) / 7
-        row.flags.writeable = False
         keys = rng.integers(-1, max(2, n // (2 + trial % 5)), size=n)
+        by_key = rng.integers(0, 4 if trial % 2 else 1000, size=keys.max() + 2).astype(np.float64) / 7
+        row = np.where(keys == -1, rng.integers(0, 5, size=n) / 7, by_key[keys])
+        row.flags.writeable = False
         start = int(rng.integers(0, n - 10))
-        exclude = range(start, start + int(rng.integers(0, 10)))
+        exclude = range(start, start + int(rng.integers(0, 40)))
         banned, want = int(keys[start]), int(rng.integers(1, 400))
         order = np.lexsort((np.arange(n), -row))
         outside = [p for p in order.tolist() if row[p] > 0 and p not in exclude]
         expected = neg._pick(np.array(outside, dtype=np.int64), keys, banned, want)
-        assert neg._usable_hits(row, keys, banned, want, exclude).tolist() == expected
+        assert neg._usable_hits(row, neg.Texts(keys), banned, want, exclude).tolist() == expected
 
 
-def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path,
-                                                        small_splits: Splits) -> None:
-    cfg = DataConfig(conversations=12, split_seed=13)
-    again = build_splits(cfg, path=chitchat_path, fingerprint="small")
-    assert again == small_splits
+def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path, small_splits: Splits,
+                                                        one_worker_build: Splits,
+                                                        indexed: tuple[Corpus, Bm25]) -> None:
+    assert one_worker_build == small_splits
+    corpus, bm25 = indexed
     other = build_splits(DataConfig(conversations=12, split_seed=14, protocol="context"),
-                         path=chitchat_path, fingerprint="other")
+                         path=chitchat_path, fingerprint="other", corpus=corpus, bm25=bm25)
     groups = [{q.group for q in s.split("test")} | {q.group for q in s.split("dev")}
               for s in (small_splits, other)]
     assert groups[0] != groups[1]
@@ -165,3 +176,30 @@ def test_too_few_conversations_and_bad_files(tmp_path: Path,
         build_splits(DataConfig(conversations=5), path=write_chitchat(
             tmp_path / "four.json", [[("a", f"x{i}"), ("b", f"y{i}")] for i in range(4)]),
             fingerprint="x")
+
+
+@pytest.fixture(scope="module")
+def indexed(chitchat_path: Path) -> tuple[Corpus, Bm25]:
+    """The corpus and its BM25 index, read and built once for the builds below."""
+    corpus = read_corpus(chitchat_path)
+    return corpus, Bm25(corpus)
+
+
+@pytest.fixture(scope="module")
+def one_worker_build(chitchat_path: Path, indexed: tuple[Corpus, Bm25]) -> Splits:
+    corpus, bm25 = indexed
+    return build_splits(DataConfig(conversations=12, split_seed=13), path=chitchat_path,
+                        fingerprint="small", workers=1, corpus=corpus, bm25=bm25)
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked-processes", "threads"])
+def test_two_workers_build_what_one_builds(one_worker_build: Splits, chitchat_path: Path,
+                                           indexed: tuple[Corpus, Bm25],
+                                           monkeypatch: pytest.MonkeyPatch, fork: bool) -> None:
+    """Sampling on two forked processes (the default where forking is safe) or on two threads
+    (where it is not: Ray running in the process) gives the one-worker build, query for query."""
+    monkeypatch.setattr(neg, "_can_fork", lambda: fork)
+    corpus, bm25 = indexed
+    two = build_splits(DataConfig(conversations=12, split_seed=13), path=chitchat_path,
+                       fingerprint="small", workers=2, corpus=corpus, bm25=bm25)
+    assert two == one_worker_build

@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["bm25", "cache", "chitchat", "first_stage", "progress", "records", "splits", "stats"]
+MODULES = ["bm25", "cache", "chitchat", "first_stage", "negatives", "progress", "records", "splits",
+           "stats"]
 
 
 @pytest.mark.parametrize("name", MODULES)
