@@ -1,11 +1,10 @@
-"""One driver per study: the lease alone (no Ray), then two real `harness run` drivers at once and a
-killed driver's lease under `--resume`."""
+"""One driver per study: the lease alone (no Ray). Two real `harness run` drivers at once and a
+killed driver's lease under `--resume`: tests/study/test_run.py."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -137,82 +136,3 @@ def test_timeout_knob(monkeypatch):
     monkeypatch.setenv(TIMEOUT_ENV, "soon")
     with pytest.raises(HarnessError, match=f"{TIMEOUT_ENV} must be a positive number"):
         lease_timeout()
-
-
-# -- real drivers --------------------------------------------------------------------------------
-
-STUDY = """\
-name: dup
-data: {conversations: 30, max_dev_queries: 8, max_test_queries: 16}
-model: {name: tiny, max_length: 32}
-train: {steps: 30, batch_size: 8, eval_every: 10, eval_batch_size: 32, lr: 1.0e-3}
-baseline: {}
-configs:
-  - name: ls
-    set: {smoothing.method: LS, smoothing.epsilon: 0.2}
-seeds: [1, 2]
-resources: {cpus: 1, gpus: 0}
-concurrency: 2
-storage_path: STORAGE
-"""
-
-
-def _wait_for(pred, timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.mark.slow
-def test_two_drivers_one_refused_and_a_killed_drivers_lease_does_not_block_resume(tmp_path, monkeypatch, capsys):
-    from mlflow.tracking import MlflowClient
-
-    from harness.cli import main
-    from harness.study import runner  # noqa: F401  (imported now, so the second driver starts at once)
-    from harness.tracking import conventions as C
-
-    spec_path = tmp_path / "dup.yaml"
-    spec_path.write_text(STUDY.replace("STORAGE", str(tmp_path / "runs")))
-    lease = tmp_path / "runs" / "dup.lease"
-    uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
-    log = tmp_path / "trials.log"
-    knobs = {"MLFLOW_TRACKING_URI": uri, TIMEOUT_ENV: "5",
-             "HARNESS_CACHE": os.environ.get("HARNESS_CACHE") or str(tmp_path / "cache")}
-    env = {**os.environ, **knobs}
-    # `harness run` with the trial log hook injected (tests/study/hooked_run.py).
-    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(spec_path)]
-    first = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True)
-    try:
-        _wait_for(lambda: log.exists() and " start " in log.read_text(), 240, "the first driver's trials")
-        # The second driver: the same `harness run`, in this process so it starts while the first
-        # still runs (a subprocess would spend seconds importing, longer than this tiny study).
-        for key, value in knobs.items():
-            monkeypatch.setenv(key, value)
-        capsys.readouterr()
-        assert main(["run", str(spec_path)]) == 2
-        line = capsys.readouterr().err.strip()
-        assert first.poll() is None, "the first driver ended before the second was tried"
-        assert "\n" not in line
-        assert line.startswith(f"harness: error: study 'dup' is already being run by pid {first.pid} on host ")
-        assert f"run `harness run {spec_path} --resume` after " in line
-        assert "(at once, once that pid has exited)" in line
-    finally:
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-    assert json.loads(lease.read_text())["pid"] == first.pid  # the killed driver's lease stays ...
-    resumed = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=600,
-                             check=False)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]  # ... and does not block --resume
-    assert f"lease: taking over study 'dup' from pid {first.pid}" in resumed.stderr
-    assert not lease.exists()
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("dup")
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    kinds = [r.data.tags.get(C.TAG_KIND) for r in runs]
-    keys = [r.data.tags[C.TAG_TRIAL_KEY] for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
-    assert len(keys) == 4 and len(set(keys)) == 4  # no duplicate seed runs
-    assert kinds.count(C.KIND_STUDY) == 1 and kinds.count(C.KIND_CONFIG) == 2

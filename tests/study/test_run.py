@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -111,43 +112,75 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished):
 
 
 def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished, tmp_path):
+    """Every trial of a study (the plain study's baseline and ls) fails once after its step-3
+    checkpoint, is retried from it, and ends with the test MAP of the uninterrupted trial."""
     root, _ = finished
     fail_dir = tmp_path / "fail"
     fail_dir.mkdir()
     log = tmp_path / "trials.log"
-    run_study(_spec(root, "failing"), tracking_uri=_uri(root), progress=lambda m: None,
+    text = STUDY.replace("  - name: curriculum\n    set: {{curriculum.scoring: uwords, curriculum.pacing: "
+                         "root_n, curriculum.n: 2}}\n", "")
+    run_study(_spec(root, "failing", text=text), tracking_uri=_uri(root), progress=lambda m: None,
               hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
-    assert len(list(fail_dir.iterdir())) == 9  # every trial failed once
+    assert len(list(fail_dir.iterdir())) == 6  # every trial failed once
     restarts = [ln for ln in log.read_text().splitlines() if " start 3" in ln]
-    assert len(restarts) == 9  # ... and was resumed from its step-3 checkpoint
-    assert _test_maps(root, "failing") == _test_maps(root, "plain")
-    assert len(_runs(root, "failing")["trial"]) == 9
+    assert len(restarts) == 6  # ... and was resumed from its step-3 checkpoint
+    failing, plain = _test_maps(root, "failing"), _test_maps(root, "plain")
+    assert len(failing) == 6 and failing == {key: plain[key] for key in failing}
 
 
-def test_killed_driver_resumes_without_duplicates_or_reruns(finished, tmp_path):
+def test_a_second_driver_is_refused_and_a_killed_driver_resumes_without_duplicates_or_reruns(
+        finished, tmp_path, monkeypatch, capsys):
+    """One driver per study, then a killed driver's study resumed: a second `harness run` of the
+    running study is refused in one line (who holds it, how to resume); the first driver is
+    SIGKILLed mid-study; its lease stays but does not block `--resume`, which takes it over,
+    reruns no finished trial and leaves no duplicate run."""
+    from harness.cli import main
+    from harness.study.lease import TIMEOUT_ENV
+
     root, _ = finished
     spec_path = root / "killed.yaml"
     spec_path.write_text(STUDY.format(name="killed", gpus=0, storage=root / "runs")
                          .replace("steps: 6,", "steps: 30,").replace("eval_every: 3", "eval_every: 10"))
+    lease = root / "runs" / "killed.lease"
     log = tmp_path / "trials.log"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": _uri(root)}
+    knobs = {"MLFLOW_TRACKING_URI": _uri(root), TIMEOUT_ENV: "5",
+             "HARNESS_CACHE": os.environ.get("HARNESS_CACHE") or str(tmp_path / "cache")}
+    env = {**os.environ, **knobs}
+    # `harness run` with the trial log hook injected (tests/study/hooked_run.py).
     cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(spec_path)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    deadline = time.time() + 240
-    while time.time() < deadline:
-        ended = [ln for ln in (log.read_text().splitlines() if log.exists() else []) if " end " in ln]
-        if len(ended) >= 2:
-            break
-        time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        deadline = time.time() + 240
+        while time.time() < deadline:
+            ended = [ln for ln in (log.read_text().splitlines() if log.exists() else []) if " end " in ln]
+            if len(ended) >= 2:
+                break
+            time.sleep(0.5)
+        # The second driver: the same `harness run`, in this process (it starts at once).
+        for key, value in knobs.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        assert main(["run", str(spec_path)]) == 2
+        line = capsys.readouterr().err.strip()
+        assert proc.poll() is None, "the first driver ended before the second was tried"
+        assert "\n" not in line
+        assert line.startswith(f"harness: error: study 'killed' is already being run by pid {proc.pid} on host ")
+        assert f"run `harness run {spec_path} --resume` after " in line
+        assert "(at once, once that pid has exited)" in line
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert json.loads(lease.read_text())["pid"] == proc.pid  # the killed driver's lease stays ...
     before = log.read_text().splitlines()
     finished_before = {ln.split()[0] for ln in before if " end " in ln}
     assert 2 <= len(finished_before) < 9
     rc = subprocess.run(cmd + ["--resume"], check=False, env=env, stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, text=True, timeout=600)
-    assert rc.returncode == 0, rc.stderr[-2000:]
+    assert rc.returncode == 0, rc.stderr[-2000:]  # ... and does not block --resume
+    assert f"lease: taking over study 'killed' from pid {proc.pid}" in rc.stderr
+    assert not lease.exists()
     after = log.read_text().splitlines()[len(before):]
     restarted = {ln.split()[0] for ln in after if " start " in ln}
     assert not restarted & finished_before
