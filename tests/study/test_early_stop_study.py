@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray
+from tests.study.conftest import local_ray, shared_cache
 
 STEPS = 20
 STUDY = f"""\
@@ -153,7 +153,7 @@ def test_a_stopped_configuration_stays_stopped_after_the_driver_is_killed_and_re
     gate = root / "go"
     uri = f"sqlite:///{root / 'mlflow.db'}"
     log = root / "trials.log"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": str(root / "cache")}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": shared_cache()}
     cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(gate), ls_key,
            "run", str(path)]
     state = root / "runs" / "es-resume-fixed" / "early_stopping.json"

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 from harness.study.runner import TrialHooks, run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray
+from tests.study.conftest import local_ray, shared_cache
 
 STUDY = """\
 name: {name}
@@ -145,7 +145,7 @@ def test_a_second_driver_is_refused_and_a_killed_driver_resumes_without_duplicat
     lease = root / "runs" / "killed.lease"
     log = tmp_path / "trials.log"
     knobs = {"MLFLOW_TRACKING_URI": _uri(root), TIMEOUT_ENV: "5",
-             "HARNESS_CACHE": os.environ.get("HARNESS_CACHE") or str(tmp_path / "cache")}
+             "HARNESS_CACHE": shared_cache()}
     env = {**os.environ, **knobs}
     # `harness run` with the trial log hook injected (tests/study/hooked_run.py).
     cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(spec_path)]

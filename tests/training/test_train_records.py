@@ -9,6 +9,7 @@ from mlflow.tracking import MlflowClient
 from harness.cli import main
 from harness.evaluation.mlflow_reader import read_experiment
 from harness.tracking import conventions as C
+from tests.study.conftest import shared_cache
 
 pytestmark = pytest.mark.slow  # trains twice (tiny model) and reads MLflow back
 
@@ -22,7 +23,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
     mp = pytest.MonkeyPatch()
-    mp.setenv("HARNESS_CACHE", str(root / "cache"))
+    mp.setenv("HARNESS_CACHE", shared_cache())
     try:
         assert main([*ARGS, "--seed", "3", "--tracking-uri", uri]) == 0
         yield uri, mp
