@@ -33,14 +33,21 @@ storage_path: {{storage}}
 """
 
 
+@pytest.fixture(scope="module")
+def ray_root(tmp_path_factory):
+    """One local Ray for this module's in-process studies (each has its own name and storage)."""
+    with local_ray(tmp_path_factory.mktemp("early-stop")) as root:
+        yield root
+
+
 @pytest.mark.slow
-def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(tmp_path):
+def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(ray_root, tmp_path):
     lines: list[str] = []
-    with local_ray(tmp_path) as root:
-        path = root / "es.yaml"
-        path.write_text(STUDY.replace("{storage}", str(root / "runs")))
-        uri = f"sqlite:///{root / 'mlflow.db'}"
-        out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+    root = ray_root
+    path = root / "es.yaml"
+    path.write_text(STUDY.replace("{storage}", str(root / "runs")))
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("es")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
@@ -100,16 +107,16 @@ storage_path: {{storage}}
 
 
 @pytest.mark.slow
-def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(tmp_path):
+def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray_root):
     """In a search phase, a proposal (it diverges: lr 0.5) is judged against the baseline's stored
     value at the rung and stopped there with all its seeds. (One proposal: two diverging ones would
     tie at the rung, and a tie keeps a configuration.)"""
     lines: list[str] = []
-    with local_ray(tmp_path) as root:
-        path = root / "es-search.yaml"
-        path.write_text(SEARCH.format(storage=root / "runs"))
-        uri = f"sqlite:///{root / 'mlflow.db'}"
-        out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+    root = ray_root
+    path = root / "es-search.yaml"
+    path.write_text(SEARCH.format(storage=root / "runs"))
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("es-search")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
