@@ -38,9 +38,9 @@ def build_once(tree: Path, conversations: int | None) -> dict[str, object]:
         path = f"{tree}{os.pathsep}{extra}" if extra else str(tree)
         env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE": cache,
                "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-        cmd = [sys.executable, "-c", "import sys, harness; print('harness from', harness.__file__, "
-               "file=sys.stderr); from harness.cli import main; sys.exit(main())",
-               "data", "build", "--cache-dir", cache]
+        code = ("import sys, harness; print('harness from', harness.__file__, file=sys.stderr); "
+                "from harness.cli import main; sys.exit(main())")
+        cmd = [sys.executable, "-c", code, "data", "build", "--cache-dir", cache]
         if conversations:
             cmd += ["--conversations", str(conversations)]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -49,6 +49,11 @@ def render(tables: Sequence[Table], fmt: str) -> str:
     return "\n".join(fn(t) for t in tables)
 
 
+def _the_baseline(name: str) -> str:
+    """``the baseline NAME``, or ``the baseline`` for a baseline named so (never "baseline baseline")."""
+    return "the baseline" if name == "baseline" else f"the baseline {name}"
+
+
 def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str]) -> str:
     """The footnote in words: test, units, levels and markers, correction, tie rule, versions."""
     def levels(symbols: tuple[str, ...]) -> str:
@@ -56,7 +61,7 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
 
     parts = [
         text(f"{notes.test_description[0].upper()}{notes.test_description[1:]} ({notes.units}) "
-             f"against the baseline {notes.baseline}; {notes.placement}. Significantly better: "),
+             f"against {_the_baseline(notes.baseline)}; {notes.placement}. Significantly better: "),
         levels(notes.better), text("; significantly worse: "), levels(notes.worse),
         text(f". {notes.correction[0].upper()}{notes.correction[1:]}, family: {notes.family} "
              f"(m = {notes.comparisons} comparisons). "),

@@ -35,6 +35,14 @@ def test_output_file_baseline_and_plots(tmp_path: Path, run_cli: Cli) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and "wrote" in err
 
 
+def test_a_baseline_named_baseline_is_not_named_twice(tmp_path: Path, run_cli: Cli) -> None:
+    records = [RunRecord(config="baseline" if r.config == "same" else r.config, seed=r.seed,
+                         per_query=r.per_query) for r in synthetic_records()]
+    rc, out, _ = run_cli("table", "--from", str(write_long_csv(tmp_path / "r.csv", records)),
+                         "--baseline", "baseline", "--metric", "map")
+    assert rc == 0 and "against the baseline;" in out and "baseline baseline" not in out
+
+
 def test_options_reach_the_footnote(tmp_path: Path, run_cli: Cli) -> None:
     src = write_long_csv(tmp_path / "r.csv", synthetic_records())
     rc, out, _ = run_cli("table", "--from", str(src), "--test", "wilcoxon", "--correction", "holm",
