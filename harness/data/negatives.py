@@ -30,8 +30,10 @@ query's negatives depend on nothing else (not on the subset, the order or the th
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -331,9 +333,22 @@ _Job = tuple[str, BM25Index, Sequence[list[str]], Texts, int, int]
 _JOB: _Job | None = None  # a forked worker's sampling job (inherited, never pickled)
 
 
-def _set_job(*job: object) -> None:
+def _set_job(parent: int, *job: object) -> None:
+    """A forked worker's start: take the job, and die with the process that forked it."""
     global _JOB
     _JOB = job  # type: ignore[assignment]
+    _die_with(parent)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux's PR_SET_PDEATHSIG), so a
+    build killed with SIGKILL leaves no worker behind (they would wait for work forever)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # no prctl outside Linux
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
 
 
 def _run_job(chunk: Sequence[Request]) -> list[Sampled]:
@@ -359,7 +374,7 @@ def sample(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.
         return out
     if _can_fork():
         pool: Executor = ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"),
-                                             initializer=_set_job, initargs=job)
+                                             initializer=_set_job, initargs=(os.getpid(), *job))
         run: Callable[[Sequence[Request]], list[Sampled]] = _run_job
     else:
         pool = ThreadPoolExecutor(n_workers)
