@@ -227,18 +227,20 @@ def _usable_hits(row: np.ndarray, texts: Texts, banned: int, n: int, exclude: ra
     expected = (n + n // 8) // _STRIDE + 1
     wanted = expected + 2 * int(expected ** 0.5) + 4
     moved = texts.moved(exclude, banned)
+
+    def usable_where(compare: np.ufunc, cut: float) -> np.ndarray:
+        """The usable positions whose score ``compare``s true against ``cut``, ascending."""
+        found = np.flatnonzero(compare(row, cut))
+        return _with(found[texts.usable(found, exclude, banned)], moved[compare(row[moved], cut)])
+
     while True:
         threshold = 0.0
         if hits.size > wanted:
             threshold = float(np.partition(hits, hits.size - wanted)[hits.size - wanted])
-        head = np.flatnonzero(row > threshold)
-        head = head[texts.usable(head, exclude, banned)]
-        head = _with(head, moved[row[moved] > threshold])
+        head = usable_where(np.greater, threshold)
         if threshold <= 0 or head.size >= n:
             return _ranked(row, head)[:n]
-        tail = np.flatnonzero(row == threshold)  # ties rank by position
-        tail = tail[texts.usable(tail, exclude, banned)]
-        tail = _with(tail, moved[row[moved] == threshold])
+        tail = usable_where(np.equal, threshold)  # ties rank by position
         if head.size + tail.size >= n:
             return np.concatenate([_ranked(row, head), tail[:n - head.size]])
         wanted *= 4
