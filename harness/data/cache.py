@@ -29,7 +29,8 @@ import json
 import os
 import pickle
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from math import isnan
 from pathlib import Path
 from typing import Any
@@ -147,14 +148,26 @@ def _decode(payload: tuple[Any, ...]) -> Splits:
     return Splits(train=train, dev=dev, test=test, fingerprint=fp)
 
 
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block: reading or building a data set makes
+    millions of small acyclic objects (freed by reference counting anyway), and the collector's
+    passes over them would double the time."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None:
     """The cached splits at ``path`` if present, readable and built for ``fp``; else None."""
     if not path.is_file():
         return None
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # millions of small acyclic objects: collection passes would double the time
     try:
-        with open(path, "rb") as fh:
+        with paused_gc(), open(path, "rb") as fh:
             splits = _decode(pickle.load(fh))
     # A corrupt, truncated or foreign file is a cache miss, never a failure.
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
@@ -162,9 +175,6 @@ def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None
         if progress:
             progress(f"ignoring unreadable cache file {path} ({type(exc).__name__}: {exc})")
         return None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return splits if splits.fingerprint == fp else None
 
 

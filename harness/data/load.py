@@ -79,8 +79,10 @@ def _cached(target: Path, fp: str, build: Callable[[], Splits], what: str,
         if progress:
             progress(f"loaded {what} from {target} in {time.monotonic() - started:.1f}s")
         return splits
-    splits = build()
-    if cache.store(target, splits, progress) and progress:
+    with cache.paused_gc():
+        splits = build()
+        stored = cache.store(target, splits, progress)
+    if stored and progress:
         progress(f"built {what} in {time.monotonic() - started:.0f}s; cached at {target}")
     return splits
 
