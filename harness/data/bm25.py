@@ -14,21 +14,26 @@ epsilon = 0.25)::
 The sum runs over the query's tokens with repetition (a token twice in the query counts twice).
 
 Equality with rank_bm25: bitwise (float64, ``np.array_equal``, no tolerance), for full rows and for
-the scores of a few documents alike; tests/data/test_bm25.py proves both on chitchat utterances.
-Full rows (``scores``) come from ``rank_bm25_rs.BM25Okapi``, a Rust drop-in (~400x faster than
-rank_bm25). The scores of a few documents (``batch_scores``, ``span_scores``: every candidate's
-first-stage score) come from a numpy inverted index: each weight ``w(d, t)`` is computed once with
+the scores of a few documents alike; tests/data/test_bm25.py proves both on chitchat utterances
+against the pure-Python rank_bm25. The statistics (avgdl, idf with its epsilon floor) are computed
+with rank_bm25's operations in its order (``_idf``). Each weight ``w(d, t)`` is computed once with
 rank_bm25's float64 operations in its order (``idf * (f * (k1 + 1) / (f + k1 * (1 - b + b * |d| /
-avgdl)))``), and a document's score adds them left to right in query order from 0.0 (a sequential
-``np.cumsum``, never a pairwise sum) exactly as rank_bm25's ``score += ...`` loop does; a query
-token absent from the document adds 0.0 there, which changes no sum, so leaving it out is exact.
-Rankings (ties, the top-``depth`` cut) therefore match rank_bm25's to the last bit.
+avgdl)))``), and a document's score adds them left to right in query order from 0.0, exactly as
+rank_bm25's ``score += ...`` loop does; a query token absent from the document adds 0.0 there,
+which changes no sum, so leaving it out is exact. Full rows (``scores``, ``span_row``: the
+sampler's rankings) and the scores of a few documents (``batch_scores``, ``span_scores``: every
+candidate's first-stage score) are compiled loops (``harness.data.kernels``, numba) over an
+inverted index by term and by document respectively. Rankings (ties, the top-``depth`` cut)
+therefore match rank_bm25's to the last bit.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
+from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,28 +51,72 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def _terms_of(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A query's token ids as its distinct term ids (ascending) and, per token, the index of its
-    term among them (``np.unique(ids, return_inverse=True)``, by a sort: queries are short)."""
-    order = np.argsort(ids, kind="stable")
-    ranked = ids[order]
-    new = np.empty(ranked.size, dtype=bool)
-    new[:1] = True
-    np.not_equal(ranked[1:], ranked[:-1], out=new[1:])
-    index = np.empty(ranked.size, dtype=np.int64)
-    index[order] = np.cumsum(new) - 1
-    return ranked[new], index
+_BLOCK = 16384  # documents per block of a full row: its scores and g1 stay in the core's cache
+
+
+class Postings(NamedTuple):
+    """The index by term and block of documents, for full rows (``kernels.score_row``).
+
+    A term's postings in block ``k`` (documents ``k * block`` to ``(k + 1) * block - 1``) are
+    ``once_ptr[t, k]:once_ptr[t, k + 1]`` (documents where it occurs once; offset in the block,
+    weight ``idf[t] * g1[doc]``) and ``more_ptr[t, k]:more_ptr[t, k + 1]`` (the others, with their
+    weight): 2 bytes per posting for nine in ten postings instead of 12."""
+
+    block: int
+    once_ptr: np.ndarray
+    once_offset: np.ndarray
+    idf: np.ndarray
+    g1: np.ndarray
+    more_ptr: np.ndarray
+    more_offset: np.ndarray
+    more_weight: np.ndarray
+
+
+def _by_term_and_block(terms: np.ndarray, rows: np.ndarray, n_terms: int,
+                       n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pointers ``[t, k]`` and in-block offsets of the (term, document) pairs sorted by term,
+    then document (``Postings``)."""
+    order = np.lexsort((rows, terms))
+    terms, rows = terms[order], rows[order]
+    n_blocks = max(1, -(-n_docs // _BLOCK))
+    block = rows // _BLOCK
+    counts = np.bincount(terms * n_blocks + block, minlength=n_terms * n_blocks)
+    ptr = np.zeros((n_terms, n_blocks + 1), dtype=np.int64)
+    ends = np.cumsum(counts).reshape(n_terms, n_blocks)
+    ptr[:, 1:] = ends
+    ptr[1:, 0] = ends[:-1, -1]
+    return ptr, (rows - block * _BLOCK).astype(np.uint16)
+
+
+def _idf(doc_freqs: list[int], n_docs: int, epsilon: float) -> list[float]:
+    """rank_bm25's ``BM25Okapi._calc_idf`` for the terms' document frequencies in its order:
+    ``log(N - n + 0.5) - log(n + 0.5)``, their sum taken left to right, negative ones replaced
+    by ``epsilon`` times the mean (``math.log``, as rank_bm25 uses)."""
+    values = [math.log(n_docs - n + 0.5) - math.log(n + 0.5) for n in doc_freqs]
+    total = 0.0
+    for v in values:
+        total += v
+    floor = epsilon * (total / len(values)) if values else 0.0
+    return [floor if v < 0 else v for v in values]
+
+
+def _kernels() -> ModuleType:
+    """The compiled kernels, imported on first use (numba takes a moment to import)."""
+    from harness.data import kernels
+
+    return kernels
 
 
 class BM25Index:
     """Okapi BM25 over a fixed corpus of tokenised documents, addressed by position 0..N-1.
 
-    Besides rank_bm25_rs' full rows (``scores``), an inverted index of the weights
-    ``w(d, t) = idf(t) * f(t, d) * (k1 + 1) / (f(t, d) + k1 * (1 - b + b * |d| / avgdl))``, each
-    computed with rank_bm25's float64 operations, serves ``batch_scores`` and ``span_scores`` (a
-    few documents: tens of microseconds where a full row costs a millisecond). Both add a
-    document's weights in query order starting from 0.0, as rank_bm25 does (a term absent from the
-    document adds 0.0, which changes nothing), so their scores equal ``scores()`` bit for bit.
+    The weights ``w(d, t) = idf(t) * f(t, d) * (k1 + 1) / (f(t, d) + k1 * (1 - b + b * |d| /
+    avgdl))``, each computed with rank_bm25's float64 operations, are indexed twice: by term and
+    block of documents (``postings``) for full rows (``scores``, ``span_row``: ~0.3 ms over the
+    139k chitchat utterances), and by document for ``batch_scores`` and ``span_scores`` (a few
+    documents: microseconds). Both add a document's weights in query order starting from 0.0, as
+    rank_bm25 does (a term absent from the document adds 0.0, which changes nothing), so their
+    scores equal each other's and rank_bm25's bit for bit.
 
     >>> index = BM25Index([tokenize("a cat"), tokenize("a dog"), tokenize("birds fly")])
     >>> int(index.scores(tokenize("cat")).argmax())
@@ -80,25 +129,14 @@ class BM25Index:
                  epsilon: float = EPSILON) -> None:
         if len(corpus) == 0:
             raise DataError("cannot build a BM25 index over an empty corpus")
-        try:
-            from rank_bm25_rs import BM25Okapi
-        except ModuleNotFoundError:
-            raise DataError("BM25 needs rank-bm25-rs: pip install rank-bm25-rs") from None
-        # The Rust path takes an exact list of lists of str; anything else falls back to Python.
         docs = [list(doc) for doc in corpus]
-        self._bm25 = BM25Okapi(docs, k1=k1, b=b, epsilon=epsilon)
         self.size = len(docs)
-        # rank_bm25's statistics, read once (the Rust object converts them on every access).
-        idf: dict[str, float] = dict(self._bm25.idf)
-        doc_len = np.asarray(self._bm25.doc_len)
-        # k1 (1 - b + b |d| / avgdl) per document, evaluated as rank_bm25 evaluates it.
-        norm = k1 * (1 - b + b * doc_len / self._bm25.avgdl)
-        self._build_inverted(docs, idf, norm, k1 + 1)
+        self._build_inverted(docs, k1, b, epsilon)
 
-    def _build_inverted(self, docs: list[list[str]], idf: dict[str, float], norm: np.ndarray,
-                        k1p: float) -> None:
-        """Per document its (term id, weight) pairs by term id (CSR ``_indptr``, ``_terms``,
-        ``_weights``) and its token ids in order (``_token_ptr``, ``_tokens``)."""
+    def _build_inverted(self, docs: list[list[str]], k1: float, b: float, epsilon: float) -> None:
+        """rank_bm25's statistics; per document its (term id, weight) pairs by term id (CSR
+        ``_indptr``, ``_terms``, ``_weights``) and its token ids in order (``_token_ptr``,
+        ``_tokens``); ``postings``."""
         vocab: dict[str, int] = {}
         ids = np.fromiter((vocab.setdefault(t, len(vocab)) for doc in docs for t in doc),
                           dtype=np.int64)
@@ -108,8 +146,14 @@ class BM25Index:
                                   return_counts=True)
         rows, terms = np.divmod(pairs, n_terms)
         freq = counts.astype(np.float64)
+        # rank_bm25's avgdl (num_doc / corpus_size, Python ints) and k1 (1 - b + b |d| / avgdl)
+        avgdl = int(lengths.sum()) / len(docs)
+        norm = k1 * (1 - b + b * lengths / avgdl)
+        k1p = k1 + 1
+        # vocab holds the terms in order of first occurrence, the order of rank_bm25's nd
+        idf = _idf(np.bincount(terms, minlength=len(vocab)).tolist(), len(docs), epsilon)
         # rank_bm25: (idf.get(q) or 0) * (q_freq * (k1 + 1) / (q_freq + k1 * (1 - b + b |d| / avgdl)))
-        term_idf = np.array([idf.get(t) or 0 for t in vocab], dtype=np.float64)
+        term_idf = np.array([v or 0 for v in idf], dtype=np.float64)
         weights = term_idf[terms] * (freq * k1p / (freq + norm[rows]))
         self._vocab = vocab
         self._tokens = ids.astype(np.int32)  # every document's token ids, in order
@@ -117,47 +161,65 @@ class BM25Index:
         self._indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=len(docs)))])
         self._terms = terms.astype(np.int32)
         self._weights = weights
+        # Per document k1 + 1 over (1 + k1 (1 - b + b |d| / avgdl)): a once-occurring term's
+        # weight is its idf times this, with rank_bm25's operations (f = 1.0: f * (k1 + 1) is k1 + 1).
+        once = counts == 1
+        g1 = 1.0 * k1p / (1.0 + norm)
+        assert np.array_equal(term_idf[terms[once]] * g1[rows[once]], weights[once])
+        n_docs = len(docs)
+        self.postings = Postings(_BLOCK, *_by_term_and_block(terms[once], rows[once], n_terms, n_docs),
+                                 term_idf if term_idf.size else np.zeros(n_terms), g1,
+                                 *_by_term_and_block(terms[~once], rows[~once], n_terms, n_docs),
+                                 weights[~once][np.lexsort((rows[~once], terms[~once]))])
 
-    def scores(self, query: Sequence[str]) -> np.ndarray:
-        """BM25 score of every document for the tokenised ``query`` (float64, length N, read-only)."""
-        return self._bm25.get_scores(list(query))  # type: ignore[no-any-return]
+    def scores(self, query: Sequence[str], out: np.ndarray | None = None) -> np.ndarray:
+        """BM25 score of every document for the tokenised ``query`` (float64, length N), written
+        into ``out`` where given (``span_row`` says more)."""
+        return self._row(self._query(query), out)
 
-    def _query(self, query: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """``_terms_of`` the query's known tokens (unknown ones add 0.0: left out)."""
+    def span_row(self, span: range, out: np.ndarray | None = None) -> np.ndarray:
+        """``scores`` with the query the documents at positions ``span`` (a step-1 range), their
+        tokens concatenated (no token is looked up again), written into ``out`` where given: a
+        float64 array of length N that a caller scoring many queries reuses (its pages are then
+        touched once)."""
+        return self._row(self.span_tokens(span), out)
+
+    def _row(self, query: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        if out is None:
+            out = np.empty(self.size)
+        elif out.shape != (self.size,) or out.dtype != np.float64:
+            raise ValueError(f"out must be a float64 array of shape ({self.size},)")
+        _kernels().score_row(query, self.postings, out)
+        return out
+
+    def _query(self, query: Sequence[str]) -> np.ndarray:
+        """The token ids of the query's known tokens, in order (unknown ones add 0.0: left out)."""
         vocab = self._vocab
-        return _terms_of(np.array([vocab[t] for t in query if t in vocab], dtype=np.int64))
+        return np.array([vocab[t] for t in query if t in vocab], dtype=np.int32)
 
-    def _sum(self, docs: np.ndarray, terms: np.ndarray, order: np.ndarray) -> np.ndarray:
-        """Scores of ``docs`` for the query (``_terms_of``'s ``terms`` and ``order``): each document's
-        weights gathered per query token and added left to right (``np.cumsum`` is sequential)."""
-        if not order.size or not docs.size:
-            return np.zeros(docs.size)
-        starts = self._indptr[docs]
-        lengths = self._indptr[docs + 1] - starts
-        # the entries of every document in docs, and the row (index into docs) of each
-        offsets = np.cumsum(lengths) - lengths
-        entry = np.arange(int(offsets[-1] + lengths[-1])) + np.repeat(starts - offsets, lengths)
-        row = np.repeat(np.arange(docs.size), lengths)
-        term = self._terms[entry]
-        col = np.minimum(np.searchsorted(terms, term), terms.size - 1)
-        hit = terms[col] == term
-        table = np.zeros((docs.size, terms.size))
-        table[row[hit], col[hit]] = self._weights[entry[hit]]
-        return np.cumsum(table[:, order], axis=1)[:, -1]
+    def span_tokens(self, span: range) -> np.ndarray:
+        """The token ids of the documents at positions ``span`` (a step-1 range), concatenated."""
+        if span.step != 1 or (len(span) and not 0 <= span.start < span.stop <= self.size):
+            raise IndexError(f"span {span} is not a range of document positions in [0, {self.size})")
+        if not len(span):
+            return self._tokens[:0]
+        return self._tokens[self._token_ptr[span.start]:self._token_ptr[span.stop]]
+
+    def _sum(self, docs: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """Scores of ``docs`` for the query's token ids, each document's weights added per query
+        token left to right from 0.0 (``kernels.score_docs``)."""
+        return _kernels().score_docs(query, docs, self._indptr, self._terms, self._weights)
 
     def batch_scores(self, query: Sequence[str], doc_ids: Sequence[int]) -> np.ndarray:
         """BM25 scores of the documents at positions ``doc_ids`` only, equal to ``scores()[doc_ids]``
         bit for bit (the class docstring); for a few documents tens of microseconds where a full
         row costs milliseconds."""
-        return self._sum(self._positions(doc_ids), *self._query(query))
+        return self._sum(self._positions(doc_ids), self._query(query))
 
     def span_scores(self, span: range, doc_ids: Sequence[int]) -> np.ndarray:
         """``batch_scores`` with the query the corpus documents at positions ``span`` (a step-1
         range), their tokens concatenated: no token is looked up again."""
-        if span.step != 1 or (len(span) and not 0 <= span.start < span.stop <= self.size):
-            raise IndexError(f"span {span} is not a range of document positions in [0, {self.size})")
-        ids = self._tokens[self._token_ptr[span.start]:self._token_ptr[span.stop]] if len(span) else []
-        return self._sum(self._positions(doc_ids), *_terms_of(np.asarray(ids, dtype=np.int64)))
+        return self._sum(self._positions(doc_ids), self.span_tokens(span))
 
     def _positions(self, doc_ids: Sequence[int]) -> np.ndarray:
         docs = np.asarray(doc_ids, dtype=np.int64).reshape(-1)

@@ -192,8 +192,8 @@ def _sample_queries(cfg: DataConfig, corpus: Corpus, bm25: Bm25, conversations: 
     if progress:
         progress(f"{len(conversations):,} conversations, {len(requests):,} queries, "
                  f"{len(corpus.texts):,} utterances in the negative pool, {method} negatives")
-    tokens, index = bm25.get()
-    sampled = neg.sample(method, index, tokens, corpus.keys, requests, cfg.negatives,
+    _, index = bm25.get()
+    sampled = neg.sample(method, index, corpus.keys, requests, cfg.negatives,
                          depth=cfg.depth, progress=progress, workers=workers)
     by_conv: dict[int, list[Query]] = {}
     for (ci, t), sample in zip(turns, sampled, strict=True):

@@ -75,13 +75,13 @@ class Texts:
 
     Equal texts have equal tokens, so they score alike under any BM25 query and tie; ties rank by
     position, so a text's best-ranked position in a ranking is its first position outside the
-    query's conversation: ``usable`` and ``moved`` say which positions those are without ranking.
+    query's conversation: the positions flagged ``first`` outside it, and the ``moved`` ones.
 
     >>> t = Texts(np.array([0, 1, 0, -1, 1, 2]))
-    >>> t.usable(np.arange(6), range(0, 2), banned=2).tolist()
-    [False, False, False, False, False, False]
-    >>> t.moved(range(0, 2), banned=2).tolist()
-    [2, 4]
+    >>> t.first.tolist()
+    [True, True, False, False, False, True]
+    >>> t.first_of(1), t.moved(range(0, 2), banned=2).tolist()
+    (1, [2, 4])
     """
 
     def __init__(self, keys: np.ndarray) -> None:
@@ -93,15 +93,12 @@ class Texts:
         self.first &= self.keys != EMPTY
         self.following = np.full(self.keys.size, -1, dtype=np.int64)
         self.following[order[:-1][same]] = order[1:][same]
+        self.first_at = np.full(int(self.keys.max(initial=EMPTY)) + 1, -1, dtype=np.int64)
+        self.first_at[self.keys[self.first]] = np.flatnonzero(self.first)
 
-    def usable(self, positions: np.ndarray, exclude: range, banned: int) -> np.ndarray:
-        """Which of ``positions`` are the first position of a non-empty text other than ``banned``,
-        outside ``exclude`` (``moved`` adds the texts whose first position is inside it)."""
-        keys = self.keys[positions]
-        ok = self.first[positions] & (keys != banned)
-        if len(exclude):
-            ok &= (positions < exclude.start) | (positions >= exclude.stop)
-        return ok
+    def first_of(self, key: int) -> int:
+        """The first position of the text ``key`` (-1 for ``EMPTY``)."""
+        return int(self.first_at[key]) if key != EMPTY else -1
 
     def moved(self, exclude: range, banned: int) -> np.ndarray:
         """The first positions after ``exclude`` of the texts (not ``banned``) whose first position
@@ -205,61 +202,55 @@ def context_negatives(context_row: np.ndarray, keys: np.ndarray, req: Request, k
     return _top_k(_outside(context_row, req), keys, int(keys[req.positive]), k)
 
 
-def _with(positions: np.ndarray, extra: np.ndarray) -> np.ndarray:
-    """``positions`` (ascending) and the ``extra`` positions (none of them among those) ascending."""
-    return np.sort(np.concatenate([positions, extra])) if extra.size else positions
+class Scratch:
+    """Work arrays for the queries of one worker over a corpus of ``size`` documents, reused from
+    query to query (a fresh megabyte per query would cost page faults): a score row, positions
+    and their scores, and a byte mask."""
+
+    def __init__(self, size: int) -> None:
+        self.row = np.empty(size)
+        self.positions = np.empty(2 * size, dtype=np.int64)
+        self.values = np.empty(2 * size)
+        self.mask = np.empty(-(-size // 8) * 8, dtype=np.uint8)
 
 
-def _usable_hits(row: np.ndarray, texts: Texts, banned: int, n: int, exclude: range) -> np.ndarray:
+def _usable_hits(row: np.ndarray, texts: Texts, banned: int, n: int, exclude: range,
+                 scratch: Scratch | None = None) -> np.ndarray:
     """The first ``n`` usable hits of the full score ``row`` (read-only) in rank order: score > 0,
     outside ``exclude``, a non-empty text other than the ``banned`` one, each text at its
     best-ranked position only. Equal texts score alike (same tokens), so a text's best-ranked
-    position is its first one outside ``exclude``: ``Texts.usable`` tells them apart without ranking.
+    position is its first one outside ``exclude`` (``Texts``): no duplicate needs ranking.
 
     Looks at a prefix of the ranking only: every position scoring at least the ``w``-th largest
     of a strided sample of the row (``w`` a few standard deviations above the share of ``n`` the
     sample stands for), so the prefix is a superset of the ranking's top positions, ties included.
     Only the usable positions scoring above that cut are sorted; those tied at it follow in
     position order (ties rank by position), as many as needed. A prefix without ``n`` usable hits
-    lowers the sample's cut (``w`` times 4), and finally every hit is ranked."""
-    sample = row[::_STRIDE]
-    hits = sample[sample > 0]  # its w-th largest where it has w hits, else 0: every hit
-    expected = (n + n // 8) // _STRIDE + 1
-    wanted = expected + 2 * int(expected ** 0.5) + 4
-    moved = texts.moved(exclude, banned)
+    lowers the sample's cut (``w`` times 4), and finally every hit is ranked. Compiled
+    (``kernels.usable_hits``)."""
+    from harness.data.kernels import usable_hits
 
-    def usable_where(compare: np.ufunc, cut: float) -> np.ndarray:
-        """The usable positions whose score ``compare``s true against ``cut``, ascending."""
-        found = np.flatnonzero(compare(row, cut))
-        return _with(found[texts.usable(found, exclude, banned)], moved[compare(row[moved], cut)])
-
-    while True:
-        threshold = 0.0
-        if hits.size > wanted:
-            threshold = float(np.partition(hits, hits.size - wanted)[hits.size - wanted])
-        head = usable_where(np.greater, threshold)
-        if threshold <= 0 or head.size >= n:
-            return _ranked(row, head)[:n]
-        tail = usable_where(np.equal, threshold)  # ties rank by position
-        if head.size + tail.size >= n:
-            return np.concatenate([_ranked(row, head), tail[:n - head.size]])
-        wanted *= 4
+    scratch = scratch or Scratch(row.size)
+    return usable_hits(row, texts.first, texts.first_of(banned), exclude.start, exclude.stop,
+                       texts.moved(exclude, banned), n, _STRIDE, scratch.positions, scratch.values,
+                       scratch.mask)
 
 
-def response_negatives(response_row: np.ndarray, texts: Texts, req: Request, k: int,
-                       depth: int, rng: np.random.Generator) -> list[int]:
+def response_negatives(index: BM25Index, texts: Texts, req: Request, k: int, depth: int,
+                       rng: np.random.Generator, scratch: Scratch | None = None) -> list[int]:
     """``k`` negatives drawn uniformly from the top ``depth`` usable hits of the response
-    (``response_row``: BM25 of the positive's tokens over the corpus, read-only) outside the
-    query's conversation. A window shorter than ``k`` (``depth < k``, or fewer hits) is taken
-    whole and the sampler continues down the ranking: the next hits in rank order, then the
-    documents at score 0 (one tie) shuffled."""
-    keys = texts.keys
-    banned = int(keys[req.positive])
-    window = _usable_hits(response_row, texts, banned, max(depth, k), req.exclude)
+    (BM25 of the positive's tokens over the corpus) outside the query's conversation. A window
+    shorter than ``k`` (``depth < k``, or fewer hits) is taken whole and the sampler continues
+    down the ranking: the next hits in rank order, then the documents at score 0 (one tie)
+    shuffled."""
+    scratch = scratch or Scratch(index.size)
+    row = index.span_row(range(req.positive, req.positive + 1), scratch.row)
+    banned = int(texts.keys[req.positive])
+    window = _usable_hits(row, texts, banned, max(depth, k), req.exclude, scratch)
     drawn = np.sort(rng.choice(window.size, size=min(k, window.size), replace=False))
     chosen: list[int] = window[drawn].tolist()
     if len(chosen) < k:
-        _pick(rng.permutation(np.flatnonzero(_outside(response_row, req) == 0)), keys, banned, k,
+        _pick(rng.permutation(np.flatnonzero(_outside(row, req) == 0)), texts.keys, banned, k,
               chosen)
     return chosen
 
@@ -285,23 +276,21 @@ def random_negatives(keys: np.ndarray, req: Request, k: int, rng: np.random.Gene
     return chosen
 
 
-def sample_one(method: str, index: BM25Index, tokens: Sequence[list[str]], texts: Texts,
-               req: Request, k: int, *, depth: int = 1000) -> Sampled:
+def sample_one(method: str, index: BM25Index, texts: Texts, req: Request, k: int, *,
+               depth: int = 1000, scratch: Scratch | None = None) -> Sampled:
     """The negatives of one query by ``method`` and every candidate's first-stage score.
 
-    ``context`` and ``response`` rank the full score row of the context / the positive; every
-    candidate is then scored alone for the context (``BM25Index.span_scores``, equal to the full
-    row's entries bit for bit).
-    Joining the context with spaces and tokenising gives the same query, since a space never joins
-    two tokens."""
+    ``context`` and ``response`` rank the full score row of the context / the positive
+    (``BM25Index.span_row``; ``scratch``: work arrays reused from query to query);
+    every candidate is then scored alone for the context (``BM25Index.span_scores``, equal to the
+    full row's entries bit for bit)."""
     if method not in METHODS:
         raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(METHODS)}")
+    row = scratch.row if scratch else None
     if method == "context":
-        chosen = context_negatives(index.scores([tok for pos in req.context for tok in tokens[pos]]),
-                                   texts.keys, req, k)
+        chosen = context_negatives(index.span_row(req.context, row), texts.keys, req, k)
     elif method == "response":
-        chosen = response_negatives(index.scores(tokens[req.positive]), texts, req, k, depth,
-                                    _rng(req, method))
+        chosen = response_negatives(index, texts, req, k, depth, _rng(req, method), scratch)
     else:
         chosen = random_negatives(texts.keys, req, k, _rng(req, method))
     if len(chosen) < k:
@@ -331,7 +320,7 @@ def _can_fork() -> bool:
     return ray is None or not ray.is_initialized()
 
 
-_Job = tuple[str, BM25Index, Sequence[list[str]], Texts, int, int]
+_Job = tuple[str, BM25Index, Texts, int, int]
 _JOB: _Job | None = None  # a forked worker's sampling job (inherited, never pickled)
 
 
@@ -358,15 +347,14 @@ def _run_job(chunk: Sequence[Request]) -> list[Sampled]:
     return _run_chunk(_JOB, chunk)
 
 
-def sample(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.ndarray,
-           requests: Sequence[Request], k: int, *, depth: int = 1000,
-           progress: Progress | None = None, workers: int | None = None) -> list[Sampled]:
+def sample(method: str, index: BM25Index, keys: np.ndarray, requests: Sequence[Request], k: int,
+           *, depth: int = 1000, progress: Progress | None = None, workers: int | None = None) -> list[Sampled]:
     """``sample_one`` for every request, in request order, on ``workers`` forked processes where
-    forking is safe (``_can_fork``; they inherit the index), else on as many threads (numpy and
-    rank_bm25_rs drop the GIL for part of the work). The result does not depend on ``workers``."""
+    forking is safe (``_can_fork``; they inherit the index), else on as many threads (the compiled
+    kernels drop the GIL). The result does not depend on ``workers``."""
     chunks = [requests[i:i + _CHUNK] for i in range(0, len(requests), _CHUNK)]
     ticker = Ticker(progress, f"{method} negatives", total=len(requests))
-    job = (method, index, tokens, Texts(keys), k, depth)
+    job = (method, index, Texts(keys), k, depth)
     out: list[Sampled] = []
     n_workers = min(workers or default_workers(), len(chunks))
     if n_workers <= 1:
@@ -375,6 +363,9 @@ def sample(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.
             ticker.advance(len(chunk))
         return out
     if _can_fork():
+        from harness.data.kernels import warm
+
+        warm()  # compiled once here, not once per worker
         pool: Executor = ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_set_job, initargs=(os.getpid(), *job))
         run: Callable[[Sequence[Request]], list[Sampled]] = _run_job
@@ -389,5 +380,6 @@ def sample(method: str, index: BM25Index, tokens: Sequence[list[str]], keys: np.
 
 
 def _run_chunk(job: _Job, chunk: Sequence[Request]) -> list[Sampled]:
-    method, index, tokens, texts, k, depth = job
-    return [sample_one(method, index, tokens, texts, req, k, depth=depth) for req in chunk]
+    method, index, texts, k, depth = job
+    scratch = Scratch(index.size)
+    return [sample_one(method, index, texts, req, k, depth=depth, scratch=scratch) for req in chunk]

@@ -1,5 +1,6 @@
-"""BM25Index gives exactly rank_bm25's scores on real chitchat utterances: full rows (rank_bm25_rs)
-and the few-document scores of its own inverted index (batch_scores, span_scores), bit for bit."""
+"""BM25Index gives exactly rank_bm25's scores on real chitchat utterances: full rows (compiled, a
+block of documents at a time) and the scores of a few documents (batch_scores, span_scores), bit
+for bit, against the pure-Python rank_bm25."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import rank_bm25
 
+from harness.data import bm25
 from harness.data.bm25 import EPSILON, K1, B, BM25Index, tokenize
 from harness.data.chitchat import read_conversations
 from harness.errors import DataError
@@ -41,6 +43,24 @@ def test_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], list[list
         assert ours.dtype == np.float64
         assert np.array_equal(ours, theirs)
     assert (K1, B, EPSILON) == (1.5, 0.75, 0.25)
+
+
+def test_rows_over_many_blocks_exactly_equal_rank_bm25(
+        sample: tuple[list[list[str]], list[list[str]]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of 64 documents (the corpus spans 7, the last one short): the same rows, and the
+    statistics (idf with its epsilon floor, avgdl) are rank_bm25's."""
+    docs, queries = sample
+    monkeypatch.setattr(bm25, "_BLOCK", 64)
+    index = BM25Index(docs)
+    assert index.postings.once_ptr.shape[1] - 1 == -(-len(docs) // 64) > 2
+    assert len(docs) % 64
+    reference = rank_bm25.BM25Okapi(docs, k1=K1, b=B, epsilon=EPSILON)
+    assert any(v < 0 for v in (np.log(len(docs) - n + 0.5) - np.log(n + 0.5)
+                               for n in np.bincount(index._terms)))  # the floor is exercised
+    for query in queries:
+        assert np.array_equal(index.scores(query), reference.get_scores(query))
+        out = np.full(len(docs), np.nan)
+        assert index.scores(query, out) is out and np.array_equal(out, reference.get_scores(query))
 
 
 def test_batch_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], list[list[str]]]) -> None:

@@ -17,7 +17,7 @@ import multiprocessing, os, sys, time
 from harness.data import negatives as neg
 
 def worker(parent):
-    neg._set_job(parent, "response", None, None, None, 9, 1000)
+    neg._set_job(parent, "response", None, None, 9, 1000)
     time.sleep(600)
 
 ctx = multiprocessing.get_context("fork")

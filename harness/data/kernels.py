@@ -1,0 +1,234 @@
+"""Compiled inner loops of the BM25 scorer and the response sampler (numba, ``nogil``).
+
+Each kernel does what a few lines of numpy would, in one pass and without temporaries (the numpy
+form is given with each). tests/data/test_bm25.py checks the scores against rank_bm25 bit for bit,
+and tests/data/test_chitchat.py the response window against a full sort of the row.
+Numba compiles a kernel on its first call and caches the machine code next to this file
+(``cache=True``), so only the first build on a machine pays the compilation (a few seconds).
+The kernels release the GIL, so the sampler's threads run them in parallel.
+
+Floating point: ``score_row`` and ``score_docs`` add a document's weights one query token at a time,
+left to right, starting from 0.0, which is rank_bm25's order of operations (``harness.data.bm25``).
+A token absent from a document adds nothing there; rank_bm25 adds ``idf * 0.0``, a zero, which
+leaves every sum unchanged, so the results are bitwise rank_bm25's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from harness.data.bm25 import Postings
+
+
+@njit(cache=True, nogil=True)
+def _score_block(query: np.ndarray, postings: Postings, k: int, out: np.ndarray) -> None:
+    """``out`` (the block's length) = the query's scores of block ``k``'s documents."""
+    base = k * postings.block
+    g1 = postings.g1[base:base + out.size]
+    out[:] = 0.0
+    for i in range(query.size):
+        t = query[i]
+        idf = postings.idf[t]
+        for s in range(postings.once_ptr[t, k], postings.once_ptr[t, k + 1]):
+            d = postings.once_offset[s]
+            out[d] += idf * g1[d]
+        for s in range(postings.more_ptr[t, k], postings.more_ptr[t, k + 1]):
+            out[postings.more_offset[s]] += postings.more_weight[s]
+
+
+@njit(cache=True, nogil=True)
+def score_row(query: np.ndarray, postings: Postings, out: np.ndarray) -> None:
+    """``out`` = the query's (token ids) score of every document, a block at a time: for each
+    token of ``query`` in order, plus its weight in every document that has it."""
+    for k in range(postings.once_ptr.shape[1] - 1):
+        base = k * postings.block
+        _score_block(query, postings, k, out[base:min(base + postings.block, out.size)])
+
+
+@njit(cache=True, nogil=True)
+def score_docs(query: np.ndarray, docs: np.ndarray, indptr: np.ndarray, terms: np.ndarray,
+               weights: np.ndarray) -> np.ndarray:
+    """The query's score of each of ``docs``: from 0.0, per token id of ``query`` in order, plus
+    the document's weight of that term (its ``terms[indptr[d]:indptr[d + 1]]`` ascending, found by
+    bisection), nothing where it lacks the term."""
+    out = np.zeros(docs.size)
+    for i in range(docs.size):
+        lo0 = indptr[docs[i]]
+        hi0 = indptr[docs[i] + 1]
+        total = 0.0
+        for j in range(query.size):
+            t = query[j]
+            lo = lo0
+            hi = hi0
+            while lo < hi:
+                mid = (lo + hi) >> 1
+                if terms[mid] < t:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo < hi0 and terms[lo] == t:
+                total += weights[lo]
+        out[i] = total
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _kth_largest(values: np.ndarray, k: int) -> float:
+    """The ``k``-th largest of ``values`` (1-based; ``np.partition(values, values.size - k)[values.size
+    - k]``), reordering ``values`` in place: a quickselect."""
+    lo = 0
+    hi = values.size - 1
+    target = k - 1  # its index in descending order
+    while lo < hi:
+        pivot = values[(lo + hi) >> 1]
+        i = lo
+        j = hi
+        while i <= j:
+            while values[i] > pivot:
+                i += 1
+            while values[j] < pivot:
+                j -= 1
+            if i <= j:
+                values[i], values[j] = values[j], values[i]
+                i += 1
+                j -= 1
+        if target <= j:
+            hi = j
+        elif target >= i:
+            lo = i
+        else:
+            break
+    return values[target]
+
+
+@njit(cache=True, nogil=True)
+def _usable_where(row: np.ndarray, first: np.ndarray, banned_at: int, start: int, stop: int,
+                  moved: np.ndarray, cut: float, equal: bool, out: np.ndarray, values: np.ndarray,
+                  mask: np.ndarray) -> int:
+    """Writes to ``out`` the ascending positions ``p`` with ``row[p] > cut`` (``== cut`` where
+    ``equal``) that are a text's first position (``first``), not ``banned_at`` and outside
+    ``[start, stop)``, merged with the ``moved`` positions (ascending, none of them among those)
+    that compare alike, and their scores to ``values``; returns their number. In numpy::
+
+        found = np.flatnonzero((row == cut if equal else row > cut) & first)
+        found = found[(found != banned_at) & ((found < start) | (found >= stop))]
+        out = np.sort(np.concatenate([found, moved[row[moved] == cut if equal else row[moved] > cut]]))
+        values = row[out]
+
+    The comparison fills ``mask`` (a byte per position, a multiple of 8 long) in one vectorised
+    loop; only its non-zero 8-byte words are looked at again."""
+    size = row.size
+    flags = first.view(np.uint8)
+    if equal:  # vectorised: bytes, not booleans
+        for p in range(size):
+            mask[p] = np.uint8(row[p] == cut) & flags[p]
+    else:
+        for p in range(size):
+            mask[p] = np.uint8(row[p] > cut) & flags[p]
+    mask[size:] = 0
+    words = mask.view(np.uint64)
+    n = 0
+    i = 0  # next of moved
+    for w in range(words.size):
+        if words[w] == 0:
+            continue
+        for p in range(8 * w, 8 * w + 8):
+            if mask[p] and p != banned_at and (p < start or p >= stop):
+                while i < moved.size and moved[i] < p:  # the moved positions before p
+                    m = moved[i]
+                    i += 1
+                    if (row[m] == cut) if equal else (row[m] > cut):
+                        out[n] = m
+                        values[n] = row[m]
+                        n += 1
+                out[n] = p
+                values[n] = row[p]
+                n += 1
+    while i < moved.size:
+        m = moved[i]
+        i += 1
+        if (row[m] == cut) if equal else (row[m] > cut):
+            out[n] = m
+            values[n] = row[m]
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True)
+def ranked(positions: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``positions`` (ascending) by descending ``values`` (their scores), ties in position order:
+    a stable bottom-up merge sort, ``positions[np.argsort(-values, kind="stable")]`` in numpy."""
+    n = positions.size
+    src_v = values.copy()
+    src_p = positions.copy()
+    dst_v = np.empty(n)
+    dst_p = np.empty(n, dtype=np.int64)
+    width = 1
+    while width < n:
+        for lo in range(0, n, 2 * width):
+            mid = min(lo + width, n)
+            hi = min(lo + 2 * width, n)
+            a = lo
+            b = mid
+            for o in range(lo, hi):
+                # the left run wins ties: it holds the earlier positions
+                if a < mid and (b >= hi or src_v[a] >= src_v[b]):
+                    dst_v[o] = src_v[a]
+                    dst_p[o] = src_p[a]
+                    a += 1
+                else:
+                    dst_v[o] = src_v[b]
+                    dst_p[o] = src_p[b]
+                    b += 1
+        src_v, dst_v = dst_v, src_v
+        src_p, dst_p = dst_p, src_p
+        width *= 2
+    return src_p
+
+
+@njit(cache=True, nogil=True)
+def usable_hits(row: np.ndarray, first: np.ndarray, banned_at: int, start: int, stop: int,
+                moved: np.ndarray, n: int, stride: int, positions: np.ndarray,
+                values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``harness.data.negatives._usable_hits``: the first ``n`` usable hits of ``row`` in rank
+    order, found as its docstring says (``_usable_where`` is one of its passes); ``banned_at``:
+    the positive's text's first position (-1: none). Work arrays: ``positions`` (int64) and
+    ``values`` (float64), twice the row's length; ``mask``: bytes, the row's length rounded up to 8."""
+    size = row.size
+    hits = np.empty((size + stride - 1) // stride)
+    count = 0
+    for p in range(0, size, stride):
+        if row[p] > 0:
+            hits[count] = row[p]
+            count += 1
+    hits = hits[:count]
+    expected = (n + n // 8) // stride + 1
+    wanted = expected + 2 * int(expected ** 0.5) + 4
+    while True:
+        threshold = 0.0
+        if count > wanted:
+            threshold = _kth_largest(hits, wanted)
+        h = _usable_where(row, first, banned_at, start, stop, moved, threshold, False,
+                          positions[:size], values[:size], mask)
+        if threshold <= 0 or h >= n:
+            return ranked(positions[:h], values[:h])[:n].copy()
+        t = _usable_where(row, first, banned_at, start, stop, moved, threshold, True,
+                          positions[size:], values[size:], mask)
+        if h + t >= n:
+            return np.concatenate((ranked(positions[:h], values[:h]),
+                                   positions[size:size + n - h]))
+        wanted *= 4
+
+
+def warm() -> None:
+    """Compile (or load from the cache) every kernel for the argument types the index and the
+    sampler pass, so that processes forked afterwards inherit them instead of compiling each."""
+    from harness.data.bm25 import BM25Index
+    from harness.data.negatives import Request, Scratch, Texts, sample_one
+
+    index = BM25Index([["a", "b"], ["b"], ["c", "b"], ["a"]])
+    texts = Texts(np.arange(4))
+    req = Request(qid="q", context=range(1), positive=1, exclude=range(2))
+    for method in ("response", "context"):
+        sample_one(method, index, texts, req, 1, depth=1, scratch=Scratch(index.size))
