@@ -1,7 +1,8 @@
 """Cold build of the embedded data set (every candidate's first-stage score included), old vs new.
 
 Each side runs ``harness data build`` in its own process against an empty temporary
-``HARNESS_CACHE`` (so nothing is loaded from a cache), with ``PYTHONPATH`` pointing at its source
+``HARNESS_CACHE`` and ``NUMBA_CACHE_DIR`` (so nothing is loaded from a cache, and compiled kernels
+are compiled within the run, as on a fresh machine), with ``PYTHONPATH`` pointing at its source
 tree: this checkout ("new") and, with ``--old REF``, a ``git worktree`` of REF ("old"). The sides
 alternate ``--repeats`` times. Recorded per run: wall seconds, CPU seconds (user + system of the
 child), the 1-minute load average before and after (the machine may be shared: compare CPU seconds
@@ -34,10 +35,11 @@ RESULTS = ROOT / "benchmarks" / "results"
 def build_once(tree: Path, conversations: int | None) -> dict[str, object]:
     """One cold ``harness data build`` with the code of ``tree``; wall, CPU, load, output."""
     with tempfile.TemporaryDirectory(prefix="harness-bench-cache-") as cache:
+        # An empty numba cache too: a run pays the kernels' compilation, as a first build does.
         extra = os.environ.get("BENCH_EXTRA_PATH")  # packages a bare machine lacks
         path = f"{tree}{os.pathsep}{extra}" if extra else str(tree)
         env = {**os.environ, "PYTHONPATH": path, "HARNESS_CACHE": cache,
-               "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+               "NUMBA_CACHE_DIR": str(Path(cache, "numba")), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
         code = ("import sys, harness; print('harness from', harness.__file__, file=sys.stderr); "
                 "from harness.cli import main; sys.exit(main())")
         cmd = [sys.executable, "-c", code, "data", "build", "--cache-dir", cache]
@@ -69,7 +71,7 @@ def markdown(res: dict[str, object]) -> str:
     m = res["machine"]
     out = ["# Cold data build (harness data build, empty cache)", "",
            (f"Machine: {m['cpu']}, {m['cores']} cores ({m.get('cpus_usable', m['cores'])} usable), Python {m['python']}, numpy {m['numpy']}, "
-           f"rank_bm25_rs {m.get('rank_bm25_rs', '?')}; "
+           f"numba {m.get('numba', '?')}; "
            f"{'all conversations' if not res['conversations'] else str(res['conversations']) + ' conversations'} "
            f"(response protocol, depth 1000, 9 negatives). 1-minute load average before/after each run: "
            f"a shared machine inflates wall time, CPU seconds less so."), "",
@@ -128,7 +130,7 @@ def main() -> None:
     identical = None
     if len(sides) == 2:
         identical = len({(r["fingerprint"], r["file_sha256"]) for r in runs}) == 1
-    machine = describe("numpy", "rank_bm25_rs")
+    machine = describe("numpy", "numba")
     machine["cpus_usable"] = len(os.sched_getaffinity(0))  # a taskset'ed run: the cores it may use
     res = {"machine": machine, "conversations": args.conversations,
            "runs": runs, "summary": summary, "identical": identical}
