@@ -135,24 +135,27 @@ def _usable_where(row: np.ndarray, first: np.ndarray, banned_at: int, start: int
             continue
         for p in range(8 * w, 8 * w + 8):
             if mask[p] and p != banned_at and (p < start or p >= stop):
-                while i < moved.size and moved[i] < p:  # the moved positions before p
-                    m = moved[i]
-                    i += 1
-                    if (row[m] == cut) if equal else (row[m] > cut):
-                        out[n] = m
-                        values[n] = row[m]
-                        n += 1
+                i, n = _moved_before(row, moved, i, p, cut, equal, out, values, n)
                 out[n] = p
                 values[n] = row[p]
                 n += 1
-    while i < moved.size:
+    return _moved_before(row, moved, i, size, cut, equal, out, values, n)[1]
+
+
+@njit(cache=True, nogil=True)
+def _moved_before(row: np.ndarray, moved: np.ndarray, i: int, limit: int, cut: float,
+                  equal: bool, out: np.ndarray, values: np.ndarray, n: int) -> tuple[int, int]:
+    """``_usable_where``'s merge: appends to ``out``/``values`` (from ``n``) the ``moved``
+    positions from ``i`` below ``limit`` that compare true against ``cut``; returns the next
+    ``i`` and ``n``."""
+    while i < moved.size and moved[i] < limit:
         m = moved[i]
         i += 1
         if (row[m] == cut) if equal else (row[m] > cut):
             out[n] = m
             values[n] = row[m]
             n += 1
-    return n
+    return i, n
 
 
 @njit(cache=True, nogil=True)
