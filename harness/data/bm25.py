@@ -73,9 +73,9 @@ class Postings(NamedTuple):
 
 
 def _by_term_and_block(terms: np.ndarray, rows: np.ndarray, n_terms: int,
-                       n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+                       n_docs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pointers ``[t, k]`` and in-block offsets of the (term, document) pairs sorted by term,
-    then document (``Postings``)."""
+    then document (``Postings``), and that order (indices into the pairs)."""
     order = np.lexsort((rows, terms))
     terms, rows = terms[order], rows[order]
     n_blocks = max(1, -(-n_docs // _BLOCK))
@@ -85,7 +85,7 @@ def _by_term_and_block(terms: np.ndarray, rows: np.ndarray, n_terms: int,
     ends = np.cumsum(counts).reshape(n_terms, n_blocks)
     ptr[:, 1:] = ends
     ptr[1:, 0] = ends[:-1, -1]
-    return ptr, (rows - block * _BLOCK).astype(np.uint16)
+    return ptr, (rows - block * _BLOCK).astype(np.uint16), order
 
 
 def _idf(doc_freqs: list[int], n_docs: int, epsilon: float) -> list[float]:
@@ -94,7 +94,7 @@ def _idf(doc_freqs: list[int], n_docs: int, epsilon: float) -> list[float]:
     by ``epsilon`` times the mean (``math.log``, as rank_bm25 uses)."""
     values = [math.log(n_docs - n + 0.5) - math.log(n + 0.5) for n in doc_freqs]
     total = 0.0
-    for v in values:
+    for v in values:  # not sum(): from Python 3.12 it compensates, which rank_bm25's += does not
         total += v
     floor = epsilon * (total / len(values)) if values else 0.0
     return [floor if v < 0 else v for v in values]
@@ -166,11 +166,12 @@ class BM25Index:
         once = counts == 1
         g1 = 1.0 * k1p / (1.0 + norm)
         assert np.array_equal(term_idf[terms[once]] * g1[rows[once]], weights[once])
-        n_docs = len(docs)
-        self.postings = Postings(_BLOCK, *_by_term_and_block(terms[once], rows[once], n_terms, n_docs),
+        once_ptr, once_offset, _ = _by_term_and_block(terms[once], rows[once], n_terms, len(docs))
+        more_ptr, more_offset, more_order = _by_term_and_block(terms[~once], rows[~once], n_terms,
+                                                               len(docs))
+        self.postings = Postings(_BLOCK, once_ptr, once_offset,
                                  term_idf if term_idf.size else np.zeros(n_terms), g1,
-                                 *_by_term_and_block(terms[~once], rows[~once], n_terms, n_docs),
-                                 weights[~once][np.lexsort((rows[~once], terms[~once]))])
+                                 more_ptr, more_offset, weights[~once][more_order])
 
     def scores(self, query: Sequence[str], out: np.ndarray | None = None) -> np.ndarray:
         """BM25 score of every document for the tokenised ``query`` (float64, length N), written
