@@ -185,13 +185,25 @@ class BM25Index:
         touched once)."""
         return self._row(self.span_tokens(span), out)
 
+    def span_row_sampled(self, span: range, out: np.ndarray, stride: int, sample: np.ndarray) -> int:
+        """``span_row`` into ``out``, and the positive scores among ``out[::stride]`` written to
+        ``sample`` in position order (taken from each block of the row while it is in the cache,
+        ``kernels.score_row_sampled``); returns their number."""
+        self._check_out(out)
+        if sample.size < -(-self.size // stride) or sample.dtype != np.float64:
+            raise ValueError(f"sample must be a float64 array of at least {-(-self.size // stride)} values")
+        return _kernels().score_row_sampled(self.span_tokens(span), self.postings, out, stride, sample)
+
     def _row(self, query: np.ndarray, out: np.ndarray | None) -> np.ndarray:
         if out is None:
             out = np.empty(self.size)
-        elif out.shape != (self.size,) or out.dtype != np.float64:
-            raise ValueError(f"out must be a float64 array of shape ({self.size},)")
+        self._check_out(out)
         _kernels().score_row(query, self.postings, out)
         return out
+
+    def _check_out(self, out: np.ndarray) -> None:
+        if out.shape != (self.size,) or out.dtype != np.float64:
+            raise ValueError(f"out must be a float64 array of shape ({self.size},)")
 
     def _query(self, query: Sequence[str]) -> np.ndarray:
         """The token ids of the query's known tokens, in order (unknown ones add 0.0: left out)."""

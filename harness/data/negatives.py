@@ -204,18 +204,19 @@ def context_negatives(context_row: np.ndarray, keys: np.ndarray, req: Request, k
 
 class Scratch:
     """Work arrays for the queries of one worker over a corpus of ``size`` documents, reused from
-    query to query (a fresh megabyte per query would cost page faults): a score row, positions
-    and their scores, and a byte mask."""
+    query to query (a fresh megabyte per query would cost page faults): a score row, its strided
+    sample, positions and their scores, and a byte mask."""
 
     def __init__(self, size: int) -> None:
         self.row = np.empty(size)
+        self.hits = np.empty(-(-size // _STRIDE))
         self.positions = np.empty(2 * size, dtype=np.int64)
         self.values = np.empty(2 * size)
         self.mask = np.empty(-(-size // 8) * 8, dtype=np.uint8)
 
 
 def _usable_hits(row: np.ndarray, texts: Texts, banned: int, n: int, exclude: range,
-                 scratch: Scratch | None = None) -> np.ndarray:
+                 scratch: Scratch | None = None, hits: np.ndarray | None = None) -> np.ndarray:
     """The first ``n`` usable hits of the full score ``row`` (read-only) in rank order: score > 0,
     outside ``exclude``, a non-empty text other than the ``banned`` one, each text at its
     best-ranked position only. Equal texts score alike (same tokens), so a text's best-ranked
@@ -226,12 +227,15 @@ def _usable_hits(row: np.ndarray, texts: Texts, banned: int, n: int, exclude: ra
     sample stands for), so the prefix is a superset of the ranking's top positions, ties included.
     Only the usable positions scoring above that cut are sorted; those tied at it follow in
     position order (ties rank by position), as many as needed. A prefix without ``n`` usable hits
-    lowers the sample's cut (``w`` times 4), and finally every hit is ranked. Compiled
-    (``kernels.usable_hits``)."""
-    from harness.data.kernels import usable_hits
+    lowers the sample's cut (``w`` times 4), and finally every hit is ranked. ``hits``: that
+    sample, the positive scores among ``row[::_STRIDE]``, where the caller took it while scoring
+    the row (it is reordered). Compiled (``kernels.usable_hits``)."""
+    from harness.data.kernels import strided_hits, usable_hits
 
     scratch = scratch or Scratch(row.size)
-    return usable_hits(row, texts.first, texts.first_of(banned), exclude.start, exclude.stop,
+    if hits is None:
+        hits = scratch.hits[:strided_hits(row, _STRIDE, scratch.hits)]
+    return usable_hits(row, hits, texts.first, texts.first_of(banned), exclude.start, exclude.stop,
                        texts.moved(exclude, banned), n, _STRIDE, scratch.positions, scratch.values,
                        scratch.mask)
 
@@ -244,9 +248,12 @@ def response_negatives(index: BM25Index, texts: Texts, req: Request, k: int, dep
     down the ranking: the next hits in rank order, then the documents at score 0 (one tie)
     shuffled."""
     scratch = scratch or Scratch(index.size)
-    row = index.span_row(range(req.positive, req.positive + 1), scratch.row)
+    count = index.span_row_sampled(range(req.positive, req.positive + 1), scratch.row, _STRIDE,
+                                   scratch.hits)
+    row = scratch.row
     banned = int(texts.keys[req.positive])
-    window = _usable_hits(row, texts, banned, max(depth, k), req.exclude, scratch)
+    window = _usable_hits(row, texts, banned, max(depth, k), req.exclude, scratch,
+                          hits=scratch.hits[:count])
     drawn = np.sort(rng.choice(window.size, size=min(k, window.size), replace=False))
     chosen: list[int] = window[drawn].tolist()
     if len(chosen) < k:

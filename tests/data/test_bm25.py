@@ -63,6 +63,27 @@ def test_rows_over_many_blocks_exactly_equal_rank_bm25(
         assert index.scores(query, out) is out and np.array_equal(out, reference.get_scores(query))
 
 
+def test_sampled_row_is_the_row_and_its_strided_hits(
+        sample: tuple[list[list[str]], list[list[str]]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """``span_row_sampled`` (the response sampler's row) writes the same row as ``span_row`` and
+    samples it while scoring: the positive scores among ``row[::stride]``, in position order,
+    also where blocks (64 documents) are not a multiple of the stride (5)."""
+    docs, _ = sample
+    monkeypatch.setattr(bm25, "_BLOCK", 64)
+    index = BM25Index(docs)
+    for span in (range(1), range(12, 15), range(100, 101), range(390, 400), range(7, 7)):
+        for stride in (1, 5, 32):
+            out, hits = np.full(len(docs), np.nan), np.full(-(-len(docs) // stride), np.nan)
+            count = index.span_row_sampled(span, out, stride, hits)
+            row = index.span_row(span)
+            assert np.array_equal(out, row)
+            strided = row[::stride]
+            assert np.array_equal(hits[:count], strided[strided > 0])
+            assert (count > 0) == (len(span) > 0)
+    with pytest.raises(ValueError, match="sample"):
+        index.span_row_sampled(range(3), np.empty(len(docs)), 5, np.empty(3))
+
+
 def test_batch_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], list[list[str]]]) -> None:
     docs, queries = sample
     reference = rank_bm25.BM25Okapi(docs, k1=K1, b=B, epsilon=EPSILON)

@@ -105,6 +105,23 @@ def test_top_k_matches_a_full_sort_with_ties() -> None:
         assert neg._top_k(row, keys, banned, k) == expected
 
 
+def test_ranked_is_a_stable_sort_by_descending_score() -> None:
+    """The window's radix sort orders positions exactly as numpy's stable sort by descending score
+    (ties keep position order): many ties, zeros, subnormal and huge scores, sizes from 0 to
+    beyond one radix digit (2,048)."""
+    from harness.data.kernels import ranked
+
+    rng = np.random.default_rng(3)
+    special = np.array([0.0, 5e-324, 2.5e-310, 1e-300, 1e300, np.finfo(np.float64).max])
+    for trial in range(40):
+        n = int(rng.integers(0, 5000)) if trial > 1 else trial
+        values = (rng.integers(0, 8 if trial % 2 else 10**6, size=n) / 7).astype(np.float64)
+        values[rng.integers(0, max(n, 1), size=n // 20)] = rng.choice(special, size=n // 20)
+        positions = np.sort(rng.choice(10 * n + 1, size=n, replace=False)).astype(np.int64)
+        expected = positions[np.argsort(-values, kind="stable")]
+        assert np.array_equal(ranked(positions, values), expected)
+
+
 def test_usable_hits_match_a_full_sort_with_ties() -> None:
     """The response window from a sampled prefix of the read-only row equals walking the whole
     ranking (score desc, position asc), hits only, outside the excluded range, each text once.
