@@ -208,8 +208,9 @@ _DIGIT = 11  # bits per pass of ``ranked``'s radix sort: six passes over 64-bit 
 
 @njit(cache=True, nogil=True)
 def ranked(positions: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """``positions`` (ascending) by descending ``values`` (their scores, non-negative), ties in
-    position order: ``positions[np.argsort(-values, kind="stable")]`` in numpy.
+    """``positions`` (ascending) by descending ``values`` (their scores: non-negative, never -0.0
+    or NaN, as the window's hits are), ties in position order:
+    ``positions[np.argsort(-values, kind="stable")]`` in numpy.
 
     A least-significant-digit radix sort, which is stable, on the complement of each score's bits
     (a non-negative float64's bits, read as an unsigned integer, ascend with its value): a few
