@@ -150,6 +150,10 @@ class StudyRecords:
                 continue
             self._seeds[seed.trial_key] = seed.run_id
             self._recovered.add(seed.run_id)
+            if seed.done and seed.status != "FINISHED":
+                # The done tag is the commit point of trial_finished; a driver killed right after it
+                # left the run RUNNING, which the report's reader (FINISHED runs) would skip.
+                self.store.end_run(seed.run_id, "FINISHED")
             if seed.done and seed.config_id is not None and seed.seed is not None:
                 self._done[seed.trial_key] = seed
                 self._test.setdefault(seed.config_id, {})[int(seed.seed)] = dict(seed.test)

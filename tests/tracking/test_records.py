@@ -45,3 +45,19 @@ def test_a_config_and_seed_run_left_undescribed_by_a_killed_driver_are_described
     third.trial_started(ticket)
     assert [r.info.run_id for r in iter_runs(client, first.experiment_id, C.KIND_CONFIG)] == [config]
     assert [r.info.run_id for r in iter_runs(client, first.experiment_id, C.KIND_TRIAL)] == [seed_run]
+
+
+def test_a_done_seed_run_left_running_by_a_killed_driver_is_ended_finished_on_resume(tmp_path):
+    """A driver killed between trial_finished's done tag (its commit point) and ending the run
+    leaves the run RUNNING; the next driver ends it FINISHED, so the report's reader finds it."""
+    store = TrackingStore(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    first = StudyRecords.open(store, "half-ended")
+    first.study_started(params={})
+    ticket = _ticket(1)
+    run = first.trial_started(ticket)
+    store.log_metrics(run, {"test_map": 0.5})
+    store.set_tags(run, {C.TAG_DONE: "1"})
+    assert store.client.get_run(run).info.status == "RUNNING"
+    second = StudyRecords.open(store, "half-ended")
+    assert second.is_done(ticket.key)
+    assert store.client.get_run(run).info.status == "FINISHED"
