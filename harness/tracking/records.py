@@ -22,7 +22,7 @@ import csv
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -154,6 +154,7 @@ class StudyRecords:
                 # The done tag is the commit point of trial_finished; a driver killed right after it
                 # left the run RUNNING, which the report's reader (FINISHED runs) would skip.
                 self.store.end_run(seed.run_id, "FINISHED")
+                seed = replace(seed, status="FINISHED")
             if seed.done and seed.config_id is not None and seed.seed is not None:
                 self._done[seed.trial_key] = seed
                 self._test.setdefault(seed.config_id, {})[int(seed.seed)] = dict(seed.test)

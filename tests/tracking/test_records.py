@@ -61,3 +61,4 @@ def test_a_done_seed_run_left_running_by_a_killed_driver_is_ended_finished_on_re
     second = StudyRecords.open(store, "half-ended")
     assert second.is_done(ticket.key)
     assert store.client.get_run(run).info.status == "FINISHED"
+    assert second.done_run(ticket.key).status == "FINISHED"  # what the driver holds says so too
