@@ -56,10 +56,7 @@ def score_row_sampled(query: np.ndarray, postings: Postings, out: np.ndarray, st
         base = k * postings.block
         stop = min(base + postings.block, out.size)
         _score_block(query, postings, k, out[base:stop])
-        for p in range(-(-base // stride) * stride, stop, stride):
-            if out[p] > 0:
-                sample[count] = out[p]
-                count += 1
+        count = _strided_hits_in(out, base, stop, stride, sample, count)
     return count
 
 
@@ -67,8 +64,15 @@ def score_row_sampled(query: np.ndarray, postings: Postings, out: np.ndarray, st
 def strided_hits(row: np.ndarray, stride: int, sample: np.ndarray) -> int:
     """Writes the positive scores among ``row[::stride]`` to ``sample`` in position order; returns
     their number (``v = row[::stride]; v[v > 0]`` in numpy)."""
-    count = 0
-    for p in range(0, row.size, stride):
+    return _strided_hits_in(row, 0, row.size, stride, sample, 0)
+
+
+@njit(cache=True, nogil=True)
+def _strided_hits_in(row: np.ndarray, start: int, stop: int, stride: int, sample: np.ndarray,
+                     count: int) -> int:
+    """``strided_hits`` over the positions ``[start, stop)`` only, appended to ``sample`` from
+    ``count``; returns the new count."""
+    for p in range(-(-start // stride) * stride, stop, stride):
         if row[p] > 0:
             sample[count] = row[p]
             count += 1
