@@ -145,21 +145,20 @@ def read_corpus(path: Path, progress: Progress | None = None) -> Corpus:
 
 
 class Bm25:
-    """The corpus' tokens and BM25 index, built once on first use (~2 s for the full file)."""
+    """The corpus' BM25 index, built once on first use (~2 s for the full file)."""
 
     def __init__(self, corpus: Corpus, progress: Progress | None = None) -> None:
         self._corpus = corpus
         self._progress = progress
-        self._built: tuple[list[list[str]], BM25Index] | None = None
+        self._index: BM25Index | None = None
 
-    def get(self) -> tuple[list[list[str]], BM25Index]:
-        if self._built is None:
+    def get(self) -> BM25Index:
+        if self._index is None:
             if self._progress:
                 self._progress(f"tokenising and indexing {len(self._corpus.texts):,} utterances "
                                f"for BM25")
-            tokens = [tokenize(t) for t in self._corpus.texts]
-            self._built = (tokens, BM25Index(tokens))
-        return self._built
+            self._index = BM25Index([tokenize(t) for t in self._corpus.texts])
+        return self._index
 
 
 def _split_groups(cfg: DataConfig, corpus: Corpus) -> GroupSplit:
@@ -192,7 +191,7 @@ def _sample_queries(cfg: DataConfig, corpus: Corpus, bm25: Bm25, conversations: 
     if progress:
         progress(f"{len(conversations):,} conversations, {len(requests):,} queries, "
                  f"{len(corpus.texts):,} utterances in the negative pool, {method} negatives")
-    _, index = bm25.get()
+    index = bm25.get()
     sampled = neg.sample(method, index, corpus.keys, requests, cfg.negatives,
                          depth=cfg.depth, progress=progress, workers=workers)
     by_conv: dict[int, list[Query]] = {}
