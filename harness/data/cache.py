@@ -29,7 +29,7 @@ import json
 import os
 import pickle
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from math import isnan
 from pathlib import Path
@@ -102,9 +102,15 @@ def train_cache_file(cfg: DataConfig, base: str, method: str) -> Path:
     return cache_root(cfg) / "data" / f"{cfg.source}-{base}-train-{method}.pkl"
 
 
-def _encode(splits: Splits) -> tuple[Any, ...]:
-    """Column arrays per split over one string table; a None score is stored as NaN (a real
-    score is always finite)."""
+Payload = tuple[Any, ...]  # (_FORMAT, fingerprint, string table, (train, dev, test) columns)
+STRING_COLUMNS = ("qid", "group", "context", "doc", "text")  # ids into the string table
+COLUMNS = ("qid", "group", "n_context", "context", "n_candidates", "doc", "text", "label", "score")
+
+
+def encode(splits: Splits) -> Payload:
+    """Column arrays per split over one string table that holds each distinct string once, in the
+    order of its first use (per split: qids, groups, contexts, doc ids, texts); a None score is
+    stored as NaN (a real score is always finite)."""
     table: dict[str, int] = {}
     ref = table.setdefault
 
@@ -126,14 +132,37 @@ def _encode(splits: Splits) -> tuple[Any, ...]:
     return (_FORMAT, splits.fingerprint, list(table), parts)
 
 
-def _decode(payload: tuple[Any, ...]) -> Splits:
+def pack(fp: str, strings: Sequence[str], parts: Sequence[Mapping[str, np.ndarray]]) -> Payload:
+    """The payload ``encode`` makes, from columns already in arrays: ``parts`` (train, dev, test)
+    hold ``COLUMNS``, the ``STRING_COLUMNS`` as indices into ``strings`` (distinct strings, any
+    order). The table keeps the strings used, in the order of their first use, as ``encode`` does,
+    so both write the same bytes for the same queries."""
+    used = np.concatenate([np.asarray(part[name], dtype=np.int64).ravel()
+                           for part in parts for name in STRING_COLUMNS])
+    first = np.full(len(strings), used.size, dtype=np.int64)  # each string's first use
+    np.minimum.at(first, used, np.arange(used.size))
+    order = np.flatnonzero(first < used.size)
+    order = order[np.argsort(first[order])]
+    rank = np.zeros(len(strings), dtype=np.int32)
+    rank[order] = np.arange(order.size, dtype=np.int32)
+    dtypes = {"score": np.float64}
+    columns = tuple({name: np.ascontiguousarray(rank[part[name]] if name in STRING_COLUMNS else part[name],
+                                                dtype=dtypes.get(name, np.int32))
+                     for name in COLUMNS} for part in parts)
+    return (_FORMAT, fp, [strings[i] for i in order.tolist()], columns)
+
+
+def decode(payload: Payload) -> Splits:
+    """The splits of a payload (``encode``'s inverse)."""
     fmt, fp, strings, parts = payload
     if fmt != _FORMAT:
         raise ValueError(f"format {fmt!r}")
     at = strings.__getitem__
 
     def queries(col: dict[str, np.ndarray]) -> tuple[Query, ...]:
-        scores = [None if isnan(s) else s for s in col["score"].tolist()]
+        scores = col["score"].tolist()
+        if np.isnan(col["score"]).any():  # a source without first-stage scores
+            scores = [None if isnan(s) else s for s in scores]
         cands = list(map(Candidate, map(at, col["doc"].tolist()), map(at, col["text"].tolist()),
                          col["label"].tolist(), scores))
         context = list(map(at, col["context"].tolist()))
@@ -168,7 +197,7 @@ def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None
         return None
     try:
         with paused_gc(), open(path, "rb") as fh:
-            splits = _decode(pickle.load(fh))
+            splits = decode(pickle.load(fh))
     # A corrupt, truncated or foreign file is a cache miss, never a failure.
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
             AttributeError, ImportError) as exc:
@@ -178,15 +207,16 @@ def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None
     return splits if splits.fingerprint == fp else None
 
 
-def store(path: Path, splits: Splits, progress: Progress | None = None) -> bool:
-    """Write ``splits`` to ``path`` atomically; on an OS error report it and return False (the
-    build is still usable, only not cached)."""
+def store(path: Path, data: Splits | Payload, progress: Progress | None = None) -> bool:
+    """Write ``data`` (splits, or their ``encode``/``pack`` payload) to ``path`` atomically; on an
+    OS error report it and return False (the build is still usable, only not cached)."""
+    payload = encode(data) if isinstance(data, Splits) else data
     tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(_encode(splits), fh, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; reading os.umask would race other threads

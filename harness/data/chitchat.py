@@ -20,7 +20,7 @@ the first-stage ranking that sigma_BM25, the difficulty heuristics and WSLS read
 reference BM25 MAP. Under ``context`` the negatives are the top of that very ranking, so r+
 mostly ranks last (BM25 MAP below a random order's); under ``response`` they are not chosen by it.
 
-Training negatives (``train.sampler``; ``build_train``) may come from another method (the other
+Training negatives (``train.sampler``; ``build_train_payload``) may come from another method (the other
 protocol, or ``random``: uniform over the other conversations' utterances); only the train split
 is rebuilt, dev and test keep the protocol's candidates.
 
@@ -44,10 +44,11 @@ from typing import Any
 import numpy as np
 
 from harness.config import TRAIN_SAMPLERS, DataConfig
+from harness.data import cache
 from harness.data import negatives as neg
 from harness.data.bm25 import BM25Index, tokenize
 from harness.data.progress import Progress
-from harness.data.records import Candidate, Query, Splits
+from harness.data.records import Query, Splits
 from harness.data.splits import GroupSplit, choose_subset, split_groups
 from harness.errors import ConfigError, DataError
 
@@ -177,60 +178,89 @@ def _split_groups(cfg: DataConfig, corpus: Corpus) -> GroupSplit:
     return groups
 
 
-def _sample_queries(cfg: DataConfig, corpus: Corpus, bm25: Bm25, conversations: Sequence[int],
-                    method: str, progress: Progress | None,
-                    workers: int | None) -> dict[int, list[Query]]:
-    """The queries of ``conversations`` with negatives by ``method``, per conversation."""
-    turns = [(ci, t) for ci in conversations for t in range(1, len(corpus.conversations[ci].utterances))]
+def _sample(cfg: DataConfig, corpus: Corpus, bm25: Bm25, conversations: Sequence[int], method: str,
+            progress: Progress | None, workers: int | None) -> list[neg.Sampled]:
+    """The negatives by ``method`` of every turn >= 1 of ``conversations``, in that order."""
     requests = [neg.Request(qid=f"c{ci}t{t}", positive=corpus.starts[ci] + t,
                             context=range(corpus.starts[ci] + max(0, t - cfg.context_turns),
                                           corpus.starts[ci] + t),
                             exclude=corpus.conversation_range(ci),
                             seed=(cfg.split_seed & 0xFFFFFFFF, ci, t))
-                for ci, t in turns]
+                for ci in conversations for t in range(1, len(corpus.conversations[ci].utterances))]
     if progress:
         progress(f"{len(conversations):,} conversations, {len(requests):,} queries, "
                  f"{len(corpus.texts):,} utterances in the negative pool, {method} negatives")
     index = bm25.get()
-    sampled = neg.sample(method, index, corpus.keys, requests, cfg.negatives,
-                         depth=cfg.depth, progress=progress, workers=workers)
-    by_conv: dict[int, list[Query]] = {}
-    for (ci, t), sample in zip(turns, sampled, strict=True):
-        by_conv.setdefault(ci, []).append(_query(corpus, ci, t, cfg.context_turns, sample))
-    return by_conv
+    return neg.sample(method, index, corpus.keys, requests, cfg.negatives, depth=cfg.depth,
+                      progress=progress, workers=workers)
 
 
-def _query(corpus: Corpus, ci: int, turn: int, context_turns: int, sampled: neg.Sampled) -> Query:
-    conv = corpus.conversations[ci]
-    pos = corpus.starts[ci] + turn
-    candidates = [Candidate(doc_id=corpus.doc_ids[pos], text=corpus.texts[pos], label=1,
-                            score=sampled.positive_score)]
-    candidates += [Candidate(doc_id=corpus.doc_ids[p], text=corpus.texts[p], label=0, score=s)
-                   for p, s in zip(sampled.negatives, sampled.scores, strict=True)]
-    return Query(qid=f"c{ci}t{turn}", context=conv.utterances[max(0, turn - context_turns):turn],
-                 candidates=tuple(candidates), group=f"c{ci}")
+def _payload(cfg: DataConfig, corpus: Corpus, sampled: Sequence[neg.Sampled],
+             sampled_convs: Sequence[int], splits: Sequence[Sequence[int]], fingerprint: str) -> cache.Payload:
+    """The cache payload (``cache.pack``) of the queries of ``splits`` (train, dev, test: their
+    conversations, in order; a query per turn >= 1), straight from the corpus positions of
+    ``sampled`` (the queries of ``sampled_convs``, in order): no query object is made on the way.
+
+    Each query: id ``c{conv}t{turn}``, group ``c{conv}``, context the ``data.context_turns``
+    utterances before the turn, candidates the positive (label 1) then the negatives best first
+    (label 0), each with its first-stage score."""
+    strings: dict[str, int] = {}
+    ref = strings.setdefault
+    doc_id = np.array([ref(d, len(strings)) for d in corpus.doc_ids], dtype=np.int64)
+    text = np.array([ref(t, len(strings)) for t in corpus.texts], dtype=np.int64)
+    turns = np.array([len(corpus.conversations[ci].utterances) - 1 for ci in sampled_convs], dtype=np.int64)
+    first = dict(zip(sampled_convs, (np.cumsum(turns) - turns).tolist(), strict=True))
+    positions = np.array([s.negatives for s in sampled], dtype=np.int64).reshape(len(sampled), cfg.negatives)
+    scores = np.array([(s.positive_score, *s.scores) for s in sampled], dtype=np.float64)
+    k = positions.shape[1] + 1
+    parts = []
+    for convs in splits:
+        if not convs:
+            parts.append(dict.fromkeys(cache.COLUMNS, np.zeros(0, dtype=np.int64)))
+            continue
+        conv = np.repeat(np.asarray(convs, dtype=np.int64), [len(corpus.conversations[c].utterances) - 1 for c in convs])
+        at = np.concatenate([np.arange(first[c], first[c] + len(corpus.conversations[c].utterances) - 1)
+                             for c in convs])
+        turn = np.concatenate([np.arange(1, len(corpus.conversations[c].utterances)) for c in convs])
+        start = np.asarray(corpus.starts, dtype=np.int64)[conv]
+        n_context = np.minimum(turn, cfg.context_turns)
+        ends = np.cumsum(n_context)
+        # each query's context: the positions start + turn - n_context .. start + turn - 1
+        context = np.arange(int(ends[-1])) - np.repeat(ends - n_context, n_context) \
+            + np.repeat(start + turn - n_context, n_context)
+        candidates = np.concatenate([(start + turn)[:, None], positions[at]], axis=1).ravel()
+        qid = np.array([ref(f"c{c}t{t}", len(strings)) for c, t in zip(conv.tolist(), turn.tolist(), strict=True)],
+                       dtype=np.int64)
+        group = np.array([ref(f"c{c}", len(strings)) for c in conv.tolist()], dtype=np.int64)
+        label = np.zeros((len(at), k), dtype=np.int64)
+        label[:, 0] = 1
+        parts.append({"qid": qid, "group": group, "n_context": n_context, "context": text[context],
+                      "n_candidates": np.full(len(at), k), "doc": doc_id[candidates],
+                      "text": text[candidates], "label": label.ravel(), "score": scores[at].ravel()})
+    return cache.pack(fingerprint, list(strings), parts)
+
+
+def build_payload(cfg: DataConfig, *, path: Path, fingerprint: str, progress: Progress | None = None,
+                  workers: int | None = None, corpus: Corpus | None = None,
+                  bm25: Bm25 | None = None) -> cache.Payload:
+    """The cache payload of the embedded set for ``cfg`` from the chitchat-format file at
+    ``path``, every split's negatives by ``cfg.protocol`` (``corpus`` and ``bm25``: already read /
+    indexed). ``max_*_queries`` caps are not applied here (``harness.data.load`` applies them
+    after the cache), so one build serves every cap."""
+    corpus = corpus or read_corpus(path, progress)
+    bm25 = bm25 or Bm25(corpus, progress)
+    groups = _split_groups(cfg, corpus)
+    chosen = sorted(groups.train + groups.dev + groups.test)
+    sampled = _sample(cfg, corpus, bm25, chosen, cfg.protocol, progress, workers)
+    return _payload(cfg, corpus, sampled, chosen, (groups.train, groups.dev, groups.test), fingerprint)
 
 
 def build_splits(cfg: DataConfig, *, path: Path, fingerprint: str,
                  progress: Progress | None = None, workers: int | None = None,
                  corpus: Corpus | None = None, bm25: Bm25 | None = None) -> Splits:
-    """Build the embedded data set for ``cfg`` from the chitchat-format file at ``path``, every
-    split's negatives by ``cfg.protocol`` (``corpus`` and ``bm25``: already read / indexed).
-
-    ``max_*_queries`` caps are not applied here (``harness.data.load`` applies them after the
-    cache), so one build serves every cap.
-    """
-    corpus = corpus or read_corpus(path, progress)
-    bm25 = bm25 or Bm25(corpus, progress)
-    groups = _split_groups(cfg, corpus)
-    chosen = sorted(groups.train + groups.dev + groups.test)
-    by_conv = _sample_queries(cfg, corpus, bm25, chosen, cfg.protocol, progress, workers)
-
-    def gather(indices: tuple[int, ...]) -> tuple[Query, ...]:
-        return tuple(q for ci in indices for q in by_conv[ci])
-
-    return Splits(train=gather(groups.train), dev=gather(groups.dev), test=gather(groups.test),
-                  fingerprint=fingerprint)
+    """The splits of ``build_payload`` (the same arguments): what loading its cache file gives."""
+    return cache.decode(build_payload(cfg, path=path, fingerprint=fingerprint, progress=progress,
+                                      workers=workers, corpus=corpus, bm25=bm25))
 
 
 def train_method(train_sampler: str, protocol: str) -> str | None:
@@ -248,15 +278,24 @@ def train_method(train_sampler: str, protocol: str) -> str | None:
     return None if method is None or method == protocol else method
 
 
-def build_train(cfg: DataConfig, method: str, *, path: Path, progress: Progress | None = None,
-                workers: int | None = None, corpus: Corpus | None = None,
-                bm25: Bm25 | None = None) -> tuple[Query, ...]:
-    """The train split of ``build_splits(cfg)`` with its negatives by ``method`` instead (the same
-    queries, contexts and positives, in the same order; every candidate scored as there)."""
+def build_train_payload(cfg: DataConfig, method: str, *, path: Path, fingerprint: str,
+                        progress: Progress | None = None, workers: int | None = None,
+                        corpus: Corpus | None = None, bm25: Bm25 | None = None) -> cache.Payload:
+    """The payload of the train split of ``build_payload(cfg)`` with its negatives by ``method``
+    instead (the same queries, contexts and positives, in the same order; every candidate scored
+    as there), and no dev or test queries."""
     if method not in neg.METHODS:
         raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(neg.METHODS)}")
     corpus = corpus or read_corpus(path, progress)
     bm25 = bm25 or Bm25(corpus, progress)
     groups = _split_groups(cfg, corpus)
-    by_conv = _sample_queries(cfg, corpus, bm25, groups.train, method, progress, workers)
-    return tuple(q for ci in groups.train for q in by_conv[ci])
+    sampled = _sample(cfg, corpus, bm25, groups.train, method, progress, workers)
+    return _payload(cfg, corpus, sampled, groups.train, (groups.train, (), ()), fingerprint)
+
+
+def build_train(cfg: DataConfig, method: str, *, path: Path, progress: Progress | None = None,
+                workers: int | None = None, corpus: Corpus | None = None,
+                bm25: Bm25 | None = None) -> tuple[Query, ...]:
+    """The train queries of ``build_train_payload`` (the same arguments)."""
+    return cache.decode(build_train_payload(cfg, method, path=path, fingerprint="", progress=progress,
+                                            workers=workers, corpus=corpus, bm25=bm25)).train

@@ -70,9 +70,10 @@ def apply_caps(splits: Splits, cfg: DataConfig) -> Splits:
     return dataclasses.replace(splits, **capped, fingerprint=hashlib.sha256(blob.encode()).hexdigest())
 
 
-def _cached(target: Path, fp: str, build: Callable[[], Splits], what: str,
+def _cached(target: Path, fp: str, build: Callable[[], cache.Payload], what: str,
             progress: Progress | None) -> Splits:
-    """The splits cached at ``target`` for ``fp``, else ``build()`` stored there."""
+    """The splits cached at ``target`` for ``fp``, else those of ``build()``'s payload, stored
+    there (the splits are decoded from the payload, as a later load decodes the file)."""
     started = time.monotonic()
     splits = cache.load(target, fp, progress)
     if splits is not None:
@@ -80,8 +81,9 @@ def _cached(target: Path, fp: str, build: Callable[[], Splits], what: str,
             progress(f"loaded {what} from {target} in {time.monotonic() - started:.1f}s")
         return splits
     with cache.paused_gc():
-        splits = build()
-        stored = cache.store(target, splits, progress)
+        payload = build()
+        stored = cache.store(target, payload, progress)
+        splits = cache.decode(payload)
     if stored and progress:
         progress(f"built {what} in {time.monotonic() - started:.0f}s; cached at {target}")
     return splits
@@ -102,10 +104,10 @@ def load_chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None
             shared.append((c, chitchat.Bm25(c, progress)))
         return shared[0]
 
-    def build_base() -> Splits:
+    def build_base() -> cache.Payload:
         c, bm25 = corpus()
-        return chitchat.build_splits(cfg, path=path, fingerprint=fp, progress=progress, corpus=c,
-                                     bm25=bm25)
+        return chitchat.build_payload(cfg, path=path, fingerprint=fp, progress=progress, corpus=c,
+                                      bm25=bm25)
 
     base = _cached(cache.cache_file(cfg, fp), fp, build_base,
                    f"the data set ({cfg.protocol} protocol)", progress)
@@ -113,10 +115,10 @@ def load_chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None
         return base
     tfp = cache.train_fingerprint(fp, method)
 
-    def build_train() -> Splits:
+    def build_train() -> cache.Payload:
         c, bm25 = corpus()
-        train = chitchat.build_train(cfg, method, path=path, progress=progress, corpus=c, bm25=bm25)
-        return Splits(train=train, dev=(), test=(), fingerprint=tfp)
+        return chitchat.build_train_payload(cfg, method, path=path, fingerprint=tfp, progress=progress,
+                                            corpus=c, bm25=bm25)
 
     train = _cached(cache.train_cache_file(cfg, fp, method), tfp, build_train,
                     f"the train split ({method} negatives, train.sampler={train_sampler})", progress)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import pickle
 from pathlib import Path
 
@@ -96,3 +98,42 @@ def test_load_splits_builds_once_then_reads_the_cache(tmp_path: Path, tiny_chitc
     assert cache.cache_file(cfg, first.fingerprint).is_file()
     capped = load_splits(dataclasses.replace(cfg, max_test_queries=1))
     assert len(capped.test) == 1 and capped.train == first.train
+
+
+# sha256 of the cache files these builds wrote with the code before builds packed their columns
+# straight from the corpus positions (commit 43f69f3, which encoded query objects).
+PINNED = {
+    "small": ("2ce11acaefe5826e8328ceab41c0fb3718bdf0120c6e63df5ee05d70c8b55f9c",
+              "9f7eb9bbcc197fbf42d4114f0d3c8626e29256cce7313d84d74c6e532e7e0565"),
+    "clashing": ("dfa6d0b08dd99a5a580aa106f80f8998d85d7d3cfa97af39896aee2ec017eb28",
+                 "1f7aab754986f62e6bd7ec3d34e0062ecd1cf15d5f26cca8404b3053a8bc3114"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_a_build_writes_the_bytes_that_encoding_its_queries_writes(name: str, tmp_path: Path) -> None:
+    """The build packs its cache columns from corpus positions (``cache.pack``): the file holds
+    the bytes that ``cache.encode`` writes for the same queries, byte for byte as before. The
+    "clashing" corpus has texts equal to doc ids, query ids and group ids, and repeated texts, so
+    the one string table holds each of them once, in the order of first use."""
+    if name == "small":
+        cfg, sampler = DataConfig(conversations=12, split_seed=13, cache_dir=str(tmp_path / "c")), "bm25"
+    else:
+        convs = [[("a", "c1u0"), ("b", "c0t1"), ("a", "c2")], [("a", "hello c0u1"), ("b", "c0u1"), ("a", "c1t2")],
+                 [("a", "c0u1"), ("b", "same"), ("a", "same")], [("a", "c3"), ("b", "c2t1"), ("a", "c1u0")],
+                 [("a", "x y"), ("b", "c4t1"), ("a", "same")]]
+        raw = {f"conv-{i}": {"messages": [[{"text": t, "sender": s}] for s, t in conv]}
+               for i, conv in enumerate(convs)}
+        source = tmp_path / "clashing.json"
+        source.write_text(json.dumps(raw))
+        cfg, sampler = DataConfig(path=str(source), negatives=3, cache_dir=str(tmp_path / "c")), "random"
+    load_splits(cfg, train_sampler=sampler)
+    fp = chitchat_fingerprint(cfg)
+    method = "context" if sampler == "bm25" else sampler
+    files = (cache.cache_file(cfg, fp), cache.train_cache_file(cfg, fp, method))
+    for file, pinned, key in zip(files, PINNED[name], (fp, cache.train_fingerprint(fp, method)), strict=True):
+        blob = file.read_bytes()
+        assert hashlib.sha256(blob).hexdigest() == pinned
+        splits = cache.load(file, key)
+        assert splits is not None
+        assert pickle.dumps(cache.encode(splits), protocol=pickle.HIGHEST_PROTOCOL) == blob
