@@ -162,6 +162,17 @@ class Bm25:
         return self._index
 
 
+def open_corpus(path: Path, progress: Progress | None = None) -> tuple[Corpus, Bm25]:
+    """The corpus of the chitchat-format file at ``path`` and its BM25 index (built on first use).
+    Where numba's cache lacks the sampler's compiled kernels, they compile in the background
+    meanwhile (``kernels.prewarm``)."""
+    from harness.data.kernels import prewarm
+
+    prewarm()
+    corpus = read_corpus(path, progress)
+    return corpus, Bm25(corpus, progress)
+
+
 def _split_groups(cfg: DataConfig, corpus: Corpus) -> GroupSplit:
     """The conversations per split (checks the corpus is big enough for ``cfg``)."""
     eligible = [c.index for c in corpus.conversations if len(c.utterances) >= 2]
@@ -247,8 +258,8 @@ def build_payload(cfg: DataConfig, *, path: Path, fingerprint: str, progress: Pr
     ``path``, every split's negatives by ``cfg.protocol`` (``corpus`` and ``bm25``: already read /
     indexed). ``max_*_queries`` caps are not applied here (``harness.data.load`` applies them
     after the cache), so one build serves every cap."""
-    corpus = corpus or read_corpus(path, progress)
-    bm25 = bm25 or Bm25(corpus, progress)
+    if corpus is None or bm25 is None:
+        corpus, bm25 = open_corpus(path, progress)
     groups = _split_groups(cfg, corpus)
     chosen = sorted(groups.train + groups.dev + groups.test)
     sampled = _sample(cfg, corpus, bm25, chosen, cfg.protocol, progress, workers)
@@ -286,8 +297,8 @@ def build_train_payload(cfg: DataConfig, method: str, *, path: Path, fingerprint
     as there), and no dev or test queries."""
     if method not in neg.METHODS:
         raise ValueError(f"unknown negative sampling method {method!r}; valid: {', '.join(neg.METHODS)}")
-    corpus = corpus or read_corpus(path, progress)
-    bm25 = bm25 or Bm25(corpus, progress)
+    if corpus is None or bm25 is None:
+        corpus, bm25 = open_corpus(path, progress)
     groups = _split_groups(cfg, corpus)
     sampled = _sample(cfg, corpus, bm25, groups.train, method, progress, workers)
     return _payload(cfg, corpus, sampled, groups.train, (groups.train, (), ()), fingerprint)

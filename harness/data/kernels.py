@@ -15,6 +15,11 @@ leaves every sum unchanged, so the results are bitwise rank_bm25's.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 from numba import njit
 
@@ -280,14 +285,61 @@ def usable_hits(row: np.ndarray, hits: np.ndarray, first: np.ndarray, banned_at:
         wanted *= 4
 
 
-def warm() -> None:
-    """Compile (or load from the cache) every kernel for the argument types the index and the
-    sampler pass, so that processes forked afterwards inherit them instead of compiling each."""
-    from harness.data.bm25 import BM25Index
-    from harness.data.negatives import Request, Scratch, Texts, sample_one
+_SHARES = ("window", "scores")  # what each background process of ``prewarm`` compiles
+_COMPILING: list[subprocess.Popen[bytes]] = []  # those processes, until ``warm`` waits for them
 
+
+def warm(share: str | None = None) -> None:
+    """Compile (or load from numba's cache) the kernels for the argument types the index and the
+    sampler pass, by the calls they make, so that processes forked afterwards inherit them instead
+    of compiling each. First waits for ``prewarm``'s processes, whose work it then loads from the
+    cache. ``share``: only the window's kernels (``usable_hits``, ``strided_hits``) or only the
+    scorers' (``score_row``, ``score_row_sampled``, ``score_docs``); every kernel by default."""
+    from harness.data.bm25 import BM25Index
+    from harness.data.negatives import _STRIDE, Request, Scratch, Texts, _usable_hits, sample_one
+
+    while _COMPILING:
+        _COMPILING.pop().wait()
     index = BM25Index([["a", "b"], ["b"], ["c", "b"], ["a"]])
     texts = Texts(np.arange(4))
     req = Request(qid="q", context=range(1), positive=1, exclude=range(2))
-    for method in ("response", "context"):
-        sample_one(method, index, texts, req, 1, depth=1, scratch=Scratch(index.size))
+    if share is None:
+        for method in ("response", "context"):
+            sample_one(method, index, texts, req, 1, depth=1, scratch=Scratch(index.size))
+    elif share == "window":
+        scratch = Scratch(index.size)
+        _usable_hits(index.span_row(range(1), scratch.row), texts, 1, 1, req.exclude, scratch)
+    elif share == "scores":
+        scratch = Scratch(index.size)
+        index.span_row_sampled(range(1), scratch.row, _STRIDE, scratch.hits)
+        sample_one("context", index, texts, req, 1, scratch=scratch)
+    else:
+        raise ValueError(f"unknown share {share!r}; valid: {', '.join(_SHARES)}")
+
+
+def _cached() -> bool:
+    """Whether numba's on-disk cache holds every kernel (an index file each; a stale one is
+    recompiled on first call), or this process compiled them already."""
+    if usable_hits.signatures:
+        return True
+    try:
+        return all(os.path.exists(kernel._cache._cache_file._index_path)
+                   for kernel in (score_row, score_row_sampled, strided_hits, score_docs, usable_hits))
+    except AttributeError:  # numba's cache layout changed: assume it is there
+        return True
+
+
+def prewarm() -> None:
+    """Where numba's cache lacks the kernels (a first build on a machine), compile them in two
+    background processes, a share each (``warm(share)``), which write numba's cache while this
+    process reads and indexes the corpus; ``warm`` then waits and loads them. The compilation
+    (~10 s on one core) otherwise holds up the sampling."""
+    if _COMPILING or _cached():
+        return
+    root = str(Path(__file__).resolve().parents[2])  # the folder this harness package is in
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    for share in _SHARES:
+        code = f"from harness.data.kernels import warm; warm({share!r})"
+        _COMPILING.append(subprocess.Popen([sys.executable, "-c", code], env=env, cwd=root,
+                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                           stderr=subprocess.DEVNULL))

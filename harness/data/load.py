@@ -100,8 +100,7 @@ def load_chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None
 
     def corpus() -> tuple[Corpus, Bm25]:
         if not shared:
-            c = chitchat.read_corpus(path, progress)
-            shared.append((c, chitchat.Bm25(c, progress)))
+            shared.append(chitchat.open_corpus(path, progress))
         return shared[0]
 
     def build_base() -> cache.Payload:

@@ -364,15 +364,15 @@ def sample(method: str, index: BM25Index, keys: np.ndarray, requests: Sequence[R
     job = (method, index, Texts(keys), k, depth)
     out: list[Sampled] = []
     n_workers = min(workers or default_workers(), len(chunks))
+    from harness.data.kernels import warm
+
+    warm()  # compiled (or loaded from numba's cache, or awaited: kernels.prewarm) once, here
     if n_workers <= 1:
         for chunk in chunks:
             out += _run_chunk(job, chunk)
             ticker.advance(len(chunk))
         return out
     if _can_fork():
-        from harness.data.kernels import warm
-
-        warm()  # compiled once here, not once per worker
         pool: Executor = ProcessPoolExecutor(n_workers, mp_context=multiprocessing.get_context("fork"),
                                              initializer=_set_job, initargs=(os.getpid(), *job))
         run: Callable[[Sequence[Request]], list[Sampled]] = _run_job

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -52,3 +53,35 @@ def test_a_forked_worker_dies_when_its_parent_is_killed() -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+# In a process with an empty numba cache: prewarm starts the two background compilations, warm
+# waits for them, then finds every kernel it calls in the cache they wrote and compiles nothing.
+PREWARM = """
+import json
+from harness.data import kernels
+kernels.prewarm()
+started = len(kernels._COMPILING)
+kernels.prewarm()  # already under way: nothing more is started
+again = len(kernels._COMPILING)
+kernels.warm()
+stats = {k.py_func.__name__: (sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))
+         for k in (kernels.score_row, kernels.score_row_sampled, kernels.score_docs, kernels.usable_hits)}
+kernels.prewarm()  # compiled in this process now: nothing to start
+print(json.dumps({"started": started, "again": again, "after": len(kernels._COMPILING), "stats": stats}))
+"""
+
+
+def test_kernels_compile_in_the_background_into_the_cache_that_warm_then_loads(tmp_path) -> None:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    out = subprocess.run([sys.executable, "-c", PREWARM], env=env, capture_output=True, text=True,
+                         check=True, timeout=300)
+    report = json.loads(out.stdout)
+    assert report["started"] == 2 and report["again"] == 2 and report["after"] == 0
+    kernels = ("score_row", "score_row_sampled", "score_docs", "usable_hits")
+    assert report["stats"] == {name: [1, 0] for name in kernels}  # one cache hit each, no miss
+    # ... and with that cache in place, a new process has nothing to compile in the background.
+    code = "from harness.data import kernels; kernels.prewarm(); print(len(kernels._COMPILING))"
+    again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           check=True, timeout=300)
+    assert again.stdout.strip() == "0"
