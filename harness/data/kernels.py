@@ -4,7 +4,8 @@ Each kernel does what a few lines of numpy would, in one pass and without tempor
 form is given with each). tests/data/test_bm25.py checks the scores against rank_bm25 bit for bit,
 and tests/data/test_chitchat.py the response window against a full sort of the row.
 Numba compiles a kernel on its first call and caches the machine code next to this file
-(``cache=True``), so only the first build on a machine pays the compilation (a few seconds).
+(``cache=True``), so only the first build on a machine pays the compilation (~10 s of CPU, in two
+background processes while the corpus is read: ``prewarm``).
 The kernels release the GIL, so the sampler's threads run them in parallel.
 
 Floating point: ``score_row`` and ``score_docs`` add a document's weights one query token at a time,
@@ -299,7 +300,12 @@ def warm(share: str | None = None) -> None:
     from harness.data.negatives import _STRIDE, Request, Scratch, Texts, _usable_hits, sample_one
 
     while _COMPILING:
-        _COMPILING.pop().wait()
+        child = _COMPILING.pop()
+        try:
+            child.wait(timeout=600)
+        except subprocess.TimeoutExpired:  # stuck: compile here instead
+            child.kill()
+            child.wait()
     index = BM25Index([["a", "b"], ["b"], ["c", "b"], ["a"]])
     texts = Texts(np.arange(4))
     req = Request(qid="q", context=range(1), positive=1, exclude=range(2))
@@ -340,6 +346,9 @@ def prewarm() -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     for share in _SHARES:
         code = f"from harness.data.kernels import warm; warm({share!r})"
-        _COMPILING.append(subprocess.Popen([sys.executable, "-c", code], env=env, cwd=root,
-                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                           stderr=subprocess.DEVNULL))
+        try:
+            _COMPILING.append(subprocess.Popen([sys.executable, "-c", code], env=env, cwd=root,
+                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL))
+        except OSError:  # no interpreter to start: ``warm`` compiles here, as before
+            return

@@ -32,6 +32,7 @@ baseline: {{}}
 seeds: [1, 2]
 resources: {{cpus: 1, gpus: 0}}
 concurrency: 2
+models: none  # no MLflow models at the end: only tests/model checks them
 failure: {{max_retries: 3, checkpoint_every_s: 0}}   # a checkpoint at every evaluation
 storage_path: {storage}
 """

@@ -28,6 +28,7 @@ configs:
     set: {{train.lr: 0.5}}
 seeds: [1, 2]
 concurrency: 2
+models: none  # no MLflow models at the end: only tests/model checks them
 early_stopping: {{rungs: [0.25, 0.5], reduction_factor: 2}}
 storage_path: {{storage}}
 """
@@ -101,6 +102,7 @@ search:
     smoothing.epsilon: {{{{uniform: [0.05, 0.3]}}}}
 seeds: [1, 2]
 concurrency: 2
+models: none  # no MLflow models at the end: only tests/model checks them
 early_stopping: {{{{rungs: [0.25], reduction_factor: 2}}}}
 storage_path: {{storage}}
 """

@@ -27,6 +27,7 @@ configs:
 seeds: [1, 2]
 resources: {{cpus: 1, gpus: 0}}
 concurrency: 2
+models: none  # no MLflow models at the end: only tests/model checks them
 failure: {{max_retries: 0}}
 storage_path: {storage}
 """

@@ -22,6 +22,7 @@ configs:
   - name: ls
     set: {{smoothing.method: LS, smoothing.epsilon: 0.2}}
 seeds: {seeds}
+models: none
 storage_path: {storage}
 """
 

@@ -32,6 +32,7 @@ configs:
 seeds: [1, 2, 3]
 resources: {{cpus: 1, gpus: {gpus}}}
 concurrency: 2
+models: none  # no MLflow models at the end: only tests/model checks them
 failure: {{max_retries: 2}}
 storage_path: {storage}
 """
@@ -221,6 +222,7 @@ search:
 seeds: [1, 2]
 resources: {{cpus: 1, gpus: {gpus}}}
 concurrency: 2
+models: none  # no MLflow models at the end: only tests/model checks them
 storage_path: {storage}
 """
 
