@@ -206,6 +206,12 @@ def _sample(cfg: DataConfig, corpus: Corpus, bm25: Bm25, conversations: Sequence
                       progress=progress, workers=workers)
 
 
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    """0..n-1 for each n of ``lengths``, concatenated: ``_offsets([2, 3]) -> [0, 1, 0, 1, 2]``."""
+    ends = np.cumsum(lengths)
+    return np.arange(int(ends[-1]) if ends.size else 0) - np.repeat(ends - lengths, lengths)
+
+
 def _payload(cfg: DataConfig, corpus: Corpus, sampled: Sequence[neg.Sampled],
              sampled_convs: Sequence[int], splits: Sequence[Sequence[int]], fingerprint: str) -> cache.Payload:
     """The cache payload (``cache.pack``) of the queries of ``splits`` (train, dev, test: their
@@ -219,34 +225,31 @@ def _payload(cfg: DataConfig, corpus: Corpus, sampled: Sequence[neg.Sampled],
     ref = strings.setdefault
     doc_id = np.array([ref(d, len(strings)) for d in corpus.doc_ids], dtype=np.int64)
     text = np.array([ref(t, len(strings)) for t in corpus.texts], dtype=np.int64)
-    turns = np.array([len(corpus.conversations[ci].utterances) - 1 for ci in sampled_convs], dtype=np.int64)
-    first = dict(zip(sampled_convs, (np.cumsum(turns) - turns).tolist(), strict=True))
+    starts = np.asarray(corpus.starts, dtype=np.int64)
+    n_turns = np.maximum(np.diff(starts) - 1, 0)  # queries per conversation: its turns >= 1
+    sampled_at = np.zeros(n_turns.size, dtype=np.int64)  # each conversation's first in ``sampled``
+    counts = n_turns[np.asarray(sampled_convs, dtype=np.int64)]
+    sampled_at[np.asarray(sampled_convs, dtype=np.int64)] = np.cumsum(counts) - counts
     positions = np.array([s.negatives for s in sampled], dtype=np.int64).reshape(len(sampled), cfg.negatives)
     scores = np.array([(s.positive_score, *s.scores) for s in sampled], dtype=np.float64)
     k = positions.shape[1] + 1
     parts = []
     for convs in splits:
-        if not convs:
-            parts.append(dict.fromkeys(cache.COLUMNS, np.zeros(0, dtype=np.int64)))
-            continue
-        conv = np.repeat(np.asarray(convs, dtype=np.int64), [len(corpus.conversations[c].utterances) - 1 for c in convs])
-        at = np.concatenate([np.arange(first[c], first[c] + len(corpus.conversations[c].utterances) - 1)
-                             for c in convs])
-        turn = np.concatenate([np.arange(1, len(corpus.conversations[c].utterances)) for c in convs])
-        start = np.asarray(corpus.starts, dtype=np.int64)[conv]
+        convs = np.asarray(convs, dtype=np.int64)
+        conv = np.repeat(convs, n_turns[convs])
+        turn = _offsets(n_turns[convs]) + 1
+        at = sampled_at[conv] + turn - 1
         n_context = np.minimum(turn, cfg.context_turns)
-        ends = np.cumsum(n_context)
         # each query's context: the positions start + turn - n_context .. start + turn - 1
-        context = np.arange(int(ends[-1])) - np.repeat(ends - n_context, n_context) \
-            + np.repeat(start + turn - n_context, n_context)
-        candidates = np.concatenate([(start + turn)[:, None], positions[at]], axis=1).ravel()
+        context = _offsets(n_context) + np.repeat(starts[conv] + turn - n_context, n_context)
+        candidates = np.concatenate([(starts[conv] + turn)[:, None], positions[at]], axis=1).ravel()
         qid = np.array([ref(f"c{c}t{t}", len(strings)) for c, t in zip(conv.tolist(), turn.tolist(), strict=True)],
                        dtype=np.int64)
         group = np.array([ref(f"c{c}", len(strings)) for c in conv.tolist()], dtype=np.int64)
-        label = np.zeros((len(at), k), dtype=np.int64)
+        label = np.zeros((at.size, k), dtype=np.int64)
         label[:, 0] = 1
         parts.append({"qid": qid, "group": group, "n_context": n_context, "context": text[context],
-                      "n_candidates": np.full(len(at), k), "doc": doc_id[candidates],
+                      "n_candidates": np.full(at.size, k), "doc": doc_id[candidates],
                       "text": text[candidates], "label": label.ravel(), "score": scores[at].ravel()})
     return cache.pack(fingerprint, list(strings), parts)
 
