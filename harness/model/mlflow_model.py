@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +71,12 @@ def log_seed_model(run_id: str, tracking_uri: str) -> str:
     return uri
 
 
-def models_to_log(client: Any, experiment_id: str, which: str = "best") -> list[str]:
+def models_to_log(client: Any, experiment_id: str, which: str = "best",
+                  config_ids: Collection[str] | None = None) -> list[str]:
     """The seed runs whose models a study logs: its best configuration's (by mean dev objective over
-    finished seeds), or every configuration's."""
+    finished seeds), or every configuration's. ``config_ids``: the study's own configurations (what
+    its phases ran); other configurations in the experiment (an earlier version of the study file,
+    or of the code, recorded there) are not considered. None: every configuration."""
     if which not in WHICH:
         raise HarnessError(f"models must be one of {', '.join(WHICH)}, got {which!r}")
     if which == "none":
@@ -81,7 +85,9 @@ def models_to_log(client: Any, experiment_id: str, which: str = "best") -> list[
                                max_results=10_000)
     by_config: dict[str, list[Any]] = {}
     for r in seeds:
-        if r.info.status == "FINISHED" and "objective" in r.data.metrics:
+        if r.info.status != "FINISHED" or "objective" not in r.data.metrics:
+            continue
+        if config_ids is None or r.data.tags[C.TAG_CONFIG_ID] in config_ids:
             by_config.setdefault(r.data.tags[C.TAG_CONFIG_ID], []).append(r)
     if not by_config:
         return []
@@ -95,14 +101,15 @@ def models_to_log(client: Any, experiment_id: str, which: str = "best") -> list[
 
 
 def log_study_models(tracking_uri: str, experiment_id: str, which: str = "best",
-                     progress: Any = None) -> dict[str, str]:
-    """Logs the models ``models_to_log`` picks; {seed run id: model URI}. A seed run whose model
-    cannot be built (its checkpoint removed) is reported and skipped."""
+                     progress: Any = None, config_ids: Collection[str] | None = None) -> dict[str, str]:
+    """Logs the models ``models_to_log`` picks among ``config_ids`` (None: every configuration in
+    the experiment); {seed run id: model URI}. A seed run whose model cannot be built (its
+    checkpoint removed) is reported and skipped."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
     out: dict[str, str] = {}
-    for run_id in models_to_log(client, experiment_id, which):
+    for run_id in models_to_log(client, experiment_id, which, config_ids):
         try:
             out[run_id] = log_seed_model(run_id, tracking_uri)
         except HarnessError as exc:

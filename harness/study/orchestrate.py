@@ -25,7 +25,7 @@ from harness.study import early_stop_ray
 from harness.study.callback import Progress, TrackingCallback, stderr
 from harness.study.final_report import ReportUnavailable, report_study
 from harness.study.lease import StudyLease
-from harness.study.protocol import TrialTicket
+from harness.study.protocol import TICKET, TrialTicket
 from harness.study.searchers import make_searcher
 from harness.study.spec import StudySpec
 from harness.study.storage import report_storage
@@ -109,8 +109,9 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                                   finished=records.done_objectives(), hooks=hooks,
                                   checkpoint_every_s=spec.checkpoint_every_s)
         fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
+        own: set[str] = set()  # this study's configurations: the ones its phases' trials ran
         for phase in phases:
-            run_phase(spec, phase, fn, callback, resume)
+            own |= run_phase(spec, phase, fn, callback, resume)
         callback.progress = log
         # Early stopping: tag stopped configurations, log the trial-steps saved; then where the
         # trials' checkpoints are and how much space they take.
@@ -120,7 +121,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         if spec.models != "none":
             from harness.model.mlflow_model import log_study_models
 
-            log_study_models(uri, records.experiment_id, spec.models, progress=log)
+            log_study_models(uri, records.experiment_id, spec.models, progress=log, config_ids=own)
         references = reference_maps(spec, prepared, callback.records, log)
         try:
             results = report_study(spec, callback.records, log)
@@ -172,7 +173,9 @@ def make_scheduler(spec: StudySpec, phase: str) -> Any:
     return early_stop_ray.scheduler(spec)
 
 
-def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool) -> None:
+def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool) -> set[str]:
+    """Runs (or, with ``resume``, finishes) one phase with Tune; returns the config ids of its
+    trials (those of an earlier driver included, on resume)."""
     name = f"{spec.name}-{phase}"
     path = spec.phase_dir(phase)
     scheduler = make_scheduler(spec, phase)
@@ -201,3 +204,4 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
     if errors:
         callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: "
                      f"{str(errors[0]).splitlines()[0][:300]}")
+    return {TrialTicket.from_tune(r.config).config_id for r in grid if r.config and TICKET in r.config}

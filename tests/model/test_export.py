@@ -16,7 +16,7 @@ from harness.cli import main
 from harness.config import TrialConfig
 from harness.data.load import load_splits
 from harness.model.export import _ranker, load_cascade, load_seed_model
-from harness.model.mlflow_model import TAG_MODEL_URI, log_study_models
+from harness.model.mlflow_model import TAG_MODEL_URI, log_study_models, models_to_log
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
@@ -164,6 +164,27 @@ def test_study_models_are_mlflow_pyfunc_models_that_score_as_the_harness(study):
     np.testing.assert_allclose(out["score"].to_numpy(), ours, rtol=0, atol=1e-4)
     assert list(out.sort_values("rank")["docno"]) == [query.candidates[i].doc_id
                                                        for i in np.argsort(-ours, kind="stable")]
+
+
+def test_only_the_studys_own_configurations_compete_for_its_models(study):
+    # An experiment can hold configurations the study no longer has (an earlier version of the study
+    # file or of a config default, recorded in a reused store): the study passes its own ids.
+    _, _, exp_id, client, runs = study
+    objective: dict[str, list[float]] = {}
+    for r in _of(runs, C.KIND_TRIAL):
+        objective.setdefault(r.data.tags[C.TAG_CONFIG_ID], []).append(r.data.metrics["objective"])
+    ranking = sorted(sorted(objective), key=lambda c: -sum(objective[c]) / len(objective[c]))
+    best, runner_up = ranking[0], ranking[1]
+
+    def configs(run_ids):
+        return {client.get_run(r).data.tags[C.TAG_CONFIG_ID] for r in run_ids}
+
+    assert configs(models_to_log(client, exp_id, "best")) == {best}
+    # the study, at its end, logged the models of its best configuration (its phases' config ids)
+    assert {r.data.tags[C.TAG_CONFIG_ID] for r in _of(runs, C.KIND_TRIAL) if TAG_MODEL_URI in r.data.tags} == {best}
+    assert configs(models_to_log(client, exp_id, "best", config_ids=set(ranking[1:]))) == {runner_up}
+    assert len(models_to_log(client, exp_id, "all", config_ids={runner_up})) == len(objective[runner_up])
+    assert models_to_log(client, exp_id, "best", config_ids={"not-in-this-experiment"}) == []
 
 
 def test_bad_exports_fail_in_one_line(study, tmp_path, capsys):
