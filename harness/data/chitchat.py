@@ -189,15 +189,20 @@ def _split_groups(cfg: DataConfig, corpus: Corpus) -> GroupSplit:
     return groups
 
 
+def sampling_requests(cfg: DataConfig, corpus: Corpus, conversations: Sequence[int]) -> list[neg.Request]:
+    """A sampling request per turn >= 1 of ``conversations``, in that order: query ``c{conv}t{turn}``,
+    its context the ``data.context_turns`` utterances before the turn, its positive the turn, its
+    conversation excluded, seeded by (split_seed, conversation, turn)."""
+    return [neg.Request(qid=f"c{ci}t{t}", positive=corpus.starts[ci] + t,
+                        context=range(corpus.starts[ci] + max(0, t - cfg.context_turns), corpus.starts[ci] + t),
+                        exclude=corpus.conversation_range(ci), seed=(cfg.split_seed & 0xFFFFFFFF, ci, t))
+            for ci in conversations for t in range(1, len(corpus.conversations[ci].utterances))]
+
+
 def _sample(cfg: DataConfig, corpus: Corpus, bm25: Bm25, conversations: Sequence[int], method: str,
             progress: Progress | None, workers: int | None) -> list[neg.Sampled]:
     """The negatives by ``method`` of every turn >= 1 of ``conversations``, in that order."""
-    requests = [neg.Request(qid=f"c{ci}t{t}", positive=corpus.starts[ci] + t,
-                            context=range(corpus.starts[ci] + max(0, t - cfg.context_turns),
-                                          corpus.starts[ci] + t),
-                            exclude=corpus.conversation_range(ci),
-                            seed=(cfg.split_seed & 0xFFFFFFFF, ci, t))
-                for ci in conversations for t in range(1, len(corpus.conversations[ci].utterances))]
+    requests = sampling_requests(cfg, corpus, conversations)
     if progress:
         progress(f"{len(conversations):,} conversations, {len(requests):,} queries, "
                  f"{len(corpus.texts):,} utterances in the negative pool, {method} negatives")

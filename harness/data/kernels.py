@@ -286,6 +286,55 @@ def usable_hits(row: np.ndarray, hits: np.ndarray, first: np.ndarray, banned_at:
         wanted *= 4
 
 
+@njit(cache=True, nogil=True)
+def moved(first: np.ndarray, following: np.ndarray, keys: np.ndarray, start: int, stop: int,
+          banned: int) -> np.ndarray:
+    """``negatives.Texts.moved``: the first positions at or after ``stop`` of the texts (key not
+    ``banned``) whose first position (``first``) lies in ``[start, stop)``, ascending; ``following``
+    is each position's text's next position (-1 at its last)."""
+    out = np.empty(stop - start, dtype=np.int64)
+    n = 0
+    for p in range(start, stop):
+        if first[p] and following[p] >= 0 and keys[p] != banned:
+            nxt = following[p]
+            while 0 <= nxt < stop:
+                nxt = following[nxt]
+            if nxt >= 0:
+                out[n] = nxt
+                n += 1
+    return np.sort(out[:n])
+
+
+@njit(cache=True, nogil=True)
+def candidate_scores(tokens: np.ndarray, token_ptr: np.ndarray, context_start: np.ndarray,
+                     context_stop: np.ndarray, positives: np.ndarray, chosen: np.ndarray,
+                     indptr: np.ndarray, terms: np.ndarray, weights: np.ndarray,
+                     negatives: np.ndarray, scores: np.ndarray) -> None:
+    """For each query ``q`` of a batch: the first-stage scores (``score_docs`` with the query the
+    tokens of the documents ``context_start[q]:context_stop[q]``, concatenated) of its positive
+    and of its ``chosen[q]`` negatives; writes the negatives best first (ties by position) to
+    ``negatives[q]`` and the scores to ``scores[q]``: the positive's, then the negatives' in that
+    order. In Python: ``sorted(chosen, key=lambda p: (-score[p], p))``."""
+    k = chosen.shape[1]
+    docs = np.empty(k + 1, dtype=np.int64)
+    for q in range(positives.size):
+        query = tokens[token_ptr[context_start[q]]:token_ptr[context_stop[q]]]
+        docs[0] = positives[q]
+        docs[1:] = chosen[q]
+        values = score_docs(query, docs, indptr, terms, weights)
+        scores[q, 0] = values[0]
+        for i in range(k):  # insertion sort of k negatives: best score first, then position
+            p = docs[i + 1]
+            v = values[i + 1]
+            j = i
+            while j > 0 and (scores[q, j] < v or (scores[q, j] == v and negatives[q, j - 1] > p)):
+                negatives[q, j] = negatives[q, j - 1]
+                scores[q, j + 1] = scores[q, j]
+                j -= 1
+            negatives[q, j] = p
+            scores[q, j + 1] = v
+
+
 _SHARES = ("window", "scores")  # what each background process of ``prewarm`` compiles
 _COMPILING: list[subprocess.Popen[bytes]] = []  # those processes, until ``warm`` waits for them
 
@@ -294,10 +343,20 @@ def warm(share: str | None = None) -> None:
     """Compile (or load from numba's cache) the kernels for the argument types the index and the
     sampler pass, by the calls they make, so that processes forked afterwards inherit them instead
     of compiling each. First waits for ``prewarm``'s processes, whose work it then loads from the
-    cache. ``share``: only the window's kernels (``usable_hits``, ``strided_hits``) or only the
-    scorers' (``score_row``, ``score_row_sampled``, ``score_docs``); every kernel by default."""
+    cache. ``share``: only the window's kernels (``usable_hits``, ``strided_hits``, ``moved``) or
+    only the scorers' (``score_row``, ``score_row_sampled``, ``score_docs``, ``candidate_scores``);
+    every kernel by default."""
     from harness.data.bm25 import BM25Index
-    from harness.data.negatives import _STRIDE, Request, Scratch, Texts, _usable_hits, sample_one
+    from harness.data.negatives import (
+        _STRIDE,
+        Request,
+        Scratch,
+        Texts,
+        _candidate_scores,
+        _run_chunk,
+        _usable_hits,
+        sample_one,
+    )
 
     while _COMPILING:
         child = _COMPILING.pop()
@@ -312,6 +371,7 @@ def warm(share: str | None = None) -> None:
     if share is None:
         for method in ("response", "context"):
             sample_one(method, index, texts, req, 1, depth=1, scratch=Scratch(index.size))
+        _run_chunk(("response", index, texts, 1, 1), [req])
     elif share == "window":
         scratch = Scratch(index.size)
         _usable_hits(index.span_row(range(1), scratch.row), texts, 1, 1, req.exclude, scratch)
@@ -319,6 +379,8 @@ def warm(share: str | None = None) -> None:
         scratch = Scratch(index.size)
         index.span_row_sampled(range(1), scratch.row, _STRIDE, scratch.hits)
         sample_one("context", index, texts, req, 1, scratch=scratch)
+        one = np.zeros(1, dtype=np.int64)
+        _candidate_scores(index, one, one + 1, one + 1, np.zeros((1, 1), dtype=np.int64))
     else:
         raise ValueError(f"unknown share {share!r}; valid: {', '.join(_SHARES)}")
 
@@ -326,11 +388,12 @@ def warm(share: str | None = None) -> None:
 def _cached() -> bool:
     """Whether numba's on-disk cache holds every kernel (an index file each; a stale one is
     recompiled on first call), or this process compiled them already."""
-    if usable_hits.signatures:
+    if usable_hits.signatures and candidate_scores.signatures:
         return True
     try:
         return all(os.path.exists(kernel._cache._cache_file._index_path)
-                   for kernel in (score_row, score_row_sampled, strided_hits, score_docs, usable_hits))
+                   for kernel in (score_row, score_row_sampled, strided_hits, score_docs, usable_hits, moved,
+                                  candidate_scores))
     except AttributeError:  # numba's cache layout changed: assume it is there
         return True
 

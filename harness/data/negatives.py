@@ -102,18 +102,13 @@ class Texts:
 
     def moved(self, exclude: range, banned: int) -> np.ndarray:
         """The first positions after ``exclude`` of the texts (not ``banned``) whose first position
-        lies in ``exclude``, ascending: those texts' best-ranked positions when ``exclude`` is out."""
-        inside = np.flatnonzero(self.first[exclude.start:exclude.stop]) + exclude.start
-        out: list[int] = []
-        for pos in inside[self.following[inside] >= 0].tolist():
-            if int(self.keys[pos]) == banned:
-                continue
-            nxt = int(self.following[pos])
-            while 0 <= nxt < exclude.stop:
-                nxt = int(self.following[nxt])
-            if nxt >= 0:
-                out.append(nxt)
-        return np.array(sorted(out), dtype=np.int64)
+        lies in ``exclude``, ascending: those texts' best-ranked positions when ``exclude`` is out
+        (compiled: ``kernels.moved``)."""
+        from harness.data.kernels import moved
+
+        if exclude.step != 1 or not 0 <= exclude.start <= exclude.stop <= self.keys.size:
+            raise IndexError(f"exclude {exclude} is not a range of positions in [0, {self.keys.size}]")
+        return moved(self.first, self.following, self.keys, exclude.start, exclude.stop, banned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,4 +384,61 @@ def sample(method: str, index: BM25Index, keys: np.ndarray, requests: Sequence[R
 def _run_chunk(job: _Job, chunk: Sequence[Request]) -> list[Sampled]:
     method, index, texts, k, depth = job
     scratch = Scratch(index.size)
+    if method == "response":
+        return _response_chunk(index, texts, chunk, k, depth, scratch)
     return [sample_one(method, index, texts, req, k, depth=depth, scratch=scratch) for req in chunk]
+
+
+def _candidate_scores(index: BM25Index, context_start: np.ndarray, context_stop: np.ndarray,
+                      positives: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per query (arrays of int64 positions, ``chosen``: a row of negatives each), its negatives
+    best first and the scores: the positive's, then theirs (``kernels.candidate_scores``)."""
+    from harness.data.kernels import candidate_scores
+
+    negatives = np.empty_like(chosen)
+    scores = np.empty((chosen.shape[0], chosen.shape[1] + 1))
+    candidate_scores(index._tokens, index._token_ptr, context_start, context_stop, positives, chosen,
+                     index._indptr, index._terms, index._weights, negatives, scores)
+    return negatives, scores
+
+
+def _response_chunk(index: BM25Index, texts: Texts, chunk: Sequence[Request], k: int, depth: int,
+                    scratch: Scratch) -> list[Sampled]:
+    """``sample_one("response", ...)`` of each request of ``chunk``, equal to it (tests/data/
+    test_negatives.py): the same kernels and draws, with the Python between them cut to the draw
+    itself, and every candidate scored and ordered in one compiled call for the chunk
+    (``kernels.candidate_scores``). A query whose window holds fewer than ``k`` hits takes
+    ``response_negatives``' path."""
+    from harness.data.kernels import moved, score_row_sampled, usable_hits
+
+    tokens, token_ptr, postings = index._tokens, index._token_ptr, index.postings
+    keys, first, following, first_at = texts.keys, texts.first, texts.following, texts.first_at
+    row, hits = scratch.row, scratch.hits
+    n = max(depth, k)
+    # per request: its context's and exclude's position ranges, and its positive (the kernels do
+    # not check bounds: checked here)
+    spans = np.array([(r.context.start, r.context.stop, r.exclude.start, r.exclude.stop, r.positive)
+                      for r in chunk], dtype=np.int64).reshape(-1, 5).T.copy()
+    if spans.size and (spans.min() < 0 or spans.max() > index.size or (spans[4] == index.size).any()
+                       or (spans[0] > spans[1]).any() or (spans[2] > spans[3]).any()):
+        raise IndexError(f"a request's context, exclude or positive is outside the corpus' positions "
+                         f"[0, {index.size})")
+    chosen = np.empty((len(chunk), k), dtype=np.int64)
+    for i, req in enumerate(chunk):
+        p, start, stop = req.positive, req.exclude.start, req.exclude.stop
+        count = score_row_sampled(tokens[token_ptr[p]:token_ptr[p + 1]], postings, row, _STRIDE, hits)
+        banned = int(keys[p])
+        window = usable_hits(row, hits[:count], first, int(first_at[banned]) if banned != EMPTY else -1,
+                             start, stop, moved(first, following, keys, start, stop, banned), n,
+                             _STRIDE, scratch.positions, scratch.values, scratch.mask)
+        rng = _rng(req, "response")
+        if window.size < k:  # rare: the window continues down the ranking
+            found = response_negatives(index, texts, req, k, depth, rng, scratch)
+            if len(found) < k:
+                raise _exhausted(req, k, len(found))
+            chosen[i] = found
+            continue
+        chosen[i] = window[np.sort(rng.choice(window.size, size=k, replace=False))]
+    negatives, scores = _candidate_scores(index, spans[0], spans[1], spans[4], chosen)
+    return [Sampled(negatives=tuple(ns), scores=tuple(ss[1:]), positive_score=ss[0])
+            for ns, ss in zip(negatives.tolist(), scores.tolist(), strict=True)]

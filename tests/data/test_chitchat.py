@@ -22,6 +22,7 @@ from harness.data.chitchat import (
     merge_utterances,
     read_conversations,
     read_corpus,
+    sampling_requests,
 )
 from harness.data.records import Splits
 from harness.errors import ConfigError, DataError
@@ -220,3 +221,21 @@ def test_two_workers_build_what_one_builds(one_worker_build: Splits, chitchat_pa
     two = build_splits(DataConfig(conversations=12, split_seed=13), path=chitchat_path,
                        fingerprint="small", workers=2, corpus=corpus, bm25=bm25)
     assert two == one_worker_build
+
+
+@pytest.mark.parametrize("depth", [1000, 3])
+def test_response_chunks_sample_what_sample_one_samples(indexed: tuple[Corpus, Bm25], wordy_chitchat: Path,
+                                                        depth: int) -> None:
+    """The build's per-chunk path of the response protocol (compiled candidate scoring, the draws
+    between the kernels) gives each query exactly ``sample_one``'s negatives and scores: on real
+    conversations across the corpus, and on a corpus where a response matches nothing else
+    (its window is empty, so the sampler goes on down the ranking)."""
+    wordy = read_corpus(wordy_chitchat)
+    for corpus, bm25, conversations in ((*indexed, range(0, 4000, 97)), (wordy, Bm25(wordy), range(12))):
+        cfg = DataConfig(depth=depth, negatives=4)
+        requests = sampling_requests(cfg, corpus, conversations)
+        index, texts = bm25.get(), neg.Texts(corpus.keys)
+        expected = [neg.sample_one("response", index, texts, r, 4, depth=depth) for r in requests]
+        assert neg._run_chunk(("response", index, texts, 4, depth), requests) == expected
+    assert any(len(neg._usable_hits(index.span_row(range(r.positive, r.positive + 1)), texts,
+                                    int(texts.keys[r.positive]), 4, r.exclude)) < 4 for r in requests)
