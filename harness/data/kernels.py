@@ -70,7 +70,7 @@ def score_row_sampled(query: np.ndarray, postings: Postings, out: np.ndarray, st
 def strided_hits(row: np.ndarray, stride: int, sample: np.ndarray) -> int:
     """Writes the positive scores among ``row[::stride]`` to ``sample`` in position order; returns
     their number (``v = row[::stride]; v[v > 0]`` in numpy)."""
-    return _strided_hits_in(row, 0, row.size, stride, sample, 0)
+    return _strided_hits_in(row, 0, row.size, stride, sample, np.int64(0))
 
 
 @njit(cache=True, nogil=True)
@@ -86,13 +86,29 @@ def _strided_hits_in(row: np.ndarray, start: int, stop: int, stride: int, sample
 
 
 @njit(cache=True, nogil=True)
+def _argsort_small(values: np.ndarray) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` by insertion: a query's few tokens (and a smaller
+    compiled kernel than numba's merge sort)."""
+    order = np.arange(values.size)
+    for i in range(1, values.size):
+        o = order[i]
+        v = values[o]
+        j = i
+        while j > 0 and values[order[j - 1]] > v:
+            order[j] = order[j - 1]
+            j -= 1
+        order[j] = o
+    return order
+
+
+@njit(cache=True, nogil=True)
 def score_docs(query: np.ndarray, docs: np.ndarray, indptr: np.ndarray, terms: np.ndarray,
                weights: np.ndarray) -> np.ndarray:
     """The query's score of each of ``docs``: from 0.0, per token id of ``query`` in order, plus
     the document's weight of that term (its ``terms[indptr[d]:indptr[d + 1]]``, ascending), nothing
     where it lacks the term. The query's distinct terms are sorted once; each document's terms are
     merged with them into a weight per distinct term, which the query's tokens then add in order."""
-    order = np.argsort(query, kind="mergesort")
+    order = _argsort_small(query)
     distinct = np.empty(query.size, dtype=query.dtype)  # the query's terms, ascending, once each
     slot = np.empty(query.size, dtype=np.int64)  # a query token's index in ``distinct``
     m = 0
@@ -181,10 +197,11 @@ def _usable_where(row: np.ndarray, first: np.ndarray, banned_at: int, start: int
     else:
         for p in range(size):
             mask[p] = np.uint8(row[p] > cut) & flags[p]
-    mask[size:] = 0
+    for p in range(size, mask.size):
+        mask[p] = 0
     words = mask.view(np.uint64)
-    n = 0
-    i = 0  # next of moved
+    n = np.int64(0)  # typed, not the literal 0: one compiled _moved_before, not one per literal
+    i = np.int64(0)  # next of moved
     for w in range(words.size):
         if words[w] == 0:
             continue
@@ -229,8 +246,12 @@ def ranked(positions: np.ndarray, values: np.ndarray) -> np.ndarray:
     n = positions.size
     mask = np.uint64((1 << _DIGIT) - 1)
     passes = -(-64 // _DIGIT)
-    src_k = ~values.view(np.uint64)
-    src_p = positions.copy()
+    src_k = np.empty(n, dtype=np.uint64)
+    src_p = np.empty(n, dtype=np.int64)
+    bits = values.view(np.uint64)
+    for i in range(n):
+        src_k[i] = ~bits[i]
+        src_p[i] = positions[i]
     dst_k = np.empty(n, dtype=np.uint64)
     dst_p = np.empty(n, dtype=np.int64)
     counts = np.zeros((passes, 1 << _DIGIT), dtype=np.int64)
@@ -274,15 +295,14 @@ def usable_hits(row: np.ndarray, hits: np.ndarray, first: np.ndarray, banned_at:
         threshold = 0.0
         if count > wanted:
             threshold = _kth_largest(hits, wanted)
-        h = _usable_where(row, first, banned_at, start, stop, moved, threshold, False,
+        h = _usable_where(row, first, banned_at, start, stop, moved, threshold, np.bool_(False),
                           positions[:size], values[:size], mask)
         if threshold <= 0 or h >= n:
-            return ranked(positions[:h], values[:h])[:n].copy()
-        t = _usable_where(row, first, banned_at, start, stop, moved, threshold, True,
+            return _first(ranked(positions[:h], values[:h]), n, positions[size:size])
+        t = _usable_where(row, first, banned_at, start, stop, moved, threshold, np.bool_(True),
                           positions[size:], values[size:], mask)
         if h + t >= n:
-            return np.concatenate((ranked(positions[:h], values[:h]),
-                                   positions[size:size + n - h]))
+            return _first(ranked(positions[:h], values[:h]), n, positions[size:size + n - h])
         wanted *= 4
 
 
@@ -300,9 +320,13 @@ def moved(first: np.ndarray, following: np.ndarray, keys: np.ndarray, start: int
             while 0 <= nxt < stop:
                 nxt = following[nxt]
             if nxt >= 0:
-                out[n] = nxt
+                j = n  # insert in order: a conversation's few texts
+                while j > 0 and out[j - 1] > nxt:
+                    out[j] = out[j - 1]
+                    j -= 1
+                out[j] = nxt
                 n += 1
-    return np.sort(out[:n])
+    return out[:n].copy()
 
 
 @njit(cache=True, nogil=True)
@@ -320,7 +344,8 @@ def candidate_scores(tokens: np.ndarray, token_ptr: np.ndarray, context_start: n
     for q in range(positives.size):
         query = tokens[token_ptr[context_start[q]]:token_ptr[context_stop[q]]]
         docs[0] = positives[q]
-        docs[1:] = chosen[q]
+        for i in range(k):
+            docs[i + 1] = chosen[q, i]
         values = score_docs(query, docs, indptr, terms, weights)
         scores[q, 0] = values[0]
         for i in range(k):  # insertion sort of k negatives: best score first, then position
@@ -335,6 +360,19 @@ def candidate_scores(tokens: np.ndarray, token_ptr: np.ndarray, context_start: n
             scores[q, j + 1] = v
 
 
+@njit(cache=True, nogil=True)
+def _first(ranking: np.ndarray, n: int, then: np.ndarray) -> np.ndarray:
+    """The first ``n`` of ``ranking`` followed by ``then``, in a new array
+    (``np.concatenate((ranking[:n], then))``)."""
+    m = min(n, ranking.size)
+    out = np.empty(m + then.size, dtype=np.int64)
+    for i in range(m):
+        out[i] = ranking[i]
+    for i in range(then.size):
+        out[m + i] = then[i]
+    return out
+
+
 _SHARES = ("window", "scores")  # what each background process of ``prewarm`` compiles
 _COMPILING: list[subprocess.Popen[bytes]] = []  # those processes, until ``warm`` waits for them
 
@@ -343,8 +381,8 @@ def warm(share: str | None = None) -> None:
     """Compile (or load from numba's cache) the kernels for the argument types the index and the
     sampler pass, by the calls they make, so that processes forked afterwards inherit them instead
     of compiling each. First waits for ``prewarm``'s processes, whose work it then loads from the
-    cache. ``share``: only the window's kernels (``usable_hits``, ``strided_hits``, ``moved``) or
-    only the scorers' (``score_row``, ``score_row_sampled``, ``score_docs``, ``candidate_scores``);
+    cache. ``share``: only the window's kernels (``usable_hits``, ``moved``) or only the others
+    (``score_row``, ``strided_hits``, ``score_row_sampled``, ``score_docs``, ``candidate_scores``);
     every kernel by default."""
     from harness.data.bm25 import BM25Index
     from harness.data.negatives import (
@@ -372,11 +410,13 @@ def warm(share: str | None = None) -> None:
         for method in ("response", "context"):
             sample_one(method, index, texts, req, 1, depth=1, scratch=Scratch(index.size))
         _run_chunk(("response", index, texts, 1, 1), [req])
-    elif share == "window":
+    elif share == "window":  # usable_hits (the longest to compile) and moved
         scratch = Scratch(index.size)
-        _usable_hits(index.span_row(range(1), scratch.row), texts, 1, 1, req.exclude, scratch)
-    elif share == "scores":
+        scratch.row[:] = 0.0
+        _usable_hits(scratch.row, texts, 1, 1, req.exclude, scratch, hits=scratch.hits[:0])
+    elif share == "scores":  # the rest
         scratch = Scratch(index.size)
+        strided_hits(index.span_row(range(1), scratch.row), _STRIDE, scratch.hits)
         index.span_row_sampled(range(1), scratch.row, _STRIDE, scratch.hits)
         sample_one("context", index, texts, req, 1, scratch=scratch)
         one = np.zeros(1, dtype=np.int64)
