@@ -4,7 +4,7 @@ Each kernel does what a few lines of numpy would, in one pass and without tempor
 form is given with each). tests/data/test_bm25.py checks the scores against rank_bm25 bit for bit,
 and tests/data/test_chitchat.py the response window against a full sort of the row.
 Numba compiles a kernel on its first call and caches the machine code next to this file
-(``cache=True``), so only the first build on a machine pays the compilation (~10 s of CPU, in two
+(``cache=True``), so only the first build on a machine pays the compilation (~6.5 s of CPU, in two
 background processes while the corpus is read: ``prewarm``).
 The kernels release the GIL, so the sampler's threads run them in parallel.
 
@@ -381,9 +381,9 @@ def warm(share: str | None = None) -> None:
     """Compile (or load from numba's cache) the kernels for the argument types the index and the
     sampler pass, by the calls they make, so that processes forked afterwards inherit them instead
     of compiling each. First waits for ``prewarm``'s processes, whose work it then loads from the
-    cache. ``share``: only the window's kernels (``usable_hits``, ``moved``) or only the others
-    (``score_row``, ``strided_hits``, ``score_row_sampled``, ``score_docs``, ``candidate_scores``);
-    every kernel by default."""
+    cache. ``share``: only the window's kernels (``usable_hits``, ``moved``) or only the scorers'
+    (``score_row``, ``score_row_sampled``, ``score_docs``, ``candidate_scores``); by default every
+    kernel a build calls (``strided_hits``, for callers without a sampled row, compiles on first use)."""
     from harness.data.bm25 import BM25Index
     from harness.data.negatives import (
         _STRIDE,
@@ -416,7 +416,7 @@ def warm(share: str | None = None) -> None:
         _usable_hits(scratch.row, texts, 1, 1, req.exclude, scratch, hits=scratch.hits[:0])
     elif share == "scores":  # the rest
         scratch = Scratch(index.size)
-        strided_hits(index.span_row(range(1), scratch.row), _STRIDE, scratch.hits)
+        index.span_row(range(1), scratch.row)
         index.span_row_sampled(range(1), scratch.row, _STRIDE, scratch.hits)
         sample_one("context", index, texts, req, 1, scratch=scratch)
         one = np.zeros(1, dtype=np.int64)
@@ -432,8 +432,7 @@ def _cached() -> bool:
         return True
     try:
         return all(os.path.exists(kernel._cache._cache_file._index_path)
-                   for kernel in (score_row, score_row_sampled, strided_hits, score_docs, usable_hits, moved,
-                                  candidate_scores))
+                   for kernel in (score_row, score_row_sampled, score_docs, usable_hits, moved, candidate_scores))
     except AttributeError:  # numba's cache layout changed: assume it is there
         return True
 
@@ -442,7 +441,7 @@ def prewarm() -> None:
     """Where numba's cache lacks the kernels (a first build on a machine), compile them in two
     background processes, a share each (``warm(share)``), which write numba's cache while this
     process reads and indexes the corpus; ``warm`` then waits and loads them. The compilation
-    (~10 s on one core) otherwise holds up the sampling."""
+    (~3.5 s and ~3 s on one core) otherwise holds up the sampling."""
     if _COMPILING or _cached():
         return
     root = str(Path(__file__).resolve().parents[2])  # the folder this harness package is in

@@ -66,7 +66,8 @@ kernels.prewarm()  # already under way: nothing more is started
 again = len(kernels._COMPILING)
 kernels.warm()
 stats = {k.py_func.__name__: (sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))
-         for k in (kernels.score_row, kernels.score_row_sampled, kernels.score_docs, kernels.usable_hits)}
+         for k in (kernels.score_row, kernels.score_row_sampled, kernels.score_docs, kernels.usable_hits,
+                   kernels.moved, kernels.candidate_scores)}
 kernels.prewarm()  # compiled in this process now: nothing to start
 print(json.dumps({"started": started, "again": again, "after": len(kernels._COMPILING), "stats": stats}))
 """
@@ -78,7 +79,7 @@ def test_kernels_compile_in_the_background_into_the_cache_that_warm_then_loads(t
                          check=True, timeout=300)
     report = json.loads(out.stdout)
     assert report["started"] == 2 and report["again"] == 2 and report["after"] == 0
-    kernels = ("score_row", "score_row_sampled", "score_docs", "usable_hits")
+    kernels = ("score_row", "score_row_sampled", "score_docs", "usable_hits", "moved", "candidate_scores")
     assert report["stats"] == {name: [1, 0] for name in kernels}  # one cache hit each, no miss
     # ... and with that cache in place, a new process has nothing to compile in the background.
     code = "from harness.data import kernels; kernels.prewarm(); print(len(kernels._COMPILING))"
