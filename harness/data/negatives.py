@@ -405,7 +405,7 @@ def _candidate_scores(index: BM25Index, context_start: np.ndarray, context_stop:
 def _response_chunk(index: BM25Index, texts: Texts, chunk: Sequence[Request], k: int, depth: int,
                     scratch: Scratch) -> list[Sampled]:
     """``sample_one("response", ...)`` of each request of ``chunk``, equal to it (tests/data/
-    test_negatives.py): the same kernels and draws, with the Python between them cut to the draw
+    test_chitchat.py): the same kernels and draws, with the Python between them cut to the draw
     itself, and every candidate scored and ordered in one compiled call for the chunk
     (``kernels.candidate_scores``). A query whose window holds fewer than ``k`` hits takes
     ``response_negatives``' path."""
