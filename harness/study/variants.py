@@ -7,13 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.config import TrialConfig
 from harness.errors import ConfigError
 from harness.study.space import enumerate_grid
 from harness.study.spec import StudySpec
-from harness.training.tokenized import PreparedData, prepare_data
+
+if TYPE_CHECKING:  # torch and the tokenizers load only where data is prepared (not in validate)
+    from harness.training.tokenized import PreparedData
 
 VARIANT_PREFIXES = ("data.", "model.")
 # Keys that change the training data (train.sampler) or which difficulty scores a trial reads
@@ -53,6 +55,8 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
     groups: dict[str, list[TrialConfig]] = {}
     for cfg in possible_configs(spec):
         groups.setdefault(variant_key(cfg), []).append(cfg)
+    from harness.training.tokenized import prepare_data
+
     out: dict[str, PreparedData] = {}
     for key, cfgs in groups.items():
         first = cfgs[0]

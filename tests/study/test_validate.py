@@ -78,3 +78,16 @@ def test_encoder_depth_without_weights():
     assert encoder_depth("tiny") == 4
     assert encoder_depth("packaged") == 6
     assert encoder_depth("no-such-hub-model") is None
+
+
+def test_validate_checks_a_study_without_loading_torch() -> None:
+    """`harness validate --no-model` (and `harness submit`, which runs the same checks first) answers
+    in about a second: it checks the study without importing torch or the tokenizers, which only data
+    preparation and building the model need."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from harness.cli import main; rc = main(['validate', '--no-model', 'search_spaces/quickstart.yaml']); "
+            "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[-3:] == ["0", "False", "False"], out.stdout + out.stderr
