@@ -405,40 +405,21 @@ def _candidate_scores(index: BM25Index, context_start: np.ndarray, context_stop:
 def _response_chunk(index: BM25Index, texts: Texts, chunk: Sequence[Request], k: int, depth: int,
                     scratch: Scratch) -> list[Sampled]:
     """``sample_one("response", ...)`` of each request of ``chunk``, equal to it (tests/data/
-    test_chitchat.py): the same kernels and draws, with the Python between them cut to the draw
-    itself, and every candidate scored and ordered in one compiled call for the chunk
-    (``kernels.candidate_scores``). A query whose window holds fewer than ``k`` hits takes
-    ``response_negatives``' path."""
-    from harness.data.kernels import moved, score_row_sampled, usable_hits
-
-    tokens, token_ptr, postings = index._tokens, index._token_ptr, index.postings
-    keys, first, following, first_at = texts.keys, texts.first, texts.following, texts.first_at
-    row, hits = scratch.row, scratch.hits
-    n = max(depth, k)
-    # per request: its context's and exclude's position ranges, and its positive (the kernels do
-    # not check bounds: checked here)
-    spans = np.array([(r.context.start, r.context.stop, r.exclude.start, r.exclude.stop, r.positive)
-                      for r in chunk], dtype=np.int64).reshape(-1, 5).T.copy()
-    if spans.size and (spans.min() < 0 or spans.max() > index.size or (spans[4] == index.size).any()
-                       or (spans[0] > spans[1]).any() or (spans[2] > spans[3]).any()):
-        raise IndexError(f"a request's context, exclude or positive is outside the corpus' positions "
-                         f"[0, {index.size})")
+    test_chitchat.py): each query's negatives by ``response_negatives``, then every candidate of
+    the chunk scored and ordered in one compiled call (``kernels.candidate_scores``) instead of
+    a kernel call, a dict and a sort per query."""
+    # the positions the candidate kernel reads, which does not check bounds: checked here
+    spans = np.array([(r.context.start, r.context.stop, r.positive) for r in chunk],
+                     dtype=np.int64).reshape(-1, 3).T.copy()
+    if spans.size and (spans.min() < 0 or spans.max() > index.size or (spans[2] == index.size).any()
+                       or (spans[0] > spans[1]).any()):
+        raise IndexError(f"a request's context or positive is outside the corpus' positions [0, {index.size})")
     chosen = np.empty((len(chunk), k), dtype=np.int64)
     for i, req in enumerate(chunk):
-        p, start, stop = req.positive, req.exclude.start, req.exclude.stop
-        count = score_row_sampled(tokens[token_ptr[p]:token_ptr[p + 1]], postings, row, _STRIDE, hits)
-        banned = int(keys[p])
-        window = usable_hits(row, hits[:count], first, int(first_at[banned]) if banned != EMPTY else -1,
-                             start, stop, moved(first, following, keys, start, stop, banned), n,
-                             _STRIDE, scratch.positions, scratch.values, scratch.mask)
-        rng = _rng(req, "response")
-        if window.size < k:  # rare: the window continues down the ranking
-            found = response_negatives(index, texts, req, k, depth, rng, scratch)
-            if len(found) < k:
-                raise _exhausted(req, k, len(found))
-            chosen[i] = found
-            continue
-        chosen[i] = window[np.sort(rng.choice(window.size, size=k, replace=False))]
-    negatives, scores = _candidate_scores(index, spans[0], spans[1], spans[4], chosen)
+        found = response_negatives(index, texts, req, k, depth, _rng(req, "response"), scratch)
+        if len(found) < k:
+            raise _exhausted(req, k, len(found))
+        chosen[i] = found
+    negatives, scores = _candidate_scores(index, spans[0], spans[1], spans[2], chosen)
     return [Sampled(negatives=tuple(ns), scores=tuple(ss[1:]), positive_score=ss[0])
             for ns, ss in zip(negatives.tolist(), scores.tolist(), strict=True)]
