@@ -23,6 +23,7 @@ from typing import Any
 
 from ray import tune
 
+from harness.heap import paused
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket, read_outcome, write_outcome
 from harness.study.variants import variant_key
 
@@ -76,10 +77,10 @@ def write_trial_files(artifacts: Path, ticket: TrialTicket, trainer: Any, final:
 
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
               finished: dict[str, float], hooks: TrialHooks = NO_HOOKS, checkpoint_every_s: float = 0.0) -> None:
-    import torch
+    with paused():  # importing torch and transformers: ~1 s of full collections otherwise (harness.heap)
+        import torch
 
-    from harness.training.loop import EvalRecord, FinalRecord, Trainer
-
+        from harness.training.loop import EvalRecord, FinalRecord, Trainer
     ticket = TrialTicket.from_tune(config)
     if ticket.key in finished:
         # Recorded as finished in MLflow by an earlier driver (the source of truth on resume), even if
@@ -100,7 +101,8 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
     cfg = ticket.config()
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
     data = prepared[variant_key(cfg)]
-    trainer = Trainer(cfg, data)
+    with paused():  # builds the model (and imports its classes the first time)
+        trainer = Trainer(cfg, data)
     if ckpt is not None:
         with ckpt.as_directory() as d:
             trainer.restore(d)
