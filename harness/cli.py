@@ -69,11 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> int:
     """The console script: ``main``, then the heap left out of the interpreter's exit collections
     (harness.heap; 2-3 s after a study)."""
-    from harness.heap import freeze_for_exit
+    from harness.heap import then_exit
 
-    code = main()
-    freeze_for_exit()
-    return code
+    return then_exit(main)
 
 
 if __name__ == "__main__":

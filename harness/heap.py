@@ -9,15 +9,15 @@ small study's driver), and again while the interpreter exits (2-3 s after a `har
   collection walks it; unfrozen after, so nothing is kept past the block.
 - ``paused()``: no cyclic collection during a block that allocates what stays (imports, building a
   model); the collector runs again after it.
-- ``freeze_for_exit()``: at the end of a command, so that the interpreter's last collections skip
-  the heap the process is about to drop anyway.
+- ``then_exit(main)``: a console entry point's ``main``, then the heap frozen, so that the
+  interpreter's last collections skip what the process is about to drop anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 @contextlib.contextmanager
@@ -40,5 +40,7 @@ def paused() -> Iterator[None]:
             gc.enable()
 
 
-def freeze_for_exit() -> None:
+def then_exit(main: Callable[[], int]) -> int:
+    code = main()
     gc.freeze()
+    return code

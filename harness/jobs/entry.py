@@ -60,11 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> int:
     """jobs/entrypoint.py: ``main``, then the heap left out of the interpreter's exit collections
     (harness.heap)."""
-    from harness.heap import freeze_for_exit
+    from harness.heap import then_exit
 
-    code = main()
-    freeze_for_exit()
-    return code
+    return then_exit(main)
 
 
 def run(args: argparse.Namespace) -> int:

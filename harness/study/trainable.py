@@ -77,10 +77,6 @@ def write_trial_files(artifacts: Path, ticket: TrialTicket, trainer: Any, final:
 
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
               finished: dict[str, float], hooks: TrialHooks = NO_HOOKS, checkpoint_every_s: float = 0.0) -> None:
-    with paused():  # importing torch and transformers: ~1 s of full collections otherwise (harness.heap)
-        import torch
-
-        from harness.training.loop import EvalRecord, FinalRecord, Trainer
     ticket = TrialTicket.from_tune(config)
     if ticket.key in finished:
         # Recorded as finished in MLflow by an earlier driver (the source of truth on resume), even if
@@ -99,9 +95,15 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
                 _report_outcome(done[0], d)
                 return
     cfg = ticket.config()
-    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
     data = prepared[variant_key(cfg)]
-    with paused():  # builds the model (and imports its classes the first time)
+    # Imports torch and transformers (the first trial of an actor) and builds the model: ~1 s of
+    # full collections otherwise (harness.heap). A replayed trial above needs neither.
+    with paused():
+        import torch
+
+        from harness.training.loop import EvalRecord, FinalRecord, Trainer
+
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
         trainer = Trainer(cfg, data)
     if ckpt is not None:
         with ckpt.as_directory() as d:

@@ -186,8 +186,9 @@ def _uninterrupted(root: Path, name: str) -> dict[str, dict[str, float]]:
             for seed in spec.seeds:
                 ticket = TrialTicket.of(nc.name, nc.role, nc.config, seed)
                 cfg = ticket.config()
-                final = [r for r in Trainer(cfg, prepared[variant_key(cfg)]).run() if isinstance(r, FinalRecord)]
-                out[ticket.key] = {f"test_{k}": float(v) for k, v in final[-1].metrics.items()}
+                final = list(Trainer(cfg, prepared[variant_key(cfg)]).run())[-1]
+                assert isinstance(final, FinalRecord)
+                out[ticket.key] = {f"test_{k}": float(v) for k, v in final.metrics.items()}
     finally:
         torch.set_num_threads(threads)
     return out
