@@ -2,9 +2,9 @@
 
 The console entry (``harness.cli.entry``) runs ``main`` and then freezes the heap
 (``harness.heap.then_exit``), so the interpreter's last collections skip the driver's modules and
-prepared data; the entry before was ``main`` alone. Both variants run the same tiny study (9 trials of
-the tiny model on local Ray, MLflow SQLite, a data cache built by an uncounted warm-up run) as a
-subprocess, in alternating order; each run's exit is the time from the driver's last line on stderr
+prepared data; the entry before was ``main`` alone. Both variants run the same tiny study
+(benchmarks/study.py's: baseline and LS, seeds 1-3, 6 steps of the tiny model on local Ray, MLflow
+SQLite, a data cache built by an uncounted warm-up run) as a subprocess, in alternating order; each run's exit is the time from the driver's last line on stderr
 to the end of the process (Ray's own shutdown included, which both pay), and its total the whole
 run. The study driver's ``frozen()`` block (harness.heap) is in both: this isolates the exit.
 
@@ -26,26 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from machine import describe
+from study import CANDIDATE, STUDY  # benchmarks/study.py's tiny study
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-STUDY = """\
-name: exit-{n}
-data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
-model: {{name: tiny, max_length: 32}}
-train: {{steps: 6, batch_size: 8, eval_every: 3, eval_batch_size: 32, lr: 1.0e-3}}
-baseline: {{}}
-configs:
-  - name: curriculum
-    set: {{curriculum.scoring: uwords, curriculum.pacing: root_n, curriculum.n: 2}}
-  - name: ls
-    set: {{smoothing.method: LS, smoothing.epsilon: 0.2}}
-seeds: [1, 2, 3]
-resources: {{cpus: 1, gpus: 0}}
-concurrency: 2
-models: none
-storage_path: {storage}
-"""
 VARIANTS = {
     "entry": ["-m", "harness.cli"],
     "main": ["-c", "import sys; from harness.cli import main; sys.exit(main(sys.argv[1:]))"],
@@ -55,7 +39,8 @@ VARIANTS = {
 def run_once(variant: str, n: int, cache: str) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="harness-exit-") as tmp:
         study = Path(tmp) / "study.yaml"
-        study.write_text(STUDY.format(n=n, storage=Path(tmp) / "runs"))
+        study.write_text(STUDY.format(name=f"exit-{n}", steps=6, eval_every=3, cpus=1, gpus=0, configs=CANDIDATE,
+                                      seeds=[1, 2, 3], concurrency=2, storage=Path(tmp) / "runs"))
         env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
         env.update(MLFLOW_TRACKING_URI=f"sqlite:///{tmp}/mlflow.db", HARNESS_CACHE=cache)
         started = time.perf_counter()
