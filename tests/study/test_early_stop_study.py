@@ -1,6 +1,8 @@
 """Early stopping on real Ray with real MLflow: a configuration that cannot learn is stopped at the
 first rung, the baseline and the good configuration run to the end, the table leaves it out with a
-footnote, and the steps saved are on the study run."""
+footnote, and the steps saved are on the study run. One driver per study: a killed driver's study
+refuses a second driver while it runs and resumes without reruns, duplicates or the stopped
+configuration trained again."""
 
 from __future__ import annotations
 
@@ -138,21 +140,30 @@ def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray
 
 
 @pytest.mark.slow
-def test_a_stopped_configuration_stays_stopped_after_the_driver_is_killed_and_resumed(tmp_path):
-    """The driver is killed right after a configuration is stopped; `harness run --resume` finishes
-    the study without training the stopped configuration again (the stop is read back from the
-    study's storage path).
+def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and_stopped_stays_stopped(
+        tmp_path, monkeypatch, capsys):
+    """One driver per study, and a killed driver's study resumed, on one study with early stopping.
+
+    While the driver runs, a second `harness run` of the same study is refused in one line (who
+    holds it, how to resume). The driver is then SIGKILLed right after a configuration is stopped;
+    its lease stays but does not block `harness run --resume`, which takes it over, reruns no
+    finished trial, leaves no duplicate seed run and does not train the stopped configuration again
+    (the stop is read back from the study's storage path).
 
     Two trials at a time, in grid order (baseline, ls, diverging-lr; seeds 1, 2). ls's second seed
     waits after its step-5 evaluation (a testing hook) until the test lets it go, so when
     diverging-lr's first seed reaches the rung all three configurations have a value there (it is
-    stopped), and ls's second seed is still training when the driver dies, whatever the timing."""
+    stopped), the driver is still running when the second driver tries, and ls's second seed is
+    still training when the driver dies, whatever the timing."""
     import json
     import os
     import signal
     import subprocess
     import sys
     import time
+
+    from harness.cli import main
+    from harness.study.lease import TIMEOUT_ENV
 
     root = tmp_path
     path = root / "es-resume.yaml"
@@ -162,43 +173,68 @@ def test_a_stopped_configuration_stays_stopped_after_the_driver_is_killed_and_re
     gate = root / "go"
     uri = f"sqlite:///{root / 'mlflow.db'}"
     log = root / "trials.log"
-    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": shared_cache()}
+    lease = root / "runs" / "es-resume.lease"
+    knobs = {"MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": shared_cache(), TIMEOUT_ENV: "5"}
+    env = {**os.environ, **knobs}
+    # `harness run` with the trial hooks injected (tests/study/hooked_run.py)
     cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(gate), ls_key,
            "run", str(path)]
     state = root / "runs" / "es-resume-fixed" / "early_stopping.json"
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    deadline = time.time() + 400
-    while time.time() < deadline:
-        if state.exists():
-            try:
-                if json.loads(state.read_text()).get("stopped"):
-                    break
-            except ValueError:
-                pass
-        assert proc.poll() is None, "the study ended before a configuration was stopped"
-        time.sleep(0.05)
-    else:
-        raise AssertionError("no configuration stopped within 400 s")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    try:
+        deadline = time.time() + 400
+        while time.time() < deadline:
+            if state.exists():
+                try:
+                    if json.loads(state.read_text()).get("stopped"):
+                        break
+                except ValueError:
+                    pass
+            assert proc.poll() is None, "the study ended before a configuration was stopped"
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no configuration stopped within 400 s")
+        # the second driver: the same `harness run`, in this process (refused at once)
+        for key, value in knobs.items():
+            monkeypatch.setenv(key, value)
+        capsys.readouterr()
+        assert main(["run", str(path)]) == 2
+        line = capsys.readouterr().err.strip()
+        assert proc.poll() is None, "the first driver ended before the second was tried"
+        assert "\n" not in line
+        assert line.startswith(f"harness: error: study 'es-resume' is already being run by pid {proc.pid} on host ")
+        assert f"run `harness run {path} --resume` after " in line
+        assert "(at once, once that pid has exited)" in line
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert json.loads(lease.read_text())["pid"] == proc.pid  # the killed driver's lease stays ...
     stopped_id = next(iter(json.loads(state.read_text())["stopped"]))
     before = log.read_text().splitlines()
-    assert ls_key not in {ln.split()[0] for ln in before if " end " in ln}, before
+    finished_before = {ln.split()[0] for ln in before if " end " in ln}
+    assert finished_before and ls_key not in finished_before, before
     gate.touch()
     rc = subprocess.run(cmd + ["--resume"], check=False, env=env, stdout=subprocess.DEVNULL,
                         stderr=subprocess.PIPE, text=True, timeout=600)
-    assert rc.returncode == 0, rc.stderr[-3000:]
+    assert rc.returncode == 0, rc.stderr[-3000:]  # ... and does not block --resume
+    assert f"lease: taking over study 'es-resume' from pid {proc.pid}" in rc.stderr
+    assert not lease.exists()
     lines = log.read_text().splitlines()
-    # the stopped configuration never trains past its rung; the resumed driver finished ls's seed
+    after = lines[len(before):]
+    # no finished trial is trained again; the stopped configuration never trains past its rung;
+    # the resumed driver finished ls's held seed
+    assert not {ln.split()[0] for ln in after if " start " in ln} & finished_before, after
     assert not [ln for ln in lines if ln.startswith(stopped_id) and " end " in ln], lines
-    assert any(ln.startswith(f"{ls_key} end ") for ln in lines[len(before):]), lines
+    assert any(ln.startswith(f"{ls_key} end ") for ln in after), lines
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("es-resume")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     trials = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
     keys = [r.data.tags[C.TAG_TRIAL_KEY] for r in trials]
     assert len(keys) == len(set(keys))  # no duplicate seed run
+    assert len([r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG]) == 3
+    assert len([r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY]) == 1
     done = [r for r in trials if r.data.tags[C.TAG_CONFIG_ID] != stopped_id]
     assert len(done) == 4 and all(r.info.status == "FINISHED" for r in done)
     bad = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG

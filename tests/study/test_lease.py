@@ -1,5 +1,6 @@
 """One driver per study: the lease alone (no Ray). Two real `harness run` drivers at once and a
-killed driver's lease under `--resume`: tests/study/test_run.py."""
+killed driver's lease under `--resume`: tests/study/test_early_stop_study.py (one killed-driver
+scenario)."""
 
 from __future__ import annotations
 

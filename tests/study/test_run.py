@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from harness.study.runner import TrialHooks, run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray, shared_cache
+from tests.study.conftest import local_ray
 
 STUDY = """\
 name: {name}
@@ -128,68 +122,6 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
     assert len(restarts) == 2  # ... and was resumed from its step-3 checkpoint
     failing, plain = _test_maps(root, "failing"), _test_maps(root, "plain")
     assert len(failing) == 2 and failing == {key: plain[key] for key in failing}
-
-
-def test_a_second_driver_is_refused_and_a_killed_driver_resumes_without_duplicates_or_reruns(
-        finished, tmp_path, monkeypatch, capsys):
-    """One driver per study, then a killed driver's study resumed: a second `harness run` of the
-    running study is refused in one line (who holds it, how to resume); the first driver is
-    SIGKILLed mid-study; its lease stays but does not block `--resume`, which takes it over,
-    reruns no finished trial and leaves no duplicate run."""
-    from harness.cli import main
-    from harness.study.lease import TIMEOUT_ENV
-
-    root, _ = finished
-    spec_path = root / "killed.yaml"
-    spec_path.write_text(STUDY.format(name="killed", gpus=0, storage=root / "runs")
-                         .replace("steps: 6,", "steps: 30,").replace("eval_every: 3", "eval_every: 10"))
-    lease = root / "runs" / "killed.lease"
-    log = tmp_path / "trials.log"
-    knobs = {"MLFLOW_TRACKING_URI": _uri(root), TIMEOUT_ENV: "5",
-             "HARNESS_CACHE": shared_cache()}
-    env = {**os.environ, **knobs}
-    # `harness run` with the trial log hook injected (tests/study/hooked_run.py).
-    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(spec_path)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        deadline = time.time() + 240
-        while time.time() < deadline:
-            ended = [ln for ln in (log.read_text().splitlines() if log.exists() else []) if " end " in ln]
-            if len(ended) >= 2:
-                break
-            time.sleep(0.5)
-        # The second driver: the same `harness run`, in this process (it starts at once).
-        for key, value in knobs.items():
-            monkeypatch.setenv(key, value)
-        capsys.readouterr()
-        assert main(["run", str(spec_path)]) == 2
-        line = capsys.readouterr().err.strip()
-        assert proc.poll() is None, "the first driver ended before the second was tried"
-        assert "\n" not in line
-        assert line.startswith(f"harness: error: study 'killed' is already being run by pid {proc.pid} on host ")
-        assert f"run `harness run {spec_path} --resume` after " in line
-        assert "(at once, once that pid has exited)" in line
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    assert json.loads(lease.read_text())["pid"] == proc.pid  # the killed driver's lease stays ...
-    before = log.read_text().splitlines()
-    finished_before = {ln.split()[0] for ln in before if " end " in ln}
-    assert 2 <= len(finished_before) < 9
-    rc = subprocess.run(cmd + ["--resume"], check=False, env=env, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE, text=True, timeout=600)
-    assert rc.returncode == 0, rc.stderr[-2000:]  # ... and does not block --resume
-    assert f"lease: taking over study 'killed' from pid {proc.pid}" in rc.stderr
-    assert not lease.exists()
-    after = log.read_text().splitlines()[len(before):]
-    restarted = {ln.split()[0] for ln in after if " start " in ln}
-    assert not restarted & finished_before
-    runs = _runs(root, "killed")
-    keys = [r.data.tags[C.TAG_TRIAL_KEY] for r in runs["trial"]]
-    assert len(keys) == 9 and len(set(keys)) == 9
-    assert len(runs["config"]) == 3 and len(runs["study"]) == 1
-    assert all(r.info.status == "FINISHED" for r in runs["trial"])
 
 
 def test_fractional_gpus_pack_two_trials_at_once(finished):
