@@ -22,7 +22,7 @@ Cascade: ``benchmarks/cascade.py``'s measurement on the GPU under bf16 autocast,
 length (batch 128 candidates of one query; speed-ups from synchronised wall clock).
 
     python benchmarks/gpu.py                   # on a CUDA machine: everything, ~5 minutes on an H100
-    python benchmarks/gpu.py --smoke           # CPU check: tiny model, 2+1 steps, into a temp folder
+    python benchmarks/gpu.py --smoke           # CPU check: tiny model, 30 conversations, 2+1 steps, into a temp folder
 Results: benchmarks/results/gpu.{json,md} with the GPU's name, driver and the machine.
 """
 
@@ -41,7 +41,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from peers import DATA, RUNNERS, Meter, dims_of, model_dir, train_flops
+import peers
+from peers import RUNNERS, Meter, dims_of, model_dir, train_flops
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -141,7 +142,8 @@ def run_trainers(args: argparse.Namespace, root: Path, peak: float | None,
             for name in args.trainers:
                 cmd = [sys.executable, __file__, "--side", name, "--model-path", str(path), "--length",
                        str(length), "--batch", str(args.batch), "--steps", str(args.steps), "--warmup",
-                       str(args.warmup), "--device", args.device]
+                       str(args.warmup), "--device", args.device,
+                       "--conversations", str(peers.DATA["data.conversations"])]
                 print(f"[gpu bench] {model} length {length}: {name} ...", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()
                 proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -199,7 +201,7 @@ def markdown(rec: dict[str, Any]) -> str:
         (f"Peak bf16: datasheet {peak} TFLOP/s (dense), measured {'-' if meas is None else f'{meas:.0f}'} "
          f"TFLOP/s (8192^3 matrix product, median of 20)."),
         (f"Training: batch {s['batch']}, {s['warmup']} warm-up + {s['steps']} timed steps, bf16, AdamW lr 5e-5; "
-         f"data: the embedded set's balanced training pairs ({DATA['data.conversations']} conversations)."),
+         f"data: the embedded set's balanced training pairs ({rec['data']['data.conversations']} conversations)."),
         "",
         ("| model | max length | trainer | pairs/s | mean real length | model TFLOP/s | MFU (datasheet) "
         "| MFU (measured peak) | peak GPU mem (GiB) | harness / this |"),
@@ -258,14 +260,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cascade-batch", type=int, default=128)
     p.add_argument("--cascade-rounds", type=int, default=20)
     p.add_argument("--smoke", action="store_true",
-                   help="CPU check: tiny model, length 32, 2 warm-up + 1 timed step, results in a temp folder")
+                   help="CPU check: tiny model, length 32, 30 conversations, 2 warm-up + 1 timed step, results in a "
+                        "temp folder")
     p.add_argument("--out", type=Path, default=None, help="output path without suffix (default results/gpu)")
     p.add_argument("--side", choices=["harness", "hf", "st"], help=argparse.SUPPRESS)
     p.add_argument("--model-path", help=argparse.SUPPRESS)
     p.add_argument("--length", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--conversations", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     import torch
 
+    if args.smoke and not args.conversations:
+        # the data set the tests' studies use (30 conversations): the smoke run checks the script
+        args.conversations = 30
+    if args.conversations:
+        peers.DATA = {**peers.DATA, "data.conversations": args.conversations}
     if args.side:
         return side(args)
     if args.device is None:
@@ -299,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
            "device": args.device, "gpu": info, "peak_tflops_datasheet": peak, "peak_tflops_measured": measured,
            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
                         if k not in ("side", "model_path", "length")},
-           "data": DATA, "sentence_transformers": st_version, "trainers": trainers,
+           "data": peers.DATA, "sentence_transformers": st_version, "trainers": trainers,
            "cascade": cascades, "machine": describe("torch", "transformers")}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rec, indent=2) + "\n")

@@ -55,6 +55,16 @@ def tiny_config(**flat: object) -> TrialConfig:
     return TrialConfig.from_flat(base)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Every data build of the session (in this process, in CLI subprocesses, Ray workers and Ray
+    jobs started from it) goes to one throwaway cache, never the user's ~/.cache/harness: studies
+    of the same data set load what the first one built, as a user's do. Tests of the cache itself,
+    and tests that must see a cold build, set a cache of their own."""
+    from tests.study.conftest import shared_cache
+
+    os.environ["HARNESS_CACHE"] = shared_cache()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
     """A new SQLite tracking store gets its schema from MLflow's ~50 migrations, ~2.4 s a store;

@@ -53,6 +53,7 @@ def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     rec = json.loads((tmp_path / "gpu.json").read_text())
     assert rec["smoke"] is True and rec["gpu"]["name"] is None
+    assert rec["data"]["data.conversations"] == 30  # the data set of the tests' studies
     (row,) = rec["trainers"]
     assert row["trainer"] == "harness" and row["pairs"] == 4 and row["pairs_per_s"] > 0
     assert rec["cascade"][0]["results"][0]["setting"] == "plain"

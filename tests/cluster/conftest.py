@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.study.conftest import shared_cache
+
 from .services import (
     REPO,
     MlflowServer,
@@ -99,7 +101,7 @@ def smoke_job(ray_head: RayHead, mlflow_server: MlflowServer, cluster_root: Path
     result = harness("submit", str(QUICKSTART), "--smoke", "--wait", "--address", ray_head.address,
                      "--env-file", str(env_file), "--tracking-uri", mlflow_server.url,
                      "--storage-path", str(cluster_root / "tune"),
-                     "--env", f"HARNESS_CACHE={cluster_root / 'cache'}", timeout=420)
+                     "--env", f"HARNESS_CACHE={shared_cache()}", timeout=420)
     seconds = time.time() - started
     match = re.search(r"submitted job (\S+)", result.stdout)
     exp_id, runs = "", []

@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.study.conftest import shared_cache
 
 from .services import REPO, VENV_BIN, Service, clean_env, free_port, free_port_block, spawn, sweep
 
@@ -102,6 +105,19 @@ def _nodes_with_cpu(address: str) -> int:
         return 0
 
 
+def _wait_listening(node: Node, host: str, port: int, timeout: float = 60) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if node.service.proc.poll() is not None:
+            raise RuntimeError(f"{node.service.name} exited:\n{node.service.tail()}")
+        with socket.socket() as sock:
+            sock.settimeout(1)
+            if sock.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"{node.service.name} not listening on {host}:{port} after {timeout:.0f} s")
+
+
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[tuple[str, list[Node]]]:
     port = free_port()
@@ -110,7 +126,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[Node]]]:
                                        "--ray-client-server-port", str(free_port())])]
     address = f"{_host_ip()}:{port}"
     try:
-        time.sleep(5)
+        _wait_listening(nodes[0], _host_ip(), port)  # the head's GCS, which the workers join through
         for i in (1, 2):
             nodes.append(_start(tmp_path, f"w{i}", ["--address", address, "--num-cpus", "1"]))
         deadline = time.time() + 120
@@ -130,7 +146,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[Node]]]:
 def _run(root: Path, name: str, address: str, log: Path) -> subprocess.Popen[str]:
     path = root / f"{name}.yaml"
     path.write_text(STUDY.format(name=name, storage=root / "tune"))
-    env = {**_env(), "RAY_ADDRESS": address, "HARNESS_CACHE": str(root / "cache"),
+    env = {**_env(), "RAY_ADDRESS": address, "HARNESS_CACHE": shared_cache(),
            "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     # `harness run` with the trial log hook injected (tests/study/hooked_run.py)
     return subprocess.Popen([sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(path)],
@@ -195,7 +211,7 @@ def _uninterrupted(root: Path, name: str) -> dict[str, dict[str, float]]:
 
 
 @pytest.mark.slow
-def test_killed_worker_node_resumes_its_trial_on_the_other_node(cluster, tmp_path, monkeypatch):
+def test_killed_worker_node_resumes_its_trial_on_the_other_node(cluster, tmp_path):
     address, nodes = cluster
     # Once both trials have a checkpoint and neither has ended, worker 1 dies.
     log = tmp_path / "kill.log"
@@ -221,7 +237,6 @@ def test_killed_worker_node_resumes_its_trial_on_the_other_node(cluster, tmp_pat
     assert "failed, retrying from its last checkpoint" in out
     # the test metrics of training each trial without interruption (here, from the data the study
     # cached), and one MLflow run per trial
-    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     ref = _uninterrupted(tmp_path, "mn-kill")
     assert len(ref) == 2
     assert sorted(ln.split()[0] for ln in lines if " end " in ln) == sorted(ref)

@@ -14,9 +14,10 @@ from pathlib import Path
 
 @functools.cache
 def shared_cache() -> str:
-    """A data cache shared by this test session's studies (removed at exit). Entries are keyed by
-    the data set's fingerprint, so studies of the same set load what the first one built instead
-    of each building it again; the tests of the cache itself use caches of their own."""
+    """The data cache of this test session (removed at exit; tests/conftest.py makes it the
+    session's HARNESS_CACHE). Entries are keyed by the data set's fingerprint, so studies of the
+    same set load what the first one built instead of each building it again; the tests of the
+    cache itself use caches of their own."""
     path = tempfile.mkdtemp(prefix="harness-test-cache-")
     atexit.register(shutil.rmtree, path, ignore_errors=True)
     return path
