@@ -65,6 +65,13 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["HARNESS_CACHE"] = shared_cache()
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The session's Ray (tests/study/conftest.py's ``local_ray``), if a test started it."""
+    from tests.study.conftest import stop_session_ray
+
+    stop_session_ray()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
     """A new SQLite tracking store gets its schema from MLflow's ~50 migrations, ~2.4 s a store;

@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -23,20 +22,42 @@ def shared_cache() -> str:
     return path
 
 
+_SESSION_RAY: dict[str, bool] = {"running": False}
+
+
 @contextlib.contextmanager
-def local_ray(root: Path, **init: object) -> Iterator[Path]:
-    """Ray on this machine and HARNESS_CACHE at ``shared_cache()`` for the duration; both restored
-    after."""
+def local_ray(root: Path, own: bool = False) -> Iterator[Path]:
+    """Ray on this machine (2 CPUs, and one logical GPU so that fractional-GPU trials can be packed)
+    for the duration. One Ray serves every study of the session, as one cluster serves a user's
+    studies: it starts on first use and stays up (``stop_session_ray`` stops it; tests/conftest.py
+    calls it when the session ends), so each study does not pay Ray's start and stop. ``own``: a
+    Ray of this block's own, stopped after it, for a study whose workers must see environment
+    variables set just before (Ray's worker processes inherit the environment of ``ray.init``)."""
     import ray
 
-    old = os.environ.get("HARNESS_CACHE")
-    os.environ["HARNESS_CACHE"] = shared_cache()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, **init)
-    try:
-        yield root
-    finally:
+    if own:
+        stop_session_ray()
+        _init()
+        try:
+            yield root
+        finally:
+            ray.shutdown()
+        return
+    if not _SESSION_RAY["running"] or not ray.is_initialized():
+        _init()
+        _SESSION_RAY["running"] = True
+    yield root
+
+
+def _init() -> None:
+    import ray
+
+    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+
+
+def stop_session_ray() -> None:
+    import ray
+
+    if _SESSION_RAY["running"]:
+        _SESSION_RAY["running"] = False
         ray.shutdown()
-        if old is None:
-            os.environ.pop("HARNESS_CACHE", None)
-        else:
-            os.environ["HARNESS_CACHE"] = old

@@ -34,7 +34,7 @@ storage_path: {storage}
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
-    with local_ray(tmp_path_factory.mktemp("study"), num_gpus=1) as root:
+    with local_ray(tmp_path_factory.mktemp("study")) as root:
         yield root
 
 

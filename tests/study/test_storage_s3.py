@@ -43,7 +43,7 @@ def s3(monkeypatch: pytest.MonkeyPatch):
 def test_a_study_on_s3_keeps_checkpoints_and_state_in_the_bucket(tmp_path, s3):
     lines: list[str] = []
     text = STUDY.replace("name: es", "name: es-s3").replace("{storage}", "s3://harness-runs/studies")
-    with local_ray(tmp_path) as root:
+    with local_ray(tmp_path, own=True) as root:  # its workers read the AWS variables set above
         path = root / "es-s3.yaml"
         path.write_text(text)
         uri = f"sqlite:///{root / 'mlflow.db'}"
