@@ -141,14 +141,15 @@ def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray
 
 @pytest.mark.slow
 def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and_stopped_stays_stopped(
-        tmp_path, monkeypatch, capsys):
+        ray_root, tmp_path, monkeypatch, capsys):
     """One driver per study, and a killed driver's study resumed, on one study with early stopping.
 
     While the driver runs, a second `harness run` of the same study is refused in one line (who
     holds it, how to resume). The driver is then SIGKILLed right after a configuration is stopped;
-    its lease stays but does not block `harness run --resume`, which takes it over, reruns no
-    finished trial, leaves no duplicate seed run and does not train the stopped configuration again
-    (the stop is read back from the study's storage path).
+    its lease stays but does not block `harness run --resume` (run in this process, on the
+    session's Ray), which takes it over, reruns no finished trial, leaves no duplicate seed run and
+    does not train the stopped configuration again (the stop is read back from the study's storage
+    path).
 
     Two trials at a time, in grid order (baseline, ls, diverging-lr; seeds 1, 2). ls's second seed
     waits after its step-5 evaluation (a testing hook) until the test lets it go, so when
@@ -164,6 +165,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
 
     from harness.cli import main
     from harness.study.lease import TIMEOUT_ENV
+    from tests.study.hooked_run import main as hooked_run
 
     root = tmp_path
     path = root / "es-resume.yaml"
@@ -215,10 +217,10 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     finished_before = {ln.split()[0] for ln in before if " end " in ln}
     assert finished_before and ls_key not in finished_before, before
     gate.touch()
-    rc = subprocess.run(cmd + ["--resume"], check=False, env=env, stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE, text=True, timeout=600)
-    assert rc.returncode == 0, rc.stderr[-3000:]  # ... and does not block --resume
-    assert f"lease: taking over study 'es-resume' from pid {proc.pid}" in rc.stderr
+    # `harness run --resume` with the same hooks, in this process (on the session's Ray)
+    capsys.readouterr()
+    assert hooked_run(cmd[3:] + ["--resume"]) == 0  # ... and does not block --resume
+    assert f"lease: taking over study 'es-resume' from pid {proc.pid}" in capsys.readouterr().err
     assert not lease.exists()
     lines = log.read_text().splitlines()
     after = lines[len(before):]
