@@ -77,7 +77,8 @@ def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
     """A new SQLite tracking store gets its schema from MLflow's ~50 migrations, ~2.4 s a store;
     this session runs them once, into a template, and MLflow in this process then starts every new
     SQLite store as a copy of it (SQLite's backup API): the same schema, made by the same MLflow.
-    Stores made by other processes (CLI subprocesses, a tracking server) still migrate their own."""
+    Stores made by other processes (CLI subprocesses) still migrate their own; the template's path
+    is the fixture's value (the cluster tests' tracking server starts on a copy)."""
     import sqlite3
     from contextlib import closing
 
@@ -99,5 +100,5 @@ def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
             source.backup(target)
 
     utils._initialize_tables = initialize
-    yield
+    yield template
     utils._initialize_tables = original

@@ -40,17 +40,25 @@ def cluster_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="package")
-def ray_head(cluster_root: Path) -> Iterator[RayHead]:
+def mlflow_starting(cluster_root: Path, _mlflow_schema_made_once: Path) -> Iterator[MlflowServer]:
+    """The MLflow server, started (on a copy of the session's schema template) but not yet waited
+    for: the Ray head starts beside it."""
+    server = start_mlflow_server(cluster_root / "mlflow", schema=_mlflow_schema_made_once, wait=False)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="package")
+def ray_head(cluster_root: Path, mlflow_starting: MlflowServer) -> Iterator[RayHead]:
     head = start_ray_head(cluster_root, token=secrets.token_hex(16))
     yield head
     head.stop()
 
 
 @pytest.fixture(scope="package")
-def mlflow_server(cluster_root: Path) -> Iterator[MlflowServer]:
-    server = start_mlflow_server(cluster_root / "mlflow")
-    yield server
-    server.stop()
+def mlflow_server(mlflow_starting: MlflowServer) -> MlflowServer:
+    mlflow_starting.ready()
+    return mlflow_starting
 
 
 def harness(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -187,13 +187,25 @@ class MlflowServer:
     backend_uri: str
     root: Path
 
+    def ready(self) -> None:
+        try:
+            self.service.wait_http(f"{self.url}/health", 90)
+        except BaseException:
+            self.stop()
+            raise
+
     def stop(self) -> None:
         self.service.stop()
 
 
-def start_mlflow_server(root: Path) -> MlflowServer:
-    """`mlflow server` on 127.0.0.1: SQLite backend, artifacts served from a local directory."""
+def start_mlflow_server(root: Path, schema: Path | None = None, wait: bool = True) -> MlflowServer:
+    """`mlflow server` on 127.0.0.1: SQLite backend, artifacts served from a local directory.
+    ``schema``: an empty SQLite store with MLflow's current schema, copied in as the backend (the
+    server then skips the migrations); ``wait=False``: return at once, ``MlflowServer.ready()``
+    waits (so that it starts while something else does)."""
     root.mkdir(parents=True, exist_ok=True)
+    if schema is not None:
+        shutil.copyfile(schema, root / "mlflow.db")
     port = free_port()
     backend = f"sqlite:///{root / 'mlflow.db'}"
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend,
@@ -201,11 +213,8 @@ def start_mlflow_server(root: Path) -> MlflowServer:
            "--workers", "1"]
     service = spawn("mlflow server", cmd, root / "mlflow-server.log", clean_env(), root)
     server = MlflowServer(service, f"http://127.0.0.1:{port}", backend, root)
-    try:
-        service.wait_http(f"{server.url}/health", 90)
-    except BaseException:
-        server.stop()
-        raise
+    if wait:
+        server.ready()
     return server
 
 
