@@ -43,7 +43,7 @@ def local_ray(root: Path, own: bool = False) -> Iterator[Path]:
         finally:
             ray.shutdown()
         return
-    if not _SESSION_RAY["running"] or not ray.is_initialized():
+    if not (_SESSION_RAY["running"] and ray.is_initialized()):
         _init()
         _SESSION_RAY["running"] = True
     yield root
@@ -52,6 +52,8 @@ def local_ray(root: Path, own: bool = False) -> Iterator[Path]:
 def _init() -> None:
     import ray
 
+    if ray.is_initialized():  # a Ray that other code in this process left running
+        ray.shutdown()
     ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
 
 
