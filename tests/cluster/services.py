@@ -16,6 +16,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,16 +67,33 @@ class Service:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
 
     def wait_http(self, url: str, timeout: float, headers: dict[str, str] | None = None) -> None:
+        def up() -> bool:
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5):
+                    return True
+            except (urllib.error.URLError, OSError):
+                return False
+
+        self._wait(up, url, timeout, every=0.5)
+
+    def wait_port(self, host: str, port: int, timeout: float) -> None:
+        """Until something accepts TCP connections on ``host:port`` (a gRPC server, say)."""
+        def up() -> bool:
+            with socket.socket() as sock:
+                sock.settimeout(1)
+                return sock.connect_ex((host, port)) == 0
+
+        self._wait(up, f"{host}:{port}", timeout, every=0.2)
+
+    def _wait(self, up: Callable[[], bool], where: str, timeout: float, every: float) -> None:
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
-            try:
-                with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=5):
-                    return
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.5)
-        raise RuntimeError(f"{self.name} not ready at {url} after {timeout:.0f}s:\n{self.tail()}")
+            if up():
+                return
+            time.sleep(every)
+        raise RuntimeError(f"{self.name} not ready at {where} after {timeout:.0f}s:\n{self.tail()}")
 
     def stop(self, grace: float = 2.0) -> None:
         """SIGTERM to the process group, SIGKILL to what is left after ``grace`` seconds."""

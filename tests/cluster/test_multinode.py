@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from tests.study.conftest import shared_cache
 
 from .services import REPO, VENV_BIN, Service, clean_env, free_port, free_port_block, spawn, sweep
 
@@ -105,28 +102,16 @@ def _nodes_with_cpu(address: str) -> int:
         return 0
 
 
-def _wait_listening(node: Node, host: str, port: int, timeout: float = 60) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if node.service.proc.poll() is not None:
-            raise RuntimeError(f"{node.service.name} exited:\n{node.service.tail()}")
-        with socket.socket() as sock:
-            sock.settimeout(1)
-            if sock.connect_ex((host, port)) == 0:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"{node.service.name} not listening on {host}:{port} after {timeout:.0f} s")
-
-
 @pytest.fixture()
 def cluster(tmp_path: Path) -> Iterator[tuple[str, list[Node]]]:
     port = free_port()
     nodes = [_start(tmp_path, "head", ["--head", "--port", str(port), "--num-cpus", "0",
                                        "--include-dashboard", "false",
                                        "--ray-client-server-port", str(free_port())])]
-    address = f"{_host_ip()}:{port}"
+    host = _host_ip()
+    address = f"{host}:{port}"
     try:
-        _wait_listening(nodes[0], _host_ip(), port)  # the head's GCS, which the workers join through
+        nodes[0].service.wait_port(host, port, 60)  # the head's GCS, which the workers join through
         for i in (1, 2):
             nodes.append(_start(tmp_path, f"w{i}", ["--address", address, "--num-cpus", "1"]))
         deadline = time.time() + 120
@@ -146,7 +131,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[Node]]]:
 def _run(root: Path, name: str, address: str, log: Path) -> subprocess.Popen[str]:
     path = root / f"{name}.yaml"
     path.write_text(STUDY.format(name=name, storage=root / "tune"))
-    env = {**_env(), "RAY_ADDRESS": address, "HARNESS_CACHE": shared_cache(),
+    env = {**_env(), "RAY_ADDRESS": address,
            "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     # `harness run` with the trial log hook injected (tests/study/hooked_run.py)
     return subprocess.Popen([sys.executable, "-m", "tests.study.hooked_run", str(log), "run", str(path)],

@@ -14,7 +14,7 @@ from mlflow.tracking import MlflowClient
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray, shared_cache
+from tests.study.conftest import local_ray
 
 STEPS = 20
 STUDY = f"""\
@@ -176,7 +176,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     uri = f"sqlite:///{root / 'mlflow.db'}"
     log = root / "trials.log"
     lease = root / "runs" / "es-resume.lease"
-    knobs = {"MLFLOW_TRACKING_URI": uri, "HARNESS_CACHE": shared_cache(), TIMEOUT_ENV: "5"}
+    knobs = {"MLFLOW_TRACKING_URI": uri, TIMEOUT_ENV: "5"}
     env = {**os.environ, **knobs}
     # `harness run` with the trial hooks injected (tests/study/hooked_run.py)
     cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(gate), ls_key,
