@@ -12,31 +12,22 @@ An int is a step count. ``weighting.m`` may also be ``inf`` (never reach equal w
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, get_args, get_origin, get_type_hints
 
-from harness.errors import ConfigError, DataError
+from harness.data.config import PROTOCOLS, TRAIN_SAMPLERS, DataConfig  # noqa: F401
+from harness.errors import ConfigError, DataError, require
 from harness.losses.kinds import LOSSES
 from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
+from harness.suggest import did_you_mean
 from harness.tracking.conventions import METRICS
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
 
-# data.protocol: how the embedded set's candidates (dev and test above all) are built; see
-# harness.data.chitchat. train.sampler: where the training negatives come from ("dataset": the
-# data set's own candidates; "bm25" is the context protocol, NS_BM25 of Penha & Hauff 2021).
-PROTOCOLS = ("response", "context")
-# train.sampler -> the negatives method it draws with (harness.data.negatives); "dataset": the data
-# set's own candidates. The one list of samplers: validation, messages and the builder read it.
-TRAIN_SAMPLERS: Mapping[str, str | None] = MappingProxyType(
-    {"dataset": None, "response": "response", "bm25": "context", "random": "random"})
 # Keys that moved, old -> new: from_flat names the new key instead of "unknown config key".
 MOVED_KEYS = {
     "data.sampler": ("train.sampler",
@@ -65,83 +56,16 @@ TEACHER_SEED = 1000
 CANDIDATE_SETS = ("pair", "all")
 
 
-def _check(cond: bool, key: str, rule: str, value: object) -> None:
-    if not cond:
-        raise ConfigError(f"{key} must be {rule}, got {value!r}")
-
-
 def _check_steps(key: str, value: Steps, allow_inf: bool = False, allow_zero: bool = False) -> None:
     if isinstance(value, float) and math.isinf(value):
-        _check(allow_inf and value > 0, key, "a step count or a fraction in (0, 1]", value)
+        require(allow_inf and value > 0, key, "a step count or a fraction in (0, 1]", value)
         return
     if isinstance(value, float) and (value <= 1.0 or not value.is_integer()):
-        _check(0.0 < value <= 1.0 or (allow_zero and value == 0.0), key,
+        require(0.0 < value <= 1.0 or (allow_zero and value == 0.0), key,
                "a step count or a fraction in (0, 1]", value)
         return
     lo = 0 if allow_zero else 1
-    _check(value >= lo, key, f"a step count >= {lo} or a fraction in (0, 1]", value)
-
-
-@dataclass(frozen=True, kw_only=True)
-class DataConfig:
-    """Where queries come from. ``source``: a name of ``harness.data.sources.SOURCES``: chitchat
-    (embedded), msdialog (TSV dir), trec (dir), irds (an ir_datasets data set).
-
-    ``context_turns``, ``negatives``, ``protocol`` and ``depth`` shape the embedded set only (the
-    other sources bring their own contexts and candidates), but for ``depth`` under irds: the top
-    ``depth`` documents of its first-stage run are a query's candidates. ``protocol``: ``response``
-    draws each query's negatives uniformly from the top ``depth`` BM25 hits of its true response
-    (MSDialog / MANtIS, Yang et al. 2018); ``context`` takes the top BM25 hits of its context
-    (NS_BM25 of Penha & Hauff 2021).
-
-    ``irds_id`` (irds): one ir_datasets id, whose queries are split into train/dev/test by
-    ``split_seed``, ``dev_fraction`` and ``test_fraction``, or three comma-separated ids, the train,
-    dev and test sets. ``irds_register``: a Python module name or ``.py`` file imported first, which
-    registers local data sets in ir_datasets (``harness.data.irds``).
-    """
-
-    source: str = "chitchat"
-    path: str | None = None
-    context_turns: int = 10
-    negatives: int = 9
-    protocol: str = "response"
-    depth: int = 1000
-    split_seed: int = 13
-    conversations: int | None = None
-    dev_fraction: float = 0.1
-    test_fraction: float = 0.1
-    max_train_queries: int | None = None
-    max_dev_queries: int | None = None
-    max_test_queries: int | None = None
-    cache_dir: str | None = None
-    irds_id: str | None = None
-    irds_register: str | None = None
-
-    def __post_init__(self) -> None:
-        from harness.data.sources import SOURCES
-
-        _check(self.source in SOURCES, "data.source", f"one of {', '.join(SOURCES)}", self.source)
-        _check(not SOURCES.get(self.source).needs_path or bool(self.path), "data.path",
-               f"set for data.source={self.source}", self.path)
-        _check(self.source != "irds" or bool(self.irds_id), "data.irds_id",
-               "set for data.source=irds (one ir_datasets id, or train,dev,test ids)", self.irds_id)
-        if self.irds_id is not None:
-            n = len(self.irds_id.split(","))
-            _check(n in (1, 3) and all(i.strip() for i in self.irds_id.split(",")), "data.irds_id",
-                   "one ir_datasets id or three comma-separated ids (train,dev,test)", self.irds_id)
-        _check(self.context_turns >= 1, "data.context_turns", ">= 1", self.context_turns)
-        _check(self.negatives >= 1, "data.negatives", ">= 1", self.negatives)
-        _check(self.protocol in PROTOCOLS, "data.protocol", f"one of {', '.join(PROTOCOLS)}",
-               self.protocol)
-        _check(self.depth >= 1, "data.depth", ">= 1", self.depth)
-        _check(self.conversations is None or self.conversations >= 3, "data.conversations",
-               ">= 3 (one per split) or null for all", self.conversations)
-        for key in ("dev_fraction", "test_fraction"):
-            v = getattr(self, key)
-            _check(0.0 < v < 0.5, f"data.{key}", "in (0, 0.5)", v)
-        for key in ("max_train_queries", "max_dev_queries", "max_test_queries"):
-            v = getattr(self, key)
-            _check(v is None or v >= 1, f"data.{key}", ">= 1 or null", v)
+    require(value >= lo, key, f"a step count >= {lo} or a fraction in (0, 1]", value)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,8 +77,8 @@ class ModelConfig:
     max_length: int = 128
 
     def __post_init__(self) -> None:
-        _check(bool(self.name), "model.name", "a non-empty name or path", self.name)
-        _check(16 <= self.max_length <= 4096, "model.max_length", "in [16, 4096]", self.max_length)
+        require(bool(self.name), "model.name", "a non-empty name or path", self.name)
+        require(16 <= self.max_length <= 4096, "model.max_length", "in [16, 4096]", self.max_length)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -187,23 +111,23 @@ class TrainConfig:
     select_metric: str = "map"
 
     def __post_init__(self) -> None:
-        _check(self.steps >= 1, "train.steps", ">= 1", self.steps)
-        _check(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
-        _check(0.0 < self.lr < 1.0, "train.lr", "in (0, 1)", self.lr)
-        _check(0.0 < self.adam_eps < 1.0, "train.adam_eps", "in (0, 1)", self.adam_eps)
-        _check(self.weight_decay >= 0.0, "train.weight_decay", ">= 0", self.weight_decay)
-        _check(0.0 <= self.warmup < 1.0, "train.warmup", "a fraction in [0, 1)", self.warmup)
-        _check(self.max_grad_norm > 0, "train.max_grad_norm", "> 0", self.max_grad_norm)
-        _check(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
-        _check(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
-        _check(self.negatives_per_positive >= 1, "train.negatives_per_positive", ">= 1",
+        require(self.steps >= 1, "train.steps", ">= 1", self.steps)
+        require(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
+        require(0.0 < self.lr < 1.0, "train.lr", "in (0, 1)", self.lr)
+        require(0.0 < self.adam_eps < 1.0, "train.adam_eps", "in (0, 1)", self.adam_eps)
+        require(self.weight_decay >= 0.0, "train.weight_decay", ">= 0", self.weight_decay)
+        require(0.0 <= self.warmup < 1.0, "train.warmup", "a fraction in [0, 1)", self.warmup)
+        require(self.max_grad_norm > 0, "train.max_grad_norm", "> 0", self.max_grad_norm)
+        require(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
+        require(self.eval_batch_size >= 1, "train.eval_batch_size", ">= 1", self.eval_batch_size)
+        require(self.negatives_per_positive >= 1, "train.negatives_per_positive", ">= 1",
                self.negatives_per_positive)
-        _check(self.sampler in TRAIN_SAMPLERS, "train.sampler", f"one of {', '.join(TRAIN_SAMPLERS)}",
+        require(self.sampler in TRAIN_SAMPLERS, "train.sampler", f"one of {', '.join(TRAIN_SAMPLERS)}",
                self.sampler)
-        _check(self.loss in LOSSES, "train.loss", f"one of {', '.join(LOSSES)}", self.loss)
-        _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+        require(self.loss in LOSSES, "train.loss", f"one of {', '.join(LOSSES)}", self.loss)
+        require(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
                "train.device", "auto, cpu, cuda or cuda:N", self.device)
-        _check(self.select_metric in SELECT_METRICS, "train.select_metric",
+        require(self.select_metric in SELECT_METRICS, "train.select_metric",
                f"one of {', '.join(SELECT_METRICS)}", self.select_metric)
 
 
@@ -231,15 +155,15 @@ class CurriculumConfig:
         from harness.curriculum.scoring import SCORING
 
         if self.scoring not in SCORING:
-            raise ConfigError(SCORING.unknown_message(self.scoring))
+            raise ConfigError(SCORING.unknown_message(self.scoring), key="curriculum.scoring")
         if self.pacing not in PACING:
-            raise ConfigError(PACING.unknown_message(self.pacing))
-        _check(0.0 < self.delta <= 1.0, "curriculum.delta", "in (0, 1]", self.delta)
+            raise ConfigError(PACING.unknown_message(self.pacing), key="curriculum.pacing")
+        require(0.0 < self.delta <= 1.0, "curriculum.delta", "in (0, 1]", self.delta)
         _check_steps("curriculum.T", self.T)
-        _check(self.n >= 1.0, "curriculum.n", ">= 1", self.n)
-        _check(self.candidates in CANDIDATE_SETS, "curriculum.candidates",
+        require(self.n >= 1.0, "curriculum.n", ">= 1", self.n)
+        require(self.candidates in CANDIDATE_SETS, "curriculum.candidates",
                f"one of {', '.join(CANDIDATE_SETS)}", self.candidates)
-        _check(self.teacher_steps is None or self.teacher_steps >= 1, "curriculum.teacher_steps",
+        require(self.teacher_steps is None or self.teacher_steps >= 1, "curriculum.teacher_steps",
                ">= 1 or null", self.teacher_steps)
 
     @property
@@ -265,11 +189,11 @@ class WeightingConfig:
         from harness.curriculum.heuristics import HEURISTICS
 
         if self.heuristic != "none" and self.heuristic not in HEURISTICS:
-            raise ConfigError(HEURISTICS.unknown_message(self.heuristic) + ", none")
+            raise ConfigError(HEURISTICS.unknown_message(self.heuristic) + ", none", key="weighting.heuristic")
         _check_steps("weighting.m", self.m, allow_inf=True, allow_zero=True)
-        _check(self.reduction in ("sample", "batch_mean"), "weighting.reduction",
+        require(self.reduction in ("sample", "batch_mean"), "weighting.reduction",
                "one of sample, batch_mean", self.reduction)
-        _check(self.iteration >= 1, "weighting.iteration", "a step count >= 1", self.iteration)
+        require(self.iteration >= 1, "weighting.iteration", "a step count >= 1", self.iteration)
 
     @property
     def enabled(self) -> bool:
@@ -290,7 +214,7 @@ class SmoothingConfig:
     def __post_init__(self) -> None:
         # An alias (e.g. two-stage-weak) is recorded under the paper's name (T-WSLS).
         object.__setattr__(self, "method", smoothing_method(self.method).name)
-        _check(0.0 <= self.epsilon < 1.0, "smoothing.epsilon", "in [0, 1)", self.epsilon)
+        require(0.0 <= self.epsilon < 1.0, "smoothing.epsilon", "in [0, 1)", self.epsilon)
         _check_steps("smoothing.switch", self.switch)
 
     @property
@@ -315,16 +239,16 @@ class CascadeConfig:
 
     def __post_init__(self) -> None:
         if self.exits is not None:
-            _check(len(self.exits) >= 1 and all(e >= 1 for e in self.exits), "cascade.exits",
+            require(len(self.exits) >= 1 and all(e >= 1 for e in self.exits), "cascade.exits",
                    "a non-empty list of layers >= 1", self.exits)
-            _check(list(self.exits) == sorted(set(self.exits)), "cascade.exits",
+            require(list(self.exits) == sorted(set(self.exits)), "cascade.exits",
                    "strictly increasing", self.exits)
         for a in self.alpha:
-            _check(0.0 <= a < 1.0, "cascade.alpha", "in [0, 1) for every exit", self.alpha)
+            require(0.0 <= a < 1.0, "cascade.alpha", "in [0, 1) for every exit", self.alpha)
         if self.exits is not None and len(self.alpha) not in (1, len(self.exits)):
             raise ConfigError(f"cascade.alpha must have 1 value or one per exit "
                               f"({len(self.exits)} for cascade.exits={list(self.exits)}), "
-                              f"got {len(self.alpha)}")
+                              f"got {len(self.alpha)}", key="cascade.alpha")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,16 +264,13 @@ class TrialConfig:
     cascade: CascadeConfig = field(default_factory=CascadeConfig)
 
     def __post_init__(self) -> None:
-        from harness.data.sources import get
+        from harness.data.sources import check
 
-        source = get(self.data.source)
-        if source.own_candidates and self.train.sampler != "dataset":
-            raise ConfigError(f"train.sampler must be dataset for data.source={self.data.source} "
-                              f"({source.why}), got {self.train.sampler!r}")
+        check(self.data, self.train.sampler)
         if self.smoothing.enabled and not LOSSES[self.train.loss].soft_targets:
             soft = ", ".join(n for n, k in LOSSES.items() if k.soft_targets)
             raise ConfigError(f"smoothing.method={self.smoothing.method} smooths pointwise labels; "
-                              f"it needs train.loss={soft}, got {self.train.loss}")
+                              f"it needs train.loss={soft}, got {self.train.loss}", key="smoothing.method")
 
     @staticmethod
     def keys() -> list[str]:
@@ -365,7 +286,7 @@ class TrialConfig:
         per_section: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
             if key not in valid:
-                raise ConfigError(unknown_key_message(key))
+                raise ConfigError(unknown_key_message(key), key=key)
             section, name = key.split(".", 1)
             per_section.setdefault(section, {})[name] = value
         sections = {}
@@ -400,8 +321,7 @@ def unknown_key_message(key: str) -> str:
     if key in MOVED_KEYS:
         new, why = MOVED_KEYS[key]
         return f"{key} moved to {new} ({why})"
-    close = difflib.get_close_matches(key, sorted(TrialConfig.keys()), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    hint = did_you_mean(key, sorted(TrialConfig.keys()), style="; ")
     return f"unknown config key {key!r}{hint}"
 
 
@@ -425,7 +345,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if value is None:
         if type(None) in args:
             return None
-        raise ConfigError(f"{key} must not be null")
+        raise ConfigError(f"{key} must not be null", key=key)
     if isinstance(value, str) and value.lower() in ("inf", "infinity", "+inf") and float in args:
         return math.inf
     if bool in args:
@@ -433,7 +353,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
             return value
         if isinstance(value, str) and value.lower() in ("true", "false"):
             return value.lower() == "true"
-        raise ConfigError(f"{key} must be true or false, got {value!r}")
+        raise ConfigError(f"{key} must be true or false, got {value!r}", key=key)
     if tuple[int, ...] in args or tuple[float, ...] in args:
         elem = int if tuple[int, ...] in args else float
         items = value if isinstance(value, list | tuple) else str(value).split(",") \
@@ -441,33 +361,33 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         try:
             return tuple(elem(x) for x in items)
         except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be a list of {elem.__name__}, got {value!r}") from None
+            raise ConfigError(f"{key} must be a list of {elem.__name__}, got {value!r}", key=key) from None
     if int in args and float in args:  # Steps
         if isinstance(value, bool):
-            raise ConfigError(f"{key} must be a number, got {value!r}")
+            raise ConfigError(f"{key} must be a number, got {value!r}", key=key)
         if isinstance(value, int):
             return value
         try:
             return float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be a number, got {value!r}") from None
+            raise ConfigError(f"{key} must be a number, got {value!r}", key=key) from None
     if int in args:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ConfigError(f"{key} must be an integer, got {value!r}")
+            raise ConfigError(f"{key} must be an integer, got {value!r}", key=key)
         try:
             return int(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be an integer, got {value!r}") from None
+            raise ConfigError(f"{key} must be an integer, got {value!r}", key=key) from None
     if float in args:
         if isinstance(value, bool):
-            raise ConfigError(f"{key} must be a number, got {value!r}")
+            raise ConfigError(f"{key} must be a number, got {value!r}", key=key)
         try:
             return float(value)
         except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be a number, got {value!r}") from None
+            raise ConfigError(f"{key} must be a number, got {value!r}", key=key) from None
     if str in args:
         if not isinstance(value, str | int | float):
-            raise ConfigError(f"{key} must be a string, got {value!r}")
+            raise ConfigError(f"{key} must be a string, got {value!r}", key=key)
         return str(value)
     return value
 

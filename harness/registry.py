@@ -11,13 +11,13 @@ itself, so adding a variant is one decorated function and nothing else::
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
 from harness.errors import ConfigError
+from harness.suggest import did_you_mean
 
-F = TypeVar("F", bound=Callable[..., object])
+F = TypeVar("F")
 
 
 class Registry(Generic[F]):
@@ -41,12 +41,18 @@ class Registry(Generic[F]):
             raise ConfigError(self.unknown_message(name)) from None
 
     def unknown_message(self, name: object) -> str:
-        close = difflib.get_close_matches(str(name), list(self._items), n=3)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = did_you_mean(name, self._items)
         return f"{self.key}: unknown name {name!r}{hint}; valid: {', '.join(sorted(self._items))}"
 
     def names(self) -> list[str]:
         return sorted(self._items)
+
+    def items(self) -> list[tuple[str, F]]:
+        """(name, item) pairs in name order."""
+        return [(name, self._items[name]) for name in sorted(self._items)]
+
+    def values(self) -> list[F]:
+        return [self._items[name] for name in sorted(self._items)]
 
     def __contains__(self, name: object) -> bool:
         return name in self._items

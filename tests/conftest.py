@@ -12,7 +12,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 from harness.config import TrialConfig
-from harness.data.records import Candidate, Query, Splits
+from harness.records import Candidate, Query, Splits
 
 TOPICS = ["pizza", "guitar", "soccer", "rain", "coffee", "movie", "train", "garden", "winter", "music",
           "beach", "puppy", "exam", "dinner", "concert", "mountain"]

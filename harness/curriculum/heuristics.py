@@ -39,7 +39,7 @@ from typing import Protocol
 import numpy as np
 from scipy.special import ndtr
 
-from harness.data.records import Query
+from harness.records import Query
 from harness.registry import Registry
 
 NO_ORDER = 0.5  # h where the ranking carries no information

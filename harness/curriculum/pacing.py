@@ -35,9 +35,9 @@ PACING: Registry[PacingFn] = Registry("curriculum.pacing")
 
 def _check(s: float, delta: float, T: float) -> None:
     if not 0.0 < delta <= 1.0:
-        raise ConfigError(f"curriculum.delta must be in (0, 1], got {delta!r}")
+        raise ConfigError(f"curriculum.delta must be in (0, 1], got {delta!r}", key="curriculum.delta")
     if not T > 0:
-        raise ConfigError(f"curriculum.T must be > 0 steps, got {T!r}")
+        raise ConfigError(f"curriculum.T must be > 0 steps, got {T!r}", key="curriculum.T")
     if not s >= 0:
         raise ValueError(f"step must be >= 0, got {s!r}")
 
@@ -77,7 +77,7 @@ def step(s: float, *, delta: float, T: float, n: float) -> float:
 
 def _root(s: float, delta: float, T: float, n: float) -> float:
     if n < 1:
-        raise ConfigError(f"curriculum.n must be >= 1, got {n!r}")
+        raise ConfigError(f"curriculum.n must be >= 1, got {n!r}", key="curriculum.n")
     if s <= 0:
         return delta
     if s >= T:
@@ -160,6 +160,6 @@ def parse_pacing_name(name: str) -> tuple[str, float | None]:
     if match and "root_n" in PACING:
         n = float(match.group(1))
         if n < 1:
-            raise ConfigError(f"curriculum.n must be >= 1, got {n!r} (from {name!r})")
+            raise ConfigError(f"curriculum.n must be >= 1, got {n!r} (from {name!r})", key="curriculum.n")
         return "root_n", n
-    raise ConfigError(PACING.unknown_message(name) + " (root_N, e.g. root_10, sets n)")
+    raise ConfigError(PACING.unknown_message(name) + " (root_N, e.g. root_10, sets n)", key="curriculum.pacing")

@@ -68,7 +68,7 @@ class PacedSampler:
         if order.size == 0:
             raise ValueError("order is empty: no training instances to sample from")
         if self.batch_size < 1:
-            raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size!r}")
+            raise ConfigError(f"train.batch_size must be >= 1, got {self.batch_size!r}", key="train.batch_size")
         object.__setattr__(self, "order", order)
         object.__setattr__(self, "_fn", PACING.get(self.pacing))
         self._fn(0, delta=self.delta, T=self.T, n=self.n)  # validates delta, T, n up front

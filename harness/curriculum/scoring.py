@@ -22,7 +22,7 @@ identically whenever they have the same number of candidates. Table 2 writes
 BERT_pred with a leading minus sign (ascending = easy first); we keep the margin positive and sort
 descending, the authors' convention: "the higher the difference the easier the instance".
 
-    >>> from harness.data.records import Candidate, Query
+    >>> from harness.records import Candidate, Query
     >>> q = Query(qid="q1", context=("hi there", "how are you"),
     ...           candidates=(Candidate("d1", "fine thanks", 1), Candidate("d2", "no", 0)))
     >>> ctx = ScoringContext(rng=np.random.default_rng(0))
@@ -39,8 +39,8 @@ from typing import Protocol
 
 import numpy as np
 
-from harness.data.records import Query
 from harness.errors import ConfigError, DataError
+from harness.records import Query
 from harness.registry import Registry
 
 

@@ -54,22 +54,16 @@ def tokenize(text: str) -> list[str]:
 _BLOCK = 16384  # documents per block of a full row: its scores and g1 stay in the core's cache
 
 
-class Postings(NamedTuple):
-    """The index by term and block of documents, for full rows (``kernels.score_row``).
+class Documents(NamedTuple):
+    """The index by document, as the compiled kernels read it: document ``d``'s (term id, weight)
+    pairs are ``terms[indptr[d]:indptr[d + 1]]`` and ``weights[...]`` (by term id), and its token
+    ids in order ``tokens[token_ptr[d]:token_ptr[d + 1]]``."""
 
-    A term's postings in block ``k`` (documents ``k * block`` to ``(k + 1) * block - 1``) are
-    ``once_ptr[t, k]:once_ptr[t, k + 1]`` (documents where it occurs once; offset in the block,
-    weight ``idf[t] * g1[doc]``) and ``more_ptr[t, k]:more_ptr[t, k + 1]`` (the others, with their
-    weight): 2 bytes per posting for nine in ten postings instead of 12."""
-
-    block: int
-    once_ptr: np.ndarray
-    once_offset: np.ndarray
-    idf: np.ndarray
-    g1: np.ndarray
-    more_ptr: np.ndarray
-    more_offset: np.ndarray
-    more_weight: np.ndarray
+    tokens: np.ndarray
+    token_ptr: np.ndarray
+    indptr: np.ndarray
+    terms: np.ndarray
+    weights: np.ndarray
 
 
 def _by_term_and_block(terms: np.ndarray, rows: np.ndarray, n_terms: int,
@@ -169,9 +163,15 @@ class BM25Index:
         once_ptr, once_offset, _ = _by_term_and_block(terms[once], rows[once], n_terms, len(docs))
         more_ptr, more_offset, more_order = _by_term_and_block(terms[~once], rows[~once], n_terms,
                                                                len(docs))
+        from harness.data.kernels import Postings  # numba takes a moment to import: on first use
+
         self.postings = Postings(_BLOCK, once_ptr, once_offset,
                                  term_idf if term_idf.size else np.zeros(n_terms), g1,
                                  more_ptr, more_offset, weights[~once][more_order])
+
+    def documents(self) -> Documents:
+        """The index by document (``Documents``), for kernels that score chosen documents."""
+        return Documents(self._tokens, self._token_ptr, self._indptr, self._terms, self._weights)
 
     def scores(self, query: Sequence[str], out: np.ndarray | None = None) -> np.ndarray:
         """BM25 score of every document for the tokenised ``query`` (float64, length N), written

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from harness.config import DataConfig
+from harness.data.config import DataConfig
 from harness.data.progress import Progress
-from harness.data.records import Candidate, Query, Splits
+from harness.records import Candidate, Query, Splits
 
 BUILD_VERSION = 2  # 2: data.protocol (response by default), data.depth; context-BM25 scores everywhere
 BUILD_FIELDS = ("source", "context_turns", "negatives", "protocol", "depth", "split_seed",

@@ -36,21 +36,22 @@ The seeded subset and the split by conversation are ``harness.data.splits``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness.config import TRAIN_SAMPLERS, DataConfig
 from harness.data import cache
 from harness.data import negatives as neg
 from harness.data.bm25 import BM25Index, tokenize
+from harness.data.config import TRAIN_SAMPLERS, DataConfig
 from harness.data.progress import Progress
-from harness.data.records import Query, Splits
 from harness.data.splits import GroupSplit, choose_subset, split_groups
 from harness.errors import ConfigError, DataError
+from harness.records import Query, Splits
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +166,8 @@ class Bm25:
 def open_corpus(path: Path, progress: Progress | None = None) -> tuple[Corpus, Bm25]:
     """The corpus of the chitchat-format file at ``path`` and its BM25 index (built on first use).
     Where numba's cache lacks the sampler's compiled kernels, they compile in the background
-    meanwhile (``kernels.prewarm``)."""
-    from harness.data.kernels import prewarm
+    meanwhile (``negatives.prewarm``)."""
+    from harness.data.negatives import prewarm
 
     prewarm()
     corpus = read_corpus(path, progress)
@@ -318,3 +319,72 @@ def build_train(cfg: DataConfig, method: str, *, path: Path, progress: Progress 
     """The train queries of ``build_train_payload`` (the same arguments)."""
     return cache.decode(build_train_payload(cfg, method, path=path, fingerprint="", progress=progress,
                                             workers=workers, corpus=corpus, bm25=bm25)).train
+
+
+# --- loading through the cache (data.source=chitchat) ---------------------------------------
+
+
+def chitchat_source(cfg: DataConfig) -> Path:
+    """The chitchat-format file the embedded set is built from (absolute)."""
+    path = Path(cfg.path).expanduser().resolve() if cfg.path else default_path()
+    if not path.is_file():
+        raise DataError(f"{path}: no such file (data.path of the chitchat data set)")
+    return path
+
+
+def chitchat_fingerprint(cfg: DataConfig, source: Path | None = None) -> str:
+    """The cache key of the embedded set for ``cfg`` (hashes the source file: ~0.1 s)."""
+    digest = cache.file_digest(source or chitchat_source(cfg))
+    return cache.fingerprint(cache.build_fields(cfg), [digest])
+
+
+def _cached(target: Path, fp: str, build: Callable[[], cache.Payload], what: str,
+            progress: Progress | None) -> Splits:
+    """The splits cached at ``target`` for ``fp``, else those of ``build()``'s payload, stored
+    there (the splits are decoded from the payload, as a later load decodes the file)."""
+    started = time.monotonic()
+    splits = cache.load(target, fp, progress)
+    if splits is not None:
+        if progress:
+            progress(f"loaded {what} from {target} in {time.monotonic() - started:.1f}s")
+        return splits
+    with cache.paused_gc():
+        payload = build()
+        stored = cache.store(target, payload, progress)
+        splits = cache.decode(payload)
+    if stored and progress:
+        progress(f"built {what} in {time.monotonic() - started:.0f}s; cached at {target}")
+    return splits
+
+
+def load_chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+    """The embedded set (see the module docstring), through the cache."""
+    method = train_method(train_sampler, cfg.protocol)
+    path = chitchat_source(cfg)
+    fp = chitchat_fingerprint(cfg, path)
+    shared: list[tuple[Corpus, Bm25]] = []  # read and indexed at most once for both builds
+
+    def corpus() -> tuple[Corpus, Bm25]:
+        if not shared:
+            shared.append(open_corpus(path, progress))
+        return shared[0]
+
+    def build_base() -> cache.Payload:
+        c, bm25 = corpus()
+        return build_payload(cfg, path=path, fingerprint=fp, progress=progress, corpus=c,
+                                      bm25=bm25)
+
+    base = _cached(cache.cache_file(cfg, fp), fp, build_base,
+                   f"the data set ({cfg.protocol} protocol)", progress)
+    if method is None:
+        return base
+    tfp = cache.train_fingerprint(fp, method)
+
+    def build_train() -> cache.Payload:
+        c, bm25 = corpus()
+        return build_train_payload(cfg, method, path=path, fingerprint=tfp, progress=progress,
+                                            corpus=c, bm25=bm25)
+
+    train = _cached(cache.train_cache_file(cfg, fp, method), tfp, build_train,
+                    f"the train split ({method} negatives, train.sampler={train_sampler})", progress)
+    return Splits(train=train.train, dev=base.dev, test=base.test, fingerprint=tfp)

@@ -17,7 +17,7 @@ One implementation for ``harness data stats`` and the study's reference line
 - where the positive ranks under BM25: per query, the rank (1 = top) of its best-ranked positive
   under the same tie rule; its distribution, mean and the share of queries where it ranks last.
 
->>> from harness.data.records import Candidate, Query
+>>> from harness.records import Candidate, Query
 >>> q = Query(qid="q", context=("hi",), candidates=(Candidate("p", "a", 1, 1.0),
 ...           Candidate("n1", "b", 0, 2.0), Candidate("n2", "c", 0, 1.0)))
 >>> positive_ranks([q])  # n1 scores higher; the tie with n2 goes against the positive
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.data.records import Query, qrels_of
 from harness.errors import DataError
+from harness.records import Query, qrels_of
 
 
 def has_scores(queries: Sequence[Query]) -> bool:

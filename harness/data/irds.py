@@ -26,7 +26,6 @@ what it was reading. ir_datasets' own log lines are held back while reading and 
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -39,12 +38,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from harness.config import DataConfig
 from harness.data.cache import fingerprint
+from harness.data.config import DataConfig
 from harness.data.progress import Progress
-from harness.data.records import Candidate, Query, Splits
 from harness.data.splits import SPLIT_NAMES, split_groups
 from harness.errors import ConfigError, DataError, HarnessError
+from harness.records import Candidate, Query, Splits
+from harness.suggest import did_you_mean
 
 ENTITIES = ("queries", "docs", "qrels", "scoreddocs")
 _CHATTER = ("download error", "Download failed")  # ir_datasets' retry lines
@@ -107,8 +107,7 @@ def resolve(ir_datasets: ModuleType, dataset_id: str, register: str | None) -> A
     try:
         return ir_datasets.load(dataset_id)
     except KeyError:
-        close = difflib.get_close_matches(dataset_id, list(ir_datasets.registry), n=3, cutoff=0.6)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = did_you_mean(dataset_id, ir_datasets.registry)
         local = "" if register else "; a local data set needs data.irds_register"
         raise ConfigError(f"data.irds_id: unknown ir_datasets id {dataset_id!r}{hint}{local}") from None
 

@@ -5,7 +5,7 @@ form is given with each). tests/data/test_bm25.py checks the scores against rank
 and tests/data/test_chitchat.py the response window against a full sort of the row.
 Numba compiles a kernel on its first call and caches the machine code next to this file
 (``cache=True``), so only the first build on a machine pays the compilation (~6.5 s of CPU, in two
-background processes while the corpus is read: ``prewarm``).
+background processes while the corpus is read: ``harness.data.negatives.prewarm``).
 The kernels release the GIL, so the sampler's threads run them in parallel.
 
 Floating point: ``score_row`` and ``score_docs`` add a document's weights one query token at a time,
@@ -16,15 +16,28 @@ leaves every sum unchanged, so the results are bitwise rank_bm25's.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
 
-from harness.data.bm25 import Postings
+
+class Postings(NamedTuple):
+    """The index by term and block of documents, for full rows (``score_row``).
+
+    A term's postings in block ``k`` (documents ``k * block`` to ``(k + 1) * block - 1``) are
+    ``once_ptr[t, k]:once_ptr[t, k + 1]`` (documents where it occurs once; offset in the block,
+    weight ``idf[t] * g1[doc]``) and ``more_ptr[t, k]:more_ptr[t, k + 1]`` (the others, with their
+    weight): 2 bytes per posting for nine in ten postings instead of 12."""
+
+    block: int
+    once_ptr: np.ndarray
+    once_offset: np.ndarray
+    idf: np.ndarray
+    g1: np.ndarray
+    more_ptr: np.ndarray
+    more_offset: np.ndarray
+    more_weight: np.ndarray
 
 
 @njit(cache=True, nogil=True)
@@ -371,86 +384,3 @@ def _first(ranking: np.ndarray, n: int, then: np.ndarray) -> np.ndarray:
     for i in range(then.size):
         out[m + i] = then[i]
     return out
-
-
-_SHARES = ("window", "scores")  # what each background process of ``prewarm`` compiles
-_COMPILING: list[subprocess.Popen[bytes]] = []  # those processes, until ``warm`` waits for them
-
-
-def warm(share: str | None = None) -> None:
-    """Compile (or load from numba's cache) the kernels for the argument types the index and the
-    sampler pass, by the calls they make, so that processes forked afterwards inherit them instead
-    of compiling each. First waits for ``prewarm``'s processes, whose work it then loads from the
-    cache. ``share``: only the window's kernels (``usable_hits``, ``moved``) or only the scorers'
-    (``score_row``, ``score_row_sampled``, ``score_docs``, ``candidate_scores``); by default every
-    kernel a build calls (``strided_hits``, for callers without a sampled row, compiles on first use)."""
-    from harness.data.bm25 import BM25Index
-    from harness.data.negatives import (
-        _STRIDE,
-        Request,
-        Scratch,
-        Texts,
-        _candidate_scores,
-        _run_chunk,
-        _usable_hits,
-        sample_one,
-    )
-
-    while _COMPILING:
-        child = _COMPILING.pop()
-        try:
-            child.wait(timeout=600)
-        except subprocess.TimeoutExpired:  # stuck: compile here instead
-            child.kill()
-            child.wait()
-    index = BM25Index([["a", "b"], ["b"], ["c", "b"], ["a"]])
-    texts = Texts(np.arange(4))
-    req = Request(qid="q", context=range(1), positive=1, exclude=range(2))
-    if share is None:
-        for method in ("response", "context"):
-            sample_one(method, index, texts, req, 1, depth=1, scratch=Scratch(index.size))
-        _run_chunk(("response", index, texts, 1, 1), [req])
-    elif share == "window":  # usable_hits (the longest to compile) and moved
-        scratch = Scratch(index.size)
-        scratch.row[:] = 0.0
-        _usable_hits(scratch.row, texts, 1, 1, req.exclude, scratch, hits=scratch.hits[:0])
-    elif share == "scores":  # the rest
-        scratch = Scratch(index.size)
-        index.span_row(range(1), scratch.row)
-        index.span_row_sampled(range(1), scratch.row, _STRIDE, scratch.hits)
-        sample_one("context", index, texts, req, 1, scratch=scratch)
-        one = np.zeros(1, dtype=np.int64)
-        _candidate_scores(index, one, one + 1, one + 1, np.zeros((1, 1), dtype=np.int64))
-    else:
-        raise ValueError(f"unknown share {share!r}; valid: {', '.join(_SHARES)}")
-
-
-def _cached() -> bool:
-    """Whether numba's on-disk cache holds every kernel (an index file each; a stale one is
-    recompiled on first call), or this process compiled them already."""
-    if usable_hits.signatures and candidate_scores.signatures:
-        return True
-    try:
-        return all(os.path.exists(kernel._cache._cache_file._index_path)
-                   for kernel in (score_row, score_row_sampled, score_docs, usable_hits, moved, candidate_scores))
-    except AttributeError:  # numba's cache layout changed: assume it is there
-        return True
-
-
-def prewarm() -> None:
-    """Where numba's cache lacks the kernels (a first build on a machine), compile them in two
-    background processes, a share each (``warm(share)``), which write numba's cache while this
-    process reads and indexes the corpus; ``warm`` then waits and loads them. The compilation
-    (~3.5 s and ~3 s on one core) otherwise holds up the sampling."""
-    if _COMPILING or _cached():
-        return
-    root = str(Path(__file__).resolve().parents[2])  # the folder this harness package is in
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    for share in _SHARES:
-        code = f"from harness.data.kernels import warm; warm({share!r})"
-        try:
-            _COMPILING.append(subprocess.Popen([sys.executable, "-c", code], env=env, cwd=root,
-                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                               stderr=subprocess.DEVNULL))
-        except OSError:  # no interpreter to start: ``warm`` compiles here, as before
-            return

@@ -34,11 +34,13 @@ import ctypes
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 
@@ -359,9 +361,7 @@ def sample(method: str, index: BM25Index, keys: np.ndarray, requests: Sequence[R
     job = (method, index, Texts(keys), k, depth)
     out: list[Sampled] = []
     n_workers = min(workers or default_workers(), len(chunks))
-    from harness.data.kernels import warm
-
-    warm()  # compiled (or loaded from numba's cache, or awaited: kernels.prewarm) once, here
+    warm()  # compiled (or loaded from numba's cache, or awaited: prewarm) once, here
     if n_workers <= 1:
         for chunk in chunks:
             out += _run_chunk(job, chunk)
@@ -397,8 +397,9 @@ def _candidate_scores(index: BM25Index, context_start: np.ndarray, context_stop:
 
     negatives = np.empty_like(chosen)
     scores = np.empty((chosen.shape[0], chosen.shape[1] + 1))
-    candidate_scores(index._tokens, index._token_ptr, context_start, context_stop, positives, chosen,
-                     index._indptr, index._terms, index._weights, negatives, scores)
+    docs = index.documents()
+    candidate_scores(docs.tokens, docs.token_ptr, context_start, context_stop, positives, chosen,
+                     docs.indptr, docs.terms, docs.weights, negatives, scores)
     return negatives, scores
 
 
@@ -423,3 +424,86 @@ def _response_chunk(index: BM25Index, texts: Texts, chunk: Sequence[Request], k:
     negatives, scores = _candidate_scores(index, spans[0], spans[1], spans[2], chosen)
     return [Sampled(negatives=tuple(ns), scores=tuple(ss[1:]), positive_score=ss[0])
             for ns, ss in zip(negatives.tolist(), scores.tolist(), strict=True)]
+
+
+# --- compiling the kernels once per machine ------------------------------------------------
+
+
+_SHARES = ("window", "scores")  # what each background process of ``prewarm`` compiles
+_COMPILING: list[subprocess.Popen[bytes]] = []  # those processes, until ``warm`` waits for them
+
+
+def warm(share: str | None = None) -> None:
+    """Compile (or load from numba's cache) the kernels for the argument types the index and the
+    sampler pass, by the calls they make, so that processes forked afterwards inherit them instead
+    of compiling each. First waits for ``prewarm``'s processes, whose work it then loads from the
+    cache. ``share``: only the window's kernels (``usable_hits``, ``moved``) or only the scorers'
+    (``score_row``, ``score_row_sampled``, ``score_docs``, ``candidate_scores``); by default every
+    kernel a build calls (``strided_hits``, for callers without a sampled row, compiles on first use)."""
+    while _COMPILING:
+        child = _COMPILING.pop()
+        try:
+            child.wait(timeout=600)
+        except subprocess.TimeoutExpired:  # stuck: compile here instead
+            child.kill()
+            child.wait()
+    index = BM25Index([["a", "b"], ["b"], ["c", "b"], ["a"]])
+    texts = Texts(np.arange(4))
+    req = Request(qid="q", context=range(1), positive=1, exclude=range(2))
+    if share is None:
+        for method in ("response", "context"):
+            sample_one(method, index, texts, req, 1, depth=1, scratch=Scratch(index.size))
+        _run_chunk(("response", index, texts, 1, 1), [req])
+    elif share == "window":  # usable_hits (the longest to compile) and moved
+        scratch = Scratch(index.size)
+        scratch.row[:] = 0.0
+        _usable_hits(scratch.row, texts, 1, 1, req.exclude, scratch, hits=scratch.hits[:0])
+    elif share == "scores":  # the rest
+        scratch = Scratch(index.size)
+        index.span_row(range(1), scratch.row)
+        index.span_row_sampled(range(1), scratch.row, _STRIDE, scratch.hits)
+        sample_one("context", index, texts, req, 1, scratch=scratch)
+        one = np.zeros(1, dtype=np.int64)
+        _candidate_scores(index, one, one + 1, one + 1, np.zeros((1, 1), dtype=np.int64))
+    else:
+        raise ValueError(f"unknown share {share!r}; valid: {', '.join(_SHARES)}")
+
+
+def _cached() -> bool:
+    """Whether numba's on-disk cache holds every kernel (an index file each; a stale one is
+    recompiled on first call), or this process compiled them already."""
+    from harness.data.kernels import (
+        candidate_scores,
+        moved,
+        score_docs,
+        score_row,
+        score_row_sampled,
+        usable_hits,
+    )
+
+    if usable_hits.signatures and candidate_scores.signatures:
+        return True
+    try:
+        return all(os.path.exists(kernel._cache._cache_file._index_path)
+                   for kernel in (score_row, score_row_sampled, score_docs, usable_hits, moved, candidate_scores))
+    except AttributeError:  # numba's cache layout changed: assume it is there
+        return True
+
+
+def prewarm() -> None:
+    """Where numba's cache lacks the kernels (a first build on a machine), compile them in two
+    background processes, a share each (``warm(share)``), which write numba's cache while this
+    process reads and indexes the corpus; ``warm`` then waits and loads them. The compilation
+    (~3.5 s and ~3 s on one core) otherwise holds up the sampling."""
+    if _COMPILING or _cached():
+        return
+    root = str(Path(__file__).resolve().parents[2])  # the folder this harness package is in
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    for share in _SHARES:
+        code = f"from harness.data.negatives import warm; warm({share!r})"
+        try:
+            _COMPILING.append(subprocess.Popen([sys.executable, "-c", code], env=env, cwd=root,
+                                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                               stderr=subprocess.DEVNULL))
+        except OSError:  # no interpreter to start: ``warm`` compiles here, as before
+            return

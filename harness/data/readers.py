@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.data.cache import file_digest, fingerprint
-from harness.data.records import Candidate, Query, Splits
 from harness.errors import DataError
+from harness.records import Candidate, Query, Splits
 
 SPLITS = ("train", "dev", "test")
 _DEV_NAMES = ("valid", "dev")

@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import DataError, HarnessError
+from harness.data.config import DataConfig
+from harness.errors import ConfigError, DataError, HarnessError, require
 from harness.registry import Registry
 
 if TYPE_CHECKING:
-    from harness.config import DataConfig
     from harness.data.progress import Progress
-    from harness.data.records import Splits
+    from harness.records import Splits
 
 Loader = Callable[["DataConfig", str, "Progress | None"], "Splits"]
 
@@ -54,11 +54,24 @@ def get(name: str) -> Source:
     return SOURCES.get(name)
 
 
+def check(cfg: DataConfig, train_sampler: str) -> None:
+    """What ``cfg.source`` needs of the rest of the trial: a known name, ``data.path`` where the
+    source reads a directory, and ``train.sampler: dataset`` where its data brings the candidates.
+    ``TrialConfig`` and ``load_splits`` call it; every message names its key."""
+    require(cfg.source in SOURCES, "data.source", f"one of {', '.join(SOURCES)}", cfg.source)
+    source = SOURCES.get(cfg.source)
+    require(not source.needs_path or bool(cfg.path), "data.path", f"set for data.source={cfg.source}",
+            cfg.path)
+    if source.own_candidates and train_sampler != "dataset":
+        raise ConfigError(f"train.sampler must be dataset for data.source={cfg.source} "
+                          f"({source.why}), got {train_sampler!r}", key="train.sampler")
+
+
 # --- the sources -------------------------------------------------------------------------------
 
 
 def _chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
-    from harness.data.load import load_chitchat
+    from harness.data.chitchat import load_chitchat
 
     return load_chitchat(cfg, train_sampler, progress)
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.data.records import Query
 from harness.errors import ConfigError
+from harness.records import Query
 
 # Stream tags: one independent random stream per purpose.
 _SUBSET, _SPLIT, _CAP = 1, 2, 3

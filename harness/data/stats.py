@@ -18,7 +18,7 @@ random order of the same candidates, and where the positive r+ ranks under BM25 
 share ranked first and last, and the whole distribution in a second table). A split whose
 candidates carry no first-stage score (MSDialog/MANtIS TSV) shows n/a there.
 
->>> from harness.data.records import Candidate, Query
+>>> from harness.records import Candidate, Query
 >>> q = Query(qid="q", context=("a b", "c"), candidates=(Candidate("d", "x y z", 1),))
 >>> split_stats([q]).avg_words_per_utterance
 1.5
@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.data.first_stage import FirstStage, first_stage
-from harness.data.records import Query, Splits
 from harness.data.splits import SPLIT_NAMES
+from harness.records import Query, Splits
 
 
 @dataclass(frozen=True, kw_only=True)

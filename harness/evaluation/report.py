@@ -45,7 +45,7 @@ from harness.evaluation.power import (
     render_power,
 )
 from harness.evaluation.render import RENDERERS, render
-from harness.evaluation.results import StudyResults, seed_summary
+from harness.evaluation.results import StudyResults, summary_metrics
 from harness.evaluation.significance import Analysis, AnalysisOptions, analyse
 from harness.evaluation.table import build_tables
 from harness.tracking.conventions import ROLE_BASELINE, ROLE_CANDIDATE, TAG_MARKER_PREFIX
@@ -116,7 +116,7 @@ def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None) -> Co
     markers: dict[str, str] = {}
     for m in analysis.metrics:
         seeds = res.seed_values(config, m)
-        metrics[f"{m}_mean"], metrics[f"{m}_sd"] = seed_summary(seeds)
+        metrics.update(summary_metrics({m: seeds}))
         if analysis.test == "per-seed" and config != res.baseline:
             better, worse, _ = analysis.seed_tally(config, m)
             metrics.update({f"{m}_delta": float(seeds.mean() - res.seed_values(res.baseline, m).mean()),

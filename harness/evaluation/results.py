@@ -24,6 +24,7 @@ import numpy as np
 
 from harness.errors import ConfigError, DataError
 from harness.evaluation.metrics import canonical_name, metric_key
+from harness.tracking.conventions import MEAN_SUFFIX, SD_SUFFIX
 
 MEAN_TOLERANCE = 1e-6
 _SHOW = 5  # how many query ids an error message lists
@@ -147,6 +148,20 @@ def seed_summary(values: Sequence[float]) -> tuple[float, float]:
     is undefined: NaN. The one summary of seeds (the study's config runs, the report, the tables)."""
     arr = np.asarray(values, dtype=float)
     return float(arr.mean()), float(arr.std(ddof=1)) if arr.size > 1 else math.nan
+
+
+def summary_metrics(values: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """``<metric>_mean`` and ``<metric>_sd`` (``seed_summary``) of one configuration's values over
+    seeds, by metric: the one summary of a configuration, logged on its config run as its seeds
+    finish and again by the study's report (the same values). The SD of one seed is NaN.
+
+    >>> summary_metrics({"map": [0.25, 0.75]})
+    {'map_mean': 0.5, 'map_sd': 0.3535533905932738}
+    """
+    out: dict[str, float] = {}
+    for metric, seeds in values.items():
+        out[f"{metric}{MEAN_SUFFIX}"], out[f"{metric}{SD_SUFFIX}"] = seed_summary(seeds)
+    return out
 
 
 class EvaluationMismatch(DataError):

@@ -175,8 +175,8 @@ def qrels_artifacts(folder: str | Path, qrels: Mapping[str, Qrels]) -> list[Path
 
 
 def split_qrels(splits: Any) -> dict[str, Qrels]:
-    """{dev, test: qrels} of a data set's splits (harness.data.records.Splits)."""
-    from harness.data.records import qrels_of
+    """{dev, test: qrels} of a data set's splits (harness.records.Splits)."""
+    from harness.records import qrels_of
 
     return {"dev": qrels_of(splits.dev), "test": qrels_of(splits.test)}
 

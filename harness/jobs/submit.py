@@ -54,8 +54,7 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
                     python: str = "python", driver_gpus: float = 0.0, working_dir: Path | None = None,
                     check_tracking: bool = True) -> SubmitPlan:
     """Validate ``study`` and build its submission. ``env`` is this process's environment."""
-    from harness.study.commands import load
-    from harness.study.validate import validate_study
+    from harness.study.validate import load, validate_study
     from harness.study.variants import trial_count
 
     env_file = dict(env_file or {})

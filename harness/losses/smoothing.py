@@ -17,11 +17,11 @@ Code asks the properties (``method.prior == "weak"``), never the spelling of a n
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from harness.errors import ConfigError
+from harness.suggest import did_you_mean
 
 PRIORS = ("none", "uniform", "weak")
 
@@ -58,7 +58,6 @@ def smoothing_method(name: object) -> Smoothing:
         return SMOOTHING[key]
     except KeyError:
         valid = [*SMOOTHING, *ALIASES]
-        close = difflib.get_close_matches(str(name), valid, n=2)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = did_you_mean(name, valid, n=2)
         raise ConfigError(f"smoothing.method: unknown name {name!r}{hint}; valid: "
-                          f"{', '.join(SMOOTHING)} (aliases: {', '.join(ALIASES)})") from None
+                          f"{', '.join(SMOOTHING)} (aliases: {', '.join(ALIASES)})", key="smoothing.method") from None

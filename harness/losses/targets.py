@@ -31,9 +31,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from harness.data.records import Query
 from harness.errors import ConfigError
 from harness.losses.smoothing import smoothing_method
+from harness.records import Query
 
 K = 2
 WEAK_LOW, WEAK_HIGH = 0.01, 0.99  # range of the min-max-scaled sampler scores
@@ -44,7 +44,7 @@ def weak_scores(query: Query) -> np.ndarray:
     query's scored negatives into [0.01, 0.99] (all equal -> 0.01); 0 for a negative without a score
     (random sampler) and for positives (which use LS).
 
-    >>> from harness.data.records import Candidate
+    >>> from harness.records import Candidate
     >>> q = Query(qid="q", context=("u",), candidates=(Candidate("p", "r", 1),
     ...     Candidate("a", "r", 0, 2.0), Candidate("b", "r", 0, 4.0), Candidate("c", "r", 0)))
     >>> weak_scores(q).tolist()
@@ -79,9 +79,9 @@ def soft_targets(labels: ArrayLike, weak_scores: ArrayLike | None, *, method: st
     """
     kind = smoothing_method(method)
     if not 0.0 <= epsilon < 1.0:
-        raise ConfigError(f"smoothing.epsilon must be in [0, 1), got {epsilon!r}")
+        raise ConfigError(f"smoothing.epsilon must be in [0, 1), got {epsilon!r}", key="smoothing.epsilon")
     if math.isnan(switch_step):
-        raise ConfigError(f"smoothing.switch must be a step count, got {switch_step!r}")
+        raise ConfigError(f"smoothing.switch must be a step count, got {switch_step!r}", key="smoothing.switch")
     relevant = np.asarray(labels) > 0
     if relevant.ndim != 1:
         raise ValueError(f"labels must be one-dimensional, got shape {relevant.shape}")

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from harness.data.records import Query, qrels_of
 from harness.errors import DataError
 from harness.evaluation.metrics import QueryMetrics, evaluate
 from harness.model.cascade_cost import CascadePlan
 from harness.model.cascade_rank import cascade_rank
+from harness.records import Query, qrels_of
 
 if TYPE_CHECKING:
-    from harness.training.collate import PairCollator, TokenizedQueries
+    from harness.model.collate import PairCollator, TokenizedQueries
 
 FIGURE2_VALUES = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
 
@@ -161,8 +161,8 @@ def _alpha_text(alphas: tuple[float, ...]) -> str:
 def score_exits(model: Any, collator: PairCollator, queries: Sequence[Query], tokens: TokenizedQueries,
                 *, batch_size: int, device: Any, autocast: bool = False) -> list[np.ndarray]:
     """Every exit's scores for every candidate: one (E, n_q) matrix per query, from one pass
-    (harness.training.evaluate.score_candidates with ``exits=True``)."""
-    from harness.training.evaluate import score_candidates
+    (harness.model.scoring.score_candidates with ``exits=True``)."""
+    from harness.model.scoring import score_candidates
 
     return score_candidates(model, collator, queries, tokens, batch_size=batch_size, device=device,
                             autocast=autocast, exits=True)

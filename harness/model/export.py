@@ -19,7 +19,7 @@ What the folder holds:
   ``harness_export.json``: the same facts, machine-readable.
 
 Inputs: the "query" is the conversation context as one text (utterances oldest first, joined by
-spaces, ``harness.training.collate.context_text``) and the "text" a candidate response. The harness
+spaces, ``harness.model.collate.context_text``) and the "text" a candidate response. The harness
 truncates the oldest context first; sentence-transformers truncates the longer side, so pairs over
 ``max_length`` tokens can score differently there (the MLflow pyfunc truncates as the harness does).
 """
@@ -204,7 +204,7 @@ def _logged_state(client: Any, run: Any) -> tuple[dict[str, Any], int] | None:
 def _ranker(seed_model: SeedModel) -> Any:
     """The harness module of the seed run, with its best-dev weights."""
     from harness.config import TrialConfig
-    from harness.training.model_factory import build_model
+    from harness.model.factory import build_model
 
     cfg = TrialConfig.from_flat(dict(seed_model.flat))
     model = build_model(cfg, seed=cfg.train.seed)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ray import tune
 
+from harness.study.final_report import summarise_config
 from harness.study.protocol import (
     DevPoint,
     PerQuery,
@@ -88,7 +89,7 @@ class TrackingCallback(tune.Callback):
         artifacts of its seed run."""
         ticket = TrialTicket.from_tune(trial.config)
         self.records.trial_finished(ticket, outcome, per_query, files)
-        summary = self.records.config_summary(ticket.config_id, list(self.spec.seeds))
+        summary = summarise_config(self.records, ticket.config_id, list(self.spec.seeds))
         test_map = outcome.test.get("map")
         self.log(f"[trial] {ticket.name} seed {ticket.seed}: done, test map {math.nan if test_map is None else test_map:.4f}"
                  f"   {self._summary(trials, finished=(trial, test_map))}")

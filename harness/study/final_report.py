@@ -38,13 +38,26 @@ class ReportUnavailable(HarnessError):
     """The study's trials are recorded but its significance report could not be produced."""
 
 
+def summarise_config(records: StudyRecords, config_id: str, seeds: list[int]) -> dict[str, float] | None:
+    """Log a configuration's summary over ``seeds`` (harness.evaluation.results.summary_metrics of
+    their test metrics) onto its config run once every seed is done; None before."""
+    from harness.evaluation.results import summary_metrics
+
+    per_seed = records.seed_tests(config_id, seeds)
+    if per_seed is None:
+        return None
+    summary = summary_metrics({m: [per_seed[s][m] for s in seeds] for m in per_seed[seeds[0]]})
+    records.config_summary(config_id, summary, seeds)
+    return summary
+
+
 def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], None]) -> dict[str, Any]:
     from harness.evaluation.mlflow_reader import read_experiment
     from harness.evaluation.plots import write_plots
     from harness.evaluation.report import study_report
 
     for cid in records.config_runs():
-        records.config_summary(cid, list(spec.seeds))
+        summarise_config(records, cid, list(spec.seeds))
     out: dict[str, Any] = {}
     try:
         # A study of fixed configurations reports exactly those: runs of configurations the study

@@ -70,7 +70,7 @@ def make_searcher(spec: StudySpec) -> SeedRepeater:
     assert spec.search is not None
     s = spec.search
     seed = spec.seeds[0]
-    sampler = getattr(optuna.samplers, SEARCHERS[s.searcher].sampler)(seed=seed)
+    sampler = getattr(optuna.samplers, SEARCHERS.get(s.searcher).sampler)(seed=seed)
     defaults = spec.defaults.to_flat()
     define_by_run = DefineByRun(s.space, defaults)
     metrics = [objective_key(m, spec.metric, len(s.objectives)) for m, _ in s.objectives]

@@ -52,37 +52,37 @@ class Param:
 def parse_param(key: str, spec: Any) -> Param:
     if not isinstance(spec, dict):
         raise ConfigError(f"search.space.{key}: expected one of {', '.join(KINDS)}, e.g. "
-                          f"{{choice: [a, b]}}, got {spec!r}")
+                          f"{{choice: [a, b]}}, got {spec!r}", key=f"search.space.{key}")
     kinds = [k for k in spec if k in KINDS]
     extra = set(spec) - set(KINDS) - {"when"}
     if len(kinds) != 1 or extra:
         raise ConfigError(f"search.space.{key}: give exactly one of {', '.join(KINDS)} "
-                          f"(plus optional when), got {sorted(spec)}")
+                          f"(plus optional when), got {sorted(spec)}", key=f"search.space.{key}")
     kind = kinds[0]
     raw = spec[kind]
     when_raw = spec.get("when") or {}
     if not isinstance(when_raw, dict):
-        raise ConfigError(f"search.space.{key}.when must map keys to values")
+        raise ConfigError(f"search.space.{key}.when must map keys to values", key=f"search.space.{key}")
     when = {str(k): tuple(v) if isinstance(v, list) else (v,) for k, v in when_raw.items()}
     if kind == "fixed":
         return Param(key, kind, (raw,), when)
     if kind == "choice":
         if not isinstance(raw, list) or not raw:
-            raise ConfigError(f"search.space.{key}.choice must be a non-empty list")
+            raise ConfigError(f"search.space.{key}.choice must be a non-empty list", key=f"search.space.{key}")
         return Param(key, kind, tuple(raw), when)
     if not (isinstance(raw, list) and len(raw) == 2):
-        raise ConfigError(f"search.space.{key}.{kind} must be [low, high], got {raw!r}")
+        raise ConfigError(f"search.space.{key}.{kind} must be [low, high], got {raw!r}", key=f"search.space.{key}")
     lo, hi = raw
     if kind == "int" and not (isinstance(lo, int) and isinstance(hi, int)):
-        raise ConfigError(f"search.space.{key}.int bounds must be integers, got {raw!r}")
+        raise ConfigError(f"search.space.{key}.int bounds must be integers, got {raw!r}", key=f"search.space.{key}")
     try:
         lo_f, hi_f = float(lo), float(hi)
     except (TypeError, ValueError):
-        raise ConfigError(f"search.space.{key}.{kind} bounds must be numbers, got {raw!r}") from None
+        raise ConfigError(f"search.space.{key}.{kind} bounds must be numbers, got {raw!r}", key=f"search.space.{key}") from None
     if not lo_f < hi_f:
-        raise ConfigError(f"search.space.{key}.{kind} needs low < high, got {raw!r}")
+        raise ConfigError(f"search.space.{key}.{kind} needs low < high, got {raw!r}", key=f"search.space.{key}")
     if kind == "loguniform" and lo_f <= 0:
-        raise ConfigError(f"search.space.{key}.loguniform needs low > 0, got {raw!r}")
+        raise ConfigError(f"search.space.{key}.loguniform needs low > 0, got {raw!r}", key=f"search.space.{key}")
     return Param(key, kind, (lo, hi), when)
 
 
@@ -95,7 +95,7 @@ def ordered(space: Mapping[str, Param]) -> list[Param]:
         ready = [p for p in pending if all(k in seen or k not in space for k in p.when)]
         if not ready:
             raise ConfigError("search.space: conditions form a cycle: "
-                              + ", ".join(p.key for p in pending))
+                              + ", ".join(p.key for p in pending), key="search.space")
         for p in ready:
             done.append(p)
             seen.add(p.key)

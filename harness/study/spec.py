@@ -32,20 +32,20 @@ A study file::
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 import yaml
 
 from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml, unknown_key_message
 from harness.errors import ConfigError
+from harness.registry import Registry
 from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
 from harness.study.space import Param, parse_param
+from harness.suggest import did_you_mean
 from harness.tracking.conventions import MODEL_LOGGING
 
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
@@ -65,9 +65,10 @@ class Searcher:
     discrete_only: bool = False
 
 
-SEARCHERS: Mapping[str, Searcher] = MappingProxyType({s.name: s for s in (
-    Searcher("tpe", 1, "TPESampler"), Searcher("random", 1, "RandomSampler"),
-    Searcher("nsga2", 2, "NSGAIISampler"), Searcher("grid", 1, None, discrete_only=True))})
+SEARCHERS: Registry[Searcher] = Registry("search.searcher")
+for _searcher in (Searcher("tpe", 1, "TPESampler"), Searcher("random", 1, "RandomSampler"),
+                  Searcher("nsga2", 2, "NSGAIISampler"), Searcher("grid", 1, None, discrete_only=True)):
+    SEARCHERS.register(_searcher.name)(_searcher)
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
 # Data keys that change the training split only; every other data key defines the evaluation set.
 TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
@@ -171,30 +172,20 @@ def load_study(path: str | Path) -> StudySpec:
         return _parse(raw, p, text, lines)
     except ConfigError as exc:
         msg = str(exc)
-        key = getattr(exc, "study_key", None) or _key_in(msg)
+        key = exc.key
         raise ConfigError(f"{p}{lines.at(key) if key else ''}: {msg}") from None
 
 
-def _key_in(msg: str) -> str | None:
-    """The config key an error message is about: its first word ("curriculum.delta must be ...",
-    "smoothing.method=LS smooths ..."), or the quoted key of an unknown-key message."""
-    if msg.startswith("unknown config key "):
-        return msg.split("'")[1] if msg.count("'") >= 2 else None
-    word = msg.split(" ", 1)[0].split("=", 1)[0].strip("'\":")
-    return word if "." in word or word in TOP_KEYS else None
-
-
 def _fail(key: str, msg: str) -> ConfigError:
-    err = ConfigError(msg)
-    err.study_key = key  # type: ignore[attr-defined]
-    return err
+    """An error about the study file's ``key`` (a dotted path in the file: configs.ls.curriculum.delta),
+    which ``load_study`` turns into the file's line."""
+    return ConfigError(msg, key=key)
 
 
 def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySpec:
     for key in raw:
         if key not in TOP_KEYS:
-            close = difflib.get_close_matches(str(key), TOP_KEYS, n=3)
-            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid: {', '.join(TOP_KEYS)}"
+            hint = did_you_mean(key, TOP_KEYS, style="; ", otherwise=f"; valid: {', '.join(TOP_KEYS)}")
             raise _fail(str(key), f"unknown study key {key!r}{hint}")
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
@@ -257,7 +248,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg))
 
     search = _search(raw.get("search"), defaults, metric, mode)
-    if search is not None and SEARCHERS[search.searcher].sampler is None:  # exhaustive grid
+    if search is not None and SEARCHERS.get(search.searcher).sampler is None:  # exhaustive grid
         from harness.study.space import enumerate_grid
 
         for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat())):
@@ -349,10 +340,10 @@ def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: 
                          search: SearchSpec | None, seeds: list[int]) -> None:
     """A teacher (bert_pred, bert_loss) trained with a study seed would share its init and its
     negatives with that seed's student."""
-    from harness.training.curriculum_scores import TEACHER_NAMES
+    from harness.training.teacher import TEACHER_NAMES, teacher_shares_seed
 
     checks = [(nc.name, _where(nc, configs), nc.config) for nc in (baseline, *configs)
-              if nc.config.curriculum.scoring in TEACHER_NAMES and nc.config.curriculum.enabled]
+              if teacher_shares_seed(nc.config, seeds)]
     scoring = search.space.get("curriculum.scoring") if search is not None else None
     if scoring is not None and set(map(str, scoring.values())) & set(TEACHER_NAMES):
         checks.append(("search", "search.space.curriculum.scoring", defaults))
@@ -370,8 +361,7 @@ def _config(flat: dict[str, Any], where: str, base: TrialConfig | None = None) -
     try:
         return TrialConfig.from_flat(flat, base=base)
     except ConfigError as exc:
-        key = _key_in(str(exc)) or ""
-        raise _fail(f"{where}.{key}" if key else where, f"{where}: {exc}") from None
+        raise _fail(f"{where}.{exc.key}" if exc.key else where, f"{where}: {exc}") from None
 
 
 def _mapping(raw: dict[str, Any], key: str, valid: tuple[str, ...]) -> dict[str, Any]:
@@ -383,8 +373,7 @@ def _mapping(raw: dict[str, Any], key: str, valid: tuple[str, ...]) -> dict[str,
         raise _fail(key, f"{key} must be a mapping with {', '.join(valid)}, got {value!r}")
     for k in value:
         if k not in valid:
-            close = difflib.get_close_matches(str(k), valid, n=2)
-            hint = f"; did you mean {', '.join(close)}?" if close else f"; valid: {', '.join(valid)}"
+            hint = did_you_mean(k, valid, n=2, style="; ", otherwise=f"; valid: {', '.join(valid)}")
             raise _fail(f"{key}.{k}", f"{key}: unknown key {k!r}{hint}")
     return value
 
@@ -411,7 +400,7 @@ def _defaults(flat: dict[str, Any], origin: dict[str, str]) -> TrialConfig:
     try:
         return TrialConfig.from_flat(flat)
     except ConfigError as exc:
-        key = _key_in(str(exc)) or ""
+        key = exc.key or ""
         where = origin.get(key)
         if where is None:
             where = next((p for k, p in origin.items() if k.split(".")[0] == key.split(".")[0]), "defaults")
@@ -430,8 +419,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
                     "valid: searcher, num_configs, space, objectives")
     searcher = str(raw.get("searcher", "tpe"))
     if searcher not in SEARCHERS:
-        close = difflib.get_close_matches(searcher, SEARCHERS, n=2)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        hint = did_you_mean(searcher, SEARCHERS, n=2)
         raise _fail("search.searcher", f"search.searcher: unknown {searcher!r}{hint}; valid: {', '.join(SEARCHERS)}")
     space_raw = raw.get("space")
     if not isinstance(space_raw, dict) or not space_raw:
@@ -462,7 +450,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
         if m not in METRICS or md not in ("max", "min"):
             raise _fail("search.objectives", f"search.objectives: bad objective {m!r}/{md!r}; "
                         f"metrics: {', '.join(METRICS)}; modes: max, min")
-    kind = SEARCHERS[searcher]
+    kind = SEARCHERS.get(searcher)
     if kind.objectives == 2 and len(objectives) != 2:
         raise _fail("search.searcher", f"search.searcher {searcher} optimises two objectives; give "
                     "search.objectives with two {metric, mode} entries (e.g. map/max and cascade_cost/min)")

@@ -25,6 +25,7 @@ from ray import tune
 
 from harness.heap import paused
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket, read_outcome, write_outcome
+from harness.study.trial import run_trial, write_trial_files
 from harness.study.variants import variant_key
 
 
@@ -61,20 +62,6 @@ class TrialHooks:
 NO_HOOKS = TrialHooks()
 
 
-def write_trial_files(artifacts: Path, ticket: TrialTicket, trainer: Any, final: Any) -> None:
-    """Files of the trial's best checkpoint for its seed run, written into ``artifacts`` (the
-    outcome checkpoint's artifacts/ folder): the driver logs each at its relative path as an
-    artifact of the seed run. ``final`` is the trainer's FinalRecord. Today: the TREC run files
-    ``runs/dev.trec`` and ``runs/test.trec`` (every candidate's score under the best-dev checkpoint,
-    tagged ``<config>.seed<seed>``; harness.evaluation.trec)."""
-    from harness.evaluation.trec import run_file_artifacts, run_tag, split_qrels
-
-    qrels = split_qrels(trainer.data.splits)
-    runs = {s: r for s, r in final.runs.items() if s in qrels}
-    if runs:
-        run_file_artifacts(artifacts, runs=runs, qrels=qrels, tag=run_tag(ticket.name, ticket.seed))
-
-
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
               finished: dict[str, float], hooks: TrialHooks = NO_HOOKS, checkpoint_every_s: float = 0.0) -> None:
     ticket = TrialTicket.from_tune(config)
@@ -101,7 +88,7 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
     with paused():
         import torch
 
-        from harness.training.loop import EvalRecord, FinalRecord, Trainer
+        from harness.training.loop import Trainer
 
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
         trainer = Trainer(cfg, data)
@@ -109,33 +96,44 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
         with ckpt.as_directory() as d:
             trainer.restore(d)
     hooks.note(ticket.key, f"start {trainer.step}")
-    started = time.time()
-    # A checkpoint (Trainer.save, then Tune's copy into storage) costs 0.3-0.4 s with the packaged
-    # encoder on the idle 2-core machine, 0.6-1.6 s under load (benchmarks/results/checkpoint.md):
-    # at every evaluation that is 2.5-13% of a 2-minute trial. A resumed trial's checkpoint counts
-    # as just written.
-    last_ckpt = time.monotonic() if ckpt is not None else None
-    for rec in trainer.run():
-        if isinstance(rec, EvalRecord):
-            point = DevPoint(ticket.key, rec.step, rec.metrics, dict(trainer.best_dev), rec.best_value)
-            if last_ckpt is not None and time.monotonic() - last_ckpt < checkpoint_every_s:
-                tune.report(point.to_result())
-                continue
-            with tempfile.TemporaryDirectory() as d:
-                trainer.save(d)
-                tune.report(point.to_result(), checkpoint=tune.Checkpoint.from_directory(d))
-            last_ckpt = time.monotonic()
-            hooks.after_evaluation(ticket.key, rec.step)
-        elif isinstance(rec, FinalRecord):
-            # rec.dev is the best-dev checkpoint's dev metrics, selected by train.select_metric,
-            # which a study sets to its objective metric: the same value every dev report carried.
-            outcome = TrialOutcome.from_final(ticket.key, rec, metric=metric, select_metric=cfg.train.select_metric,
-                                              evaluation=data.splits.evaluation, started=started, ended=time.time())
-            with tempfile.TemporaryDirectory() as d:
-                write_trial_files(write_outcome(d, outcome, rec.per_query), ticket, trainer, rec)
-                trainer.save_best(d)  # the best-dev weights, for `harness export` and MLflow models
-                tune.report(outcome.to_result(), checkpoint=tune.Checkpoint.from_directory(d))
-            hooks.note(ticket.key, f"end {trainer.step}")
+    run_trial(ticket, trainer, _TuneSink(ticket, trainer, hooks, checkpoint_every_s, resumed=ckpt is not None),
+              metric=metric)
+
+
+class _TuneSink:
+    """A trial's records to Tune: a ``DevPoint`` per evaluation, with a checkpoint at the first one
+    and then at the first one at least ``checkpoint_every_s`` after the last (a resumed trial's
+    checkpoint counts as just written), and the outcome with its files as the final checkpoint.
+
+    A checkpoint (``Trainer.save``, then Tune's copy into storage) costs a noticeable share of a
+    short trial (benchmarks/results/checkpoint.md), hence the interval."""
+
+    def __init__(self, ticket: TrialTicket, trainer: Any, hooks: TrialHooks, checkpoint_every_s: float,
+                 resumed: bool) -> None:
+        self.ticket, self.trainer, self.hooks = ticket, trainer, hooks
+        self.every = checkpoint_every_s
+        self.last_ckpt = time.monotonic() if resumed else None
+
+    def step(self, rec: Any) -> None:
+        pass
+
+    def evaluation(self, rec: Any, point: DevPoint) -> None:
+        if self.last_ckpt is not None and time.monotonic() - self.last_ckpt < self.every:
+            tune.report(point.to_result())
+            return
+        with tempfile.TemporaryDirectory() as d:
+            self.trainer.save(d)
+            tune.report(point.to_result(), checkpoint=tune.Checkpoint.from_directory(d))
+        self.last_ckpt = time.monotonic()
+        self.hooks.after_evaluation(self.ticket.key, rec.step)
+
+    def finished(self, outcome: TrialOutcome, final: Any) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            artifacts = write_outcome(d, outcome, final.per_query)
+            write_trial_files(artifacts, self.ticket, self.trainer.data.splits, final)
+            self.trainer.save_best(d)  # the best-dev weights, for `harness export` and MLflow models
+            tune.report(outcome.to_result(), checkpoint=tune.Checkpoint.from_directory(d))
+        self.hooks.note(self.ticket.key, f"end {self.trainer.step}")
 
 
 def _report_outcome(outcome: TrialOutcome, directory: str) -> None:

@@ -17,8 +17,19 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.config import DataConfig, TrialConfig
+from harness.config import DataConfig, TrialConfig, parse_assignments
 from harness.errors import ConfigError
+
+
+def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
+    """The study file at ``path`` with its ``smoke:`` overrides (``smoke``) and ``--set`` assignments
+    applied; read the same way by run, validate, submit and a Ray Job."""
+    from harness.study.spec import load_study
+
+    spec = load_study(path)
+    overrides = dict(spec.smoke) if smoke else {}
+    overrides.update(parse_assignments(assign or []))
+    return spec.with_overrides(overrides) if overrides else spec
 
 
 def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool = True, data: bool = True,

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # torch and the tokenizers load only where data is prepared (
 
 VARIANT_PREFIXES = ("data.", "model.")
 # Keys that change the training data (train.sampler) or which difficulty scores a trial reads
-# (harness.training.curriculum_scores.score_key): the driver prepares each of their values.
+# (harness.training.tokenized.score_key): the driver prepares each of their values.
 SCORE_KEYS = ("curriculum.scoring", "curriculum.pacing", "curriculum.candidates",
               "train.negatives_per_positive", "train.sampler")
 
@@ -41,7 +41,7 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
         for key, p in relevant.items():
             if not p.discrete:
                 raise ConfigError(f"search.space.{key}: data, model and curriculum-scoring keys must be "
-                                  "discrete (choice/int/fixed) so the driver can prepare every variant")
+                                  "discrete (choice/int/fixed) so the driver can prepare every variant", key=f"search.space.{key}")
         base = spec.defaults.to_flat()
         for point in enumerate_grid(relevant, base) if relevant else [{}]:
             configs.append(TrialConfig.from_flat(point, base=spec.defaults))
@@ -50,7 +50,7 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
 
 def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[str, PreparedData]:
     from harness.data.load import load_splits
-    from harness.training.curriculum_scores import difficulty_scores
+    from harness.training.teacher import difficulty_scores
 
     groups: dict[str, list[TrialConfig]] = {}
     for cfg in possible_configs(spec):

@@ -2,7 +2,7 @@
 
 Writing: ``StudyRecords`` turns the events of a study into runs, tags, metrics and artifacts: study
 started, trial started, dev point, trial finished, trial failed, config summary (mean and SD over
-seeds), config report (the tests against the baseline), study artifacts, reference MAPs, report
+seeds, computed by the caller), config report (the tests against the baseline), study artifacts, reference MAPs, report
 failed, end. `harness run` drives it from the study's driver; `harness train` records its one
 configuration through it as well, so both give the same seed runs.
 
@@ -24,14 +24,13 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from harness.errors import DataError
 from harness.tracking import conventions as C
 from harness.tracking.store import TrackingStore
 
-if TYPE_CHECKING:
-    from harness.study.protocol import PerQuery, TrialOutcome
+PerQuery = dict[str, dict[str, float]]  # {measure: {qid: value}}
 
 
 class Ticket(Protocol):
@@ -46,6 +45,15 @@ class Ticket(Protocol):
 
     @property
     def key(self) -> str: ...
+
+
+class Outcome(Protocol):
+    """What a finished trial recorded (harness.study.protocol.TrialOutcome): its test metrics
+    (without the test_ prefix), its other metrics, and its evaluation set's fingerprint."""
+
+    test: Mapping[str, float]
+    metrics: Mapping[str, float]
+    evaluation: str
 
 
 # -- reading -------------------------------------------------------------------------------------
@@ -237,7 +245,7 @@ class StudyRecords:
         self._last_step[ticket.key] = step
         self.store.log_metrics(run, {f"{C.DEV_PREFIX}{k}": v for k, v in metrics.items()}, step=step)
 
-    def trial_finished(self, ticket: Ticket, outcome: TrialOutcome, per_query: PerQuery,
+    def trial_finished(self, ticket: Ticket, outcome: Outcome, per_query: PerQuery,
                        files: Iterable[tuple[str | os.PathLike[str], str | None]] = ()) -> None:
         """The final record of a seed run: test_<metric>, the outcome's other metrics, the per-query
         artifact, the evaluation fingerprint, ``files`` as artifacts ((local file, artifact folder)),
@@ -267,22 +275,21 @@ class StudyRecords:
         self.store.set_tags(run, {C.TAG_ERROR: error[:5000]})
         self.store.end_run(run, "FAILED")
 
-    def config_summary(self, config_id: str, seeds: Sequence[int]) -> dict[str, float] | None:
-        """<metric>_mean and <metric>_sd over seeds into the config run, once every seed is done
-        (harness.evaluation.results.seed_summary: a single seed has no SD, none is logged)."""
-        from harness.evaluation.results import seed_summary
-
+    def seed_tests(self, config_id: str, seeds: Sequence[int]) -> dict[int, dict[str, float]] | None:
+        """The test metrics of each of ``seeds`` of a configuration (without the test_ prefix), once
+        every one is done and its config run exists; None before."""
         per_seed = self._test.get(config_id, {})
         if any(s not in per_seed for s in seeds) or config_id not in self._configs:
             return None
-        out: dict[str, float] = {}
-        for metric in per_seed[seeds[0]]:
-            mean, sd = seed_summary([per_seed[s][metric] for s in seeds])
-            out[f"{metric}{C.MEAN_SUFFIX}"], out[f"{metric}{C.SD_SUFFIX}"] = mean, sd
+        return {s: dict(per_seed[s]) for s in seeds}
+
+    def config_summary(self, config_id: str, summary: Mapping[str, float], seeds: Sequence[int]) -> None:
+        """A configuration's summary over its seeds (``<metric>_mean``, ``<metric>_sd``: computed by
+        the caller, harness.evaluation.results.summary_metrics) and the seeds it covers onto its
+        config run; an undefined (NaN) value is not logged."""
         run = self._configs[config_id]
-        self.store.log_metrics(run, out)
+        self.store.log_metrics(run, summary)
         self.store.set_tags(run, {C.TAG_SEEDS: ",".join(map(str, seeds))})
-        return out
 
     def config_report(self, config_id: str, metrics: Mapping[str, float], tags: Mapping[str, str]) -> bool:
         """A configuration's results against the baseline onto its config run (False: no such run)."""

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.config import TrainConfig
-from harness.data.records import Query
 from harness.errors import ConfigError
 from harness.losses.kinds import LOSSES
+from harness.records import Query
 
 
 @dataclass(frozen=True)

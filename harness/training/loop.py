@@ -28,10 +28,10 @@ import torch
 
 from harness.config import TrialConfig, resolve_steps
 from harness.curriculum.sampler import PacedSampler, order_by_score
-from harness.training.collate import PairCollator
-from harness.training.evaluate import metrics_of, run_of, score_candidates
+from harness.model.collate import PairCollator
+from harness.model.factory import build_model
+from harness.model.scoring import metrics_of, run_of, score_candidates
 from harness.training.instances import trial_instances
-from harness.training.model_factory import build_model
 from harness.training.precision import use_bf16
 from harness.training.signals import TrainingSignals
 from harness.training.tokenized import PreparedData
@@ -133,7 +133,7 @@ class Trainer:
         if not cur.enabled:
             return np.arange(len(self.instances))
         from harness.curriculum.scoring import sorts_descending
-        from harness.training.curriculum_scores import score_key
+        from harness.training.tokenized import score_key
 
         key = score_key(self.cfg)
         scores = self.data.scores.get(key)

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.config import ModelConfig
-from harness.data.records import Splits
+from harness.config import ModelConfig, TrialConfig
+from harness.model.collate import PairCollator, TokenizedQueries
 from harness.model.encoder import load_tokenizer
-from harness.training.collate import PairCollator, TokenizedQueries
+from harness.records import Splits
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class PreparedData:
     test: TokenizedQueries
     model_name: str
     max_length: int
-    # One difficulty value per training query, by scoring-function name (curriculum by sampling).
+    # One difficulty value per training query, by ``score_key`` (curriculum by sampling).
     scores: dict[str, np.ndarray]
 
     def tokens(self, split: str) -> TokenizedQueries:
@@ -41,3 +41,23 @@ def prepare_data(splits: Splits, model: ModelConfig,
         max_length=model.max_length,
         scores=dict(scores or {}),
     )
+
+
+def score_key(cfg: TrialConfig) -> str:
+    """Names the difficulty scores a trial of ``cfg`` sorts by: the scoring function, the candidate
+    set it sees and, where they change the values, the seed and the negatives per positive.
+
+    ``pair`` scores the candidates the seed trains on, so they depend on the seed and on
+    train.negatives_per_positive; ``random`` is drawn per seed (the authors draw it per run).
+
+    >>> from harness.config import TrialConfig
+    >>> score_key(TrialConfig.from_flat({"curriculum.scoring": "uwords", "train.seed": 3}))
+    'uwords/pair/k1/seed3'
+    """
+    cur = cfg.curriculum
+    parts = [cur.scoring, cur.candidates]
+    if cur.candidates == "pair":
+        parts += [f"k{cfg.train.negatives_per_positive}", f"seed{cfg.train.seed}"]
+    elif cur.scoring == "random":
+        parts.append(f"seed{cfg.train.seed}")
+    return "/".join(parts)

@@ -18,7 +18,7 @@ from harness.curriculum.heuristics import (
     pointwise_difficulty,
     query_difficulty,
 )
-from harness.data.records import Candidate, Query, Splits
+from harness.records import Candidate, Query, Splits
 
 NAMES = HEURISTICS.names()
 

@@ -31,7 +31,7 @@ def test_docstring_examples(name: str) -> None:
 
 def test_math_modules_import_without_torch_ray_mlflow() -> None:
     # One interpreter for all modules: losses.losses is the only one allowed to import torch.
-    pure = [m for m in MODULES if m != "harness.losses.losses"] + ["harness.curriculum.commands"]
+    pure = [m for m in MODULES if m != "harness.losses.losses"] + ["harness.cli.curriculum"]
     code = (f"import sys\nfor m in {pure!r}: __import__(m)\n"
             "heavy = ('torch', 'ray', 'mlflow', 'transformers', 'matplotlib')\n"
             "bad = [m for m in heavy if m in sys.modules]\n"

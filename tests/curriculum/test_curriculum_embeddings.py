@@ -9,8 +9,8 @@ import pytest
 
 from harness.curriculum.embeddings import WordEmbedder, packaged_embedder
 from harness.curriculum.scoring import SCORING, ScoringContext
-from harness.data.records import Splits
 from harness.errors import HarnessError
+from harness.records import Splits
 
 
 @pytest.fixture(scope="module")

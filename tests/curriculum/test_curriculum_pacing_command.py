@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import curriculum as commands
 from harness.cli import main
-from harness.curriculum import commands
 from harness.errors import ConfigError
 
 

@@ -20,8 +20,8 @@ from harness.curriculum.scoring import (
     semantic_match,
     sorts_descending,
 )
-from harness.data.records import Candidate, Query, Splits
 from harness.errors import ConfigError, DataError
+from harness.records import Candidate, Query, Splits
 
 Q1 = Query("q1", ("how do i reset", "it says error five"),
            (Candidate("a", "restart it", 1, 3.0), Candidate("b", "buy a new one today", 0, 1.0),

@@ -11,7 +11,7 @@ import pytest
 
 from harness.config import DataConfig
 from harness.data.chitchat import build_splits, default_path
-from harness.data.records import Splits
+from harness.records import Splits
 
 SMALL = DataConfig(conversations=12, split_seed=13)  # the response protocol (default)
 SMALL_CONTEXT = DataConfig(conversations=12, split_seed=13, protocol="context")

@@ -24,8 +24,8 @@ from harness.data.chitchat import (
     read_corpus,
     sampling_requests,
 )
-from harness.data.records import Splits
 from harness.errors import ConfigError, DataError
+from harness.records import Splits
 
 
 def _queries(splits: Splits):

@@ -12,8 +12,9 @@ import pytest
 
 from harness.config import DataConfig
 from harness.data import cache
-from harness.data.load import apply_caps, chitchat_fingerprint, load_splits
-from harness.data.records import Candidate, Query, Splits
+from harness.data.chitchat import chitchat_fingerprint
+from harness.data.load import apply_caps, load_splits
+from harness.records import Candidate, Query, Splits
 
 
 def _splits(fp: str = "f" * 64) -> Splits:

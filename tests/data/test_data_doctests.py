@@ -7,13 +7,14 @@ import importlib
 
 import pytest
 
-MODULES = ["bm25", "cache", "chitchat", "first_stage", "negatives", "progress", "records", "splits",
-           "stats"]
+MODULES = [*(f"harness.data.{m}" for m in ("bm25", "cache", "chitchat", "first_stage", "negatives",
+                                             "progress", "splits", "stats")),
+           "harness.records", "harness.errors", "harness.suggest"]
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
-    module = importlib.import_module(f"harness.data.{name}")
+    module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0

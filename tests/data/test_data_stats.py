@@ -15,9 +15,9 @@ from harness.data.first_stage import (
     random_map,
     reference_maps,
 )
-from harness.data.records import Candidate, Query, Splits
 from harness.data.stats import data_stats, format_stats, split_stats
 from harness.errors import DataError
+from harness.records import Candidate, Query, Splits
 
 
 def _q(qid: str, context: tuple[str, ...], candidates: tuple[str, ...]) -> Query:
@@ -99,9 +99,9 @@ def test_first_stage_by_hand() -> None:
 def test_reference_maps_equal_the_trainers_metrics() -> None:
     """The study's reference line and the stats share one implementation; its BM25 MAP is the MAP
     the trainer's evaluation gives the same scores."""
+    from harness.model.scoring import metrics_of
     from harness.training.baselines import bm25_scores
     from harness.training.baselines import reference_maps as from_training
-    from harness.training.evaluate import metrics_of
 
     assert from_training is reference_maps
     assert from_training(SCORED)["bm25"] == metrics_of(SCORED, bm25_scores(SCORED)).means["map"]

@@ -16,8 +16,8 @@ from harness.curriculum.heuristics import candidate_scores, recip
 from harness.data.bm25 import EPSILON, K1, B, tokenize
 from harness.data.chitchat import build_splits, build_train, read_conversations
 from harness.data.load import load_splits
-from harness.data.records import Query, Splits
 from harness.errors import ConfigError
+from harness.records import Query, Splits
 
 
 def _queries(splits: Splits) -> list[Query]:

@@ -9,8 +9,8 @@ import pytest
 from harness.config import DataConfig
 from harness.data.load import load_splits
 from harness.data.readers import read_msdialog, read_trec
-from harness.data.records import Candidate, Query
 from harness.errors import DataError
+from harness.records import Candidate, Query
 
 TRAIN_TSV = (
     "1\thow do I reset outlook\tdid you try safe mode\tyes that worked\n"

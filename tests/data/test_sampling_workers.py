@@ -59,17 +59,17 @@ def test_a_forked_worker_dies_when_its_parent_is_killed() -> None:
 # waits for them, then finds every kernel it calls in the cache they wrote and compiles nothing.
 PREWARM = """
 import json
-from harness.data import kernels
-kernels.prewarm()
-started = len(kernels._COMPILING)
-kernels.prewarm()  # already under way: nothing more is started
-again = len(kernels._COMPILING)
-kernels.warm()
+from harness.data import kernels, negatives
+negatives.prewarm()
+started = len(negatives._COMPILING)
+negatives.prewarm()  # already under way: nothing more is started
+again = len(negatives._COMPILING)
+negatives.warm()
 stats = {k.py_func.__name__: (sum(k.stats.cache_hits.values()), sum(k.stats.cache_misses.values()))
          for k in (kernels.score_row, kernels.score_row_sampled, kernels.score_docs, kernels.usable_hits,
                    kernels.moved, kernels.candidate_scores)}
-kernels.prewarm()  # compiled in this process now: nothing to start
-print(json.dumps({"started": started, "again": again, "after": len(kernels._COMPILING), "stats": stats}))
+negatives.prewarm()  # compiled in this process now: nothing to start
+print(json.dumps({"started": started, "again": again, "after": len(negatives._COMPILING), "stats": stats}))
 """
 
 
@@ -82,7 +82,7 @@ def test_kernels_compile_in_the_background_into_the_cache_that_warm_then_loads(t
     kernels = ("score_row", "score_row_sampled", "score_docs", "usable_hits", "moved", "candidate_scores")
     assert report["stats"] == {name: [1, 0] for name in kernels}  # one cache hit each, no miss
     # ... and with that cache in place, a new process has nothing to compile in the background.
-    code = "from harness.data import kernels; kernels.prewarm(); print(len(kernels._COMPILING))"
+    code = "from harness.data import negatives; negatives.prewarm(); print(len(negatives._COMPILING))"
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                            check=True, timeout=300)
     assert again.stdout.strip() == "0"

@@ -11,12 +11,12 @@ import sys
 import pytest
 
 MODULES = ("metrics", "paired", "crossed", "corrections", "results", "significance", "table", "render",
-           "report", "power", "longcsv", "mlflow_reader", "plots", "commands", "trec", "trec_export",
-           "trec_commands")
+           "report", "power", "longcsv", "mlflow_reader", "plots", "trec", "trec_export")
 
 
 def test_imports_pull_in_no_framework() -> None:
     code = ("import sys\n" + "".join(f"import harness.evaluation.{m}\n" for m in MODULES) +
+            "import harness.cli.evaluation, harness.cli.runs\n" +
             "print(sorted(m for m in ('torch', 'ray', 'mlflow', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert out.strip() == "[]"

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.config import SMOOTHING_METHODS, TrialConfig
-from harness.data.records import Candidate, Query
 from harness.errors import ConfigError
 from harness.losses.smoothing import smoothing_method
 from harness.losses.targets import scale_weak_scores, soft_targets, weak_scores
+from harness.records import Candidate, Query
 
 
 def targets(method: str, labels: list[int], weak: list[float] | None = None, *, eps: float = 0.2,

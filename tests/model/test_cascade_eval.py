@@ -8,7 +8,6 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from harness.data.records import Splits, qrels_of
 from harness.errors import DataError
 from harness.evaluation.metrics import evaluate
 from harness.model.cascade_eval import (
@@ -22,6 +21,7 @@ from harness.model.cascade_eval import (
     score_exits,
     sweep,
 )
+from harness.records import Splits, qrels_of
 from harness.training.loop import Trainer
 from harness.training.tokenized import PreparedData, prepare_data
 from tests.conftest import tiny_config, toy_splits

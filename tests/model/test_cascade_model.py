@@ -10,8 +10,8 @@ import torch
 from harness.config import ModelConfig, TrialConfig
 from harness.errors import ConfigError
 from harness.model.cascade import CascadeRanker
+from harness.model.collate import PairCollator
 from harness.model.encoder import load_encoder, load_tokenizer
-from harness.training.collate import PairCollator
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +155,7 @@ def test_plan_must_match_the_model(model: CascadeRanker, collator: PairCollator)
 
 
 def test_exit_beyond_depth_via_config_fails_when_the_model_is_built() -> None:
-    from harness.training.model_factory import build_model
+    from harness.model.factory import build_model
 
     cfg = TrialConfig.from_flat({"model.name": "tiny", "cascade.enabled": True, "cascade.exits": "2,6"})
     with pytest.raises(ConfigError, match=r"cascade\.exits .*6 is beyond its depth"):

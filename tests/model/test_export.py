@@ -15,13 +15,13 @@ from mlflow.tracking import MlflowClient
 from harness.cli import main
 from harness.config import TrialConfig
 from harness.data.load import load_splits
+from harness.model.collate import PairCollator, context_text
 from harness.model.export import _ranker, load_cascade, load_seed_model
 from harness.model.mlflow_model import TAG_MODEL_URI, log_study_models, models_to_log
+from harness.model.scoring import score_candidates
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from harness.training.collate import PairCollator, context_text
-from harness.training.evaluate import score_candidates
 from tests.study.conftest import local_ray
 
 pytestmark = pytest.mark.slow

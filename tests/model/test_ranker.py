@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from harness.config import ModelConfig
+from harness.model.collate import PairCollator
 from harness.model.encoder import load_encoder, load_tokenizer
 from harness.model.layers import first_token_state, is_bert_like
 from harness.model.ranker import CrossEncoder
-from harness.training.collate import PairCollator
 
 
 def padded_batch(n: int = 9, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 
 from harness.cli import build_parser
+from harness.cli.study import cmd_run
 from harness.errors import HarnessError
-from harness.study.commands import cmd_run
 from harness.study.runner import TrialHooks
 
 

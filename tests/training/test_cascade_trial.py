@@ -30,7 +30,7 @@ def test_alpha_zero_cascade_is_the_full_model(prepared):
     # The record's test metrics are the final exit's, the same as scoring the best model directly.
     trainer.model.load_state_dict(trainer.best_state)
     queries, scores = trainer._scores("test")
-    from harness.training.evaluate import metrics_of
+    from harness.model.scoring import metrics_of
 
     assert metrics_of(queries, scores).means == rec.metrics
 

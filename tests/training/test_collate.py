@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.config import ModelConfig
+from harness.model.collate import PairCollator, context_text
 from harness.model.encoder import load_tokenizer
-from harness.training.collate import PairCollator, context_text
 
 
 def _collator(max_length: int) -> PairCollator:

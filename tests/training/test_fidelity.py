@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from harness.curriculum.weights import curriculum_weight
-from harness.data.records import Query
-from harness.training.curriculum_scores import difficulty_scores, score_key
+from harness.records import Query
 from harness.training.instances import trained_candidates, trial_instances
 from harness.training.loop import FinalRecord, Trainer
 from harness.training.signals import TrainingSignals
-from harness.training.tokenized import prepare_data
+from harness.training.teacher import difficulty_scores
+from harness.training.tokenized import prepare_data, score_key
 from tests.conftest import tiny_config, toy_splits
 
 

@@ -130,7 +130,7 @@ def test_pairwise_training_learns(prepared):
 
 
 def test_scores_do_not_depend_on_batch_mates(prepared):
-    from harness.training.evaluate import score_candidates
+    from harness.model.scoring import score_candidates
 
     t = Trainer(tiny_config(), prepared)
     queries = prepared.splits.dev

@@ -8,9 +8,9 @@ from pathlib import Path
 import ir_measures
 import pytest
 
-from harness.data.records import qrels_of
 from harness.evaluation.metrics import MEASURES
 from harness.evaluation.trec import qrels_artifacts, run_file_artifacts, run_tag
+from harness.records import qrels_of
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.training.curriculum_scores import difficulty_scores, teacher_fingerprint
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
+from harness.training.teacher import difficulty_scores, teacher_fingerprint
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 

@@ -66,7 +66,7 @@ def entry() -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness.study.commands import check_tracking_uri, load
+    from harness.cli.study import check_tracking_uri, load
 
     text = os.environ.get(STUDY_TEXT_ENV)
     with tempfile.TemporaryDirectory(prefix="harness-job-") as tmp:

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from harness.data.records import Query, qrels_of
 from harness.evaluation.metrics import QueryMetrics, evaluate
-from harness.training.collate import PairCollator, TokenizedQueries
+from harness.model.collate import PairCollator, TokenizedQueries
+from harness.records import Query, qrels_of
 
 
 @torch.no_grad()

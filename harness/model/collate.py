@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.data.records import Query
+from harness.records import Query
 
 
 @dataclass(frozen=True)

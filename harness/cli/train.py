@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.config import TrialConfig, flatten, parse_assignments, read_yaml
 from harness.errors import ConfigError
-from harness.study.protocol import TrialOutcome, TrialTicket
+from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket
+from harness.study.trial import run_trial, write_trial_files
 from harness.tracking import conventions as C
 
 if TYPE_CHECKING:
@@ -61,14 +62,13 @@ def _fmt(metrics: dict[str, float]) -> str:
 
 def run_train(args: argparse.Namespace) -> int:
     from harness.data.load import load_splits
-    from harness.evaluation.trec import qrels_artifacts, run_file_artifacts, run_tag, split_qrels
-    from harness.training.curriculum_scores import TEACHER_NAMES, difficulty_scores
-    from harness.training.loop import EvalRecord, StepRecord, Trainer
+    from harness.training.loop import Trainer
+    from harness.training.teacher import difficulty_scores, teacher_shares_seed
     from harness.training.tokenized import prepare_data
 
     cfg = load_config(args.config, args.assign, args.seed)
     cur = cfg.curriculum
-    if cur.enabled and cur.scoring in TEACHER_NAMES and cur.teacher_seed == cfg.train.seed:
+    if teacher_shares_seed(cfg, [cfg.train.seed]):
         raise ConfigError(f"curriculum.teacher_seed {cur.teacher_seed} equals train.seed "
                           f"{cfg.train.seed}: the student would share its init and negatives with its "
                           f"teacher; choose another teacher seed")
@@ -92,40 +92,10 @@ def run_train(args: argparse.Namespace) -> int:
     if records:
         log(f"mlflow: run {records.trial_started(ticket)} in experiment {args.experiment!r} at "
             f"{records.store.uri}")
-    started = time.time()
+    sink = _TerminalSink(cfg, ticket, records, splits, log, args.checkpoint_dir, trainer,
+                         args.compare_baselines)
     try:
-        for rec in trainer.run():
-            if isinstance(rec, StepRecord):
-                log(f"step {rec.step:>6}/{cfg.train.steps}  loss {rec.loss:.4f}  lr {rec.lr:.2e}  "
-                    f"{rec.pairs_per_s:6.1f} pairs/s  pool {rec.available}")
-                if records:
-                    records.train_point(ticket, rec.step, rec.loss, rec.lr)
-            elif isinstance(rec, EvalRecord):
-                log(f"dev  @{rec.step:>6}: {_fmt(rec.metrics)}{'  (best)' if rec.is_best else ''}")
-                if records:
-                    records.dev_point(ticket, rec.step, rec.metrics)
-                if args.checkpoint_dir is not None:
-                    trainer.save(args.checkpoint_dir)
-            else:
-                print(f"test (best dev step {rec.best_step}): {_fmt(rec.metrics)}")
-                for key in sorted(k for k in rec.cascade if k.startswith("test_exit") and k.endswith("_map")):
-                    print(f"  exit after layer {key[9:-4]:>2} alone: map {rec.cascade[key]:.4f}")
-                if rec.cascade:
-                    print(f"  cascade (alpha {list(cfg.cascade.alpha)}): map {rec.cascade['test_cascade_map']:.4f}"
-                          f"  relative cost {rec.cascade['test_cascade_cost']:.3f}")
-                if records:
-                    outcome = TrialOutcome.from_final(
-                        ticket.key, rec, metric=cfg.train.select_metric, select_metric=cfg.train.select_metric,
-                        evaluation=splits.evaluation, started=started, ended=time.time())
-                    with tempfile.TemporaryDirectory() as tmp:
-                        # the same records as a study's seed run: TREC run files, qrels on the study run
-                        qrels = split_qrels(splits)
-                        runs = run_file_artifacts(tmp, runs=rec.runs, qrels=qrels,
-                                                  tag=run_tag(ticket.name, ticket.seed)) if rec.runs else []
-                        records.trial_finished(ticket, outcome, rec.per_query, files=[(f, "runs") for f in runs])
-                        records.study_artifacts(files=[(f, "qrels") for f in qrels_artifacts(tmp, qrels)])
-                if args.compare_baselines:
-                    _print_baselines(splits.test, rec.metrics["map"])
+        run_trial(ticket, trainer, sink, metric=cfg.train.select_metric)
     except BaseException as exc:
         if records:
             records.trial_failed(ticket, f"{type(exc).__name__}: {exc}")
@@ -135,6 +105,50 @@ def run_train(args: argparse.Namespace) -> int:
             records.end(configs=[ticket.config_id])
     log(f"done in {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+class _TerminalSink:
+    """``harness train``'s records: progress on stderr, the test result on stdout, and (unless
+    --no-mlflow) the same MLflow records as a study's seed run: dev and train curves, test metrics,
+    per-query values, TREC run files, and the qrels on the study run."""
+
+    def __init__(self, cfg: TrialConfig, ticket: TrialTicket, records: StudyRecords | None, splits: Any,
+                 log: Any, checkpoint_dir: Path | None, trainer: Any, compare_baselines: bool) -> None:
+        self.cfg, self.ticket, self.records, self.splits, self.log = cfg, ticket, records, splits, log
+        self.checkpoint_dir, self.trainer, self.compare_baselines = checkpoint_dir, trainer, compare_baselines
+
+    def step(self, rec: Any) -> None:
+        self.log(f"step {rec.step:>6}/{self.cfg.train.steps}  loss {rec.loss:.4f}  lr {rec.lr:.2e}  "
+                 f"{rec.pairs_per_s:6.1f} pairs/s  pool {rec.available}")
+        if self.records:
+            self.records.train_point(self.ticket, rec.step, rec.loss, rec.lr)
+
+    def evaluation(self, rec: Any, point: DevPoint) -> None:
+        self.log(f"dev  @{rec.step:>6}: {_fmt(rec.metrics)}{'  (best)' if rec.is_best else ''}")
+        if self.records:
+            self.records.dev_point(self.ticket, rec.step, rec.metrics)
+        if self.checkpoint_dir is not None:
+            self.trainer.save(self.checkpoint_dir)
+
+    def finished(self, outcome: TrialOutcome, rec: Any) -> None:
+        from harness.evaluation.trec import qrels_artifacts, split_qrels
+
+        print(f"test (best dev step {rec.best_step}): {_fmt(rec.metrics)}")
+        for key in sorted(k for k in rec.cascade if k.startswith("test_exit") and k.endswith("_map")):
+            print(f"  exit after layer {key[9:-4]:>2} alone: map {rec.cascade[key]:.4f}")
+        if rec.cascade:
+            print(f"  cascade (alpha {list(self.cfg.cascade.alpha)}): map {rec.cascade['test_cascade_map']:.4f}"
+                  f"  relative cost {rec.cascade['test_cascade_cost']:.3f}")
+        if self.records:
+            with tempfile.TemporaryDirectory() as tmp:
+                # the same records as a study's seed run: TREC run files, qrels on the study run
+                runs = write_trial_files(tmp, self.ticket, self.splits, rec)
+                self.records.trial_finished(self.ticket, outcome, rec.per_query,
+                                            files=[(f, "runs") for f in runs])
+                self.records.study_artifacts(
+                    files=[(f, "qrels") for f in qrels_artifacts(tmp, split_qrels(self.splits))])
+        if self.compare_baselines:
+            _print_baselines(self.splits.test, rec.metrics["map"])
 
 
 def _records(args: argparse.Namespace, ticket: TrialTicket) -> StudyRecords:

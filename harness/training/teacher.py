@@ -16,13 +16,13 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 
 from harness.config import TrialConfig
 from harness.curriculum.scoring import ScoringContext, TeacherScores, score_queries
-from harness.data.records import Query, Splits
+from harness.data.cache import cache_root
+from harness.records import Query, Splits
 from harness.training.instances import trained_candidates, trial_instances
 
 TEACHER_NAMES = ("bert_pred", "bert_loss")
@@ -30,28 +30,12 @@ TEACHER_VERSION = 1
 Progress = Callable[[str], None]
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "harness").resolve()
-
-
-def score_key(cfg: TrialConfig) -> str:
-    """Names the difficulty scores a trial of ``cfg`` sorts by: the scoring function, the candidate
-    set it sees and, where they change the values, the seed and the negatives per positive.
-
-    ``pair`` scores the candidates the seed trains on, so they depend on the seed and on
-    train.negatives_per_positive; ``random`` is drawn per seed (the authors draw it per run).
-
-    >>> from harness.config import TrialConfig
-    >>> score_key(TrialConfig.from_flat({"curriculum.scoring": "uwords", "train.seed": 3}))
-    'uwords/pair/k1/seed3'
-    """
+def teacher_shares_seed(cfg: TrialConfig, seeds: Sequence[int]) -> bool:
+    """Whether ``cfg`` trains a teacher (bert_pred, bert_loss) with one of ``seeds``: that seed's
+    student would share its init and its negatives with its teacher (``harness run`` and ``harness
+    train`` refuse it)."""
     cur = cfg.curriculum
-    parts = [cur.scoring, cur.candidates]
-    if cur.candidates == "pair":
-        parts += [f"k{cfg.train.negatives_per_positive}", f"seed{cfg.train.seed}"]
-    elif cur.scoring == "random":
-        parts.append(f"seed{cfg.train.seed}")
-    return "/".join(parts)
+    return cur.enabled and cur.scoring in TEACHER_NAMES and cur.teacher_seed in seeds
 
 
 def trained_subset(queries: Sequence[Query], cfg: TrialConfig) -> list[Query]:
@@ -68,6 +52,8 @@ def difficulty_scores(configs: Sequence[TrialConfig], splits: Splits, *,
     """One value per training query for every ``score_key`` of ``configs`` (each with its seed)
     whose curriculum is on. The teacher (bert_pred, bert_loss) is trained once, with the first
     configuration's settings (``teacher_config``), and reused for every key."""
+    from harness.training.tokenized import score_key  # imports the tokenizer: on first use
+
     wanted: dict[str, TrialConfig] = {}
     for cfg in configs:
         if cfg.curriculum.enabled:
@@ -114,12 +100,12 @@ def teacher_scores(cfg: TrialConfig, splits: Splits, *, progress: Progress | Non
     """Train (or load from cache) the teacher and score every training candidate with it:
     P(rel) = sigmoid(score) and the per-candidate cross-entropy loss."""
     log = progress or (lambda _m: None)
-    path = cache_root() / "teachers" / f"{teacher_fingerprint(cfg, splits)}.json"
+    path = cache_root(cfg.data) / "teachers" / f"{teacher_fingerprint(cfg, splits)}.json"
     if path.is_file():
         log(f"curriculum: teacher loaded from cache {path}")
         cached = json.loads(path.read_text())
         return TeacherScores(prob=cached["prob"], loss=cached["loss"])
-    from harness.training.evaluate import score_candidates as score_split
+    from harness.model.scoring import score_candidates as score_split
     from harness.training.loop import FinalRecord, Trainer
     from harness.training.tokenized import prepare_data
 

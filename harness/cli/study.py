@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.config import parse_assignments
-from harness.study.validate import check_tracking_uri, validate_study
+from harness.study.validate import check_tracking_uri, load, validate_study
 
 __all__ = ["check_tracking_uri", "cmd_run", "cmd_validate", "load", "register"]
 
@@ -56,15 +55,6 @@ def register(sub: Any) -> None:
     ui.add_argument("--host", default="127.0.0.1")
     ui.add_argument("--port", type=int, default=5000)
     ui.set_defaults(func=cmd_ui)
-
-
-def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
-    from harness.study.spec import load_study
-
-    spec = load_study(path)
-    overrides = dict(spec.smoke) if smoke else {}
-    overrides.update(parse_assignments(assign or []))
-    return spec.with_overrides(overrides) if overrides else spec
 
 
 def cmd_run(args: argparse.Namespace, hooks: Any = None) -> int:

@@ -1,32 +1,30 @@
 """The ``harness`` command. Thin: parse, dispatch to an area's handler, turn HarnessError into one
 line on stderr and a non-zero exit.
 
-Each area owns its subcommands in a ``commands`` module exposing ``register(subparsers)``, which adds
-parsers whose ``func`` default is a handler ``(args: argparse.Namespace) -> int``.
+Each area owns its subcommands in a module of this package exposing ``register(subparsers)``, which
+adds parsers whose ``func`` default is a handler ``(args: argparse.Namespace) -> int``. Nothing below
+this package imports it.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from harness import __version__
 from harness.errors import HarnessError
 
-# Areas that contribute subcommands, in --help order. A module that is not there yet is skipped.
-COMMAND_MODULES = (
-    "harness.study.commands",       # run, validate, demo, ui
-    "harness.jobs.commands",  # submit, jobs list|logs|stop
-    "harness.training.commands",    # train
-    "harness.data.commands",        # data build|stats
-    "harness.curriculum.commands",  # pacing
-    "harness.model.commands",       # cascade cost, export
-    "harness.evaluation.commands",  # table, power
-    "harness.evaluation.trec_commands",  # runs export
-)
+
+def _areas() -> tuple[ModuleType, ...]:
+    """The modules that contribute subcommands, in --help order."""
+    from harness.cli import curriculum, data, evaluation, jobs, model, runs, study, train
+
+    # run, validate, demo, ui / submit, jobs / train / data build|stats / pacing / cascade cost,
+    # export / table, power / runs export
+    return (study, jobs, train, data, curriculum, model, evaluation, runs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,14 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        module.register(sub)
+    for area in _areas():
+        area.register(sub)
     return parser
 
 

@@ -1,0 +1,7 @@
+"""``python -m harness.cli``: the console script."""
+
+import sys
+
+from harness.cli import entry
+
+sys.exit(entry())
