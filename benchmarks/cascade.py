@@ -39,7 +39,7 @@ import torch
 from machine import describe
 
 from harness.config import ModelConfig
-from harness.model.cascade import CascadeRanker
+from harness.model._cascade import CascadeRanker
 from harness.model.encoder import load_encoder
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -161,7 +161,7 @@ def training_pairs(args: argparse.Namespace) -> tuple[Any, Any, list[str], list[
     from harness.data.load import load_splits
     from harness.model.collate import PairCollator, context_text
     from harness.model.encoder import load_tokenizer
-    from harness.training.instances import build_instances
+    from harness.training._instances import build_instances
 
     cfg = TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length})
     splits = load_splits(cfg.data)

@@ -113,7 +113,7 @@ class Timers:
 
 @contextmanager
 def instrumented(timers: Timers) -> Iterator[None]:
-    from harness.study import orchestrate
+    from harness.study import _orchestrate as orchestrate
 
     undo = [timers.wrap(orchestrate, "prepare_study", "prepare"), timers.wrap(orchestrate, "init_ray", "ray_init"),
             timers.wrap(orchestrate, "run_phase", "tune_phase"),

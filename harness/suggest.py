@@ -1,7 +1,7 @@
 """The one "did you mean" of every message that refuses a name (config keys, registry names, study
 keys, searchers, ir_datasets ids).
 
->>> did_you_mean("curriculum.delt", ["curriculum.delta", "curriculum.T"])
+>>> did_you_mean("curriculum.delt", ["curriculum.delta", "train.steps"])
 ' (did you mean curriculum.delta?)'
 >>> did_you_mean("x", ["curriculum.delta"], style="; ", otherwise="; valid: curriculum.delta")
 '; valid: curriculum.delta'

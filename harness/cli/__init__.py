@@ -17,6 +17,8 @@ from types import ModuleType
 from harness import __version__
 from harness.errors import HarnessError
 
+__all__ = ["build_parser", "entry", "main"]
+
 
 def _areas() -> tuple[ModuleType, ...]:
     """The modules that contribute subcommands, in --help order."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from harness.study.validate import check_tracking_uri, load, validate_study
 
-__all__ = ["check_tracking_uri", "cmd_run", "cmd_validate", "load", "register"]
+__all__ = ["cmd_run", "cmd_validate", "register"]
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.yaml"
 
@@ -58,7 +58,7 @@ def register(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace, hooks: Any = None) -> int:
-    """``hooks``: the trainable's test hooks (harness.study.trainable.TrialHooks), for tests that
+    """``hooks``: the trainable's test hooks (harness.study._trainable.TrialHooks), for tests that
     drive `harness run` in a subprocess."""
     spec = load(args.study, args.smoke, args.assign)
     # Everything validate checks but building the model, before any data is prepared or teacher trained.

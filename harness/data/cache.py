@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from harness.data._progress import Progress
 from harness.data.config import DataConfig
-from harness.data.progress import Progress
 from harness.records import Candidate, Query, Splits
 
 BUILD_VERSION = 2  # 2: data.protocol (response by default), data.depth; context-BM25 scores everywhere

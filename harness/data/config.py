@@ -13,10 +13,10 @@ from types import MappingProxyType
 from harness.errors import require
 
 # data.protocol: how the embedded set's candidates (dev and test above all) are built; see
-# harness.data.chitchat. train.sampler: where the training negatives come from ("dataset": the
+# harness.data._chitchat. train.sampler: where the training negatives come from ("dataset": the
 # data set's own candidates; "bm25" is the context protocol, NS_BM25 of Penha & Hauff 2021).
 PROTOCOLS = ("response", "context")
-# train.sampler -> the negatives method it draws with (harness.data.negatives); "dataset": the data
+# train.sampler -> the negatives method it draws with (harness.data._negatives); "dataset": the data
 # set's own candidates. The one list of samplers: validation, messages and the builder read it.
 TRAIN_SAMPLERS: Mapping[str, str | None] = MappingProxyType(
     {"dataset": None, "response": "response", "bm25": "context", "random": "random"})
@@ -39,7 +39,7 @@ class DataConfig:
     ``irds_id`` (irds): one ir_datasets id, whose queries are split into train/dev/test by
     ``split_seed``, ``dev_fraction`` and ``test_fraction``, or three comma-separated ids, the train,
     dev and test sets. ``irds_register``: a Python module name or ``.py`` file imported first, which
-    registers local data sets in ir_datasets (``harness.data.irds``).
+    registers local data sets in ir_datasets (``harness.data._irds``).
     """
 
     source: str = "chitchat"

@@ -1,14 +1,14 @@
 """The one entry point to data: ``load_splits(cfg, train_sampler=...)`` for every ``data.source``.
 
-- chitchat: the embedded set (``harness.data.chitchat``) from ``data.path`` or the packaged
+- chitchat: the embedded set (``harness.data._chitchat``) from ``data.path`` or the packaged
   dataset.json, through the on-disk cache (``harness.data.cache``): built once per fingerprint,
   then loaded in seconds. Dev and test always hold the candidates of ``data.protocol``; a
   ``train_sampler`` (``train.sampler``) other than ``dataset`` replaces the train split's
   negatives only, built for the train queries alone and cached on its own, so the evaluation set
   is built once whatever the training negatives.
-- msdialog / trec: the readers of ``harness.data.readers`` over the directory ``data.path``; their
+- msdialog / trec: the readers of ``harness.data._readers`` over the directory ``data.path``; their
   files bring their own candidates, so ``train_sampler`` must be ``dataset``.
-- irds: an ir_datasets data set (``harness.data.irds``), its first-stage run the candidates, so
+- irds: an ir_datasets data set (``harness.data._irds``), its first-stage run the candidates, so
   ``train_sampler`` must be ``dataset`` too.
 
 Which loader a source has, and what it needs, is its entry in ``harness.data.sources.SOURCES``.
@@ -25,9 +25,9 @@ import dataclasses
 import hashlib
 import json
 
+from harness.data._progress import Progress
+from harness.data._splits import SPLIT_NAMES, cap_queries
 from harness.data.config import DataConfig
-from harness.data.progress import Progress
-from harness.data.splits import SPLIT_NAMES, cap_queries
 from harness.records import Splits
 
 _CAP_KEYS = {name: f"max_{name}_queries" for name in SPLIT_NAMES}

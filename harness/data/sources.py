@@ -20,7 +20,7 @@ from harness.errors import ConfigError, DataError, HarnessError, require
 from harness.registry import Registry
 
 if TYPE_CHECKING:
-    from harness.data.progress import Progress
+    from harness.data._progress import Progress
     from harness.records import Splits
 
 Loader = Callable[["DataConfig", str, "Progress | None"], "Splits"]
@@ -71,7 +71,7 @@ def check(cfg: DataConfig, train_sampler: str) -> None:
 
 
 def _chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
-    from harness.data.chitchat import load_chitchat
+    from harness.data._chitchat import load_chitchat
 
     return load_chitchat(cfg, train_sampler, progress)
 
@@ -85,7 +85,7 @@ def _check_chitchat(cfg: DataConfig) -> None:
 
 def _directory_reader(name: str) -> Loader:
     def load(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
-        from harness.data import readers
+        from harness.data import _readers as readers
 
         if progress:
             progress(f"reading {name} data from {cfg.path}")
@@ -102,13 +102,13 @@ def _check_path(cfg: DataConfig) -> None:
 
 
 def _irds(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
-    from harness.data.irds import read_irds
+    from harness.data._irds import read_irds
 
     return read_irds(cfg, progress)
 
 
 def _check_irds(cfg: DataConfig) -> None:
-    from harness.data.irds import check_irds
+    from harness.data._irds import check_irds
 
     check_irds(cfg)
 

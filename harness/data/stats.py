@@ -29,8 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from harness.data._splits import SPLIT_NAMES
 from harness.data.first_stage import FirstStage, first_stage
-from harness.data.splits import SPLIT_NAMES
 from harness.records import Query, Splits
 
 

@@ -9,3 +9,43 @@ validate -> execute -> render:
     power = power_analysis(results, PowerOptions(...))        # power.py; text: render_power
 End of a study: ``report.study_report(results, options)``; figures: ``plots.write_plots``.
 """
+
+from __future__ import annotations
+
+from harness._face import face
+
+__all__ = [
+    "CORRECTIONS",
+    "TESTS",
+    "AnalysisOptions",
+    "PowerOptions",
+    "StudyResults",
+    "analyse",
+    "build_tables",
+    "evaluate",
+    "export_runs",
+    "power_analysis",
+    "read_experiment",
+    "read_long_csv",
+    "render",
+    "render_power",
+    "study_report",
+]
+
+__getattr__, __dir__ = face(__name__, {
+    "analyse": "significance",
+    "AnalysisOptions": "significance",
+    "build_tables": "table",
+    "CORRECTIONS": "corrections",
+    "evaluate": "metrics",
+    "export_runs": "trec_export",
+    "power_analysis": "power",
+    "PowerOptions": "power",
+    "read_experiment": "mlflow_reader",
+    "read_long_csv": "longcsv",
+    "render": "render",
+    "render_power": "power",
+    "study_report": "report",
+    "StudyResults": "results",
+    "TESTS": "significance",
+})

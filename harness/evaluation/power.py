@@ -1,7 +1,7 @@
 """Power analysis of a finished study (or a pilot): how many seeds a study needs.
 
 For each comparison (configuration vs baseline, metric) the variance components of the paired
-differences d[seed, query] come from the crossed seeds x queries ANOVA (harness.evaluation.crossed):
+differences d[seed, query] come from the crossed seeds x queries ANOVA (harness.evaluation._crossed):
 s2_seed, s2_query, s2_resid, negative estimates clamped at 0. A study with S seeds and Q queries then
 has
 
@@ -39,7 +39,7 @@ import numpy as np
 from scipy import stats
 
 from harness.errors import ConfigError, DataError
-from harness.evaluation.crossed import COMPONENTS, CrossedResult, VarianceComponents, crossed_test
+from harness.evaluation._crossed import COMPONENTS, CrossedResult, VarianceComponents, crossed_test
 from harness.evaluation.results import StudyResults
 from harness.evaluation.table import display_name
 

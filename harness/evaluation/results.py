@@ -58,7 +58,7 @@ class StudyResults:
     qids: tuple[str, ...] | None
     source: str
     config_ids: Mapping[str, str] = field(default_factory=dict)
-    # Configurations stopped early (harness.study.early_stop), left out: label -> where and why.
+    # Configurations stopped early (harness.study._early_stop), left out: label -> where and why.
     stopped: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod

@@ -2,7 +2,7 @@
 runs on them, the correction over a family of comparisons, and the resulting markers.
 
 Tests (TESTS: name -> procedure and pairing):
-- ``crossed``: the crossed seeds x queries test (harness.evaluation.crossed) of the mean difference
+- ``crossed``: the crossed seeds x queries test (harness.evaluation._crossed) of the mean difference
   d[seed, query]: its variance counts the seeds, the queries and their interaction, with
   Satterthwaite degrees of freedom; needs per-query values and at least 2 seeds;
 - ``per-seed``: for each seed, a paired t-test over the test queries (Penha & Hauff 2020: one marker
@@ -35,9 +35,9 @@ from types import MappingProxyType
 import numpy as np
 
 from harness.errors import ConfigError, DataError
+from harness.evaluation._crossed import crossed_test
+from harness.evaluation._paired import BETTER, WORSE, PairedResult, paired_test
 from harness.evaluation.corrections import CORRECTIONS, adjust
-from harness.evaluation.crossed import crossed_test
-from harness.evaluation.paired import BETTER, WORSE, PairedResult, paired_test
 from harness.evaluation.results import StudyResults
 from harness.registry import Registry
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from harness import __version__
 from harness.errors import ConfigError
+from harness.evaluation._crossed import CrossedResult
 from harness.evaluation.corrections import describe
-from harness.evaluation.crossed import CrossedResult
 from harness.evaluation.metrics import NAME_STYLES, TIE_RULE, label_of
 from harness.evaluation.results import seed_summary
 from harness.evaluation.significance import CROSSED, TESTS, Analysis, Comparison, Tally

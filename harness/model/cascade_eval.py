@@ -27,8 +27,8 @@ import numpy as np
 
 from harness.errors import DataError
 from harness.evaluation.metrics import QueryMetrics, evaluate
+from harness.model._cascade_rank import cascade_rank
 from harness.model.cascade_cost import CascadePlan
-from harness.model.cascade_rank import cascade_rank
 from harness.records import Query, qrels_of
 
 if TYPE_CHECKING:

@@ -279,7 +279,7 @@ def load_cascade(directory: str | Path) -> Any:
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModel
 
-    from harness.model.cascade import CascadeRanker
+    from harness.model._cascade import CascadeRanker
 
     d = Path(directory)
     info = json.loads((d / CASCADE_INFO).read_text())

@@ -6,14 +6,14 @@ from __future__ import annotations
 from torch import nn
 
 from harness.config import TrialConfig
+from harness.model._ranker import CrossEncoder
 from harness.model.encoder import load_encoder
-from harness.model.ranker import CrossEncoder
 
 
 def build_model(cfg: TrialConfig, *, seed: int) -> nn.Module:
     encoder = load_encoder(cfg.model, seed=seed)
     if cfg.cascade.enabled:
-        from harness.model.cascade import CascadeRanker
+        from harness.model._cascade import CascadeRanker
 
         return CascadeRanker(encoder, exits=cfg.cascade.exits, alpha=cfg.cascade.alpha)
     return CrossEncoder(encoder)

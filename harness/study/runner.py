@@ -1,14 +1,14 @@
 """The entry point of a study on Ray Tune (a facade): ``run_study`` and the test hooks it takes.
 
-The Ray glue lives in small modules, the only ones that import ray.tune: harness.study.trainable
-(worker side), harness.study.callback (driver-side MLflow writer and progress), harness.study.searchers
-(Optuna and the seed repeater) and harness.study.orchestrate (lease, Ray setup, phases, report). What
+The Ray glue lives in small modules, the only ones that import ray.tune: harness.study._trainable
+(worker side), harness.study._callback (driver-side MLflow writer and progress), harness.study._searchers
+(Optuna and the seed repeater) and harness.study._orchestrate (lease, Ray setup, phases, report). What
 moves between them is the trial protocol (harness.study.protocol, no Ray).
 """
 
 from __future__ import annotations
 
-from harness.study.orchestrate import init_ray, run_study
-from harness.study.trainable import TrialHooks
+from harness.study._orchestrate import init_ray, run_study
+from harness.study._trainable import TrialHooks
 
 __all__ = ["TrialHooks", "init_ray", "run_study"]

@@ -23,7 +23,7 @@ A study file::
     failure: {max_retries: 2, checkpoint_every_s: 60}   # checkpoint: first evaluation, then >= 60 s apart
     storage_path: runs               # Ray Tune experiment storage (a path or s3://...)
     models: best                     # MLflow models at the end: best (its seeds), all, none
-    early_stopping:                  # optional, off by default (harness.study.early_stop)
+    early_stopping:                  # optional, off by default (harness.study._early_stop)
       rungs: [0.25, 0.5]             # fractions of train.steps, or whole step counts
       reduction_factor: 2            # keep the top 1/reduction_factor of configurations at a rung
       metric: map                    # dev metric compared (default: objective.metric)
@@ -43,8 +43,8 @@ import yaml
 from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml, unknown_key_message
 from harness.errors import ConfigError
 from harness.registry import Registry
-from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
-from harness.study.space import Param, parse_param
+from harness.study._early_stop import EarlyStopSettings, rung_step, rung_steps
+from harness.study._space import Param, parse_param
 from harness.suggest import did_you_mean
 from harness.tracking.conventions import MODEL_LOGGING
 
@@ -249,7 +249,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
 
     search = _search(raw.get("search"), defaults, metric, mode)
     if search is not None and SEARCHERS.get(search.searcher).sampler is None:  # exhaustive grid
-        from harness.study.space import enumerate_grid
+        from harness.study._space import enumerate_grid
 
         for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat())):
             configs.append(NamedConfig(name=f"grid-{j}", role="candidate",
@@ -472,7 +472,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
 
 def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: NamedConfig,
                     configs: list[NamedConfig], search: SearchSpec | None) -> EarlyStopSettings | None:
-    """``early_stopping: {rungs, reduction_factor, metric}`` (harness.study.early_stop); absent: off."""
+    """``early_stopping: {rungs, reduction_factor, metric}`` (harness.study._early_stop); absent: off."""
     if raw.get("early_stopping") is None:
         return None
     es = _mapping(raw, "early_stopping", ("rungs", "reduction_factor", "metric"))

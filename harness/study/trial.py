@@ -1,4 +1,4 @@
-"""One trial, run one way: the Tune trainable (harness.study.trainable) and ``harness train``
+"""One trial, run one way: the Tune trainable (harness.study._trainable) and ``harness train``
 (harness.cli.train) both call ``run_trial`` and differ only in their ``TrialSink``.
 
 Lifecycle: ``run_trial`` drives ``Trainer.run()`` to its end and hands the sink, in order, a

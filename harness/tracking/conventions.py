@@ -57,7 +57,7 @@ REFERENCE_METRIC = "reference_{name}_map"  # study run: first-stage and random M
 # (= R10@1 with one positive among 10 candidates), nDCG@10, R-Prec.
 METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec")
 
-# Early stopping (harness.study.early_stop): a stopped configuration's config run and its seed runs
+# Early stopping (harness.study._early_stop): a stopped configuration's config run and its seed runs
 # carry TAG_STOPPED=1, the rung (its step) and the reason; its seed runs end KILLED with their dev
 # curves; the table leaves it out and names it in the footnote. The study run gets the trial-steps
 # saved and run as metrics.

@@ -1,0 +1,28 @@
+"""Training: the loop (device, bf16 autocast, evaluation every k steps, best-dev checkpoint, resume),
+which yields records and knows nothing of Ray or MLflow; the data a trial needs prepared once; the
+BERT_pred / BERT_loss teacher.
+"""
+
+from __future__ import annotations
+
+from harness._face import face
+
+__all__ = [
+    "EvalRecord",
+    "FinalRecord",
+    "PreparedData",
+    "StepRecord",
+    "Trainer",
+    "difficulty_scores",
+    "prepare_data",
+]
+
+__getattr__, __dir__ = face(__name__, {
+    "difficulty_scores": "teacher",
+    "EvalRecord": "loop",
+    "FinalRecord": "loop",
+    "prepare_data": "tokenized",
+    "PreparedData": "tokenized",
+    "StepRecord": "loop",
+    "Trainer": "loop",
+})

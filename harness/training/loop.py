@@ -31,9 +31,9 @@ from harness.curriculum.sampler import PacedSampler, order_by_score
 from harness.model.collate import PairCollator
 from harness.model.factory import build_model
 from harness.model.scoring import metrics_of, run_of, score_candidates
-from harness.training.instances import trial_instances
-from harness.training.precision import use_bf16
-from harness.training.signals import TrainingSignals
+from harness.training._instances import trial_instances
+from harness.training._precision import use_bf16
+from harness.training._signals import TrainingSignals
 from harness.training.tokenized import PreparedData
 
 CHECKPOINT_FILE = "trainer.pt"
@@ -97,7 +97,7 @@ class Trainer:
         seed = cfg.train.seed
         torch.manual_seed(seed)
         self.model = build_model(cfg, seed=seed).to(self.device)
-        # bf16 autocast where it pays (harness.training.precision); recorded in resolved().
+        # bf16 autocast where it pays (harness.training._precision); recorded in resolved().
         self.autocast = use_bf16(cfg.train.bf16, self.device, self.model)
         train_q = data.splits.train
         self.instances = trial_instances(train_q, cfg.train)
@@ -156,7 +156,7 @@ class Trainer:
 
     def resolved(self) -> dict[str, float]:
         """Schedule knobs resolved to optimizer steps (DESIGN.md units), and whether the run
-        computed in bf16 (``harness.training.precision``: 1.0 or 0.0), for the records."""
+        computed in bf16 (``harness.training._precision``: 1.0 or 0.0), for the records."""
         return {"curriculum.T_steps": float(self.T), **self.signals.resolved(),
                 "train.bf16_effective": float(self.autocast)}
 

@@ -23,7 +23,7 @@ from harness.config import TrialConfig
 from harness.curriculum.scoring import ScoringContext, TeacherScores, score_queries
 from harness.data.cache import cache_root
 from harness.records import Query, Splits
-from harness.training.instances import trained_candidates, trial_instances
+from harness.training._instances import trained_candidates, trial_instances
 
 TEACHER_NAMES = ("bert_pred", "bert_loss")
 TEACHER_VERSION = 1
@@ -40,7 +40,7 @@ def teacher_shares_seed(cfg: TrialConfig, seeds: Sequence[int]) -> bool:
 
 def trained_subset(queries: Sequence[Query], cfg: TrialConfig) -> list[Query]:
     """Each training query restricted to the candidates a trial of ``cfg`` trains on (the positive
-    and the negatives its seed draws; see harness.training.instances). A query without training
+    and the negatives its seed draws; see harness.training._instances). A query without training
     instances (no positive) keeps all its candidates: no instance ever reads its score."""
     chosen = trained_candidates(trial_instances(queries, cfg.train), len(queries))
     return [q if not idx else dataclasses.replace(q, candidates=tuple(q.candidates[i] for i in idx))

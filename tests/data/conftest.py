@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.config import DataConfig
-from harness.data.chitchat import build_splits, default_path
+from harness.data._chitchat import build_splits, default_path
 from harness.records import Splits
 
 SMALL = DataConfig(conversations=12, split_seed=13)  # the response protocol (default)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import rank_bm25
 
-from harness.data import bm25
-from harness.data.bm25 import EPSILON, K1, B, BM25Index, tokenize
-from harness.data.chitchat import read_conversations
+from harness.data import _bm25 as bm25
+from harness.data._bm25 import EPSILON, K1, B, BM25Index, tokenize
+from harness.data._chitchat import read_conversations
 from harness.errors import DataError
 
 

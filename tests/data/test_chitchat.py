@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from harness.config import DataConfig
-from harness.data import negatives as neg
-from harness.data.bm25 import BM25Index, tokenize
-from harness.data.chitchat import (
+from harness.data import _negatives as neg
+from harness.data._bm25 import BM25Index, tokenize
+from harness.data._chitchat import (
     Bm25,
     Corpus,
     build_splits,
@@ -110,7 +110,7 @@ def test_ranked_is_a_stable_sort_by_descending_score() -> None:
     """The window's radix sort orders positions exactly as numpy's stable sort by descending score
     (ties keep position order): many ties, zeros, subnormal and huge scores, sizes from 0 to
     beyond one radix digit (2,048)."""
-    from harness.data.kernels import ranked
+    from harness.data._kernels import ranked
 
     rng = np.random.default_rng(3)
     special = np.array([0.0, 5e-324, 2.5e-310, 1e-300, 1e300, np.finfo(np.float64).max])

@@ -12,7 +12,7 @@ import pytest
 
 from harness.config import DataConfig
 from harness.data import cache
-from harness.data.chitchat import chitchat_fingerprint
+from harness.data._chitchat import chitchat_fingerprint
 from harness.data.load import apply_caps, load_splits
 from harness.records import Candidate, Query, Splits
 

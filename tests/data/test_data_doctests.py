@@ -7,8 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = [*(f"harness.data.{m}" for m in ("bm25", "cache", "chitchat", "first_stage", "negatives",
-                                             "progress", "splits", "stats")),
+MODULES = [*(f"harness.data.{m}" for m in ("_bm25", "cache", "_chitchat", "first_stage", "_negatives",
+                                             "_progress", "_splits", "stats")),
            "harness.records", "harness.errors", "harness.suggest"]
 
 

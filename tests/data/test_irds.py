@@ -18,7 +18,7 @@ import pytest
 
 from harness.cli import main
 from harness.config import DataConfig, TrialConfig
-from harness.data.irds import read_irds, register_local
+from harness.data._irds import read_irds, register_local
 from harness.data.load import load_splits
 from harness.errors import ConfigError
 from harness.study.validate import check_data

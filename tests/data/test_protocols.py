@@ -13,8 +13,8 @@ import rank_bm25
 
 from harness.config import DataConfig, TrialConfig
 from harness.curriculum.heuristics import candidate_scores, recip
-from harness.data.bm25 import EPSILON, K1, B, tokenize
-from harness.data.chitchat import build_splits, build_train, read_conversations
+from harness.data._bm25 import EPSILON, K1, B, tokenize
+from harness.data._chitchat import build_splits, build_train, read_conversations
 from harness.data.load import load_splits
 from harness.errors import ConfigError
 from harness.records import Query, Splits

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from harness.config import DataConfig
+from harness.data._readers import read_msdialog, read_trec
 from harness.data.load import load_splits
-from harness.data.readers import read_msdialog, read_trec
 from harness.errors import DataError
 from harness.records import Candidate, Query
 

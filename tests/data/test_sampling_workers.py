@@ -15,7 +15,7 @@ import pytest
 # for work forever, as an idle pool worker does; the parent prints the worker's pid and sleeps.
 PARENT = """
 import multiprocessing, os, sys, time
-from harness.data import negatives as neg
+from harness.data import _negatives as neg
 
 def worker(parent):
     neg._set_job(parent, "response", None, None, 9, 1000)
@@ -59,7 +59,8 @@ def test_a_forked_worker_dies_when_its_parent_is_killed() -> None:
 # waits for them, then finds every kernel it calls in the cache they wrote and compiles nothing.
 PREWARM = """
 import json
-from harness.data import kernels, negatives
+from harness.data import _kernels as kernels
+from harness.data import _negatives as negatives
 negatives.prewarm()
 started = len(negatives._COMPILING)
 negatives.prewarm()  # already under way: nothing more is started
@@ -82,7 +83,7 @@ def test_kernels_compile_in_the_background_into_the_cache_that_warm_then_loads(t
     kernels = ("score_row", "score_row_sampled", "score_docs", "usable_hits", "moved", "candidate_scores")
     assert report["stats"] == {name: [1, 0] for name in kernels}  # one cache hit each, no miss
     # ... and with that cache in place, a new process has nothing to compile in the background.
-    code = "from harness.data import negatives; negatives.prewarm(); print(len(negatives._COMPILING))"
+    code = "from harness.data import _negatives as negatives; negatives.prewarm(); print(len(negatives._COMPILING))"
     again = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                            check=True, timeout=300)
     assert again.stdout.strip() == "0"

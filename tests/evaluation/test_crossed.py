@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from harness.errors import DataError
-from harness.evaluation.crossed import crossed_test, mean_squares, satterthwaite
-from harness.evaluation.paired import paired_test
+from harness.evaluation._crossed import crossed_test, mean_squares, satterthwaite
+from harness.evaluation._paired import paired_test
 from harness.evaluation.power import VarianceComponents, mde
 
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-MODULES = ("metrics", "paired", "crossed", "corrections", "results", "significance", "table", "render",
+MODULES = ("metrics", "_paired", "_crossed", "corrections", "results", "significance", "table", "render",
            "report", "power", "longcsv", "mlflow_reader", "plots", "trec", "trec_export")
 
 

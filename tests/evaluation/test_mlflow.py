@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.evaluation.crossed import crossed_test
+from harness.evaluation._crossed import crossed_test
 from harness.evaluation.mlflow_reader import default_tracking_uri, read_experiment
 from harness.evaluation.report import study_report
 from harness.tracking import conventions as C

@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from harness.errors import ConfigError
-from harness.evaluation.crossed import VarianceComponents, crossed_test
+from harness.evaluation._crossed import VarianceComponents, crossed_test
 from harness.evaluation.power import PowerOptions, mde, power_analysis, query_floor, seeds_needed
 from harness.evaluation.results import RunRecord, StudyResults
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from harness.errors import DataError
-from harness.evaluation.crossed import VarianceComponents
+from harness.evaluation._crossed import VarianceComponents
 from harness.evaluation.power import mde, power_analysis
 from harness.evaluation.results import RunRecord, StudyResults
 

@@ -142,7 +142,7 @@ def test_cost_table_mentions_survivors_and_cost() -> None:
 
 
 def test_pure_modules_import_without_torch() -> None:
-    code = ("import sys; import harness.model.cascade_cost, harness.model.cascade_rank, "
+    code = ("import sys; import harness.model.cascade_cost, harness.model._cascade_rank, "
             "harness.model.cascade_eval; "
             "bad = [m for m in ('torch', 'ray', 'mlflow', 'transformers') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")

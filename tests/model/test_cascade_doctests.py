@@ -9,9 +9,9 @@ import pytest
 
 MODULES = [
     "harness.model.cascade_cost",
-    "harness.model.cascade_rank",
+    "harness.model._cascade_rank",
     "harness.model.cascade_eval",
-    "harness.model.cascade",
+    "harness.model._cascade",
 ]
 
 

@@ -9,7 +9,7 @@ import torch
 
 from harness.config import ModelConfig, TrialConfig
 from harness.errors import ConfigError
-from harness.model.cascade import CascadeRanker
+from harness.model._cascade import CascadeRanker
 from harness.model.collate import PairCollator
 from harness.model.encoder import load_encoder, load_tokenizer
 

@@ -10,8 +10,8 @@ from hypothesis.extra.numpy import arrays
 
 from harness.errors import DataError
 from harness.evaluation.metrics import rank_order
+from harness.model._cascade_rank import cascade_rank, keep_top
 from harness.model.cascade_cost import CascadePlan
-from harness.model.cascade_rank import cascade_rank, keep_top
 
 
 def test_hand_computed_three_exits() -> None:

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from harness.config import ModelConfig
+from harness.model._layers import FastDropout, attend, dropout, use_fast_dropout
 from harness.model.encoder import load_encoder
-from harness.model.layers import FastDropout, attend, dropout, use_fast_dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.5])

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from harness.config import ModelConfig
+from harness.model._layers import first_token_state, is_bert_like
+from harness.model._ranker import CrossEncoder
 from harness.model.collate import PairCollator
 from harness.model.encoder import load_encoder, load_tokenizer
-from harness.model.layers import first_token_state, is_bert_like
-from harness.model.ranker import CrossEncoder
 
 
 def padded_batch(n: int = 9, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -97,7 +97,7 @@ def test_other_encoders_use_the_full_forward() -> None:
 @pytest.mark.parametrize("kind", ["plain", "cascade"])
 def test_scores_under_bf16_autocast_keep_float32_resolution(kind):
     """The head runs in float32 under autocast: close candidates do not round to tied scores."""
-    from harness.model.cascade import CascadeRanker
+    from harness.model._cascade import CascadeRanker
 
     enc = load_encoder(ModelConfig(name="tiny"), seed=0)
     model = (CrossEncoder(enc) if kind == "plain" else CascadeRanker(enc)).eval()

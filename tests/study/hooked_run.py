@@ -1,7 +1,7 @@
 """`harness run` with the trainable's test hooks injected, for tests that drive a study in a
 subprocess: ``python -m tests.study.hooked_run TRIAL_LOG [--hold FILE KEY] run STUDY.yaml [--resume]``
 (``--hold``: the trial KEY waits after its first checkpointed evaluation until FILE exists). The hooks
-are passed to the driver as an argument (harness.study.trainable.TrialHooks), never through the
+are passed to the driver as an argument (harness.study._trainable.TrialHooks), never through the
 environment of a production run."""
 
 from __future__ import annotations

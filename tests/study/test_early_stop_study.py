@@ -164,7 +164,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     import time
 
     from harness.cli import main
-    from harness.study.lease import TIMEOUT_ENV
+    from harness.study._lease import TIMEOUT_ENV
     from tests.study.hooked_run import main as hooked_run
 
     root = tmp_path

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.study.lease import TIMEOUT_ENV, LeaseHeld, StudyLease, lease_timeout, pid_alive
+from harness.study._lease import TIMEOUT_ENV, LeaseHeld, StudyLease, lease_timeout, pid_alive
 
 RESUME = "harness run s.yaml --resume"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.study.final_report import ReportUnavailable, report_study
+from harness.study._final_report import ReportUnavailable, report_study
 from harness.study.protocol import TrialOutcome, TrialTicket
 from harness.study.spec import load_study
 from harness.tracking.conventions import TAG_REPORT_ERROR

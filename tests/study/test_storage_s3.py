@@ -74,7 +74,7 @@ def test_exists_usage_and_remove_on_a_local_path_and_on_s3(tmp_path, s3):
     report give the same answers on a local path and in a bucket."""
     import pyarrow.fs as pafs
 
-    from harness.study import storage
+    from harness.study import _storage as storage
 
     local = tmp_path / "runs" / "s-fixed"
     (local / "trial").mkdir(parents=True)

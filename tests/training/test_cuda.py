@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from harness.config import ModelConfig
-from harness.model.cascade import CascadeRanker
+from harness.model._cascade import CascadeRanker
+from harness.model._ranker import CrossEncoder
 from harness.model.collate import PairCollator
 from harness.model.encoder import load_encoder, load_tokenizer
-from harness.model.ranker import CrossEncoder
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits

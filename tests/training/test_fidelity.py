@@ -11,9 +11,9 @@ import pytest
 
 from harness.curriculum.weights import curriculum_weight
 from harness.records import Query
-from harness.training.instances import trained_candidates, trial_instances
+from harness.training._instances import trained_candidates, trial_instances
+from harness.training._signals import TrainingSignals
 from harness.training.loop import FinalRecord, Trainer
-from harness.training.signals import TrainingSignals
 from harness.training.teacher import difficulty_scores
 from harness.training.tokenized import prepare_data, score_key
 from tests.conftest import tiny_config, toy_splits

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from harness.model.encoder import load_encoder
+from harness.training._precision import MIN_CPU_HIDDEN, cpu_has_bf16, hidden_size, use_bf16
 from harness.training.loop import FinalRecord, StepRecord, Trainer
-from harness.training.precision import MIN_CPU_HIDDEN, cpu_has_bf16, hidden_size, use_bf16
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 

@@ -41,9 +41,9 @@ import torch
 from torch import nn
 
 from harness.errors import ConfigError
-from harness.model import layers
+from harness.model import _layers as layers
+from harness.model._cascade_rank import CascadeOutcome, cascade_rank, keep_top
 from harness.model.cascade_cost import CascadePlan, Rounding
-from harness.model.cascade_rank import CascadeOutcome, cascade_rank, keep_top
 
 Batch = dict[str, torch.Tensor]
 

@@ -1,4 +1,4 @@
-"""Early stopping in Ray Tune: a scheduler that feeds trial results to ``harness.study.early_stop``
+"""Early stopping in Ray Tune: a scheduler that feeds trial results to ``harness.study._early_stop``
 and stops every trial of a stopped configuration, and the study-end bookkeeping in MLflow.
 
 Wiring (harness.study.runner): ``scheduler(spec, ...)`` goes into ``tune.TuneConfig(scheduler=...)``
@@ -20,8 +20,8 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from harness.study.early_stop import EarlyStopSettings, EarlyStopState, rung_steps
-from harness.study.storage import read_text, write_text
+from harness.study._early_stop import EarlyStopSettings, EarlyStopState, rung_steps
+from harness.study._storage import read_text, write_text
 from harness.tracking import conventions as C
 
 STATE_FILE = "early_stopping.json"

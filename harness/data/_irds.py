@@ -38,10 +38,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from harness.data._progress import Progress
+from harness.data._splits import SPLIT_NAMES, split_groups
 from harness.data.cache import fingerprint
 from harness.data.config import DataConfig
-from harness.data.progress import Progress
-from harness.data.splits import SPLIT_NAMES, split_groups
 from harness.errors import ConfigError, DataError, HarnessError
 from harness.records import Candidate, Query, Splits
 from harness.suggest import did_you_mean

@@ -11,9 +11,9 @@ import numpy as np
 from ray.tune.search import Repeater, Searcher
 from ray.tune.search.repeater import TRIAL_INDEX
 
-from harness.study import early_stop_ray
+from harness.study import _early_stop_ray as early_stop_ray
+from harness.study._space import suggest
 from harness.study.protocol import TrialTicket, objective_key
-from harness.study.space import suggest
 from harness.study.spec import SEARCHERS, StudySpec
 
 

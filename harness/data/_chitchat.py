@@ -7,7 +7,7 @@ messages are dropped first, so they never split an utterance).
 
 Queries (the task of Penha & Hauff 2020): for conversation c with utterances u_0..u_{n-1} and each
 turn t >= 1, the context U is u_{t-k}..u_{t-1} (``data.context_turns`` = k, oldest first), the
-positive r+ is u_t, and ``data.negatives`` negatives come from ``harness.data.negatives``, by the
+positive r+ is u_t, and ``data.negatives`` negatives come from ``harness.data._negatives``, by the
 evaluation protocol ``data.protocol``:
 
 - ``response`` (default; MSDialog/MANtIS of Yang et al. 2018, as in Penha & Hauff 2020): drawn
@@ -30,7 +30,7 @@ The BM25 index spans every utterance of every conversation in the file, whatever
 Ids: document ``c{conv}u{utt}``, query ``c{conv}t{turn}``, group ``c{conv}`` (conv = position in
 the file). Candidates: the positive first, then the negatives by score, best first (evaluation
 breaks ties itself, so the order leaks nothing). Conversations with one utterance give no query.
-The seeded subset and the split by conversation are ``harness.data.splits``.
+The seeded subset and the split by conversation are ``harness.data._splits``.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ from typing import Any
 
 import numpy as np
 
+from harness.data import _negatives as neg
 from harness.data import cache
-from harness.data import negatives as neg
-from harness.data.bm25 import BM25Index, tokenize
+from harness.data._bm25 import BM25Index, tokenize
+from harness.data._progress import Progress
+from harness.data._splits import GroupSplit, choose_subset, split_groups
 from harness.data.config import TRAIN_SAMPLERS, DataConfig
-from harness.data.progress import Progress
-from harness.data.splits import GroupSplit, choose_subset, split_groups
 from harness.errors import ConfigError, DataError
 from harness.records import Query, Splits
 
@@ -167,7 +167,7 @@ def open_corpus(path: Path, progress: Progress | None = None) -> tuple[Corpus, B
     """The corpus of the chitchat-format file at ``path`` and its BM25 index (built on first use).
     Where numba's cache lacks the sampler's compiled kernels, they compile in the background
     meanwhile (``negatives.prewarm``)."""
-    from harness.data.negatives import prewarm
+    from harness.data._negatives import prewarm
 
     prewarm()
     corpus = read_corpus(path, progress)

@@ -65,7 +65,7 @@ import numpy as np
 from scipy import stats
 
 from harness.errors import DataError
-from harness.evaluation.paired import PairedResult
+from harness.evaluation._paired import PairedResult
 
 SEED = "seed"
 QUERY = "query"

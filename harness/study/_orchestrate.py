@@ -3,12 +3,12 @@ the phases and the report.
 
 Phase "fixed": the baseline and the named (or grid) configurations, each x every study seed, as a
 Tune grid of tickets. Phase "search": an Optuna searcher proposes configurations and every proposal
-runs once per study seed (harness.study.searchers). Each (configuration, seed) is one trial
-(harness.study.trainable); trials checkpoint at their first evaluation and then at most every
+runs once per study seed (harness.study._searchers). Each (configuration, seed) is one trial
+(harness.study._trainable); trials checkpoint at their first evaluation and then at most every
 ``failure.checkpoint_every_s`` seconds, and a failed trial is retried from its last checkpoint
-(FailureConfig). The driver callback (harness.study.callback) is the one MLflow
+(FailureConfig). The driver callback (harness.study._callback) is the one MLflow
 writer; it finds runs by their tags, so a resumed study adds no duplicate runs. One driver per study:
-``run_study`` holds the study's lease (harness.study.lease) from before its first MLflow write to
+``run_study`` holds the study's lease (harness.study._lease) from before its first MLflow write to
 its end.
 """
 
@@ -22,15 +22,15 @@ from ray import tune
 
 from harness.errors import HarnessError
 from harness.heap import frozen
-from harness.study import early_stop_ray
-from harness.study.callback import Progress, TrackingCallback, stderr
-from harness.study.final_report import ReportUnavailable, report_study
-from harness.study.lease import StudyLease
+from harness.study import _early_stop_ray as early_stop_ray
+from harness.study._callback import Progress, TrackingCallback, stderr
+from harness.study._final_report import ReportUnavailable, report_study
+from harness.study._lease import StudyLease
+from harness.study._searchers import make_searcher
+from harness.study._storage import report_storage
+from harness.study._trainable import NO_HOOKS, TrialHooks, trainable
 from harness.study.protocol import TICKET, TrialTicket
-from harness.study.searchers import make_searcher
 from harness.study.spec import StudySpec
-from harness.study.storage import report_storage
-from harness.study.trainable import NO_HOOKS, TrialHooks, trainable
 from harness.study.variants import prepare_study, study_params, trial_count, variant_key
 from harness.tracking.records import StudyRecords
 from harness.tracking.system_metrics import SystemMetrics
@@ -60,7 +60,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
               fresh: bool = False) -> dict[str, Any]:
     """Run (or, with ``resume``, finish) a study; returns per-config aggregates and the MLflow ids.
 
-    One driver per study: the study's lease (harness.study.lease) is taken before anything is
+    One driver per study: the study's lease (harness.study._lease) is taken before anything is
     recorded and released at the end, so a second driver is refused (``LeaseHeld``) and writes
     nothing. ``resume_command`` is what a refused driver is told to run once this one is gone.
     ``fresh`` discards Tune state of an earlier run (under the lease; `harness demo`): trials already
@@ -82,7 +82,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
 
 def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,
            num_gpus: float | None, hooks: TrialHooks, fresh: bool) -> dict[str, Any]:
-    from harness.study import storage
+    from harness.study import _storage as storage
     from harness.tracking.store import TrackingStore, default_tracking_uri
 
     phases = spec.phases
@@ -172,7 +172,7 @@ def fixed_tickets(spec: StudySpec) -> list[dict[str, Any]]:
 
 def make_scheduler(spec: StudySpec, phase: str) -> Any:
     """The Tune trial scheduler of a phase: early stopping over configurations where the study file
-    turns it on (harness.study.early_stop_ray), else None (Tune's FIFO, every trial runs to its
+    turns it on (harness.study._early_stop_ray), else None (Tune's FIFO, every trial runs to its
     end). It sees each trial's DevPoint results and its ticket in ``trial.config``."""
     return early_stop_ray.scheduler(spec)
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from harness.model.layers import first_token_state, use_fast_dropout
+from harness.model._layers import first_token_state, use_fast_dropout
 
 Batch = dict[str, torch.Tensor]
 

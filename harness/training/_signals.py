@@ -14,7 +14,7 @@ from harness.config import TrialConfig, resolve_steps
 from harness.curriculum.heuristics import query_difficulty
 from harness.curriculum.weights import curriculum_weight
 from harness.losses.targets import soft_targets, weak_scores
-from harness.training.instances import Instances
+from harness.training._instances import Instances
 from harness.training.tokenized import PreparedData
 
 

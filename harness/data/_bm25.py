@@ -22,7 +22,7 @@ avgdl)))``), and a document's score adds them left to right in query order from 
 rank_bm25's ``score += ...`` loop does; a query token absent from the document adds 0.0 there,
 which changes no sum, so leaving it out is exact. Full rows (``scores``, ``span_row``: the
 sampler's rankings) and the scores of a few documents (``batch_scores``, ``span_scores``: every
-candidate's first-stage score) are compiled loops (``harness.data.kernels``, numba) over an
+candidate's first-stage score) are compiled loops (``harness.data._kernels``, numba) over an
 inverted index by term and by document respectively. Rankings (ties, the top-``depth`` cut)
 therefore match rank_bm25's to the last bit.
 """
@@ -96,7 +96,7 @@ def _idf(doc_freqs: list[int], n_docs: int, epsilon: float) -> list[float]:
 
 def _kernels() -> ModuleType:
     """The compiled kernels, imported on first use (numba takes a moment to import)."""
-    from harness.data import kernels
+    from harness.data import _kernels as kernels
 
     return kernels
 
@@ -163,7 +163,7 @@ class BM25Index:
         once_ptr, once_offset, _ = _by_term_and_block(terms[once], rows[once], n_terms, len(docs))
         more_ptr, more_offset, more_order = _by_term_and_block(terms[~once], rows[~once], n_terms,
                                                                len(docs))
-        from harness.data.kernels import Postings  # numba takes a moment to import: on first use
+        from harness.data._kernels import Postings  # numba takes a moment to import: on first use
 
         self.postings = Postings(_BLOCK, once_ptr, once_offset,
                                  term_idf if term_idf.size else np.zeros(n_terms), g1,

@@ -5,11 +5,11 @@ form is given with each). tests/data/test_bm25.py checks the scores against rank
 and tests/data/test_chitchat.py the response window against a full sort of the row.
 Numba compiles a kernel on its first call and caches the machine code next to this file
 (``cache=True``), so only the first build on a machine pays the compilation (~6.5 s of CPU, in two
-background processes while the corpus is read: ``harness.data.negatives.prewarm``).
+background processes while the corpus is read: ``harness.data._negatives.prewarm``).
 The kernels release the GIL, so the sampler's threads run them in parallel.
 
 Floating point: ``score_row`` and ``score_docs`` add a document's weights one query token at a time,
-left to right, starting from 0.0, which is rank_bm25's order of operations (``harness.data.bm25``).
+left to right, starting from 0.0, which is rank_bm25's order of operations (``harness.data._bm25``).
 A token absent from a document adds nothing there; rank_bm25 adds ``idf * 0.0``, a zero, which
 leaves every sum unchanged, so the results are bitwise rank_bm25's.
 """
@@ -295,7 +295,7 @@ def ranked(positions: np.ndarray, values: np.ndarray) -> np.ndarray:
 def usable_hits(row: np.ndarray, hits: np.ndarray, first: np.ndarray, banned_at: int, start: int,
                 stop: int, moved: np.ndarray, n: int, stride: int, positions: np.ndarray,
                 values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``harness.data.negatives._usable_hits``: the first ``n`` usable hits of ``row`` in rank
+    """``harness.data._negatives._usable_hits``: the first ``n`` usable hits of ``row`` in rank
     order, found as its docstring says (``_usable_where`` is one of its passes); ``hits``: the
     positive scores of ``row[::stride]`` (``strided_hits``; reordered here); ``banned_at``: the
     positive's text's first position (-1: none). Work arrays: ``positions`` (int64) and

@@ -1,6 +1,6 @@
 """Early stopping over configurations, not trials: successive halving on seed-group means.
 
-Pure bookkeeping and decisions (no Ray); ``harness.study.early_stop_ray`` feeds it Tune results.
+Pure bookkeeping and decisions (no Ray); ``harness.study._early_stop_ray`` feeds it Tune results.
 
 Settings (study file ``early_stopping``, off by default)::
 

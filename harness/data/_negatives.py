@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.data.bm25 import BM25Index
-from harness.data.progress import Progress, Ticker
+from harness.data._bm25 import BM25Index
+from harness.data._progress import Progress, Ticker
 from harness.errors import DataError
 
 EMPTY = -1  # key of a document with empty text: never a negative
@@ -106,7 +106,7 @@ class Texts:
         """The first positions after ``exclude`` of the texts (not ``banned``) whose first position
         lies in ``exclude``, ascending: those texts' best-ranked positions when ``exclude`` is out
         (compiled: ``kernels.moved``)."""
-        from harness.data.kernels import moved
+        from harness.data._kernels import moved
 
         if exclude.step != 1 or not 0 <= exclude.start <= exclude.stop <= self.keys.size:
             raise IndexError(f"exclude {exclude} is not a range of positions in [0, {self.keys.size}]")
@@ -227,7 +227,7 @@ def _usable_hits(row: np.ndarray, texts: Texts, banned: int, n: int, exclude: ra
     lowers the sample's cut (``w`` times 4), and finally every hit is ranked. ``hits``: that
     sample, the positive scores among ``row[::_STRIDE]``, where the caller took it while scoring
     the row (it is reordered). Compiled (``kernels.usable_hits``)."""
-    from harness.data.kernels import strided_hits, usable_hits
+    from harness.data._kernels import strided_hits, usable_hits
 
     scratch = scratch or Scratch(row.size)
     if hits is None:
@@ -393,7 +393,7 @@ def _candidate_scores(index: BM25Index, context_start: np.ndarray, context_stop:
                       positives: np.ndarray, chosen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per query (arrays of int64 positions, ``chosen``: a row of negatives each), its negatives
     best first and the scores: the positive's, then theirs (``kernels.candidate_scores``)."""
-    from harness.data.kernels import candidate_scores
+    from harness.data._kernels import candidate_scores
 
     negatives = np.empty_like(chosen)
     scores = np.empty((chosen.shape[0], chosen.shape[1] + 1))
@@ -472,7 +472,7 @@ def warm(share: str | None = None) -> None:
 def _cached() -> bool:
     """Whether numba's on-disk cache holds every kernel (an index file each; a stale one is
     recompiled on first call), or this process compiled them already."""
-    from harness.data.kernels import (
+    from harness.data._kernels import (
         candidate_scores,
         moved,
         score_docs,
@@ -500,7 +500,7 @@ def prewarm() -> None:
     root = str(Path(__file__).resolve().parents[2])  # the folder this harness package is in
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     for share in _SHARES:
-        code = f"from harness.data.negatives import warm; warm({share!r})"
+        code = f"from harness.data._negatives import warm; warm({share!r})"
         try:
             _COMPILING.append(subprocess.Popen([sys.executable, "-c", code], env=env, cwd=root,
                                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -12,7 +12,7 @@ from typing import Any
 
 from ray import tune
 
-from harness.study.final_report import summarise_config
+from harness.study._final_report import summarise_config
 from harness.study.protocol import (
     DevPoint,
     PerQuery,
