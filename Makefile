@@ -11,7 +11,7 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: venv demo test test-fast lint bench bench-gpu clean
+.PHONY: venv demo test test-fast lint docs bench bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ test-fast: venv
 lint: venv
 	$(VENV)/bin/ruff check harness tests benchmarks
 
+# The documentation site (mkdocs.yml, docs/) into site/; tests/test_docs.py builds it strictly as well.
+docs: venv
+	$(PY) -m mkdocs build --strict
+
 bench: venv
 	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/trainer.py
@@ -47,4 +51,4 @@ bench-gpu: venv
 	$(PY) benchmarks/gpu.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache site
