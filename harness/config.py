@@ -4,7 +4,7 @@ A study file and the CLI speak flat keys ("curriculum.pacing": "root_n", "curric
 ``TrialConfig.from_flat`` parses them once at the edge and validates with messages that name the key,
 e.g. ``curriculum.delta must be in (0, 1], got 1.5``. Everything inward takes the typed objects.
 
-Units (DESIGN.md): schedule knobs (curriculum.T, weighting.m, smoothing.switch) are optimizer steps;
+Units (docs/architecture.md, "Units"): schedule knobs (curriculum.T, weighting.m, smoothing.switch) are optimizer steps;
 a float in (0, 1] is read as a fraction of ``train.steps`` and resolved with ``resolve_steps``.
 An int is a step count. ``weighting.m`` may also be ``inf`` (never reach equal weights).
 """
@@ -307,7 +307,7 @@ class TrialConfig:
         return out
 
     def config_id(self) -> str:
-        """Stable hash of the configuration without its seed (DESIGN.md: harness.config_id)."""
+        """Stable hash of the configuration without its seed (the tag harness.config_id: docs/architecture.md, "MLflow records")."""
         flat = {k: v for k, v in self.to_flat().items() if k != "train.seed"}
         blob = json.dumps(flat, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]

@@ -13,7 +13,7 @@ for the candidates only.
 Local data: ``data.irds_register`` names a Python module (``pkg.mod``) or a ``.py`` file that is
 imported (once per process) before the ids are resolved; it registers its data sets with
 ``ir_datasets.registry.register(name, ir_datasets.Dataset(...))`` over local files, which
-ir_datasets then reads without a download (see README, "ir_datasets").
+ir_datasets then reads without a download (docs/data.md, "ir_datasets").
 
 Errors are one line each: an unknown id names close ids; a set that needs a download ir_datasets
 cannot make (no network) says so, with the URL; a file ir_datasets cannot parse names the id and

@@ -1,4 +1,4 @@
-"""The results-exchange format (DESIGN.md): a long CSV with columns config, seed, metric, value and
+"""The results-exchange format (docs/exchange.md, "Long results CSV"): a long CSV with columns config, seed, metric, value and
 an optional query column.
 
 A metric is a harness key (map, mrr_10 ...) or ir-measures' canonical name (AP, RR@10 ...; the two

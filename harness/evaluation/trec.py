@@ -17,7 +17,7 @@ per-query values.
 Qrels file: ``qid 0 docno label``, one line per judged document, non-relevant ones included (the
 harness judges every candidate of a query).
 
-Artifacts (DESIGN.md "Results exchange"): every seed run holds ``runs/dev.trec`` and
+Artifacts (docs/exchange.md, "TREC run files and qrels"): every seed run holds ``runs/dev.trec`` and
 ``runs/test.trec`` for its best-dev checkpoint (``run_file_artifacts``), tagged with its
 configuration and seed (``run_tag``); the study run holds ``qrels/dev.qrels`` and
 ``qrels/test.qrels`` (``qrels_artifacts``). Both functions write into a local folder that the

@@ -18,7 +18,7 @@ from harness.study.spec import SEARCHERS, StudySpec
 
 
 class DefineByRun:
-    """Optuna define-by-run space: suggestions only (STYLE 8). A module-level class so Tune can
+    """Optuna define-by-run space: suggestions only (the space is data). A module-level class so Tune can
     pickle the searcher into its experiment state (resume)."""
 
     def __init__(self, space: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:

@@ -104,7 +104,7 @@ def ordered(space: Mapping[str, Param]) -> list[Param]:
 
 
 def suggest(trial: Any, space: Mapping[str, Param], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """Define-by-run for Optuna: suggestions only (STYLE 8). Returns the active keys' values."""
+    """Define-by-run for Optuna: suggestions only: the search space is data, and the function computes nothing else. Returns the active keys' values."""
     point: dict[str, Any] = dict(defaults)
     out: dict[str, Any] = {}
     for p in ordered(space):

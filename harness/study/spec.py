@@ -315,7 +315,7 @@ def _where(nc: NamedConfig, configs: tuple[NamedConfig, ...] | list[NamedConfig]
 
 def _check_one_evaluation_set(baseline: NamedConfig, configs: list[NamedConfig],
                               search: SearchSpec | None) -> None:
-    """Dev and test candidates are fixed per study (DESIGN.md "Evaluation set"): every data key
+    """Dev and test candidates are fixed per study (docs/architecture.md, "Evaluation set"): every data key
     but the training-only ones must be the baseline's in every configuration and the search space."""
     ref = baseline.config.data
     for nc in configs:

@@ -1,4 +1,4 @@
-"""MLflow record conventions (DESIGN.md "MLflow records"): the UI and the table exporter rely on them.
+"""MLflow record conventions (docs/architecture.md, "MLflow records"): the UI and the table exporter rely on them.
 
 experiment = study name
   study run   tags: harness.kind=study, harness.study=<name>

@@ -1,4 +1,4 @@
-"""The one writer of MLflow records (DESIGN.md "MLflow records"), driven from the driver only.
+"""The one writer of MLflow records (docs/architecture.md, "MLflow records"), driven from the driver only.
 
 It talks to MLflow through ``MlflowClient`` with explicit run ids (no global active run), so a study
 driver can keep several runs open and nest them with ``mlflow.parentRunId``. The default store is a

@@ -155,7 +155,7 @@ class Trainer:
         return torch.optim.AdamW(groups, lr=self.cfg.train.lr, eps=self.cfg.train.adam_eps, fused=fused)
 
     def resolved(self) -> dict[str, float]:
-        """Schedule knobs resolved to optimizer steps (DESIGN.md units), and whether the run
+        """Schedule knobs resolved to optimizer steps (docs/architecture.md, "Units"), and whether the run
         computed in bf16 (``harness.training._precision``: 1.0 or 0.0), for the records."""
         return {"curriculum.T_steps": float(self.T), **self.signals.resolved(),
                 "train.bf16_effective": float(self.autocast)}
