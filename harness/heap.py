@@ -2,8 +2,8 @@
 
 Every harness process holds the modules of torch, transformers, Ray and MLflow, and a study driver
 also its prepared data: half a million objects or more that are never garbage. Python's full
-collection walks all of them each time it runs (about 0.2 s on the 2-core machine, ten times in a
-small study's driver), and again while the interpreter exits (2-3 s after a `harness run`).
+collection walks all of them each time it runs, several times in a study's driver, and again while
+the interpreter exits (measured in benchmarks/results/driver_exit.md).
 
 - ``frozen()``: for a block, what exists at its start sits in the permanent generation, where no
   collection walks it; unfrozen after, so nothing is kept past the block.

@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def entry() -> int:
     """The console script: ``main``, then the heap left out of the interpreter's exit collections
-    (harness.heap; 2-3 s after a study)."""
+    (harness.heap; benchmarks/results/driver_exit.md)."""
     from harness.heap import then_exit
 
     return then_exit(main)

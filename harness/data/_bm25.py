@@ -106,8 +106,8 @@ class BM25Index:
 
     The weights ``w(d, t) = idf(t) * f(t, d) * (k1 + 1) / (f(t, d) + k1 * (1 - b + b * |d| /
     avgdl))``, each computed with rank_bm25's float64 operations, are indexed twice: by term and
-    block of documents (``postings``) for full rows (``scores``, ``span_row``: ~0.3 ms over the
-    139k chitchat utterances), and by document for ``batch_scores`` and ``span_scores`` (a few
+    block of documents (``postings``) for full rows (``scores``, ``span_row``: a fraction of a
+    millisecond over the full chitchat corpus), and by document for ``batch_scores`` and ``span_scores`` (a few
     documents: microseconds). Both add a document's weights in query order starting from 0.0, as
     rank_bm25 does (a term absent from the document adds 0.0, which changes nothing), so their
     scores equal each other's and rank_bm25's bit for bit.

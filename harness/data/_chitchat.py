@@ -147,7 +147,7 @@ def read_corpus(path: Path, progress: Progress | None = None) -> Corpus:
 
 
 class Bm25:
-    """The corpus' BM25 index, built once on first use (~2 s for the full file)."""
+    """The corpus' BM25 index, built once on first use (seconds for the full file)."""
 
     def __init__(self, corpus: Corpus, progress: Progress | None = None) -> None:
         self._corpus = corpus
@@ -333,7 +333,7 @@ def chitchat_source(cfg: DataConfig) -> Path:
 
 
 def chitchat_fingerprint(cfg: DataConfig, source: Path | None = None) -> str:
-    """The cache key of the embedded set for ``cfg`` (hashes the source file: ~0.1 s)."""
+    """The cache key of the embedded set for ``cfg`` (hashes the source file)."""
     digest = cache.file_digest(source or chitchat_source(cfg))
     return cache.fingerprint(cache.build_fields(cfg), [digest])
 

@@ -4,7 +4,7 @@ Each kernel does what a few lines of numpy would, in one pass and without tempor
 form is given with each). tests/data/test_bm25.py checks the scores against rank_bm25 bit for bit,
 and tests/data/test_chitchat.py the response window against a full sort of the row.
 Numba compiles a kernel on its first call and caches the machine code next to this file
-(``cache=True``), so only the first build on a machine pays the compilation (~6.5 s of CPU, in two
+(``cache=True``), so only the first build on a machine pays the compilation (seconds of CPU, in two
 background processes while the corpus is read: ``harness.data._negatives.prewarm``).
 The kernels release the GIL, so the sampler's threads run them in parallel.
 

@@ -494,7 +494,7 @@ def prewarm() -> None:
     """Where numba's cache lacks the kernels (a first build on a machine), compile them in two
     background processes, a share each (``warm(share)``), which write numba's cache while this
     process reads and indexes the corpus; ``warm`` then waits and loads them. The compilation
-    (~3.5 s and ~3 s on one core) otherwise holds up the sampling."""
+    (seconds per share; benchmarks/results/data_build.md) otherwise holds up the sampling."""
     if _COMPILING or _cached():
         return
     root = str(Path(__file__).resolve().parents[2])  # the folder this harness package is in

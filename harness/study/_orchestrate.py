@@ -104,7 +104,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
             f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
         prepared = prepare_study(spec, progress=log)
         # From here the prepared data and the imported modules only grow older: no full collection
-        # walks them (harness.heap; ~2 s of a small study's driver).
+        # walks them (harness.heap; benchmarks/results/driver_exit.md).
         with frozen():
             log_qrels(records, prepared[variant_key(spec.baseline.config)].splits)
             init_ray(spec, num_gpus=num_gpus)

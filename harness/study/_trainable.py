@@ -83,8 +83,8 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
                 return
     cfg = ticket.config()
     data = prepared[variant_key(cfg)]
-    # Imports torch and transformers (the first trial of an actor) and builds the model: ~1 s of
-    # full collections otherwise (harness.heap). A replayed trial above needs neither.
+    # Imports torch and transformers (the first trial of an actor) and builds the model with the
+    # collector paused: each would otherwise trigger full collections (harness.heap). A replayed trial above needs neither.
     with paused():
         import torch
 
