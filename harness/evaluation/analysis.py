@@ -151,12 +151,13 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
     def runs(self) -> pd.DataFrame:
         """The results in the long format (columns config, seed, metric, value, query) as a pandas
-        DataFrame: for every configuration, seed and metric one row with query None holding its
-        per-run value (the value of the table's seed rows), followed by one row per query where
-        per-query values are kept. Written with ``to_csv(path, index=False)`` it is a long results
-        CSV; ``compare`` of it gives the same tables.
+        DataFrame: for every configuration, seed and metric one row without a query (missing:
+        ``isna()``) holding its per-run value (the value of the table's seed rows), followed by one
+        row per query where per-query values are kept. Written with ``to_csv(path, index=False)``
+        it is a long results CSV; ``compare`` of it gives the same tables.
 
-        >>> per_run = analysis.runs().query("query.isna()")  # doctest: +SKIP
+        >>> runs = analysis.runs()                # doctest: +SKIP
+        >>> per_run = runs[runs["query"].isna()]  # doctest: +SKIP
         """
         import pandas as pd
 
