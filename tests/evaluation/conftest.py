@@ -98,8 +98,13 @@ def write_study_records(uri: str, study: str, records: list[RunRecord], names: d
                                                        "smoothing.epsilon": 0.1 * i}
         role = C.ROLE_BASELINE if i == 0 else C.ROLE_CANDIDATE
         tickets[config] = (name, role, TrialConfig.from_flat(flat))
+    from mlflow.tracking._tracking_service import utils as mlflow_tracking
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MLFLOW_TRACKING_URI", uri)  # TrackingStore sets it for the process: undone on exit
+        # TrackingStore sets MLflow's process-wide tracking URI (a global and the environment);
+        # both are put back on exit, so later tests see the default they set up.
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mp.setattr(mlflow_tracking, "_tracking_uri", mlflow_tracking._tracking_uri)
         writer = StudyRecords.open(TrackingStore(uri), study)
         writer.study_started(params={})
         for rec in records:
