@@ -13,7 +13,8 @@ from an MLflow study or a long results CSV.
 --metric takes a harness key (map, mrr_10) or ir-measures' canonical name (AP, RR@10).
 
 Parse at the edge, then validate (read the source) -> execute (``analyse``, ``power_analysis``) ->
-render.
+render, through harness.evaluation.analysis: the code path of ``harness.load_study`` and
+``harness.compare``, so Python gets the commands' output.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.evaluation.analysis import FAMILIES, StudyAnalysis, TableOptions, power_text, render_table
 from harness.evaluation.corrections import CORRECTIONS
 from harness.evaluation.metrics import NAME_STYLES
-from harness.evaluation.power import DEFAULT_SEEDS, FORMATS, PowerOptions, power_analysis, render_power
-from harness.evaluation.render import RENDERERS, render
+from harness.evaluation.power import DEFAULT_SEEDS, FORMATS, PowerOptions
+from harness.evaluation.render import RENDERERS
 from harness.evaluation.results import StudyResults
-from harness.evaluation.significance import AUTO, TESTS, AnalysisOptions, Markers, analyse
-from harness.evaluation.table import FORMS, build_tables
+from harness.evaluation.significance import AUTO, TESTS
+from harness.evaluation.table import FORMS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -63,7 +65,7 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    help="auto: crossed (seeds x queries) with per-query values and 2+ seeds; with one "
                    "seed the paired t-test over queries; with per-run values only across-seeds")
     p.add_argument("--correction", default="none", choices=CORRECTIONS.names())
-    p.add_argument("--family", default="table", choices=("table", "metric"),
+    p.add_argument("--family", default="table", choices=FAMILIES,
                    help="comparisons corrected together: the whole table, or each metric")
     p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",
                    help="significance levels, strictest last (default 0.05 0.01: dagger, double dagger)")
@@ -110,16 +112,13 @@ def load_results(args: argparse.Namespace) -> StudyResults:
 
 
 def run_table(args: argparse.Namespace) -> int:
-    # The whole table: every metric in the configs form, one metric per table in the seeds form.
-    family = "all" if args.family == "table" and args.form == "configs" else "metric"
-    options = AnalysisOptions(
-        metrics=tuple(args.metric) if args.metric else None, test=args.test,
-        correction=args.correction, family=family, markers=Markers(levels=tuple(args.levels)),
-        resamples=args.resamples, seed=args.seed)
-    results = load_results(args)
-    analysis = analyse(results, options)
-    text = render(build_tables(analysis, args.form, args.decimals, args.names), args.format)
-    _write(text, args.output)
+    # The options are refused before the source is read; the rest is harness.load_study's path.
+    options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
+                           correction=args.correction, family=args.family, levels=tuple(args.levels),
+                           seed=args.seed, resamples=args.resamples)
+    analysis = StudyAnalysis(results=load_results(args), options=options).analyse(form=args.form)
+    _write(render_table(analysis, args.format, form=args.form, decimals=args.decimals, names=args.names),
+           args.output)
     if args.plots is not None:
         from harness.evaluation.plots import write_plots
 
@@ -132,7 +131,7 @@ def run_power(args: argparse.Namespace) -> int:
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
                            effect=args.effect)
-    _write(render_power(power_analysis(load_results(args), options), args.format), args.output)
+    _write(power_text(load_results(args), options, args.format), args.output)
     return 0
 
 

@@ -2,8 +2,14 @@
 the seeded baseline (by default the crossed seeds x queries test), multiple-comparison corrections,
 the significance tables, and the power analysis (how many seeds a study needs).
 
-validate -> execute -> render:
-    results = StudyResults.build(records)  or  read_long_csv(path)  or  read_experiment(name)
+In one call (analysis.py; ``harness.load_study`` and ``harness.compare``), what `harness table` and
+`harness power` print:
+    analysis = load_study(name)  or  compare(path_or_dataframe)
+    analysis.table(format="md"), analysis.power(), analysis.runs()
+
+Step by step, validate -> execute -> render:
+    results = StudyResults.build(records)  or  read_long_csv(path)  or  read_long_frame(dataframe)
+              or  read_experiment(name)
     analysis = analyse(results, AnalysisOptions(...))       # significance.py
     text = render(build_tables(analysis, "seeds"), "latex")  # table.py, render.py
     power = power_analysis(results, PowerOptions(...))        # power.py; text: render_power
@@ -19,14 +25,19 @@ __all__ = [
     "TESTS",
     "AnalysisOptions",
     "PowerOptions",
+    "StudyAnalysis",
     "StudyResults",
+    "TableOptions",
     "analyse",
     "build_tables",
+    "compare",
     "evaluate",
     "export_runs",
+    "load_study",
     "power_analysis",
     "read_experiment",
     "read_long_csv",
+    "read_long_frame",
     "render",
     "render_power",
     "study_report",
@@ -36,16 +47,21 @@ __getattr__, __dir__ = face(__name__, {
     "analyse": "significance",
     "AnalysisOptions": "significance",
     "build_tables": "table",
+    "compare": "analysis",
     "CORRECTIONS": "corrections",
     "evaluate": "metrics",
     "export_runs": "trec_export",
+    "load_study": "analysis",
     "power_analysis": "power",
     "PowerOptions": "power",
     "read_experiment": "mlflow_reader",
     "read_long_csv": "longcsv",
+    "read_long_frame": "longcsv",
     "render": "render",
     "render_power": "power",
     "study_report": "report",
+    "StudyAnalysis": "analysis",
     "StudyResults": "results",
+    "TableOptions": "analysis",
     "TESTS": "significance",
 })

@@ -77,3 +77,41 @@ def log_seed_results(client, run_id: str, rec: RunRecord) -> None:
     w.writerow(C.PER_QUERY_COLUMNS)
     w.writerows((q, m, repr(v)) for m, vals in rec.per_query.items() for q, v in vals.items())
     client.log_text(run_id, buf.getvalue(), C.PER_QUERY_ARTIFACT)
+
+
+def write_study_records(uri: str, study: str, records: list[RunRecord], names: dict[str, str]) -> None:
+    """A finished study in the MLflow store at ``uri``, written as `harness run` writes it: through
+    harness.tracking.records.StudyRecords (real MLflow, no Ray). ``names``: configuration of the
+    records -> its display name, the first the baseline. Each record is a finished seed run (its test
+    metrics the means of its per-query values, as the trainer logs them); one more seed run failed,
+    which the readers skip."""
+    from harness.config import TrialConfig
+    from harness.evaluation.metrics import mean_of
+    from harness.study.protocol import TrialOutcome, TrialTicket
+    from harness.tracking import conventions as C
+    from harness.tracking.records import StudyRecords
+    from harness.tracking.store import TrackingStore
+
+    tickets = {}
+    for i, (config, name) in enumerate(names.items()):
+        flat = {"model.name": "tiny"} if i == 0 else {"model.name": "tiny", "smoothing.method": "LS",
+                                                       "smoothing.epsilon": 0.1 * i}
+        role = C.ROLE_BASELINE if i == 0 else C.ROLE_CANDIDATE
+        tickets[config] = (name, role, TrialConfig.from_flat(flat))
+    from mlflow.tracking._tracking_service import utils as mlflow_tracking
+
+    with pytest.MonkeyPatch.context() as mp:
+        # TrackingStore sets MLflow's process-wide tracking URI (a global and the environment);
+        # both are put back on exit, so later tests see the default they set up.
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mp.setattr(mlflow_tracking, "_tracking_uri", mlflow_tracking._tracking_uri)
+        writer = StudyRecords.open(TrackingStore(uri), study)
+        writer.study_started(params={})
+        for rec in records:
+            ticket = TrialTicket.of(*tickets[rec.config], int(rec.seed))
+            test = {m: mean_of(values.values()) for m, values in rec.per_query.items()}
+            outcome = TrialOutcome(ticket.key, test["map"], test=test, evaluation="eval-1")
+            writer.trial_finished(ticket, outcome, {m: dict(v) for m, v in rec.per_query.items()})
+        name, role, cfg = tickets[next(iter(names))]
+        writer.trial_failed(TrialTicket.of(name, role, cfg, 99), "injected")
+        writer.end()

@@ -1,0 +1,277 @@
+"""The Python API (harness.load_study, harness.compare): what `harness table` and `harness power`
+print, from a real MLflow store written as a study writes it and from a long results CSV or
+DataFrame; the README's Python block runs as written."""
+
+from __future__ import annotations
+
+import doctest
+import re
+import runpy
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness
+from harness.errors import ConfigError, DataError, HarnessError
+from harness.evaluation import analysis as analysis_module
+from harness.evaluation.analysis import StudyAnalysis
+from harness.tracking.store import default_tracking_uri
+
+from .conftest import synthetic_records, write_long_csv, write_study_records
+
+pd = pytest.importorskip("pandas")
+pytest.importorskip("mlflow")
+
+Cli = Callable[..., tuple[int, str, str]]
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = "quickstart"  # the README's study
+NAMES = {"base": "baseline (no CL)", "better": "root_2 + BERT_pred", "worse": "anti-curriculum"}
+FORMATS = ("md", "latex", "csv", "html")
+
+# (flags of `harness table`, the same as load_study/compare options, the same as table() arguments)
+OPTIONS: list[tuple[list[str], dict[str, Any], dict[str, Any]]] = [
+    ([], {}, {}),
+    (["--test", "per-seed", "--correction", "holm"], {"test": "per-seed", "correction": "holm"}, {}),
+    (["--test", "randomisation", "--correction", "bonferroni", "--family", "metric", "--levels", "0.1",
+      "0.05", "--seed", "3", "--resamples", "500", "--metric", "AP", "--form", "configs", "--names",
+      "ir-measures", "--decimals", "3"],
+     {"test": "randomisation", "correction": "bonferroni", "family": "metric", "levels": (0.1, 0.05),
+      "seed": 3, "resamples": 500, "metric": "AP"},
+     {"form": "configs", "names": "ir-measures", "decimals": 3}),
+]
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """./mlruns/mlflow.db: the finished study "quickstart"; results.csv: a long results CSV."""
+    root = tmp_path_factory.mktemp("study")
+    records = synthetic_records(queries=12, seeds=(1, 2, 3),
+                                effects={"base": 0.0, "better": 0.06, "worse": -0.08})
+    write_study_records(default_tracking_uri(root), STUDY, records, NAMES)
+    write_long_csv(root / "results.csv", synthetic_records())
+    return root
+
+
+@pytest.fixture(scope="module")
+def uri(study_dir: Path) -> str:
+    return default_tracking_uri(study_dir)
+
+
+@pytest.fixture(scope="module")
+def study(uri: str) -> StudyAnalysis:
+    return harness.load_study(STUDY, tracking_uri=uri)
+
+
+def _python_block(markdown: str, heading: str) -> str:
+    """The first ```python block after the line containing ``heading``."""
+    after = markdown[markdown.index(heading):]
+    match = re.search(r"^```python\n(.*?)^```", after, re.MULTILINE | re.DOTALL)
+    assert match, f"no python block after {heading!r}"
+    return match.group(1)
+
+
+def _ok(run_cli: Cli, *argv: str) -> str:
+    rc, out, err = run_cli(*argv)
+    assert rc == 0, err
+    return out
+
+
+def _one_line(exc: pytest.ExceptionInfo[HarnessError]) -> str:
+    message = str(exc.value)
+    assert message and "\n" not in message
+    return message
+
+
+def test_the_readme_block_runs_and_prints_what_the_commands_print(
+        study_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], run_cli: Cli) -> None:
+    block = _python_block((ROOT / "README.md").read_text(encoding="utf-8"), "From Python")
+    assert block in (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")  # one block, two pages
+    assert 'harness.load_study("quickstart")' in block and 'harness.compare("results.csv")' in block
+    script = tmp_path / "readme_block.py"
+    script.write_text(block, encoding="utf-8")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(study_dir)  # ./mlruns is the store, results.csv the CSV
+    namespace = runpy.run_path(str(script))
+    printed = capsys.readouterr().out
+    table = _ok(run_cli, "table", "--experiment", STUDY)
+    power = _ok(run_cli, "power", "--experiment", STUDY)
+    assert printed == f"{table}\n{power}\n"
+    assert "| seed | baseline (no CL) | root\\_2 + BERT\\_pred | anti-curriculum |" in table
+    assert isinstance(namespace["analysis"], StudyAnalysis)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize(("flags", "options", "table_args"), OPTIONS, ids=["defaults", "per-seed-holm", "configs"])
+def test_table_is_the_commands_output(fmt: str, flags: list[str], options: dict[str, Any],
+                                      table_args: dict[str, Any], study_dir: Path, uri: str,
+                                      run_cli: Cli) -> None:
+    from_store = harness.load_study(STUDY, tracking_uri=uri, **options)
+    expected = _ok(run_cli, "table", "--experiment", STUDY, "--tracking-uri", uri, "--format", fmt, *flags)
+    assert from_store.table(format=fmt, **table_args) == expected
+    csv_path = study_dir / "results.csv"
+    expected = _ok(run_cli, "table", "--from", str(csv_path), "--format", fmt, *flags)
+    assert harness.compare(csv_path, **options).table(format=fmt, **table_args) == expected
+    assert harness.compare(str(csv_path), **options).table(fmt, **table_args) == expected
+
+
+def test_options_can_change_without_reading_again(study: StudyAnalysis, uri: str) -> None:
+    changed = study.with_options(test="per-seed", correction="holm")
+    assert changed.results is study.results and changed.options.test == "per-seed"
+    assert changed.table() == harness.load_study(STUDY, tracking_uri=uri, test="per-seed",
+                                                 correction="holm").table()
+    assert study.table(metric="map") == study.with_options(metric=("AP",)).table()
+    assert study.analyse().test == "crossed" and changed.analyse().test == "per-seed"
+
+
+def test_power_is_the_commands_output(study: StudyAnalysis, study_dir: Path, uri: str, run_cli: Cli) -> None:
+    assert str(study.power()) == _ok(run_cli, "power", "--experiment", STUDY, "--tracking-uri", uri)
+    flags = ["--format", "json", "--metric", "map", "--alpha", "0.1", "--power", "0.9", "--seeds", "4", "8",
+             "--queries", "50", "--effect", "0.05"]
+    expected = _ok(run_cli, "power", "--experiment", STUDY, "--tracking-uri", uri, *flags)
+    assert study.power("json", metric="map", alpha=0.1, power=0.9, seeds=(4, 8), queries=50,
+                       effect=0.05) == expected
+    csv_path = study_dir / "results.csv"
+    assert harness.compare(csv_path).power() == _ok(run_cli, "power", "--from", str(csv_path))
+    # the options' metric is the power analysis' too, as --metric is both commands'
+    assert study.with_options(metric="map").power() == study.power(metric="map") != study.power()
+
+
+def test_the_tracking_uri_defaults_as_the_commands_do(study: StudyAnalysis, uri: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no ./mlruns here
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    assert harness.load_study(STUDY).table(format="csv") == study.table(format="csv")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    with pytest.raises(HarnessError) as exc:
+        harness.load_study(STUDY)
+    assert _one_line(exc).startswith(f"no MLflow store at {tmp_path.resolve() / 'mlruns' / 'mlflow.db'}")
+
+
+def test_runs_are_the_long_format_and_round_trip(study: StudyAnalysis, tmp_path: Path) -> None:
+    runs = study.runs()
+    assert list(runs.columns) == ["config", "seed", "metric", "value", "query"]
+    per_run = runs[runs["query"].isna()]
+    res = study.results
+    assert len(per_run) == len(res.configs) * len(res.seeds) * len(res.metrics) == 18
+    assert len(runs) - len(per_run) == 18 * 12
+    for row in per_run.itertuples():
+        assert row.value == res.value(row.config, row.seed, row.metric)
+    # the mean of a run's per-query rows is its per-run value
+    means = runs.dropna(subset=["query"]).groupby(["config", "seed", "metric"], sort=False)["value"].mean()
+    assert means.to_numpy() == pytest.approx(per_run.set_index(["config", "seed", "metric"])["value"].loc[
+        means.index].to_numpy(), abs=1e-12)
+    path = tmp_path / "runs.csv"
+    runs.to_csv(path, index=False)
+    back = harness.compare(path)
+    assert (back.results.baseline, back.results.configs, back.results.seeds) == (res.baseline, res.configs,
+                                                                                  res.seeds)
+    for fmt in FORMATS:
+        assert back.table(format=fmt) == study.table(format=fmt)
+    assert harness.compare(runs).table(form="configs") == study.table(form="configs")
+    # the power analysis names its source; the rest is the same
+    assert back.power().split("\n", 1)[1] == study.power().split("\n", 1)[1]
+    assert back.power().startswith(f"**Power: {path}**")
+
+
+def test_a_dataframe_is_read_as_its_csv(study_dir: Path, tmp_path: Path) -> None:
+    csv_path = study_dir / "results.csv"
+    frame = pd.read_csv(csv_path)
+    for flags, options, table_args in OPTIONS:
+        for fmt in FORMATS:
+            assert harness.compare(frame, **options).table(format=fmt, **table_args) == \
+                harness.compare(csv_path, **options).table(format=fmt, **table_args), (flags, fmt)
+    per_run = write_long_csv(tmp_path / "per_run.csv", synthetic_records(), per_query=False)
+    from_frame = harness.compare(pd.read_csv(per_run), baseline="same")
+    assert from_frame.table(format="csv") == harness.compare(per_run, baseline="same").table(format="csv")
+    assert from_frame.results.baseline == "same" and from_frame.analyse().test == "across-seeds"
+
+
+def test_the_repr_says_what_is_held(study: StudyAnalysis, study_dir: Path) -> None:
+    assert repr(study) == (
+        f"StudyAnalysis(source=\"MLflow experiment '{STUDY}'\", baseline='baseline (no CL)', "
+        "configs=('baseline (no CL)', 'root_2 + BERT_pred', 'anti-curriculum'), seeds=('1', '2', '3'), "
+        "metrics=('map', 'mrr'), queries=12, test='auto', correction='none')")
+    other = harness.compare(study_dir / "results.csv", metric="map", test="wilcoxon", levels=(0.1,))
+    assert repr(other).endswith("queries=40, metric=('map',), test='wilcoxon', correction='none', "
+                                "levels=(0.1,))")
+
+
+def test_bad_input_is_one_line_naming_what_is_wrong(study_dir: Path, uri: str, tmp_path: Path) -> None:
+    with pytest.raises(DataError) as exc:
+        harness.load_study("nope", tracking_uri=uri)
+    assert f"unknown MLflow experiment 'nope' at {uri}; experiments there: " in _one_line(exc)
+    assert STUDY in str(exc.value)
+    with pytest.raises(DataError) as exc:
+        harness.load_study(STUDY, tracking_uri=f"sqlite:///{tmp_path / 'none' / 'mlflow.db'}")
+    assert "no MLflow store at" in _one_line(exc)
+    cols = tmp_path / "cols.csv"
+    cols.write_text("config,run,metric,value\na,1,map,0.5\n")
+    with pytest.raises(DataError) as exc:
+        harness.compare(cols)
+    assert _one_line(exc).startswith(f"{cols}: missing column(s) seed; a long results CSV has columns")
+    frame = pd.read_csv(study_dir / "results.csv")
+    with pytest.raises(DataError) as exc:
+        harness.compare(frame.drop(columns=["seed"]))
+    assert _one_line(exc).startswith("DataFrame: missing column(s) seed; a long results DataFrame has")
+    bad = frame.astype({"value": object})
+    bad.loc[7, "value"] = "high"
+    with pytest.raises(DataError) as exc:
+        harness.compare(bad)
+    assert _one_line(exc) == "DataFrame row 7: value 'high' is not a number"
+    with pytest.raises(DataError) as exc:
+        harness.compare(frame.assign(config=frame["config"].where(frame.index != 3)))
+    assert _one_line(exc) == "DataFrame row 3: config, seed and metric must be non-empty"
+    with pytest.raises(DataError) as exc:
+        harness.compare(tmp_path / "absent.csv")
+    assert _one_line(exc) == f"{tmp_path / 'absent.csv'}: no such file"
+    with pytest.raises(ConfigError) as exc:
+        harness.compare([("a", 1, "map", 0.5)])  # type: ignore[arg-type]
+    assert "expected the path of a long results CSV or a pandas DataFrame, got list" in _one_line(exc)
+
+
+def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis, tmp_path: Path) -> None:
+    absent = tmp_path / "absent.csv"
+    for options, message in [({"test": "t-test"}, "test: unknown name 't-test'"),
+                             ({"correction": "sidak"}, "sidak"),
+                             ({"family": "all"}, "family must be one of table, metric, got 'all'"),
+                             ({"levels": (0.01, 0.05)}, "levels must be strictly decreasing")]:
+        with pytest.raises(ConfigError) as exc:
+            harness.compare(absent, **options)
+        assert message in _one_line(exc)
+    with pytest.raises(ConfigError) as exc:
+        study.with_options(metric="bleu")
+    assert _one_line(exc).startswith("unknown metric 'bleu' in MLflow experiment 'quickstart'; valid: map, mrr")
+    for call, message in [(lambda: study.table(format="docx"), "docx"),
+                          (lambda: study.table(form="rows"), "form must be one of seeds, configs, got 'rows'"),
+                          (lambda: study.table(decimals=11), "decimals must be in [0, 10]"),
+                          (lambda: study.power(alpha=5), "alpha must be in (0, 1), got 5"),
+                          (lambda: study.power("yaml"), "format must be one of md, json, got 'yaml'")]:
+        with pytest.raises(ConfigError) as exc:
+            call()
+        assert message in _one_line(exc)
+
+
+def test_the_names_are_shown_lazily() -> None:
+    """`import harness` imports no MLflow, torch, Ray or pandas; nor does reading harness.compare or
+    harness.load_study, which import only the evaluation layer."""
+    code = ("import sys\nimport harness\n"
+            "before = sorted(m for m in ('torch', 'ray', 'mlflow', 'pandas', 'scipy') if m in sys.modules)\n"
+            "harness.compare, harness.load_study\n"
+            "after = sorted(m for m in ('torch', 'ray', 'mlflow', 'pandas') if m in sys.modules)\n"
+            "print(before, after, harness.__file__)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=ROOT).stdout
+    assert out.strip() == f"[] [] {ROOT / 'harness' / '__init__.py'}"
+    assert {"compare", "load_study"} <= set(harness.__all__) <= set(dir(harness))
+    assert harness.compare is harness.evaluation.compare is analysis_module.compare
+    assert harness.load_study is harness.evaluation.load_study is analysis_module.load_study
+
+
+def test_docstring_examples() -> None:
+    assert doctest.testmod(analysis_module).failed == 0
