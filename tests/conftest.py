@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -70,6 +72,21 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     from tests.study.conftest import stop_session_ray
 
     stop_session_ray()
+
+
+@pytest.fixture(scope="module")
+def ray_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A directory for this module's in-process studies (each with its own name and storage), on the
+    session's local Ray (tests/study/conftest.py's ``local_ray``). Here, not in tests/study, so that
+    tests/model sees it too. Module scope, not session: a study that needs a Ray of its own
+    (``local_ray(..., own=True)``) stops the session's, and the next module's studies start it again.
+
+    Like the hooks above, it imports ``tests.study.conftest`` by that name: pytest imports the
+    conftest files under names of its own as well, and the session's Ray is recorded in one module."""
+    from tests.study.conftest import local_ray
+
+    with local_ray(tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])) as root:
+        yield root
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -22,21 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from .services import REPO, VENV_BIN, Service, clean_env, free_port, free_port_block, spawn, sweep
+from tests.study.conftest import write_study
 
-STUDY = """\
-name: {name}
-data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
-model: {{name: tiny, max_length: 32}}
-train: {{steps: 150, batch_size: 8, eval_every: 15, eval_batch_size: 32, lr: 1.0e-3}}
-baseline: {{}}
-seeds: [1, 2]
-resources: {{cpus: 1, gpus: 0}}
-concurrency: 2
-models: none  # no MLflow models at the end: only tests/model checks them
-failure: {{max_retries: 3, checkpoint_every_s: 0}}   # a checkpoint at every evaluation
-storage_path: {storage}
-"""
+from .services import REPO, VENV_BIN, Service, clean_env, free_port, free_port_block, spawn, sweep
 
 
 @dataclass
@@ -129,8 +117,9 @@ def cluster(tmp_path: Path) -> Iterator[tuple[str, list[Node]]]:
 
 
 def _run(root: Path, name: str, address: str, log: Path) -> subprocess.Popen[str]:
-    path = root / f"{name}.yaml"
-    path.write_text(STUDY.format(name=name, storage=root / "tune"))
+    # long enough to kill a node mid-trial, with a checkpoint at every evaluation to resume from
+    path = write_study(root, name, train={"steps": 150, "eval_every": 15},
+                       failure={"max_retries": 3, "checkpoint_every_s": 0}, storage_path=root / "tune")
     env = {**_env(), "RAY_ADDRESS": address,
            "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}", "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     # `harness run` with the trial log hook injected (tests/study/hooked_run.py)

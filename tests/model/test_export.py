@@ -22,38 +22,22 @@ from harness.model.scoring import score_candidates
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray
+from tests.study.conftest import write_study
 
 pytestmark = pytest.mark.slow
 
-STUDY = """\
-name: exported
-data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 8}}
-model: {{name: tiny, max_length: 64}}
-train: {{steps: 6, batch_size: 8, eval_every: 3, eval_batch_size: 32, lr: 1.0e-3}}
-baseline: {{}}
-configs:
-  - name: ls
-    set: {{smoothing.method: LS, smoothing.epsilon: 0.2}}
-  - name: cascade
-    set: {{cascade.enabled: true, cascade.alpha: [0.3]}}
-seeds: [1, 2]
-resources: {{cpus: 1, gpus: 0}}
-concurrency: 2
-storage_path: {storage}
-"""
-
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    with local_ray(tmp_path_factory.mktemp("export")) as root:
-        path = root / "exported.yaml"
-        path.write_text(STUDY.format(storage=root / "runs"))
-        uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
-        out = run_study(load_study(path), tracking_uri=uri, progress=lambda m: None)
-        client = MlflowClient(uri)
-        runs = client.search_runs([out["experiment_id"]], max_results=1000)
-        yield root, uri, out["experiment_id"], client, runs
+def study(ray_root):
+    # models: the template's "none" removed, so that the study logs its best configuration's models
+    path = write_study(ray_root, "exported", data={"max_test_queries": 8}, model={"max_length": 64}, configs={
+        "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
+        "cascade": {"cascade.enabled": True, "cascade.alpha": [0.3]}}, models=None)
+    uri = f"sqlite:///{ray_root / 'mlruns' / 'mlflow.db'}"
+    out = run_study(load_study(path), tracking_uri=uri, progress=lambda m: None)
+    client = MlflowClient(uri)
+    runs = client.search_runs([out["experiment_id"]], max_results=1000)
+    return ray_root, uri, out["experiment_id"], client, runs
 
 
 def _of(runs, kind: str, name: str | None = None):

@@ -1,14 +1,19 @@
-"""Shared by the study tests: a real local Ray (2 CPUs) and one data cache for the session."""
+"""Shared by every test that runs a study (here, in tests/model and tests/cluster): one data cache
+and one local Ray (2 CPUs) for the session, and one study factory, ``write_study``. Test modules
+import them from ``tests.study.conftest``; tests/conftest.py gives the Ray to every directory as the
+``ray_root`` fixture."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import copy
 import functools
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 @functools.cache
@@ -63,3 +68,44 @@ def stop_session_ray() -> None:
     if _SESSION_RAY["running"]:
         _SESSION_RAY["running"] = False
         ray.shutdown()
+
+
+# The study every test study starts from, so that a test states only what differs: the small
+# budget (the tiny model, a few steps, small dev and test sets) on the 30-conversation data set,
+# which the session's cache builds once for all of them. ``configs`` maps a configuration's name to
+# the settings it changes.
+STUDY: dict[str, Any] = {
+    "data": {"conversations": 30, "max_dev_queries": 8, "max_test_queries": 16},
+    "model": {"name": "tiny", "max_length": 32},
+    "train": {"steps": 6, "batch_size": 8, "eval_every": 3, "eval_batch_size": 32, "lr": 1.0e-3},
+    "baseline": {},
+    "configs": {},
+    "seeds": [1, 2],
+    "resources": {"cpus": 1, "gpus": 0},
+    "concurrency": 2,
+    "models": "none",  # no MLflow models at the end: only tests/model checks them
+}
+
+
+def write_study(root: Path, name: str, **overrides: Any) -> Path:
+    """Write ``root/<name>.yaml``: study ``name`` from ``STUDY`` with ``overrides`` (study keys: a
+    mapping is merged into the template's mapping, ``None`` removes the key), its Tune storage under
+    ``root/runs`` unless ``storage_path`` says otherwise. Returns the file's path."""
+    import yaml
+
+    study: dict[str, Any] = {"name": name, **copy.deepcopy(STUDY), "storage_path": root / "runs"}
+    for key, value in overrides.items():
+        if value is None:
+            study.pop(key, None)
+        elif isinstance(value, dict) and isinstance(study.get(key), dict):
+            study[key] = {**study[key], **value}
+        else:
+            study[key] = value
+    if study.get("configs"):
+        study["configs"] = [{"name": n, "set": s} for n, s in study["configs"].items()]
+    else:  # a study of the baseline alone (or a search) has no configs key
+        study.pop("configs", None)
+    study["storage_path"] = str(study["storage_path"])
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(study, sort_keys=False, default_flow_style=None))
+    return path

@@ -107,6 +107,7 @@ def test_state_round_trips_and_a_stopped_configuration_stays_stopped(tmp_path):
 
 # -- the study-file keys ---------------------------------------------------------------------------
 
+# Text, not tests/study/conftest.py's write_study: the expected errors cite lines of this file.
 STUDY = """\
 name: s
 defaults:

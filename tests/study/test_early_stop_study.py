@@ -14,41 +14,24 @@ from mlflow.tracking import MlflowClient
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray
+from tests.study.conftest import write_study
 
 STEPS = 20
-STUDY = f"""\
-name: es
-data: {{conversations: 30, max_dev_queries: 16, max_test_queries: 16}}
-model: {{name: tiny, max_length: 32}}
-train: {{steps: {STEPS}, batch_size: 8, eval_every: 5, eval_batch_size: 32, lr: 3.0e-3}}
-baseline: {{}}
-configs:
-  - name: ls
-    set: {{smoothing.method: LS, smoothing.epsilon: 0.1}}
-  - name: diverging-lr
-    set: {{train.lr: 0.5}}
-seeds: [1, 2]
-concurrency: 2
-models: none  # no MLflow models at the end: only tests/model checks them
-early_stopping: {{rungs: [0.25, 0.5], reduction_factor: 2}}
-storage_path: {{storage}}
-"""
-
-
-@pytest.fixture(scope="module")
-def ray_root(tmp_path_factory):
-    """One local Ray for this module's in-process studies (each has its own name and storage)."""
-    with local_ray(tmp_path_factory.mktemp("early-stop")) as root:
-        yield root
+# Longer than the template's, so that the rungs (0.25 and 0.5 of 20 steps) fall on dev evaluations,
+# at steps 5 and 10.
+BUDGET = {"data": {"max_dev_queries": 16}, "train": {"steps": STEPS, "eval_every": 5, "lr": 3.0e-3}}
+# The early-stopping study (test_storage_s3 runs it on S3): a configuration that learns and one that
+# diverges, against the baseline.
+ES = {**BUDGET,
+      "configs": {"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1}, "diverging-lr": {"train.lr": 0.5}},
+      "early_stopping": {"rungs": [0.25, 0.5], "reduction_factor": 2}}
 
 
 @pytest.mark.slow
 def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(ray_root, tmp_path):
     lines: list[str] = []
     root = ray_root
-    path = root / "es.yaml"
-    path.write_text(STUDY.replace("{storage}", str(root / "runs")))
+    path = write_study(root, "es", **ES)
     uri = f"sqlite:///{root / 'mlflow.db'}"
     out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
@@ -90,26 +73,6 @@ def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(ray_root
     assert study.data.tags[C.TAG_STORAGE].endswith("es-fixed") and study.data.metrics[C.METRIC_STORAGE_BYTES] > 0
 
 
-SEARCH = f"""\
-name: es-search
-data: {{{{conversations: 30, max_dev_queries: 16, max_test_queries: 16}}}}
-model: {{{{name: tiny, max_length: 32}}}}
-train: {{{{steps: {STEPS}, batch_size: 8, eval_every: 5, eval_batch_size: 32, lr: 3.0e-3}}}}
-baseline: {{{{}}}}
-search:
-  searcher: random
-  num_configs: 1
-  space:
-    train.lr: {{{{choice: [0.5]}}}}
-    smoothing.epsilon: {{{{uniform: [0.05, 0.3]}}}}
-seeds: [1, 2]
-concurrency: 2
-models: none  # no MLflow models at the end: only tests/model checks them
-early_stopping: {{{{rungs: [0.25], reduction_factor: 2}}}}
-storage_path: {{storage}}
-"""
-
-
 @pytest.mark.slow
 def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray_root):
     """In a search phase, a proposal (it diverges: lr 0.5) is judged against the baseline's stored
@@ -117,8 +80,10 @@ def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray
     tie at the rung, and a tie keeps a configuration.)"""
     lines: list[str] = []
     root = ray_root
-    path = root / "es-search.yaml"
-    path.write_text(SEARCH.format(storage=root / "runs"))
+    path = write_study(root, "es-search", **BUDGET, search={
+        "searcher": "random", "num_configs": 1,
+        "space": {"train.lr": {"choice": [0.5]}, "smoothing.epsilon": {"uniform": [0.05, 0.3]}}},
+        early_stopping={"rungs": [0.25], "reduction_factor": 2})
     uri = f"sqlite:///{root / 'mlflow.db'}"
     out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
@@ -168,8 +133,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     from tests.study.hooked_run import main as hooked_run
 
     root = tmp_path
-    path = root / "es-resume.yaml"
-    path.write_text(STUDY.replace("name: es", "name: es-resume").replace("{storage}", str(root / "runs")))
+    path = write_study(root, "es-resume", **ES)
     spec = load_study(path)
     ls_key = next(f"{nc.config.config_id()}-seed2" for nc in spec.configs if nc.name == "ls")
     gate = root / "go"

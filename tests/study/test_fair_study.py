@@ -11,38 +11,20 @@ from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.study.variants import prepare_study, variant_key
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray
+from tests.study.conftest import write_study
 
 pytestmark = pytest.mark.slow
 
-STUDY = """\
-name: fair
-data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
-model: {{name: tiny, max_length: 32}}
-train: {{steps: 4, batch_size: 8, eval_every: 2, eval_batch_size: 32, lr: 1.0e-3}}
-baseline: {{train.sampler: bm25}}
-configs:
-  - name: random-negatives
-    set: {{train.sampler: random}}
-seeds: [1, 2]
-resources: {{cpus: 1, gpus: 0}}
-concurrency: 2
-models: none  # no MLflow models at the end: only tests/model checks them
-failure: {{max_retries: 0}}
-storage_path: {storage}
-"""
-
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory):
-    with local_ray(tmp_path_factory.mktemp("fair")) as root:
-        path = root / "fair.yaml"
-        path.write_text(STUDY.format(storage=root / "runs"))
-        spec = load_study(path)
-        uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
-        out = run_study(spec, tracking_uri=uri, progress=lambda m: None)
-        prepared = prepare_study(spec, progress=lambda m: None)
-        yield spec, uri, out, prepared
+def study(ray_root):
+    path = write_study(ray_root, "fair", train={"steps": 4, "eval_every": 2}, baseline={"train.sampler": "bm25"},
+                       configs={"random-negatives": {"train.sampler": "random"}}, failure={"max_retries": 0})
+    spec = load_study(path)
+    uri = f"sqlite:///{ray_root / 'mlruns' / 'mlflow.db'}"
+    out = run_study(spec, tracking_uri=uri, progress=lambda m: None)
+    prepared = prepare_study(spec, progress=lambda m: None)
+    return spec, uri, out, prepared
 
 
 def test_training_sampler_changes_training_candidates_only(study) -> None:

@@ -13,24 +13,14 @@ from harness.study.spec import load_study
 from harness.tracking.conventions import TAG_REPORT_ERROR
 from harness.tracking.records import StudyRecords
 from harness.tracking.store import TrackingStore
-
-STUDY = """\
-name: {name}
-model: {{name: tiny}}
-baseline: {{}}
-configs:
-  - name: ls
-    set: {{smoothing.method: LS, smoothing.epsilon: 0.2}}
-seeds: {seeds}
-models: none
-storage_path: {storage}
-"""
+from tests.study.conftest import write_study
 
 
-def _study(tmp_path: Path, name: str, seeds: list[int], done: list[tuple[str, int]]):
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(STUDY.format(name=name, seeds=seeds, storage=tmp_path / "runs"))
-    spec = load_study(path)
+def _recorded_study(tmp_path: Path, name: str, seeds: list[int], done: list[tuple[str, int]]):
+    """Study ``name`` (the baseline and ls over ``seeds``) with its seed runs recorded as the driver
+    records them, without training: those in ``done`` finished, the others failed."""
+    spec = load_study(write_study(tmp_path, name, configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
+                                  seeds=seeds))
     store = TrackingStore(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     records = StudyRecords.open(store, name)
     study_run = records.study_started(study_text=spec.text, params={})
@@ -50,7 +40,7 @@ def _study(tmp_path: Path, name: str, seeds: list[int], done: list[tuple[str, in
 
 def test_a_failed_trial_makes_the_report_unavailable_after_the_runs_end(tmp_path):
     done = [("baseline", 1), ("baseline", 2), ("ls", 1)]
-    spec, store, records, study_run = _study(tmp_path, "broken", [1, 2], done)
+    spec, store, records, study_run = _recorded_study(tmp_path, "broken", [1, 2], done)
     logs: list[str] = []
     with pytest.raises(ReportUnavailable) as exc:
         report_study(spec, records, logs.append)
@@ -63,7 +53,7 @@ def test_a_failed_trial_makes_the_report_unavailable_after_the_runs_end(tmp_path
 
 
 def test_a_one_seed_study_gets_its_report(tmp_path):
-    spec, store, records, study_run = _study(tmp_path, "single", [1], [("baseline", 1), ("ls", 1)])
+    spec, store, records, study_run = _recorded_study(tmp_path, "single", [1], [("baseline", 1), ("ls", 1)])
     out = report_study(spec, records, lambda m: None)
     assert "map_p" in out["ls"]
     run = store.client.get_run(study_run)

@@ -10,38 +10,19 @@ from mlflow.tracking import MlflowClient
 from harness.study.runner import TrialHooks, run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray
+from tests.study.conftest import write_study
 
-STUDY = """\
-name: {name}
-data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
-model: {{name: tiny, max_length: 32}}
-train: {{steps: 6, batch_size: 8, eval_every: 3, eval_batch_size: 32, lr: 1.0e-3}}
-baseline: {{}}
-configs:
-  - name: curriculum
-    set: {{curriculum.scoring: uwords, curriculum.pacing: root_n, curriculum.n: 2}}
-  - name: ls
-    set: {{smoothing.method: LS, smoothing.epsilon: 0.2}}
-seeds: [1, 2, 3]
-resources: {{cpus: 1, gpus: {gpus}}}
-concurrency: 2
-models: none  # no MLflow models at the end: only tests/model checks them
-failure: {{max_retries: 2}}
-storage_path: {storage}
-"""
+# The plain study, which the module's other studies vary (the failing one is compared with it).
+PLAIN = {
+    "configs": {"curriculum": {"curriculum.scoring": "uwords", "curriculum.pacing": "root_n", "curriculum.n": 2},
+                "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
+    "seeds": [1, 2, 3],
+    "failure": {"max_retries": 2},
+}
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    with local_ray(tmp_path_factory.mktemp("study")) as root:
-        yield root
-
-
-def _spec(root: Path, name: str, gpus: float = 0, text: str = STUDY):
-    path = root / f"{name}.yaml"
-    path.write_text(text.format(name=name, gpus=gpus, storage=root / "runs"))
-    return load_study(path)
+def _spec(root: Path, name: str, **overrides):
+    return load_study(write_study(root, name, **overrides))
 
 
 def _uri(root: Path) -> str:
@@ -63,9 +44,9 @@ def _test_maps(root: Path, name: str) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def finished(env):
-    out = run_study(_spec(env, "plain"), tracking_uri=_uri(env), progress=lambda m: None)
-    return env, out
+def finished(ray_root):
+    out = run_study(_spec(ray_root, "plain", **PLAIN), tracking_uri=_uri(ray_root), progress=lambda m: None)
+    return ray_root, out
 
 
 def test_study_completes_with_nested_runs_and_same_seeds(finished):
@@ -113,9 +94,8 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
     fail_dir = tmp_path / "fail"
     fail_dir.mkdir()
     log = tmp_path / "trials.log"
-    text = STUDY.replace("  - name: curriculum\n    set: {{curriculum.scoring: uwords, curriculum.pacing: "
-                         "root_n, curriculum.n: 2}}\n", "").replace("[1, 2, 3]", "[3]")
-    run_study(_spec(root, "failing", text=text), tracking_uri=_uri(root), progress=lambda m: None,
+    failing = {**PLAIN, "configs": {"ls": PLAIN["configs"]["ls"]}, "seeds": [3]}
+    run_study(_spec(root, "failing", **failing), tracking_uri=_uri(root), progress=lambda m: None,
               hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
     assert len(list(fail_dir.iterdir())) == 2  # every trial failed once
     restarts = [ln for ln in log.read_text().splitlines() if " start 3" in ln]
@@ -126,11 +106,8 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
 
 def test_fractional_gpus_pack_two_trials_at_once(finished):
     root, _ = finished
-    text = STUDY.replace("configs:\n  - name: curriculum\n    set: {{curriculum.scoring: uwords, "
-                         "curriculum.pacing: root_n, curriculum.n: 2}}\n  - name: ls\n    set: "
-                         "{{smoothing.method: LS, smoothing.epsilon: 0.2}}\n", "").replace("[1, 2, 3]", "[1, 2]")
-    text = text.replace("steps: 6,", "steps: 30,")
-    run_study(_spec(root, "gpu", gpus=0.5, text=text), tracking_uri=_uri(root), progress=lambda m: None)
+    gpu = {**PLAIN, "configs": {}, "seeds": [1, 2], "train": {"steps": 30}, "resources": {"gpus": 0.5}}
+    run_study(_spec(root, "gpu", **gpu), tracking_uri=_uri(root), progress=lambda m: None)
     trials = _runs(root, "gpu")["trial"]
     assert len(trials) == 2
     (s1, e1), (s2, e2) = [(t.data.metrics["trial_started"], t.data.metrics["trial_ended"]) for t in trials]
@@ -138,30 +115,12 @@ def test_fractional_gpus_pack_two_trials_at_once(finished):
     assert all(t.data.params["train.device"] == "auto" for t in trials)
 
 
-NSGA = """\
-name: {name}
-data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 16}}
-model: {{name: tiny, max_length: 32}}
-train: {{steps: 4, batch_size: 8, eval_every: 2, eval_batch_size: 32, lr: 1.0e-3}}
-cascade: {{enabled: true}}
-baseline: {{}}
-search:
-  searcher: nsga2
-  num_configs: 2
-  space:
-    cascade.alpha: {{uniform: [0.2, 0.6]}}
-  objectives: [{{metric: map, mode: max}}, {{metric: cascade_cost, mode: min}}]
-seeds: [1, 2]
-resources: {{cpus: 1, gpus: {gpus}}}
-concurrency: 2
-models: none  # no MLflow models at the end: only tests/model checks them
-storage_path: {storage}
-"""
-
-
 def test_nsga2_search_over_alpha_with_cascade_cost_objective(finished):
     root, _ = finished
-    run_study(_spec(root, "nsga", text=NSGA), tracking_uri=_uri(root), progress=lambda m: None)
+    nsga = _spec(root, "nsga", train={"steps": 4, "eval_every": 2}, cascade={"enabled": True}, search={
+        "searcher": "nsga2", "num_configs": 2, "space": {"cascade.alpha": {"uniform": [0.2, 0.6]}},
+        "objectives": [{"metric": "map", "mode": "max"}, {"metric": "cascade_cost", "mode": "min"}]})
+    run_study(nsga, tracking_uri=_uri(root), progress=lambda m: None)
     runs = _runs(root, "nsga")
     assert len(runs["config"]) == 3 and len(runs["trial"]) == 6
     by_config: dict[str, set[str]] = {}

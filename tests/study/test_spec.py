@@ -12,6 +12,7 @@ from harness.study._space import enumerate_grid, parse_param
 from harness.study.spec import load_study
 
 ROOT = Path(__file__).resolve().parents[2]
+# Text, not tests/study/conftest.py's write_study: the expected errors cite lines of this file.
 GOOD = """\
 name: s
 defaults:

@@ -15,8 +15,8 @@ from harness.study.protocol import PER_QUERY_FILE
 from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
-from tests.study.conftest import local_ray
-from tests.study.test_early_stop_study import STUDY
+from tests.study.conftest import local_ray, write_study
+from tests.study.test_early_stop_study import ES
 
 
 @pytest.fixture
@@ -42,10 +42,8 @@ def s3(monkeypatch: pytest.MonkeyPatch):
 @pytest.mark.slow
 def test_a_study_on_s3_keeps_checkpoints_and_state_in_the_bucket(tmp_path, s3):
     lines: list[str] = []
-    text = STUDY.replace("name: es", "name: es-s3").replace("{storage}", "s3://harness-runs/studies")
     with local_ray(tmp_path, own=True) as root:  # its workers read the AWS variables set above
-        path = root / "es-s3.yaml"
-        path.write_text(text)
+        path = write_study(root, "es-s3", **ES, storage_path="s3://harness-runs/studies")
         uri = f"sqlite:///{root / 'mlflow.db'}"
         out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
         with pytest.raises(HarnessError, match="already has Ray Tune state at s3://harness-runs/studies/es-s3-fixed"):

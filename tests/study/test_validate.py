@@ -11,6 +11,8 @@ import pytest
 from harness.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
+# The file these tests are about (cascade exits beyond the tiny encoder), as a user writes it; it is
+# refused before any data or training, so it needs none of write_study's budget.
 DEEP_EXITS = """\
 name: deep
 defaults:
