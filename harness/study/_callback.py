@@ -1,6 +1,9 @@
 """The driver side of a study's trials: the one MLflow writer (through harness.tracking.records) and
 the progress lines. Dev points are recorded from Tune's results; a trial's outcome from the
-checkpoint of its final report (its outcome, per-query values and files; harness.study.protocol)."""
+checkpoint of its final report (its outcome, per-query values and files; harness.study.protocol).
+
+The progress lines show dev values only (the objective at each trial's best-dev checkpoint): a
+running study never shows the test set, so nothing is picked by looking at it."""
 
 from __future__ import annotations
 
@@ -90,12 +93,18 @@ class TrackingCallback(tune.Callback):
         ticket = TrialTicket.from_tune(trial.config)
         self.records.trial_finished(ticket, outcome, per_query, files)
         summary = summarise_config(self.records, ticket.config_id, list(self.spec.seeds))
-        test_map = outcome.test.get("map")
-        self.log(f"[trial] {ticket.name} seed {ticket.seed}: done, test map {math.nan if test_map is None else test_map:.4f}"
-                 f"   {self._summary(trials, finished=(trial, test_map))}")
+        metric = self.spec.metric
+        # config id -> seed -> dev objective; set here, as a callback pickled by an earlier version
+        # of the driver has none
+        objectives = self.__dict__.setdefault("_objectives", {}).setdefault(ticket.config_id, {})
+        objectives[ticket.seed] = outcome.objective
+        self.log(f"[trial] {ticket.name} seed {ticket.seed}: done, dev {metric} {outcome.objective:.4f}"
+                 f"   {self._summary(trials, finished=(trial, outcome.objective))}")
         if summary:
-            sd = summary.get("map_sd", math.nan)
-            self.log(f"[config] {ticket.name}: map {summary['map_mean']:.4f}"
+            from harness.evaluation.results import seed_summary
+
+            mean, sd = seed_summary([objectives[s] for s in self.spec.seeds if s in objectives])
+            self.log(f"[config] {ticket.name}: dev {metric} {mean:.4f}"
                      f"{f' +- {sd:.4f}' if math.isfinite(sd) else ''} over seeds {list(self.spec.seeds)}")
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
@@ -107,19 +116,20 @@ class TrackingCallback(tune.Callback):
         self.records.trial_failed(ticket, str(getattr(trial, "error_file", "") or "trial failed"))
         self.log(f"[trial] {ticket.name} seed {ticket.seed}: FAILED after retries   {self._summary(trials)}")
 
-    def _summary(self, trials: list[Any], finished: tuple[Any, float | None] | None = None) -> str:
-        """Counts by state and the best test MAP so far; ``finished`` is a trial whose outcome is
-        being recorded (Tune still lists it as running)."""
-        done_trial, done_map = finished or (None, None)
+    def _summary(self, trials: list[Any], finished: tuple[Any, float] | None = None) -> str:
+        """Counts by state and the best dev objective of the finished trials so far; ``finished`` is
+        a trial whose outcome is being recorded (Tune still lists it as running)."""
+        done_trial, done_value = finished or (None, None)
         states: dict[str, int] = {}
         best = []
         for t in trials:
             now = t is done_trial
             status = "TERMINATED" if now else t.status
             states[status] = states.get(status, 0) + 1
-            value = done_map if now else (t.last_result.get("test") or {}).get("map")
-            if value is not None:
+            value = done_value if now else (t.last_result.get("objective") if is_outcome(t.last_result) else None)
+            if value is not None and math.isfinite(value):
                 best.append(value)
-        best_s = f", best test map {max(best):.4f}" if best else ""
+        pick = max if self.spec.mode == "max" else min
+        best_s = f", best dev {self.spec.metric} {pick(best):.4f}" if best else ""
         return (f"(done {states.get('TERMINATED', 0)}, running {states.get('RUNNING', 0)}, "
                 f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}{best_s})")

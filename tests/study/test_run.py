@@ -43,10 +43,26 @@ def _test_maps(root: Path, name: str) -> dict[str, float]:
     return {r.data.tags[C.TAG_TRIAL_KEY]: r.data.metrics["test_map"] for r in _runs(root, name)["trial"]}
 
 
+PROGRESS: list[str] = []  # the plain study's progress lines
+
+
 @pytest.fixture(scope="module")
 def finished(ray_root):
-    out = run_study(_spec(ray_root, "plain", **PLAIN), tracking_uri=_uri(ray_root), progress=lambda m: None)
+    out = run_study(_spec(ray_root, "plain", **PLAIN), tracking_uri=_uri(ray_root), progress=PROGRESS.append)
     return ray_root, out
+
+
+def test_progress_lines_show_dev_values_never_the_test_set(finished):
+    root, _ = finished
+    progress = [line for line in PROGRESS if line.startswith(("[trial]", "[config]"))]
+    done = [line for line in progress if ": done, " in line]
+    assert len(done) == 9 and len([line for line in progress if line.startswith("[config]")]) == 3
+    assert not [line for line in progress if "test" in line]
+    # Each finished trial's line shows its seed run's dev objective (the best-dev checkpoint's map).
+    objectives = {(r.data.tags[C.TAG_CONFIG_ID], r.data.tags[C.TAG_SEED]): r.data.metrics["objective"]
+                  for r in _runs(root, "plain")["trial"]}
+    shown = sorted(float(line.split("dev map ")[1].split()[0]) for line in done)
+    assert shown == sorted(round(v, 4) for v in objectives.values())
 
 
 def test_study_completes_with_nested_runs_and_same_seeds(finished):
