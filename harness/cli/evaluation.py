@@ -64,7 +64,9 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--test", default=AUTO, choices=[AUTO, *TESTS],
                    help="auto: crossed (seeds x queries) with per-query values and 2+ seeds; with one "
                    "seed the paired t-test over queries; with per-run values only across-seeds")
-    p.add_argument("--correction", default="none", choices=CORRECTIONS.names())
+    p.add_argument("--correction", default="holm", choices=CORRECTIONS.names(),
+                   help="multiple-comparison correction over the family (default holm: family-wise "
+                   "error control; none: each comparison at its nominal level, said in the footnote)")
     p.add_argument("--family", default="table", choices=FAMILIES,
                    help="comparisons corrected together: the whole table, or each metric")
     p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",

@@ -60,7 +60,7 @@ class TableOptions:
 
     metric: tuple[str, ...] | None = None
     test: str = AUTO
-    correction: str = "none"
+    correction: str = "holm"
     family: str = "table"
     levels: tuple[float, ...] = DEFAULT_LEVELS
     seed: int = 0
@@ -177,7 +177,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
 
 def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
-               metric: MetricNames = None, test: str = AUTO, correction: str = "none",
+               metric: MetricNames = None, test: str = AUTO, correction: str = "holm",
                family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
                resamples: int = 10_000) -> StudyAnalysis:
     """Study ``name`` read back from its MLflow experiment, as `harness table --experiment NAME`
@@ -196,7 +196,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
 
 
 def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,
-            metric: MetricNames = None, test: str = AUTO, correction: str = "none",
+            metric: MetricNames = None, test: str = AUTO, correction: str = "holm",
             family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
             resamples: int = 10_000) -> StudyAnalysis:
     """Results in the long format (columns config, seed, metric, value and optionally query), from
@@ -210,7 +210,7 @@ def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | No
     >>> analysis = compare(frame)
     >>> analysis
     StudyAnalysis(source='DataFrame', baseline='bm25', configs=('bm25', 'bert'), seeds=('1', '2', '3'), \
-metrics=('map',), queries=None, test='auto', correction='none')
+metrics=('map',), queries=None, test='auto', correction='holm')
     >>> analysis.analyse().test  # per-run values only
     'across-seeds'
     """

@@ -54,6 +54,13 @@ def _the_baseline(name: str) -> str:
     return "the baseline" if name == "baseline" else f"the baseline {name}"
 
 
+def _stopped(n: int) -> str:
+    if not n:
+        return ""
+    which = "a configuration" if n == 1 else f"{n} configurations"
+    return f", including those of {which} stopped early, each counted with p = 1"
+
+
 def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str]) -> str:
     """The footnote in words: test, units, levels and markers, correction, tie rule, versions."""
     def levels(symbols: tuple[str, ...]) -> str:
@@ -64,7 +71,7 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
              f"against {_the_baseline(notes.baseline)}; {notes.placement}. Significantly better: "),
         levels(notes.better), text("; significantly worse: "), levels(notes.worse),
         text(f". {notes.correction[0].upper()}{notes.correction[1:]}, family: {notes.family} "
-             f"(m = {notes.comparisons} comparisons). "),
+             f"(m = {notes.comparisons} comparisons{_stopped(notes.stopped)}). "),
     ]
     if notes.per_run_only:
         parts.append(text("Only per-run values are available, so the across-seeds test is the only "

@@ -20,7 +20,11 @@ Tests (TESTS: name -> procedure and pairing):
 
 Families (``AnalysisOptions.family``): ``metric`` corrects each metric's comparisons together (every
 configuration, and every seed under per-seed); ``all`` corrects every comparison of the analysis at
-once. The family size m is kept on each comparison.
+once. The default correction is Holm's step-down (family-wise error control), over every
+configuration that was compared with the baseline: a configuration stopped early
+(``StudyResults.stopped``) is not in the table, yet it was compared, so it counts in its family
+with p = 1 (as many comparisons as a finished one contributes). The family size m, stopped ones
+included, is kept on each comparison.
 
 Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
 ``better`` symbol when the mean difference is positive and the ``worse`` one when it is negative.
@@ -132,11 +136,11 @@ class Markers:
 
 @dataclass(frozen=True, kw_only=True)
 class AnalysisOptions:
-    """What to test and how to mark it; defaults need nothing (auto test, no correction)."""
+    """What to test and how to mark it; defaults need nothing (auto test, Holm over the family)."""
 
     metrics: tuple[str, ...] | None = None
     test: str = AUTO
-    correction: str = "none"
+    correction: str = "holm"
     family: str = "metric"
     markers: Markers = field(default_factory=Markers)
     confidence: float = 0.95
@@ -280,11 +284,16 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     groups: dict[str, list[int]] = {}
     for i, (_, metric, _, _) in enumerate(raw):
         groups.setdefault(metric if options.family == "metric" else "all", []).append(i)
+    # Each configuration stopped early counts in its family as often as a finished one does, p = 1.
+    candidates = max(len(results.configs) - 1, 1)
+    stopped = len(results.stopped)
     adjusted = np.empty(len(raw))
     sizes = np.empty(len(raw), dtype=int)
     for members in groups.values():
-        adjusted[members] = adjust(options.correction, [raw[i][3].p_value for i in members])
-        sizes[members] = len(members)
+        phantom = stopped * len(members) // candidates
+        p = [raw[i][3].p_value for i in members] + [1.0] * phantom
+        adjusted[members] = adjust(options.correction, p)[:len(members)]
+        sizes[members] = len(p)
     comparisons = tuple(
         Comparison(config=c, metric=m, seed=s, result=r, p_adjusted=float(adjusted[i]),
                    family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])))

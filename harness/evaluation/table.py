@@ -67,12 +67,13 @@ class Notes:
     correction: str
     correction_name: str
     family: str
-    comparisons: int
+    comparisons: int  # the family's size m, stopped configurations' comparisons included
     per_run_only: bool
     sd_note: str
     tie_rule: str
     versions: str
     remarks: tuple[str, ...] = ()  # further sentences: a fallback, clamped variance components
+    stopped: int = 0  # configurations stopped early, each counted in the family with p = 1
     tally_seeds: int | None = None  # per-seed: the AVG row counts significant seeds out of this many
 
 
@@ -206,7 +207,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         baseline=res.baseline, placement=placement, levels=opts.markers.levels,
         better=opts.markers.better,
         worse=opts.markers.worse, correction=describe(opts.correction), correction_name=opts.correction,
-        family=family, comparisons=max((c.family_size for c in comps), default=0),
+        family=family, comparisons=max((c.family_size for c in comps), default=0), stopped=len(res.stopped),
         per_run_only=analysis.per_run_only,
         sd_note=f"SD is the sample standard deviation over {seeds} seeds",
         tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
