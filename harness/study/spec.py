@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,8 @@ for _searcher in (Searcher("tpe", 1, "TPESampler"), Searcher("random", 1, "Rando
                   Searcher("nsga2", 2, "NSGAIISampler"), Searcher("grid", 1, None, discrete_only=True)):
     SEARCHERS.register(_searcher.name)(_searcher)
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
+# What a URI may hold as written (RFC 3986: unreserved and reserved characters, %-escapes).
+_URI = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
 # Data keys that change the training split only; every other data key defines the evaluation set.
 TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
 
@@ -282,6 +285,10 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         raise _fail("storage_path", f"storage_path must be a path or a URI (s3://...), got {storage!r}")
     if "://" not in storage:
         storage = str(Path(storage).resolve())
+    elif not _URI.fullmatch(storage):
+        raise _fail("storage_path", f"storage_path {storage!r} is not a URI: percent-encode a space "
+                    "(%20), '%' (%25), non-ASCII letters and the other characters a URI cannot hold, "
+                    "or give a local path")
     tracking_uri = raw.get("tracking_uri")
     if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri.strip()):
         raise _fail("tracking_uri", f"tracking_uri must be a URI (http://HOST:5000, sqlite:////abs/path), "
