@@ -47,7 +47,7 @@ from harness.registry import Registry
 from harness.study._early_stop import EarlyStopSettings, rung_step, rung_steps
 from harness.study._space import Param, parse_param
 from harness.suggest import did_you_mean
-from harness.tracking.conventions import MODEL_LOGGING
+from harness.tracking.conventions import MODEL_LOGGING, name_problem
 
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
@@ -193,6 +193,9 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise _fail("name", "name must be a non-empty string (the MLflow experiment name)")
+    if name_problem(name):
+        # The name becomes directories (Tune state, MLflow artifacts, the lease): a name, never a path.
+        raise _fail("name", f"name: {name_problem(name)} (the MLflow experiment and Ray Tune experiment name)")
     seeds = raw.get("seeds")
     if not isinstance(seeds, list) or not seeds:
         raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3]")
@@ -243,7 +246,11 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         unknown = set(item) - {"name", "set"}
         if unknown:
             raise _fail(f"configs.{i}", f"configs[{i}]: unknown keys {sorted(unknown)}; valid: name, set")
-        cname = str(item["name"])
+        cname = item["name"]
+        if isinstance(cname, int | float) and not isinstance(cname, bool):  # name: 2020
+            cname = str(cname)
+        if name_problem(cname):
+            raise _fail(f"configs.{i}.name", f"configs[{i}].name: {name_problem(cname)}")
         if cname in names:
             raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r}")
         names.add(cname)
@@ -304,7 +311,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     early = _early_stopping(raw, metric, mode, baseline, configs, search)
     models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
     return StudySpec(
-        name=name.strip(), description=description, path=str(path.resolve()),
+        name=name, description=description, path=str(path.resolve()),
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,

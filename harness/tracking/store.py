@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.tracking import conventions as C
 
 SECRET_MARKERS = ("token", "password", "secret", "credential", "auth")
@@ -107,6 +107,8 @@ class TrackingStore:
                 return str(exp.experiment_id)
             if not create:
                 raise HarnessError(f"MLflow experiment {name!r} does not exist at {self.uri}")
+            if C.name_problem(name):  # its artifacts go to <artifact root>/<name>
+                raise ConfigError(f"MLflow experiment name: {C.name_problem(name)}")
             return str(self.client.create_experiment(name, artifact_location=artifact_root_for(self.uri)
                                                      and f"{artifact_root_for(self.uri)}/{name}"))
         except MlflowException as exc:
