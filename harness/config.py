@@ -405,19 +405,91 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def read_yaml(path: Path, what: str) -> tuple[Any, str]:
-    """Parse a YAML file; a missing file or malformed YAML is one error naming the file and line."""
-    import yaml
+class KeyLines:
+    """Line numbers of the keys of a YAML mapping tree, by dotted path (``configs.0.set``), and the
+    keys a mapping gives twice (YAML keeps the last of them without a word)."""
 
+    def __init__(self, text: str) -> None:
+        import yaml
+
+        self.lines: dict[str, int] = {}
+        # (dotted path, line of the first, line of the repeat), in the order of the file
+        self.duplicates: list[tuple[str, int, int]] = []
+        self._seen: set[int] = set()
+        node = yaml.compose(text)
+        if node is not None:
+            self._walk(node, "")
+
+    def _walk(self, node: Any, prefix: str) -> None:
+        import yaml
+
+        # An alias is the node of its anchor: walked once, so that aliases of aliases cost nothing
+        # (the loader shares them too); its keys' lines are the anchor's.
+        if id(node) in self._seen:
+            return
+        self._seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for k, v in node.value:
+                if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
+                    continue  # a merge (<<: *base) brings keys that the mapping's own keys override
+                path, line = f"{prefix}{k.value}", k.start_mark.line + 1
+                if (k.tag, k.value) in first:
+                    self.duplicates.append((path, first[(k.tag, k.value)], line))
+                first.setdefault((k.tag, k.value), line)
+                self.lines.setdefault(path, line)
+                self._walk(v, path + ".")
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self.lines.setdefault(f"{prefix}{i}", v.start_mark.line + 1)
+                self._walk(v, f"{prefix}{i}.")
+
+    def at(self, path: str) -> str:
+        """``:LINE`` of ``path`` or of its nearest ancestor in the file; "" where none is."""
+        while path:
+            if path in self.lines:
+                return f":{self.lines[path]}"
+            path = path.rpartition(".")[0]
+        return ""
+
+
+def read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark dropped); a missing or unreadable file, or one
+    that is not UTF-8, is one error naming the file (and the line of the first bad byte)."""
     if not path.is_file():
         raise DataError(f"{path}: {what} not found")
-    text = path.read_text()
     try:
-        return yaml.safe_load(text), text
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                          f"offset {exc.start}); save it as UTF-8") from None
+
+
+def read_yaml(path: Path, what: str) -> tuple[Any, str]:
+    """Parse a YAML file; a missing file, a file that is not UTF-8, malformed YAML or a key given
+    twice in one mapping is one error naming the file and the line."""
+    import yaml
+
+    text = read_text(path, what)
+    try:
+        lines = KeyLines(text)
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}{where}: malformed YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: malformed YAML: nested too deeply") from None
+    if lines.duplicates:
+        key, first, again = lines.duplicates[0]
+        raise ConfigError(f"{path}:{again}: duplicate key {key!r} (first at line {first}); YAML would keep "
+                          "only the last: give each key once")
+    return raw, text
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:
@@ -426,8 +498,13 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for item in items:
-        if "=" not in item:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
             raise ConfigError(f"--set expects key=value, got {item!r}")
-        key, raw = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(f"--set {item}: the value of {key.strip()} is malformed YAML ({problem})",
+                              key=key.strip()) from None
     return out

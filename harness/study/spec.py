@@ -39,9 +39,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml, unknown_key_message
+from harness.config import (
+    SELECT_METRICS,
+    KeyLines,
+    TrialConfig,
+    flatten,
+    read_yaml,
+    unknown_key_message,
+)
 from harness.errors import ConfigError
 from harness.registry import Registry
 from harness.study._early_stop import EarlyStopSettings, rung_step, rung_steps
@@ -137,40 +142,12 @@ class StudySpec:
                                    baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
 
 
-class _Lines:
-    """Line numbers of the keys of a YAML mapping tree, by dotted path."""
-
-    def __init__(self, text: str) -> None:
-        self.lines: dict[str, int] = {}
-        node = yaml.compose(text)
-        if node is not None:
-            self._walk(node, "")
-
-    def _walk(self, node: yaml.Node, prefix: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                path = f"{prefix}{k.value}"
-                self.lines[path] = k.start_mark.line + 1
-                self._walk(v, path + ".")
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                self.lines[f"{prefix}{i}"] = v.start_mark.line + 1
-                self._walk(v, f"{prefix}{i}.")
-
-    def at(self, path: str) -> str:
-        while path:
-            if path in self.lines:
-                return f":{self.lines[path]}"
-            path = path.rpartition(".")[0]
-        return ""
-
-
 def load_study(path: str | Path) -> StudySpec:
     p = Path(path)
     raw, text = read_yaml(p, "study file")
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: a study file is a mapping with at least name and seeds")
-    lines = _Lines(text)
+    lines = KeyLines(text)
     try:
         return _parse(raw, p, text, lines)
     except ConfigError as exc:
@@ -185,7 +162,7 @@ def _fail(key: str, msg: str) -> ConfigError:
     return ConfigError(msg, key=key)
 
 
-def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySpec:
+def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> StudySpec:
     for key in raw:
         if key not in TOP_KEYS:
             hint = did_you_mean(key, TOP_KEYS, style="; ", otherwise=f"; valid: {', '.join(TOP_KEYS)}")
