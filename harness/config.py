@@ -53,6 +53,8 @@ SELECT_METRICS = METRICS
 # The teacher's default seed: outside any usual list of study seeds, so no student shares its
 # init and negatives with its teacher (a study refuses a teacher seed that is also a study seed).
 TEACHER_SEED = 1000
+# Seeds are numpy's (every trial seeds numpy.random.default_rng with them): integers in [0, 2**32).
+MAX_SEED = 2**32 - 1
 CANDIDATE_SETS = ("pair", "all")
 
 
@@ -111,6 +113,7 @@ class TrainConfig:
     select_metric: str = "map"
 
     def __post_init__(self) -> None:
+        require(0 <= self.seed <= MAX_SEED, "train.seed", f"an integer in [0, {MAX_SEED}]", self.seed)
         require(self.steps >= 1, "train.steps", ">= 1", self.steps)
         require(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
         require(0.0 < self.lr < 1.0, "train.lr", "in (0, 1)", self.lr)
@@ -163,6 +166,8 @@ class CurriculumConfig:
         require(self.n >= 1.0, "curriculum.n", ">= 1", self.n)
         require(self.candidates in CANDIDATE_SETS, "curriculum.candidates",
                f"one of {', '.join(CANDIDATE_SETS)}", self.candidates)
+        require(0 <= self.teacher_seed <= MAX_SEED, "curriculum.teacher_seed", f"an integer in [0, {MAX_SEED}]",
+                self.teacher_seed)
         require(self.teacher_steps is None or self.teacher_steps >= 1, "curriculum.teacher_steps",
                ">= 1 or null", self.teacher_steps)
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.config import KeyLines, TrialConfig, flatten, parse_assignments, read_yaml
+from harness.config import MAX_SEED, KeyLines, TrialConfig, flatten, parse_assignments, read_yaml
 from harness.errors import ConfigError
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket
 from harness.study.trial import run_trial, write_trial_files
@@ -56,6 +56,8 @@ def load_config(path: Path | None, assignments: list[str], seed: int | None) -> 
         lines = KeyLines(text)
     overrides = parse_assignments(assignments)
     if seed is not None:
+        if not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be an integer in [0, {MAX_SEED}], got {seed}", key="train.seed")
         overrides["train.seed"] = seed
     from_file = set(flat) - set(overrides)
     flat.update(overrides)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import (
+    MAX_SEED,
     SELECT_METRICS,
     KeyLines,
     TrialConfig,
@@ -178,6 +179,9 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3]")
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise _fail("seeds", f"seeds must be integers, got {seeds!r}")
+    for i, s in enumerate(seeds):
+        if not 0 <= s <= MAX_SEED:
+            raise _fail(f"seeds.{i}", f"seeds: {s} is out of range; a seed is an integer in [0, {MAX_SEED}]")
     dup = sorted({s for s in seeds if seeds.count(s) > 1})
     if dup:
         raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
