@@ -53,6 +53,8 @@ SELECT_METRICS = METRICS
 # The teacher's default seed: outside any usual list of study seeds, so no student shares its
 # init and negatives with its teacher (a study refuses a teacher seed that is also a study seed).
 TEACHER_SEED = 1000
+# Seeds are numpy's (every trial seeds numpy.random.default_rng with them): integers in [0, 2**32).
+MAX_SEED = 2**32 - 1
 CANDIDATE_SETS = ("pair", "all")
 
 
@@ -111,6 +113,7 @@ class TrainConfig:
     select_metric: str = "map"
 
     def __post_init__(self) -> None:
+        require(0 <= self.seed <= MAX_SEED, "train.seed", f"an integer in [0, {MAX_SEED}]", self.seed)
         require(self.steps >= 1, "train.steps", ">= 1", self.steps)
         require(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
         require(0.0 < self.lr < 1.0, "train.lr", "in (0, 1)", self.lr)
@@ -163,6 +166,8 @@ class CurriculumConfig:
         require(self.n >= 1.0, "curriculum.n", ">= 1", self.n)
         require(self.candidates in CANDIDATE_SETS, "curriculum.candidates",
                f"one of {', '.join(CANDIDATE_SETS)}", self.candidates)
+        require(0 <= self.teacher_seed <= MAX_SEED, "curriculum.teacher_seed", f"an integer in [0, {MAX_SEED}]",
+                self.teacher_seed)
         require(self.teacher_steps is None or self.teacher_steps >= 1, "curriculum.teacher_steps",
                ">= 1 or null", self.teacher_steps)
 
@@ -405,19 +410,91 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def read_yaml(path: Path, what: str) -> tuple[Any, str]:
-    """Parse a YAML file; a missing file or malformed YAML is one error naming the file and line."""
-    import yaml
+class KeyLines:
+    """Line numbers of the keys of a YAML mapping tree, by dotted path (``configs.0.set``), and the
+    keys a mapping gives twice (YAML keeps the last of them without a word)."""
 
+    def __init__(self, text: str) -> None:
+        import yaml
+
+        self.lines: dict[str, int] = {}
+        # (dotted path, line of the first, line of the repeat), in the order of the file
+        self.duplicates: list[tuple[str, int, int]] = []
+        self._seen: set[int] = set()
+        node = yaml.compose(text)
+        if node is not None:
+            self._walk(node, "")
+
+    def _walk(self, node: Any, prefix: str) -> None:
+        import yaml
+
+        # An alias is the node of its anchor: walked once, so that aliases of aliases cost nothing
+        # (the loader shares them too); its keys' lines are the anchor's.
+        if id(node) in self._seen:
+            return
+        self._seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[tuple[str, str], int] = {}
+            for k, v in node.value:
+                if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
+                    continue  # a merge (<<: *base) brings keys that the mapping's own keys override
+                path, line = f"{prefix}{k.value}", k.start_mark.line + 1
+                if (k.tag, k.value) in first:
+                    self.duplicates.append((path, first[(k.tag, k.value)], line))
+                first.setdefault((k.tag, k.value), line)
+                self.lines.setdefault(path, line)
+                self._walk(v, path + ".")
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self.lines.setdefault(f"{prefix}{i}", v.start_mark.line + 1)
+                self._walk(v, f"{prefix}{i}.")
+
+    def at(self, path: str) -> str:
+        """``:LINE`` of ``path`` or of its nearest ancestor in the file; "" where none is."""
+        while path:
+            if path in self.lines:
+                return f":{self.lines[path]}"
+            path = path.rpartition(".")[0]
+        return ""
+
+
+def read_text(path: Path, what: str) -> str:
+    """The UTF-8 text of ``path`` (a byte-order mark dropped); a missing or unreadable file, or one
+    that is not UTF-8, is one error naming the file (and the line of the first bad byte)."""
     if not path.is_file():
         raise DataError(f"{path}: {what} not found")
-    text = path.read_text()
     try:
-        return yaml.safe_load(text), text
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                          f"offset {exc.start}); save it as UTF-8") from None
+
+
+def read_yaml(path: Path, what: str) -> tuple[Any, str]:
+    """Parse a YAML file; a missing file, a file that is not UTF-8, malformed YAML or a key given
+    twice in one mapping is one error naming the file and the line."""
+    import yaml
+
+    text = read_text(path, what)
+    try:
+        lines = KeyLines(text)
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"{path}{where}: malformed YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: malformed YAML: nested too deeply") from None
+    if lines.duplicates:
+        key, first, again = lines.duplicates[0]
+        raise ConfigError(f"{path}:{again}: duplicate key {key!r} (first at line {first}); YAML would keep "
+                          "only the last: give each key once")
+    return raw, text
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:
@@ -426,8 +503,13 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for item in items:
-        if "=" not in item:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
             raise ConfigError(f"--set expects key=value, got {item!r}")
-        key, raw = item.split("=", 1)
-        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        try:
+            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError as exc:
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            raise ConfigError(f"--set {item}: the value of {key.strip()} is malformed YAML ({problem})",
+                              key=key.strip()) from None
     return out

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.config import TrialConfig, flatten, parse_assignments, read_yaml
+from harness.config import MAX_SEED, KeyLines, TrialConfig, flatten, parse_assignments, read_yaml
 from harness.errors import ConfigError
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket
 from harness.study.trial import run_trial, write_trial_files
@@ -44,16 +44,29 @@ def register(sub: Any) -> None:
 
 
 def load_config(path: Path | None, assignments: list[str], seed: int | None) -> TrialConfig:
+    """The config file's keys, then the ``--set`` assignments, then ``--seed``; an error about a
+    key the file sets (and nothing overrides) names the file and the key's line."""
     flat: dict[str, Any] = {}
+    lines: KeyLines | None = None
     if path is not None:
-        loaded = read_yaml(path, "config file")[0] or {}
-        if not isinstance(loaded, dict):
+        loaded, text = read_yaml(path, "config file")
+        if not isinstance(loaded, dict | None):
             raise ConfigError(f"{path}: expected a mapping of config keys")
-        flat.update(flatten(loaded))
-    flat.update(parse_assignments(assignments))
+        flat.update(flatten(loaded or {}))
+        lines = KeyLines(text)
+    overrides = parse_assignments(assignments)
     if seed is not None:
-        flat["train.seed"] = seed
-    return TrialConfig.from_flat(flat)
+        if not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be an integer in [0, {MAX_SEED}], got {seed}", key="train.seed")
+        overrides["train.seed"] = seed
+    from_file = set(flat) - set(overrides)
+    flat.update(overrides)
+    try:
+        return TrialConfig.from_flat(flat)
+    except ConfigError as exc:
+        if lines is None or exc.key not in from_file:
+            raise
+        raise ConfigError(f"{path}{lines.at(exc.key)}: {exc}", key=exc.key) from None
 
 
 def _fmt(metrics: dict[str, float]) -> str:

@@ -15,8 +15,11 @@ are its run's documents in rank order, their run scores in ``Candidate.score`` (
 the label is 1 where the qrels give rel > 0, else 0 (unjudged included). The context is the query
 text alone; group = qid. Queries without run lines are left out.
 
+A split left without a query (an empty queries file, or no run lines for its queries) is refused.
+
 Contexts and candidates are taken as the files give them (``data.context_turns``, ``negatives``,
 ``protocol`` and ``depth`` shape the embedded set only; ``train.sampler`` must be ``dataset``).
+A UTF-8 byte-order mark at the start of a file (spreadsheet programs write one) is dropped.
 Every problem raises ``DataError`` naming ``FILE:LINE`` and what is wrong, on one line.
 ``fingerprint`` of the result: sha256 of the format, ``BUILD_VERSION`` and the files' bytes.
 """
@@ -37,9 +40,10 @@ _DEV_NAMES = ("valid", "dev")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(1-based line number, line without its line break) of the non-blank lines of ``path``."""
+    """(1-based line number, line without its line break) of the non-blank lines of ``path``; a
+    UTF-8 byte-order mark (as spreadsheet programs write one) is not part of the first line."""
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
             for n, line in enumerate(fh, start=1):
                 line = line.rstrip("\r\n")
                 if line.strip():
@@ -243,6 +247,13 @@ def read_trec(directory: Path) -> Splits:
 
     parts = {}
     for split, (queries, qrels, run) in parsed.items():
+        queries_path, _, run_path = files[split]
+        # A split without a query would pass loading and fail in every trial instead.
+        if not queries:
+            raise DataError(f"{queries_path}: no queries; the {split} split must hold at least one")
+        if not any(qid in run for qid in queries):
+            raise DataError(f"{run_path}: no run lines for any of the {len(queries)} queries of "
+                            f"{queries_path.name}; the {split} split would be empty")
         out = []
         for qid, (text, _) in queries.items():
             if qid not in run:

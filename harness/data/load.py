@@ -13,6 +13,10 @@
 
 Which loader a source has, and what it needs, is its entry in ``harness.data.sources.SOURCES``.
 
+Before anything trains on them, the splits are checked: an empty split is refused (one line
+naming the data), and a dev or test split whose candidates are all non-relevant, or all
+relevant, is warned about on stderr (every ranking then scores the same: 0, or 1).
+
 ``data.max_{train,dev,test}_queries`` then keep a seeded subset of each split (in original order;
 a training sampler keeps the same train queries). A capped result gets its own fingerprint, sha256
 of the uncapped one and the caps, so a fingerprint always names exactly the queries it stands for;
@@ -24,10 +28,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import sys
 
 from harness.data._progress import Progress
 from harness.data._splits import SPLIT_NAMES, cap_queries
 from harness.data.config import DataConfig
+from harness.errors import DataError
 from harness.records import Splits
 
 _CAP_KEYS = {name: f"max_{name}_queries" for name in SPLIT_NAMES}
@@ -53,5 +59,34 @@ def load_splits(cfg: DataConfig, *, train_sampler: str = "dataset",
     from harness.data.sources import SOURCES, check
 
     check(cfg, train_sampler)  # as TrialConfig does: this is also called with a bare DataConfig
-    splits = SOURCES.get(cfg.source)(cfg, train_sampler, progress)
-    return apply_caps(splits, cfg)
+    splits = apply_caps(SOURCES.get(cfg.source)(cfg, train_sampler, progress), cfg)
+    check_splits(splits, cfg)
+    return splits
+
+
+def _data_name(cfg: DataConfig) -> str:
+    if cfg.path:
+        return f"data.path {cfg.path}"
+    return f"data.irds_id {cfg.irds_id}" if cfg.irds_id else f"data.source {cfg.source}"
+
+
+def check_splits(splits: Splits, cfg: DataConfig) -> None:
+    """Refuse an empty split; warn (one line on stderr) of a dev or test split on which every
+    ranking scores the same (module docstring). A reader names the file where it knows it."""
+    for name in SPLIT_NAMES:
+        if not splits.split(name):
+            raise DataError(f"{_data_name(cfg)}: the {name} split has no queries; every split needs "
+                            "at least one")
+    for name in ("dev", "test"):
+        labels = {c.label > 0 for q in splits.split(name) for c in q.candidates}
+        if labels == {False}:
+            warn(f"{_data_name(cfg)}: the {name} split has no relevant document: every metric on it is 0")
+        elif labels == {True}:
+            warn(f"{_data_name(cfg)}: every candidate of the {name} split is relevant: every metric "
+                 "on it is 1, whatever the ranking")
+
+
+def warn(message: str) -> None:
+    """A warning the user must see whoever loads the data (``progress`` may be silent): one line
+    on stderr."""
+    print(f"harness: warning: {message}", file=sys.stderr, flush=True)

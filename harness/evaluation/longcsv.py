@@ -17,6 +17,7 @@ The baseline is ``baseline`` when given, else the first configuration in the fil
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -35,12 +36,28 @@ def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResu
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        # utf-8-sig: a byte-order mark (spreadsheet programs write one) is not part of the first column's name
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise DataError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                        "save the CSV as UTF-8") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
         header = [h.strip() for h in reader.fieldnames or []]
-        reader.fieldnames = header
-        rows = ((f"{path}:{line}", row) for line, row in enumerate(reader, start=2))
+    except csv.Error as exc:
+        raise DataError(f"{path}:1: malformed CSV: {exc}") from None
+    reader.fieldnames = header
+    rows = ((f"{path}:{line}", row) for line, row in enumerate(reader, start=2))
+    try:
         return _read_rows(header, rows, source=str(path), kind="CSV", baseline=baseline)
+    except csv.Error as exc:
+        raise DataError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
 
 
 def read_long_frame(frame: Any, *, baseline: str | None = None, source: str = "DataFrame") -> StudyResults:

@@ -1,6 +1,7 @@
 """The ranker: a Hugging Face encoder with one classifier per exit, its pair collator and candidate
 scoring, cascade inference with per-exit drop ratios and its cost (Soldaini & Moschitti 2020), and
-exports (a sequence-classification folder, MLflow models, a PyTerrier re-ranker).
+exports (a sequence-classification folder, MLflow models, a PyTerrier re-ranker), and the one
+reader of trainer checkpoints (plain data only, nothing in them runs).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ __all__ = [
     "export_run",
     "load_encoder",
     "load_tokenizer",
+    "read_checkpoint",
     "sweep",
 ]
 
@@ -28,5 +30,6 @@ __getattr__, __dir__ = face(__name__, {
     "HarnessReRanker": "pyterrier_ranker",
     "load_encoder": "encoder",
     "load_tokenizer": "encoder",
+    "read_checkpoint": "checkpoint",
     "sweep": "cascade_eval",
 })

@@ -135,9 +135,9 @@ def trial_checkpoint(storage: str, study: str, trial_key: str) -> Path:
 
 
 def _best_state(path: Path, config_id: str, seed: int) -> tuple[dict[str, Any], int]:
-    import torch
+    from harness.model.checkpoint import read_checkpoint
 
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = read_checkpoint(path)
     if state.get("config_id") != config_id or int(state.get("seed", -1)) != seed:
         raise HarnessError(f"{path}: checkpoint of configuration {state.get('config_id')} seed {state.get('seed')}, "
                            f"expected {config_id} seed {seed}")

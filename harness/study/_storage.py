@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.tracking import conventions as C
 
 
@@ -21,10 +22,16 @@ def phase_dirs(spec: Any) -> list[str]:
 
 def _filesystem(uri: str) -> tuple[Any, str]:
     """pyarrow's filesystem of ``uri`` (a local path or a URI such as s3://bucket/prefix) and the
-    path in it."""
+    path in it. A local path goes to the local filesystem as a path, never pasted into a
+    ``file://`` URI: a space, ``%``, ``<`` or a non-ASCII letter in it is no URI syntax."""
     import pyarrow.fs as pafs
 
-    return pafs.FileSystem.from_uri(uri if "://" in uri else f"file://{uri}")
+    if "://" not in uri:
+        return pafs.LocalFileSystem(), uri
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except (ValueError, OSError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise HarnessError(f"storage_path {uri}: {str(exc).splitlines()[0]}") from None
 
 
 def exists(uri: str) -> bool:

@@ -33,20 +33,27 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from harness.config import SELECT_METRICS, TrialConfig, flatten, read_yaml, unknown_key_message
+from harness.config import (
+    MAX_SEED,
+    SELECT_METRICS,
+    KeyLines,
+    TrialConfig,
+    flatten,
+    read_yaml,
+    unknown_key_message,
+)
 from harness.errors import ConfigError
 from harness.registry import Registry
 from harness.study._early_stop import EarlyStopSettings, rung_step, rung_steps
 from harness.study._space import Param, parse_param
 from harness.suggest import did_you_mean
-from harness.tracking.conventions import MODEL_LOGGING
+from harness.tracking.conventions import MODEL_LOGGING, name_problem
 
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
@@ -70,6 +77,8 @@ for _searcher in (Searcher("tpe", 1, "TPESampler"), Searcher("random", 1, "Rando
                   Searcher("nsga2", 2, "NSGAIISampler"), Searcher("grid", 1, None, discrete_only=True)):
     SEARCHERS.register(_searcher.name)(_searcher)
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
+# What a URI may hold as written (RFC 3986: unreserved and reserved characters, %-escapes).
+_URI = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
 # Data keys that change the training split only; every other data key defines the evaluation set.
 TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
 
@@ -134,40 +143,12 @@ class StudySpec:
                                    baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
 
 
-class _Lines:
-    """Line numbers of the keys of a YAML mapping tree, by dotted path."""
-
-    def __init__(self, text: str) -> None:
-        self.lines: dict[str, int] = {}
-        node = yaml.compose(text)
-        if node is not None:
-            self._walk(node, "")
-
-    def _walk(self, node: yaml.Node, prefix: str) -> None:
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                path = f"{prefix}{k.value}"
-                self.lines[path] = k.start_mark.line + 1
-                self._walk(v, path + ".")
-        elif isinstance(node, yaml.SequenceNode):
-            for i, v in enumerate(node.value):
-                self.lines[f"{prefix}{i}"] = v.start_mark.line + 1
-                self._walk(v, f"{prefix}{i}.")
-
-    def at(self, path: str) -> str:
-        while path:
-            if path in self.lines:
-                return f":{self.lines[path]}"
-            path = path.rpartition(".")[0]
-        return ""
-
-
 def load_study(path: str | Path) -> StudySpec:
     p = Path(path)
     raw, text = read_yaml(p, "study file")
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: a study file is a mapping with at least name and seeds")
-    lines = _Lines(text)
+    lines = KeyLines(text)
     try:
         return _parse(raw, p, text, lines)
     except ConfigError as exc:
@@ -182,7 +163,7 @@ def _fail(key: str, msg: str) -> ConfigError:
     return ConfigError(msg, key=key)
 
 
-def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySpec:
+def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> StudySpec:
     for key in raw:
         if key not in TOP_KEYS:
             hint = did_you_mean(key, TOP_KEYS, style="; ", otherwise=f"; valid: {', '.join(TOP_KEYS)}")
@@ -190,11 +171,17 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise _fail("name", "name must be a non-empty string (the MLflow experiment name)")
+    if name_problem(name):
+        # The name becomes directories (Tune state, MLflow artifacts, the lease): a name, never a path.
+        raise _fail("name", f"name: {name_problem(name)} (the MLflow experiment and Ray Tune experiment name)")
     seeds = raw.get("seeds")
     if not isinstance(seeds, list) or not seeds:
         raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3]")
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise _fail("seeds", f"seeds must be integers, got {seeds!r}")
+    for i, s in enumerate(seeds):
+        if not 0 <= s <= MAX_SEED:
+            raise _fail(f"seeds.{i}", f"seeds: {s} is out of range; a seed is an integer in [0, {MAX_SEED}]")
     dup = sorted({s for s in seeds if seeds.count(s) > 1})
     if dup:
         raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
@@ -240,7 +227,11 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         unknown = set(item) - {"name", "set"}
         if unknown:
             raise _fail(f"configs.{i}", f"configs[{i}]: unknown keys {sorted(unknown)}; valid: name, set")
-        cname = str(item["name"])
+        cname = item["name"]
+        if isinstance(cname, int | float) and not isinstance(cname, bool):  # name: 2020
+            cname = str(cname)
+        if name_problem(cname):
+            raise _fail(f"configs.{i}.name", f"configs[{i}].name: {name_problem(cname)}")
         if cname in names:
             raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r}")
         names.add(cname)
@@ -282,6 +273,10 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
         raise _fail("storage_path", f"storage_path must be a path or a URI (s3://...), got {storage!r}")
     if "://" not in storage:
         storage = str(Path(storage).resolve())
+    elif not _URI.fullmatch(storage):
+        raise _fail("storage_path", f"storage_path {storage!r} is not a URI: percent-encode a space "
+                    "(%20), '%' (%25), non-ASCII letters and the other characters a URI cannot hold, "
+                    "or give a local path")
     tracking_uri = raw.get("tracking_uri")
     if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri.strip()):
         raise _fail("tracking_uri", f"tracking_uri must be a URI (http://HOST:5000, sqlite:////abs/path), "
@@ -297,7 +292,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: _Lines) -> StudySp
     early = _early_stopping(raw, metric, mode, baseline, configs, search)
     models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
     return StudySpec(
-        name=name.strip(), description=description, path=str(path.resolve()),
+        name=name, description=description, path=str(path.resolve()),
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,

@@ -4,11 +4,15 @@
     validate_study(spec, tracking_uri=uri, data=True, build_model=False) -> the tracking URI used
 
 checks, cheapest first: the tracking URI (a writable SQLite directory, a reachable MLflow server),
-the data of every configuration the study can run (paths, the chitchat package), cascade.exits
-against the encoder's depth (read from the model's config, no weights loaded), and with
-``build_model`` the tokenizer and encoder of every model actually load. ``harness submit`` passes
-``data=False`` (data paths are the cluster's) and may skip the tracking check
-(--skip-tracking-check).
+a local Tune storage path (a directory that can be made and written), the data of every
+configuration the study can run (paths, the chitchat package), cascade.exits against the encoder's
+depth (read from the model's config, no weights loaded), and with ``build_model`` the tokenizer and
+encoder of every model actually load. ``harness submit`` passes ``data=False`` (data paths and the
+storage path are the cluster's) and may skip the tracking check (--skip-tracking-check).
+
+Whether a directory can be written is tried, not asked (``os.access`` answers yes to root on a
+read-only tree and knows nothing of ACLs): an empty probe directory is made in the nearest
+directory that exists and removed at once, so a check leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.config import DataConfig, TrialConfig, parse_assignments
+from harness.config import DataConfig, KeyLines, TrialConfig, parse_assignments
 from harness.errors import ConfigError
 
 
@@ -43,6 +47,7 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
         uri = check_tracking_uri(uri)
     configs = possible_configs(spec)
     if data:
+        check_storage(spec)
         for cfg in configs:
             check_data(cfg.data)
     check_cascade_depth(configs, build_model=build_model)
@@ -83,20 +88,49 @@ def check_data(data: DataConfig) -> None:
         check(data)
 
 
+def check_storage(spec: Any) -> None:
+    """A local ``storage_path`` is, or can be made, a directory this process can write in; the
+    error names the study file and the line of its ``storage_path`` (a URI is checked at load)."""
+    if "://" in spec.storage_path:
+        return
+    problem = unwritable_dir(Path(spec.storage_path))
+    if problem:
+        where = f"{spec.path}{KeyLines(spec.text).at('storage_path')}" if spec.text else spec.path
+        raise ConfigError(f"{where}: storage_path {spec.storage_path}: {problem} (Ray Tune keeps the "
+                          "trials' state there); choose a directory you can write")
+
+
+def unwritable_dir(path: Path) -> str | None:
+    """Why no directory can be made and written at ``path``, or None when one can (module docstring:
+    tried in the nearest directory that exists, leaving nothing behind)."""
+    import tempfile
+
+    if path.exists() and not path.is_dir():
+        return "it is a file, not a directory"
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a directory"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".harness-probe-", dir=parent))
+    except OSError as exc:
+        return f"{parent} is not writable ({exc.strerror or exc})"
+    return None
+
+
 def check_tracking_uri(uri: str | None) -> str:
     """A usable tracking URI: an absolute, writable SQLite path or a reachable server."""
-    from harness.tracking.store import check_reachable, default_tracking_uri
+    from harness.tracking.store import check_reachable, default_tracking_uri, sqlite_path
 
     uri = uri or default_tracking_uri()
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
+    db = sqlite_path(uri)
+    if db is not None:
         if not db.is_absolute():
             raise ConfigError(f"tracking URI {uri}: use an absolute path (sqlite:////abs/path/mlflow.db)")
-        parent = db.parent
-        while not parent.exists():
-            parent = parent.parent
-        if not os.access(parent, os.W_OK):
-            raise ConfigError(f"tracking URI {uri}: {parent} is not writable")
+        problem = unwritable_dir(db.parent)
+        if problem:
+            raise ConfigError(f"tracking URI {uri}: {db.parent}: {problem}")
     elif uri.startswith(("http://", "https://")):
         check_reachable(uri)
     elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:

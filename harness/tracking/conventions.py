@@ -21,6 +21,28 @@ harness/tracking/records.py is the one module that writes and reads these record
 
 from __future__ import annotations
 
+import re
+
+# A study's, a configuration's and an experiment's name: it becomes a directory name (Tune state
+# <storage_path>/<study>-<phase>, MLflow artifacts <root>/<experiment>, the study's lease file), so
+# it is a name, never a path: no separator, no "..", nothing a shell or a URI reads specially.
+NAME_RULE = "1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def name_problem(name: object) -> str | None:
+    """Why ``name`` is not a safe name (see NAME_RULE), or None where it is one.
+
+    >>> name_problem("wsls-0.2") is None
+    True
+    >>> print(name_problem("a/b"))
+    'a/b' is not a name: use 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit
+    """
+    if isinstance(name, str) and _NAME.fullmatch(name):
+        return None
+    return f"{name!r} is not a name: use {NAME_RULE}"
+
+
 TAG_KIND = "harness.kind"
 TAG_STUDY = "harness.study"
 TAG_CONFIG_ID = "harness.config_id"

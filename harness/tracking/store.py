@@ -18,8 +18,9 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.tracking import conventions as C
 
 SECRET_MARKERS = ("token", "password", "secret", "credential", "auth")
@@ -53,12 +54,29 @@ def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
         raise HarnessError(f"tracking URI {uri} is not reachable: {reason}") from None
 
 
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` tracking URI; None for other stores.
+
+    The path goes into the URI as written (the store's default is ``./mlruns`` under the working
+    directory): SQLAlchemy, which opens the database, reads a ``?`` in it as the start of a query
+    and decodes a %-escape such as ``%20``, while MLflow makes the database's directory from the
+    text as written, so no quoting suits both; such a path is refused. A space, ``%`` without two
+    hex digits after it, ``<`` or a non-ASCII letter read the same to both."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    text = uri[len("sqlite:///"):]
+    if "?" in text or unquote(text) != text:
+        raise HarnessError(f"tracking URI {uri}: a SQLite path cannot hold '?' or a %-escape such as "
+                           "%20 (SQLAlchemy reads them as URI syntax); pass --tracking-uri with a path "
+                           "without them, or run from another directory")
+    return Path(text)
+
+
 def artifact_root_for(uri: str) -> str | None:
-    """Absolute artifact root beside a SQLite store; None (server default) for other stores."""
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
-        return (db.parent / "artifacts").resolve().as_uri()
-    return None
+    """Absolute artifact root beside a SQLite store (a quoted ``file://`` URI); None (server
+    default) for other stores."""
+    db = sqlite_path(uri)
+    return None if db is None else (db.parent / "artifacts").resolve().as_uri()
 
 
 class TrackingStore:
@@ -70,8 +88,13 @@ class TrackingStore:
 
         self.uri = uri or default_tracking_uri()
         check_reachable(self.uri)
-        if self.uri.startswith("sqlite:///"):
-            Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite_path(self.uri)
+        if db is not None:
+            try:
+                db.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise HarnessError(f"tracking URI {self.uri}: cannot create {db.parent}: "
+                                   f"{exc.strerror or exc}") from None
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(tracking_uri=self.uri)
 
@@ -84,6 +107,8 @@ class TrackingStore:
                 return str(exp.experiment_id)
             if not create:
                 raise HarnessError(f"MLflow experiment {name!r} does not exist at {self.uri}")
+            if C.name_problem(name):  # its artifacts go to <artifact root>/<name>
+                raise ConfigError(f"MLflow experiment name: {C.name_problem(name)}")
             return str(self.client.create_experiment(name, artifact_location=artifact_root_for(self.uri)
                                                      and f"{artifact_root_for(self.uri)}/{name}"))
         except MlflowException as exc:

@@ -28,6 +28,8 @@ import torch
 
 from harness.config import TrialConfig, resolve_steps
 from harness.curriculum.sampler import PacedSampler, order_by_score
+from harness.errors import ConfigError
+from harness.model.checkpoint import read_checkpoint
 from harness.model.collate import PairCollator
 from harness.model.factory import build_model
 from harness.model.scoring import metrics_of, run_of, score_candidates
@@ -178,8 +180,10 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["config_id"] != self.cfg.config_id() or state["seed"] != self.cfg.train.seed:
-            raise ValueError("checkpoint belongs to another configuration or seed")
+        if state.get("config_id") != self.cfg.config_id() or state.get("seed") != self.cfg.train.seed:
+            raise ConfigError(f"checkpoint belongs to another configuration or seed (configuration "
+                              f"{state.get('config_id')} seed {state.get('seed')}; this run: "
+                              f"{self.cfg.config_id()} seed {self.cfg.train.seed})")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
@@ -211,8 +215,8 @@ class Trainer:
         return path
 
     def restore(self, directory: str | Path) -> None:
-        state = torch.load(Path(directory) / CHECKPOINT_FILE, map_location=self.device, weights_only=False)
-        self.load_state_dict(state)
+        """Continue from the checkpoint in ``directory`` (read as plain data: harness.model.checkpoint)."""
+        self.load_state_dict(read_checkpoint(Path(directory) / CHECKPOINT_FILE, map_location=self.device))
 
     # -- the loop ------------------------------------------------------------------------------
 

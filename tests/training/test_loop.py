@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from harness.errors import ConfigError
+from harness.model.checkpoint import read_checkpoint
 from harness.training.loop import EvalRecord, FinalRecord, StepRecord, Trainer
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
@@ -87,8 +88,8 @@ def test_checkpoint_holds_best_weights_once_and_resumes_exactly(prepared, tmp_pa
             first.save(tmp_path / "mid")
             best["mid"] = {k: v.clone() for k, v in first.best_state.items()}
             break
-    at_eval = torch.load(tmp_path / "eval" / "trainer.pt", weights_only=False)
-    mid = torch.load(tmp_path / "mid" / "trainer.pt", weights_only=False)
+    at_eval = read_checkpoint(tmp_path / "eval" / "trainer.pt")
+    mid = read_checkpoint(tmp_path / "mid" / "trainer.pt")
     assert at_eval["best_is_model"] and at_eval["best_state"] is None
     assert not mid["best_is_model"] and mid["best_state"] is not None
     assert (tmp_path / "eval" / "trainer.pt").stat().st_size < (tmp_path / "mid" / "trainer.pt").stat().st_size
