@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 from harness.evaluation.analysis import FAMILIES, StudyAnalysis, TableOptions, power_text, render_table
-from harness.evaluation.corrections import CORRECTIONS
+from harness.evaluation.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from harness.evaluation.metrics import NAME_STYLES
 from harness.evaluation.power import DEFAULT_SEEDS, FORMATS, PowerOptions
 from harness.evaluation.render import RENDERERS
@@ -64,7 +64,7 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--test", default=AUTO, choices=[AUTO, *TESTS],
                    help="auto: crossed (seeds x queries) with per-query values and 2+ seeds; with one "
                    "seed the paired t-test over queries; with per-run values only across-seeds")
-    p.add_argument("--correction", default="holm", choices=CORRECTIONS.names(),
+    p.add_argument("--correction", default=DEFAULT_CORRECTION, choices=CORRECTIONS.names(),
                    help="multiple-comparison correction over the family (default holm: family-wise "
                    "error control; none: each comparison at its nominal level, said in the footnote)")
     p.add_argument("--family", default="table", choices=FAMILIES,

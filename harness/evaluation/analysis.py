@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
+from harness.evaluation.corrections import DEFAULT_CORRECTION
 from harness.evaluation.longcsv import COLUMNS, long_rows, read_long_csv, read_long_frame
 from harness.evaluation.mlflow_reader import read_experiment
 from harness.evaluation.power import DEFAULT_SEEDS, PowerOptions, power_analysis, render_power
@@ -60,7 +61,7 @@ class TableOptions:
 
     metric: tuple[str, ...] | None = None
     test: str = AUTO
-    correction: str = "holm"
+    correction: str = DEFAULT_CORRECTION
     family: str = "table"
     levels: tuple[float, ...] = DEFAULT_LEVELS
     seed: int = 0
@@ -177,7 +178,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
 
 def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
-               metric: MetricNames = None, test: str = AUTO, correction: str = "holm",
+               metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
                family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
                resamples: int = 10_000) -> StudyAnalysis:
     """Study ``name`` read back from its MLflow experiment, as `harness table --experiment NAME`
@@ -196,7 +197,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
 
 
 def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,
-            metric: MetricNames = None, test: str = AUTO, correction: str = "holm",
+            metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
             family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
             resamples: int = 10_000) -> StudyAnalysis:
     """Results in the long format (columns config, seed, metric, value and optionally query), from

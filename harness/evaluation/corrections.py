@@ -23,6 +23,9 @@ from harness.errors import DataError
 from harness.registry import Registry
 
 CORRECTIONS: Registry[Callable[[np.ndarray], np.ndarray]] = Registry("evaluation.correction")
+# What every table, study report and analysis corrects with unless told otherwise: the family-wise
+# error rate, step-down (at least as powerful as Bonferroni under any dependence).
+DEFAULT_CORRECTION = "holm"
 
 
 

@@ -41,7 +41,7 @@ import numpy as np
 from harness.errors import ConfigError, DataError
 from harness.evaluation._crossed import crossed_test
 from harness.evaluation._paired import BETTER, WORSE, PairedResult, paired_test
-from harness.evaluation.corrections import CORRECTIONS, adjust
+from harness.evaluation.corrections import CORRECTIONS, DEFAULT_CORRECTION, adjust
 from harness.evaluation.results import StudyResults
 from harness.registry import Registry
 
@@ -140,7 +140,7 @@ class AnalysisOptions:
 
     metrics: tuple[str, ...] | None = None
     test: str = AUTO
-    correction: str = "holm"
+    correction: str = DEFAULT_CORRECTION
     family: str = "metric"
     markers: Markers = field(default_factory=Markers)
     confidence: float = 0.95
