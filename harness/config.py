@@ -24,6 +24,7 @@ from harness.errors import ConfigError, DataError, require
 from harness.losses.kinds import LOSSES
 from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
 from harness.suggest import did_you_mean
+from harness.textfile import read_utf8
 from harness.tracking.conventions import METRICS
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
@@ -458,29 +459,15 @@ class KeyLines:
         return ""
 
 
-def read_text(path: Path, what: str) -> str:
-    """The UTF-8 text of ``path`` (a byte-order mark dropped); a missing or unreadable file, or one
-    that is not UTF-8, is one error naming the file (and the line of the first bad byte)."""
-    if not path.is_file():
-        raise DataError(f"{path}: {what} not found")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read the {what}: {exc.strerror or exc}") from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise ConfigError(f"{path}:{line}: the {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
-                          f"offset {exc.start}); save it as UTF-8") from None
-
-
-def read_yaml(path: Path, what: str) -> tuple[Any, str]:
-    """Parse a YAML file; a missing file, a file that is not UTF-8, malformed YAML or a key given
-    twice in one mapping is one error naming the file and the line."""
+def read_yaml(path: Path, what: str) -> tuple[Any, str, KeyLines]:
+    """Parse a YAML file: its value, its text and the lines of its keys; a missing file, a file that
+    is not UTF-8, malformed YAML or a key given twice in one mapping is one error naming the file and
+    the line."""
     import yaml
 
-    text = read_text(path, what)
+    if not path.is_file():
+        raise DataError(f"{path}: {what} not found")
+    text = read_utf8(path, what, ConfigError)
     try:
         lines = KeyLines(text)
         raw = yaml.safe_load(text)
@@ -494,7 +481,7 @@ def read_yaml(path: Path, what: str) -> tuple[Any, str]:
         key, first, again = lines.duplicates[0]
         raise ConfigError(f"{path}:{again}: duplicate key {key!r} (first at line {first}); YAML would keep "
                           "only the last: give each key once")
-    return raw, text
+    return raw, text, lines
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

@@ -49,11 +49,10 @@ def load_config(path: Path | None, assignments: list[str], seed: int | None) -> 
     flat: dict[str, Any] = {}
     lines: KeyLines | None = None
     if path is not None:
-        loaded, text = read_yaml(path, "config file")
+        loaded, _, lines = read_yaml(path, "config file")
         if not isinstance(loaded, dict | None):
             raise ConfigError(f"{path}: expected a mapping of config keys")
         flat.update(flatten(loaded or {}))
-        lines = KeyLines(text)
     overrides = parse_assignments(assignments)
     if seed is not None:
         if not 0 <= seed <= MAX_SEED:

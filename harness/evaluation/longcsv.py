@@ -26,6 +26,7 @@ from typing import Any
 from harness.errors import DataError
 from harness.evaluation.metrics import METRIC_KEYS, metric_key
 from harness.evaluation.results import RunRecord, StudyResults
+from harness.textfile import read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
 COLUMNS = (*REQUIRED, "query")
@@ -36,17 +37,8 @@ def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResu
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        # utf-8-sig: a byte-order mark (spreadsheet programs write one) is not part of the first column's name
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise DataError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                        "save the CSV as UTF-8") from None
+    # a byte-order mark (spreadsheet programs write one) is not part of the first column's name
+    text = read_utf8(path, "results CSV")
     reader = csv.DictReader(io.StringIO(text, newline=""))
     try:
         header = [h.strip() for h in reader.fieldnames or []]

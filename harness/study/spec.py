@@ -145,10 +145,9 @@ class StudySpec:
 
 def load_study(path: str | Path) -> StudySpec:
     p = Path(path)
-    raw, text = read_yaml(p, "study file")
+    raw, text, lines = read_yaml(p, "study file")
     if not isinstance(raw, dict):
         raise ConfigError(f"{p}: a study file is a mapping with at least name and seeds")
-    lines = KeyLines(text)
     try:
         return _parse(raw, p, text, lines)
     except ConfigError as exc:
