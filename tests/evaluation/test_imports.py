@@ -11,7 +11,7 @@ import sys
 import pytest
 
 MODULES = ("metrics", "_paired", "_crossed", "corrections", "results", "significance", "table", "render",
-           "report", "power", "longcsv", "mlflow_reader", "plots", "trec", "trec_export")
+           "report", "power", "longcsv", "mlflow_reader", "plots", "trec", "trec_export", "sequential")
 
 
 def test_imports_pull_in_no_framework() -> None:
