@@ -109,7 +109,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if spec.search:
         print(f"  search space: {', '.join(spec.search.space)}; objectives: "
               f"{', '.join(f'{m}/{md}' for m, md in spec.search.objectives)}")
-    print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec)} trials")
+    if spec.seed_schedule is not None:
+        from harness.study.validate import schedule_plan
+
+        print("\n".join(schedule_plan(spec)))
+    else:
+        print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec)} trials")
     print(f"  resources per trial: {spec.cpus:g} CPU, {spec.gpus:g} GPU; concurrency {spec.concurrency}; "
           f"retries {spec.max_retries}")
     print(f"  data variants to prepare: {len({variant_key(c) for c in configs})}")

@@ -10,7 +10,8 @@ is ``baseline`` unless one is named. Only FINISHED seed runs count. The metrics 
 (metrics.METRIC_KEYS = conventions.METRICS) and any other measure of the per-query artifact; other
 test_* keys (a cost, a loss) are not tabulated. A configuration stopped early (its config run tagged
 harness.stopped=1) is left out, even the seeds it finished; ``StudyResults.stopped`` names it for
-the table's footnote.
+the table's footnote. A configuration of a seed schedule (config run tagged harness.sequential)
+may have the first of the baseline's seeds only; the tag says why it got no more.
 
 An http(s) tracking URI is pinged first and MLflow's retries are cut (FAST_FAIL_ENV): an unreachable
 server fails within seconds with "tracking URI ... is not reachable", not after minutes of retries.
@@ -121,7 +122,12 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                             f"found {found}; name one with --baseline")
         baseline = bases[0]
     records.sort(key=lambda r: (r.config != baseline, started[r.config], r.config))
-    results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS)
+    # A seed schedule's configurations (tag harness.sequential): each has the seeds it received.
+    sequential = {labels[cid]: r.data.tags[C.TAG_SEQUENTIAL] for cid, r in
+                  sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
+                  if cid in labels and C.TAG_SEQUENTIAL in r.data.tags}
+    results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS,
+                                 sequential=sequential)
     if stopped:
         results = dataclasses.replace(results, stopped={
             (r.info.run_name or cid): f"at step {r.data.tags.get(C.TAG_STOPPED_RUNG, '?')}: "

@@ -29,11 +29,11 @@ def plot_metric(analysis: Analysis, metric: str, path: str | Path) -> Path:
     fig = Figure(figsize=(max(4.0, 1.1 * len(configs) + 1.5), 3.6), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    n = len(res.seeds)
-    offsets = np.linspace(-0.15, 0.15, n) if n > 1 else np.zeros(1)
-    tcrit = float(stats.t.ppf((1 + analysis.options.confidence) / 2, n - 1)) if n > 1 else math.nan
     for i, config in enumerate(configs):
         values = res.seed_values(config, metric)
+        n = len(values)  # the study's seeds, or those a seed schedule gave this configuration
+        offsets = np.linspace(-0.15, 0.15, n) if n > 1 else np.zeros(1)
+        tcrit = float(stats.t.ppf((1 + analysis.options.confidence) / 2, n - 1)) if n > 1 else math.nan
         ax.scatter(i + offsets, values, s=14, color="0.55", zorder=2,
                    label="per seed" if i == 0 else None)
         half = tcrit * values.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0
@@ -50,7 +50,7 @@ def plot_metric(analysis: Analysis, metric: str, path: str | Path) -> Path:
                   if len(configs) > 4 else "center")
     ax.set_ylabel(display_name(metric))
     ax.set_title(f"{display_name(metric)}: {len(configs) - 1} configurations vs {res.baseline}, "
-                 f"{n} seeds ({analysis.test} test)", fontsize=9)
+                 f"{len(res.seeds)} seeds ({analysis.test} test)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

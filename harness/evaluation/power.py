@@ -170,9 +170,10 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
     grid = sorted({*options.seeds, s})  # the options' seed counts and this study's own
     comparisons = []
     for metric in metrics:
-        base = np.array([results.query_values(results.baseline, seed, metric) for seed in results.seeds])
         for config in results.configs[1:]:
-            cand = np.array([results.query_values(config, seed, metric) for seed in results.seeds])
+            paired = results.seeds_of(config)  # all seeds, or a seed schedule's first ones
+            base = np.array([results.query_values(results.baseline, seed, metric) for seed in paired])
+            cand = np.array([results.query_values(config, seed, metric) for seed in paired])
             try:
                 observed = crossed_test(cand, base)
             except DataError as exc:

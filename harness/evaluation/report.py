@@ -119,7 +119,8 @@ def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None) -> Co
         metrics.update(summary_metrics({m: seeds}))
         if analysis.test == "per-seed" and config != res.baseline:
             better, worse, _ = analysis.seed_tally(config, m)
-            metrics.update({f"{m}_delta": float(seeds.mean() - res.seed_values(res.baseline, m).mean()),
+            paired = res.seed_values(res.baseline, m, res.seeds_of(config))
+            metrics.update({f"{m}_delta": float(seeds.mean() - paired.mean()),
                             f"{m}_seeds_better": float(better), f"{m}_seeds_worse": float(worse)})
             markers[m] = " ".join(t.text for t in analysis.tallies(config, m)) or NOT_SIGNIFICANT
             continue

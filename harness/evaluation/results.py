@@ -4,7 +4,9 @@ The input of every significance test and table. Built from ``RunRecord``s (one p
 seed) by ``StudyResults.build``, which validates what the tests rely on and raises DataError with the
 offending configuration, seed, metric or queries named:
 
-- the baseline exists, and every configuration has exactly the baseline's seeds (tests pair by seed);
+- the baseline exists, and every configuration has exactly the baseline's seeds (tests pair by seed),
+  except a configuration whose seeds came in rounds of a seed schedule (``sequential``), which has
+  the first of the baseline's seeds (``seeds_of``) and is paired with the baseline on those;
 - every run that names its evaluation set (``RunRecord.evaluation``, the fingerprint of its dev and
   test candidates) names the same one: runs evaluated on different candidates are never paired;
 - every run has a value for every metric (a per-run value, or per-query values whose mean it is);
@@ -60,11 +62,19 @@ class StudyResults:
     config_ids: Mapping[str, str] = field(default_factory=dict)
     # Configurations stopped early (harness.study._early_stop), left out: label -> where and why.
     stopped: Mapping[str, str] = field(default_factory=dict)
+    # Configurations whose seeds came in rounds (harness.evaluation.sequential): label -> why they got
+    # no more; and the seeds of those with fewer than the baseline (the first of the baseline's).
+    sequential: Mapping[str, str] = field(default_factory=dict)
+    config_seeds: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, records: Iterable[RunRecord], *, baseline: str | None = None,
-              source: str = "results", metric_order: Sequence[str] = ()) -> StudyResults:
-        """Validate ``records`` (module docstring). ``baseline`` None: the first record's config."""
+              source: str = "results", metric_order: Sequence[str] = (),
+              sequential: Mapping[str, str] | None = None) -> StudyResults:
+        """Validate ``records`` (module docstring). ``baseline`` None: the first record's config.
+        ``sequential``: the configurations of a seed schedule and why each stopped (label -> reason);
+        they may have the first of the baseline's seeds only."""
+        sequential = dict(sequential or {})
         runs: dict[tuple[str, str], RunRecord] = {}
         for rec in records:
             key = (rec.config, str(rec.seed))
@@ -81,10 +91,17 @@ class StudyResults:
         configs = [base, *(c for c in configs if c != base)]
         _check_evaluation_sets(source, runs, configs)
         seeds = _order_seeds([s for c, s in runs if c == base])
+        config_seeds: dict[str, tuple[str, ...]] = {}
         for config in configs[1:]:
             have = {s for c, s in runs if c == config}
             missing = [s for s in seeds if s not in have]
-            if missing:
+            if missing and config in sequential and have and set(seeds[:len(have)]) == have:
+                config_seeds[config] = tuple(seeds[:len(have)])  # stopped after a round
+            elif missing and config in sequential and not set(have) - set(seeds):
+                raise DataError(f"{source}: configuration {config!r} has seeds {', '.join(_order_seeds(list(have)))}"
+                                f", not the first {len(have)} of the baseline's ({', '.join(seeds)}): the "
+                                f"rounds of a seed schedule take the seeds in order")
+            elif missing:
                 raise DataError(f"{source}: configuration {config!r} is missing seeds "
                                 f"{', '.join(missing)} that the baseline {base!r} has")
             extra = _order_seeds(list(have - set(seeds)))
@@ -102,7 +119,13 @@ class StudyResults:
         ids = {rec.config: rec.config_id for rec in runs.values() if rec.config_id}
         return cls(baseline=base, configs=tuple(configs), seeds=tuple(seeds), metrics=tuple(metrics),
                    runs=runs, qids=_common_qids(source, runs, base, seeds), source=source,
-                   config_ids=ids)
+                   config_ids=ids, sequential={c: r for c, r in sequential.items() if c in configs},
+                   config_seeds=config_seeds)
+
+    def seeds_of(self, config: str) -> tuple[str, ...]:
+        """The seeds of ``config`` (all of ``seeds`` but for a configuration that stopped after a
+        round of a seed schedule); a comparison pairs the baseline on the candidate's seeds."""
+        return self.config_seeds.get(config, self.seeds)
 
     def has_per_query(self, metric: str) -> bool:
         return self.qids is not None and all(metric in r.per_query for r in self.runs.values())
@@ -114,9 +137,9 @@ class StudyResults:
             return float(rec.values[metric])
         return float(np.mean(list(rec.per_query[metric].values())))
 
-    def seed_values(self, config: str, metric: str) -> np.ndarray:
-        """Per-run values of ``config`` in seed order."""
-        return np.array([self.value(config, s, metric) for s in self.seeds])
+    def seed_values(self, config: str, metric: str, seeds: Sequence[str] | None = None) -> np.ndarray:
+        """Per-run values of ``config`` in seed order, over ``seeds`` (default: its own, ``seeds_of``)."""
+        return np.array([self.value(config, s, metric) for s in (self.seeds_of(config) if seeds is None else seeds)])
 
     def query_values(self, config: str, seed: str, metric: str) -> np.ndarray:
         """Per-query values of one run, ordered as ``qids``."""

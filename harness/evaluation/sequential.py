@@ -92,6 +92,10 @@ from scipy import optimize, special, stats
 
 from harness.errors import ConfigError
 
+# How a footnote names the rule.
+RULE = ("a group-sequential rule (Lan & DeMets error spending with the Kim & DeMets power family, "
+        "rho 4.5, at 0.05 / m per comparison; non-binding futility by conditional power; "
+        "docs/statistics.md)")
 SPENDING_RHO = 4.5
 FUTILITY_KAPPA = 0.65
 DESIGN_POWER = 0.8

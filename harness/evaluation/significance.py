@@ -50,29 +50,33 @@ Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]
 PAIRINGS: Registry[Callable[[StudyResults, str, str], Pairs]] = Registry("evaluation.pairing")
 
 
+# Every pairing takes the candidate's seeds (``StudyResults.seeds_of``: all of them, or the first
+# ones where a seed schedule stopped it) from both configurations.
 @PAIRINGS.register("per-seed")
 def _per_seed(results: StudyResults, config: str, metric: str) -> Pairs:
     return [(s, results.query_values(config, s, metric), results.query_values(results.baseline, s, metric))
-            for s in results.seeds]
+            for s in results.seeds_of(config)]
 
 
 @PAIRINGS.register("across-seeds")
 def _across_seeds(results: StudyResults, config: str, metric: str) -> Pairs:
-    return [(None, results.seed_values(config, metric), results.seed_values(results.baseline, metric))]
+    return [(None, results.seed_values(config, metric),
+             results.seed_values(results.baseline, metric, results.seeds_of(config)))]
 
 
 @PAIRINGS.register("seed-averaged")
 def _seed_averaged(results: StudyResults, config: str, metric: str) -> Pairs:
     def averaged(c: str) -> np.ndarray:
-        return np.asarray(np.mean([results.query_values(c, s, metric) for s in results.seeds], axis=0))
+        return np.asarray(np.mean([results.query_values(c, s, metric) for s in results.seeds_of(config)],
+                                  axis=0))
 
     return [(None, averaged(config), averaged(results.baseline))]
 
 
 @PAIRINGS.register("crossed")
 def _crossed(results: StudyResults, config: str, metric: str) -> Pairs:
-    def matrix(c: str) -> np.ndarray:
-        return np.array([results.query_values(c, s, metric) for s in results.seeds])  # seeds x queries
+    def matrix(c: str) -> np.ndarray:  # seeds x queries
+        return np.array([results.query_values(c, s, metric) for s in results.seeds_of(config)])
 
     return [(None, matrix(config), matrix(results.baseline))]
 

@@ -19,10 +19,9 @@ keeps the keys whatever the style.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
-
-import numpy as np
 
 from harness import __version__
 from harness.errors import ConfigError
@@ -30,6 +29,7 @@ from harness.evaluation._crossed import CrossedResult
 from harness.evaluation.corrections import describe
 from harness.evaluation.metrics import NAME_STYLES, TIE_RULE, label_of
 from harness.evaluation.results import seed_summary
+from harness.evaluation.sequential import RULE
 from harness.evaluation.significance import CROSSED, TESTS, Analysis, Comparison, Tally
 
 FORMS = ("seeds", "configs")
@@ -115,16 +115,18 @@ def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = 
 
 def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str = "label") -> Table:
     res = analysis.results
-    values = np.array([res.seed_values(c, metric) for c in res.configs])  # configs x seeds
+    values = [res.seed_values(c, metric) for c in res.configs]  # per configuration, over its seeds
     per_seed = analysis.test == "per-seed"
     rows = []
     for j, seed in enumerate(res.seeds):
         comps = [analysis.get(c, metric, seed) if per_seed else None for c in res.configs]
-        rows.append(_value_row(analysis, seed, values[:, j], comps, decimals))
+        # A configuration a seed schedule stopped before this seed has an empty cell.
+        row = [float(v[j]) if j < len(v) else None for v in values]
+        rows.append(_value_row(analysis, seed, row, comps, decimals))
     avg_comps = [None if per_seed else analysis.get(c, metric) for c in res.configs]
     tallies = [analysis.tallies(c, metric) for c in res.configs]
-    rows.append(_value_row(analysis, "AVG", values.mean(axis=1), avg_comps, decimals, rule=True,
-                           tallies=tallies))
+    rows.append(_value_row(analysis, "AVG", [float(v.mean()) for v in values], avg_comps, decimals,
+                           rule=True, tallies=tallies))
     sds = [_sd(seed_summary(v)[1]) for v in values]
     rows.append(Row(label="SD", cells=tuple(Cell(value=s) for s in sds)))
     placement = ("markers on the seed rows, their count on the AVG row" if per_seed
@@ -163,11 +165,11 @@ def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -
                  metrics=tuple(analysis.metrics))
 
 
-def _value_row(analysis: Analysis, label: str, values: np.ndarray, comps: list[Comparison | None],
+def _value_row(analysis: Analysis, label: str, values: list[float | None], comps: list[Comparison | None],
                decimals: int, rule: bool = False,
                tallies: list[tuple[Tally, ...]] | None = None) -> Row:
-    best = max(round(float(v), decimals) for v in values)
-    cells = tuple(Cell(value=float(v), bold=round(float(v), decimals) == best,
+    best = max(round(v, decimals) for v in values if v is not None)
+    cells = tuple(Cell(value=v, bold=v is not None and round(v, decimals) == best,
                        marker=analysis.marker(comp), comparison=comp,
                        tally=tallies[i] if tallies else ())
                   for i, (v, comp) in enumerate(zip(values, comps, strict=True)))
@@ -179,16 +181,21 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
     res, opts = analysis.results, analysis.options
     comps = [c for c in analysis.comparisons if c.metric in metrics]
     queries, seeds = len(res.qids or ()), len(res.seeds)
+    counts = sorted({len(res.seeds_of(c)) for c in res.configs})
+    # A seed schedule gives each comparison its own seeds: "4 to 12 seeds".
+    seeds_text = f"{seeds} seeds" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds (each comparison's)"
     if analysis.test == "across-seeds":
-        units = f"n = {seeds} seeds"
+        units = f"n = {seeds_text}"
     elif analysis.test == CROSSED:
-        units = (f"n = {queries} queries \u00d7 {seeds} seeds; variance from seeds, queries and their "
+        units = (f"n = {queries} queries \u00d7 {seeds_text}; variance from seeds, queries and their "
                  f"interaction: crossed random effects, Satterthwaite df")
     else:
         units = f"n = {queries} queries"
         if analysis.test != "per-seed":
             units += f", {seeds} seeds"
     remarks = list(analysis.remarks)
+    if res.sequential:
+        remarks.append(sequential_note(res.sequential, res.baseline))
     if res.stopped:
         remarks.append("Stopped early by successive halving over seed-group means and left out of the "
                        "table: " + "; ".join(f"{name} ({why})" for name, why in res.stopped.items()))
@@ -209,10 +216,18 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         worse=opts.markers.worse, correction=describe(opts.correction), correction_name=opts.correction,
         family=family, comparisons=max((c.family_size for c in comps), default=0), stopped=len(res.stopped),
         per_run_only=analysis.per_run_only,
-        sd_note=f"SD is the sample standard deviation over {seeds} seeds",
+        sd_note=(f"SD is the sample standard deviation over {seeds} seeds" if len(counts) == 1
+                 else "SD is the sample standard deviation over each configuration's seeds"),
         tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
         versions=library_versions(), remarks=tuple(remarks),
         tally_seeds=seeds if analysis.test == "per-seed" else None)
+
+
+def sequential_note(reasons: Mapping[str, str], baseline: str) -> str:
+    """The footnote's sentence on a seed schedule: the rule, and where each comparison stopped."""
+    stops = "; ".join(f"{c} ({why})" for c, why in reasons.items() if c != baseline)
+    return (f"Seeds were added in rounds until each comparison's verdict on the study's objective (test "
+            f"queries) was settled by {RULE}; each comparison uses every seed it received: {stops}")
 
 
 def _enumerate(items: list[str]) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from ray import tune
 
 from harness.study._final_report import summarise_config
+from harness.study._rounds import round_of, seeds_through
 from harness.study.protocol import (
     DevPoint,
     PerQuery,
@@ -27,6 +28,7 @@ from harness.study.protocol import (
 )
 from harness.study.spec import StudySpec
 from harness.study.variants import trial_count
+from harness.tracking.conventions import TAG_ROUND
 from harness.tracking.records import StudyRecords
 
 Progress = Callable[[str], None]
@@ -62,12 +64,18 @@ class TrackingCallback(tune.Callback):
             self._records = StudyRecords(TrackingStore(self.uri), self.experiment_id, self.spec.name)
         return self._records
 
+    def reload(self) -> None:
+        """Read the records back from MLflow at the next use: a Tune experiment restored on resume
+        runs its own unpickled copy of this callback, whose writes this one has not seen."""
+        self._records = None
+
     def log(self, msg: str) -> None:
         (self.progress or stderr)(msg)
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
-        self.records.trial_started(ticket)
+        k = round_of(self.spec, ticket.seed)
+        self.records.trial_started(ticket, tags={TAG_ROUND: str(k)} if k is not None else None)
         self.log(f"[trial] {ticket.name} seed {ticket.seed}: running   {self._summary(trials)}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
@@ -92,7 +100,8 @@ class TrackingCallback(tune.Callback):
         artifacts of its seed run."""
         ticket = TrialTicket.from_tune(trial.config)
         self.records.trial_finished(ticket, outcome, per_query, files)
-        summary = summarise_config(self.records, ticket.config_id, list(self.spec.seeds))
+        seeds = seeds_through(self.spec, ticket.seed)  # a seed schedule: the rounds so far
+        summary = summarise_config(self.records, ticket.config_id, seeds)
         metric = self.spec.metric
         # config id -> seed -> dev objective; set here, as a callback pickled by an earlier version
         # of the driver has none
@@ -103,9 +112,9 @@ class TrackingCallback(tune.Callback):
         if summary:
             from harness.evaluation.results import seed_summary
 
-            mean, sd = seed_summary([objectives[s] for s in self.spec.seeds if s in objectives])
+            mean, sd = seed_summary([objectives[s] for s in seeds if s in objectives])
             self.log(f"[config] {ticket.name}: dev {metric} {mean:.4f}"
-                     f"{f' +- {sd:.4f}' if math.isfinite(sd) else ''} over seeds {list(self.spec.seeds)}")
+                     f"{f' +- {sd:.4f}' if math.isfinite(sd) else ''} over seeds {seeds}")
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)

@@ -55,9 +55,10 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     from harness.evaluation.mlflow_reader import read_experiment
     from harness.evaluation.plots import write_plots
     from harness.evaluation.report import study_report
+    from harness.study._rounds import received
 
     for cid in records.config_runs():
-        summarise_config(records, cid, list(spec.seeds))
+        summarise_config(records, cid, received(spec, records, cid))
     out: dict[str, Any] = {}
     try:
         # A study of fixed configurations reports exactly those: runs of configurations the study

@@ -26,6 +26,7 @@ from harness.study import _early_stop_ray as early_stop_ray
 from harness.study._callback import Progress, TrackingCallback, stderr
 from harness.study._final_report import ReportUnavailable, report_study
 from harness.study._lease import StudyLease
+from harness.study._rounds import run_rounds
 from harness.study._searchers import make_searcher
 from harness.study._storage import report_storage
 from harness.study._trainable import NO_HOOKS, TrialHooks, trainable
@@ -99,7 +100,8 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
     unavailable: ReportUnavailable | None = None
     # System metrics (CPU, memory, GPU where available) sample onto the study run until it ends.
     with SystemMetrics(study_run, uri, progress=log):
-        log(f"study {spec.name}: {trial_count(spec)} trials ({len(spec.fixed_configs())} fixed configs"
+        log(f"study {spec.name}: {'at most ' if spec.seed_schedule else ''}{trial_count(spec)} trials "
+            f"({len(spec.fixed_configs())} fixed configs"
             f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
             f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
         prepared = prepare_study(spec, progress=log)
@@ -114,8 +116,13 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                                       checkpoint_every_s=spec.checkpoint_every_s)
             fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
             own: set[str] = set()  # this study's configurations: the ones its phases' trials ran
-            for phase in phases:
-                own |= run_phase(spec, phase, fn, callback, resume)
+            if spec.seed_schedule is not None:  # seeds in rounds (harness.study._rounds)
+                own = run_rounds(spec, records, lambda phase, tickets: run_phase(
+                    spec, phase, fn, callback, resume, tickets=tickets), log)
+                callback.reload()  # rounds restored by Tune were recorded by their own callbacks
+            else:
+                for phase in phases:
+                    own |= run_phase(spec, phase, fn, callback, resume)
             callback.progress = log
             # Early stopping: tag stopped configurations, log the trial-steps saved; then where the
             # trials' checkpoints are and how much space they take.
@@ -177,15 +184,18 @@ def make_scheduler(spec: StudySpec, phase: str) -> Any:
     return early_stop_ray.scheduler(spec)
 
 
-def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool) -> set[str]:
+def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool,
+              tickets: list[dict[str, Any]] | None = None) -> set[str]:
     """Runs (or, with ``resume``, finishes) one phase with Tune; returns the config ids of its
-    trials (those of an earlier driver included, on resume)."""
+    trials (those of an earlier driver included, on resume). ``tickets``: the trials of a round of
+    a seed schedule (harness.study._rounds), run as the fixed phase runs its own."""
     name = f"{spec.name}-{phase}"
     path = spec.phase_dir(phase)
     scheduler = make_scheduler(spec, phase)
-    if phase == "fixed":
+    if phase == "fixed" or tickets is not None:
         # One grid axis of whole tickets: Tune's config of a trial is {"ticket": {...}}.
-        param_space: dict[str, Any] = {"ticket": tune.grid_search([t["ticket"] for t in fixed_tickets(spec)])}
+        grid = tickets if tickets is not None else fixed_tickets(spec)
+        param_space: dict[str, Any] = {"ticket": tune.grid_search([t["ticket"] for t in grid])}
         tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True,
                                       scheduler=scheduler)
     else:

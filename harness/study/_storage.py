@@ -85,7 +85,8 @@ def usage(uri: str) -> tuple[int, int]:
 
 
 def report_storage(spec: Any, store: Any, study_run: str, log: Callable[[str], None]) -> dict[str, Any]:
-    dirs = phase_dirs(spec)
+    # The phases that ran (a seed schedule's later rounds run only while a comparison is open).
+    dirs = [d for d in phase_dirs(spec) if exists(d)] or phase_dirs(spec)
     sizes = [usage(d) for d in dirs]
     total = sum(b for b, _ in sizes)
     files = sum(n for _, n in sizes)

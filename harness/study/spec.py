@@ -17,6 +17,7 @@ A study file::
         curriculum.delta: {uniform: [0.1, 0.9]}
         curriculum.n: {int: [1, 10], when: {curriculum.pacing: root_n}}
     seeds: [1, 2, 3]                 # every configuration, the baseline included, runs each seed
+                                     # or a schedule {start: 4, step: 2, max: 12}: seeds in rounds
     objective: {metric: map, mode: max}   # dev metric the searcher optimises (mean over seeds)
     resources: {cpus: 1, gpus: 0}    # per trial; a GPU fraction lets small trials share a GPU
     concurrency: 2
@@ -49,6 +50,7 @@ from harness.config import (
     unknown_key_message,
 )
 from harness.errors import ConfigError
+from harness.evaluation.sequential import SeedSchedule
 from harness.registry import Registry
 from harness.study._early_stop import EarlyStopSettings, rung_step, rung_steps
 from harness.study._space import Param, parse_param
@@ -121,11 +123,15 @@ class StudySpec:
     early_stopping: EarlyStopSettings | None = None
     models: str = "best"
     checkpoint_every_s: float = 60.0
+    # Seeds added in rounds (harness.study._rounds); ``seeds`` then lists every seed up to max.
+    seed_schedule: SeedSchedule | None = None
 
     @property
     def phases(self) -> tuple[str, ...]:
-        """The study's Tune experiments: ``fixed``, then ``search`` when it has a search."""
-        return ("fixed", "search") if self.search else ("fixed",)
+        """The study's Tune experiments: ``fixed``, then ``search`` when it has a search; with a seed
+        schedule, ``fixed`` is round 1 and ``round2`` ... ``round<K>`` are the further rounds."""
+        rounds = tuple(f"round{k}" for k in range(2, self.seed_schedule.rounds + 1)) if self.seed_schedule else ()
+        return ("fixed", *rounds, "search") if self.search else ("fixed", *rounds)
 
     def phase_dir(self, phase: str) -> str:
         """Where Tune keeps a phase's state: ``<storage_path>/<name>-<phase>`` (a path or a URI)."""
@@ -174,8 +180,12 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         # The name becomes directories (Tune state, MLflow artifacts, the lease): a name, never a path.
         raise _fail("name", f"name: {name_problem(name)} (the MLflow experiment and Ray Tune experiment name)")
     seeds = raw.get("seeds")
+    schedule = None
+    if isinstance(seeds, dict):  # a seed schedule: {start, step, max, first}
+        schedule, seeds = _seed_schedule(seeds)
     if not isinstance(seeds, list) or not seeds:
-        raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3]")
+        raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3], or a seed "
+                    "schedule {start: 4, step: 2, max: 12}")
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         raise _fail("seeds", f"seeds must be integers, got {seeds!r}")
     for i, s in enumerate(seeds):
@@ -288,6 +298,8 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         raise _fail("smoke", "smoke must be a mapping of config keys")
     smoke_flat = flatten(smoke)
     _config(smoke_flat, "smoke", defaults)
+    if schedule is not None:
+        _check_schedule(metric, configs, search, raw.get("early_stopping"))
     early = _early_stopping(raw, metric, mode, baseline, configs, search)
     models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
     return StudySpec(
@@ -295,7 +307,43 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
-        early_stopping=early, models=models, checkpoint_every_s=every)
+        early_stopping=early, models=models, checkpoint_every_s=every, seed_schedule=schedule)
+
+
+def _seed_schedule(raw: dict[str, Any]) -> tuple[SeedSchedule, list[int]]:
+    """``seeds: {start, step, max, first}``: the schedule and every seed it may train, first (default
+    1) to first + max - 1, in the order the rounds take them."""
+    valid = ("start", "step", "max", "first")
+    for k in raw:
+        if k not in valid:
+            hint = did_you_mean(str(k), valid, n=2, style="; ", otherwise=f"; valid: {', '.join(valid)}")
+            raise _fail(f"seeds.{k}", f"seeds: unknown key {k!r}{hint}")
+    for k in ("start", "step", "max"):
+        if k not in raw:
+            raise _fail("seeds", f"seeds: a seed schedule needs start, step and max; {k} is missing")
+    schedule = SeedSchedule(raw["start"], raw["step"], raw["max"])
+    first = raw.get("first", 1)
+    if isinstance(first, bool) or not isinstance(first, int) or not 0 <= first <= MAX_SEED - schedule.max + 1:
+        raise _fail("seeds.first", f"seeds.first must be an integer in [0, {MAX_SEED - schedule.max + 1}] "
+                    f"(the seeds are first .. first + max - 1), got {first!r}")
+    return schedule, list(range(first, first + schedule.max))
+
+
+def _check_schedule(metric: str, configs: list[NamedConfig], search: SearchSpec | None, early: Any) -> None:
+    """What a seed schedule needs: candidates listed in the file (no searcher), no early stopping, and
+    an objective metric with per-query test values (the rule decides on it)."""
+    if search is not None:
+        raise _fail("seeds", "seeds: a seed schedule adds seeds to the listed configurations; a study "
+                    "with a searcher lists its seeds ([1, 2, 3])")
+    if early is not None:
+        raise _fail("early_stopping", "early_stopping stops configurations within a round of seeds; a "
+                    "study with a seed schedule stops them between rounds by its sequential rule: drop one")
+    if not configs:
+        raise _fail("seeds", "seeds: a seed schedule settles comparisons with the baseline, and this study "
+                    "has no candidate configuration; list its seeds instead")
+    if metric not in SELECT_METRICS:
+        raise _fail("objective.metric", f"objective.metric {metric!r} has no per-query test values, which the "
+                    f"seed schedule's rule tests; use one of {', '.join(SELECT_METRICS)}")
 
 
 def _where(nc: NamedConfig, configs: tuple[NamedConfig, ...] | list[NamedConfig]) -> str:

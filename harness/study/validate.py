@@ -17,6 +17,7 @@ directory that exists and removed at once, so a check leaves nothing behind.
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -136,3 +137,24 @@ def check_tracking_uri(uri: str | None) -> str:
     elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:
         raise ConfigError(f"tracking URI {uri}: unsupported scheme")
     return uri
+
+
+def schedule_plan(spec: Any) -> list[str]:
+    """What `harness validate` prints about a seed schedule (harness.study._rounds): its rounds,
+    trials and rule; nothing without one."""
+    from harness.study._rounds import FAMILY_ALPHA, design
+
+    schedule = spec.seed_schedule
+    if schedule is None:
+        return []
+    looks, n = schedule.looks, len(spec.fixed_configs())
+    added = ", ".join(str(b - a) for a, b in itertools.pairwise(looks))
+    head = (f"  seeds: {schedule.rounds} rounds ending at {', '.join(map(str, looks))} seeds (start "
+            f"{schedule.start}, step {schedule.step}, max {schedule.max}; seeds {spec.seeds[0]}.."
+            f"{spec.seeds[-1]}), at most {n * schedule.max} trials")
+    rounds = (f"    round 1: {n} configurations x {looks[0]} seeds = {n * looks[0]} trials; rounds 2-"
+              f"{schedule.rounds}: {added} more seeds for the baseline and each open candidate")
+    rule = (f"    a candidate gets no more seeds once its comparison on test {spec.metric} is settled or "
+            f"stopped for futility: group-sequential rule at {FAMILY_ALPHA:g}/{len(spec.configs)} = "
+            f"{design(spec).alpha:.4g} per comparison (docs/statistics.md)")
+    return [head, rounds, rule]

@@ -79,7 +79,8 @@ def study_params(spec: StudySpec, trials: int) -> dict[str, Any]:
             "study.resources.cpus": spec.cpus, "study.resources.gpus": spec.gpus,
             "study.concurrency": spec.concurrency, "study.max_retries": spec.max_retries,
             "study.checkpoint_every_s": spec.checkpoint_every_s,
-            "study.storage_path": spec.storage_path}
+            "study.storage_path": spec.storage_path,
+            **({"study.seed_schedule": spec.seed_schedule.describe()} if spec.seed_schedule else {})}
 
 
 def trial_count(spec: StudySpec) -> int:

@@ -4,12 +4,14 @@ experiment = study name
   study run   tags: harness.kind=study, harness.study=<name>
               artifacts: study.yaml, resolved/<config_id>.json, tables/*, plots/*
   config run  nested under the study run (mlflow.parentRunId)
-              tags: harness.kind=config, harness.config_id, harness.role=baseline|candidate
+              tags: harness.kind=config, harness.config_id, harness.role=baseline|candidate,
+                    harness.sequential (a seed schedule: why it got no more seeds)
               metrics: <metric>_mean, <metric>_sd over seeds; vs-baseline results:
                        <metric>_delta, <metric>_p, tag harness.marker.<metric>
   seed run    nested under its config run
               tags: harness.kind=trial, harness.config_id, harness.seed, harness.role,
-                    harness.eval_fingerprint (the dev/test candidates it was evaluated on)
+                    harness.eval_fingerprint (the dev/test candidates it was evaluated on),
+                    harness.round (a seed schedule: the round that trained it)
               params: every flat dotted config key
               metrics: dev_<metric> as step metrics (the dev curve); test_<metric> final
               artifact: per_query/test.csv with columns qid, measure, value
@@ -89,6 +91,14 @@ TAG_STOPPED_REASON = "harness.stopped_reason"
 METRIC_STEPS_SAVED = "early_stopping_steps_saved"
 METRIC_STEPS_RUN = "early_stopping_steps_run"
 METRIC_STOPPED = "early_stopping_stopped_configs"
+# Seed schedules (harness.study._rounds, harness.evaluation.sequential): each seed run carries the
+# round that trained it; each config run why it got no more seeds ("settled: better at round 2 (6
+# seeds)", "futility at round 2 (6 seeds)", "max seeds (12): not settled"; the baseline's says how
+# many seeds the open comparisons needed), and the round and seed count where it stopped as metrics.
+TAG_ROUND = "harness.round"
+TAG_SEQUENTIAL = "harness.sequential"
+METRIC_SEQUENTIAL_ROUND = "sequential_round"
+METRIC_SEQUENTIAL_SEEDS = "sequential_seeds"
 # Where a study's Tune state (trial checkpoints, result.json with the per-query values) lives, and
 # how much space it takes at the study's end (study run).
 TAG_STORAGE = "harness.storage_path"

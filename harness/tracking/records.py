@@ -200,23 +200,28 @@ class StudyRecords:
         self.store.log_json(run, flat, C.RESOLVED_ARTIFACT.format(config_id=ticket.config_id))
         return run
 
-    def trial_started(self, ticket: Ticket) -> str:
+    def trial_started(self, ticket: Ticket, tags: Mapping[str, str] | None = None) -> str:
         """The seed run of a trial (created once, nested under its config run; its params logged
-        again on a run an earlier driver created, as for config runs)."""
+        again on a run an earlier driver created, as for config runs). ``tags`` (the round of a seed
+        schedule) are set on the run whenever they are given."""
         run = self._seeds.get(ticket.key)
         if run is None:
             parent = self.config_run(ticket)
             run = self.store.start_run(self.experiment_id, f"{ticket.name}-seed{ticket.seed}", {
                 C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
-                C.TAG_SEED: str(ticket.seed), C.TAG_TRIAL_KEY: ticket.key, C.TAG_STUDY: self.study_name},
-                parent=parent)
+                C.TAG_SEED: str(ticket.seed), C.TAG_TRIAL_KEY: ticket.key, C.TAG_STUDY: self.study_name,
+                **(tags or {})}, parent=parent)
             self._seeds[ticket.key] = run
         elif run not in self._recovered:
+            if tags:
+                self.store.set_tags(run, tags)
             return run
         else:
             self.config_run(ticket)
         self._recovered.discard(run)
         self.store.log_params(run, dict(ticket.flat))
+        if tags:
+            self.store.set_tags(run, tags)
         return run
 
     def is_done(self, key: str) -> bool:
@@ -274,6 +279,10 @@ class StudyRecords:
         run = self.trial_started(ticket)
         self.store.set_tags(run, {C.TAG_ERROR: error[:5000]})
         self.store.end_run(run, "FAILED")
+
+    def done_seeds(self, config_id: str) -> list[int]:
+        """The seeds of a configuration whose trials are recorded as finished, ascending."""
+        return sorted(self._test.get(config_id, {}))
 
     def seed_tests(self, config_id: str, seeds: Sequence[int]) -> dict[int, dict[str, float]] | None:
         """The test metrics of each of ``seeds`` of a configuration (without the test_ prefix), once
