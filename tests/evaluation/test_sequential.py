@@ -12,6 +12,7 @@ from scipy import stats
 
 from harness.errors import ConfigError
 from harness.evaluation._crossed import crossed_batch
+from harness.evaluation.corrections import adjust
 from harness.evaluation.sequential import (
     CODES,
     GroupSequential,
@@ -65,6 +66,14 @@ def _run(z: np.ndarray, design: GroupSequential) -> tuple[np.ndarray, np.ndarray
     """(stop, seeds spent) of each comparison run through every look the design has."""
     code, where = design.decide(z)
     return np.asarray(CODES, dtype=object)[code], np.asarray(design.looks)[where]
+
+
+def _final_p(z: np.ndarray, design: GroupSequential) -> np.ndarray:
+    """The two-sided p-value of each comparison's last look: the crossed test on every seed it
+    received, as the final table runs it."""
+    _, where = design.decide(z)
+    last = np.take_along_axis(z, where[..., None], axis=-1)[..., 0]
+    return np.asarray(2 * stats.norm.sf(np.abs(last)))
 
 
 def _upper(n: int, p: float) -> float:
@@ -154,12 +163,16 @@ def test_size_of_one_comparison_and_seeds_it_spends(interaction: float) -> None:
     n = 3000 if interaction == 0.0 else 1500
     z = _scores(_studies(n, 1, 0.0, seed=11 + int(interaction * 10), interaction=interaction)[0],
                 SCHEDULE.looks)
-    stop, seeds = _run(z, GroupSequential.for_family(SCHEDULE.looks, 0.05, 1))
+    design = GroupSequential.for_family(SCHEDULE.looks, 0.05, 1)
+    stop, seeds = _run(z, design)
     size = float(np.mean([s.settled for s in stop]))
     spent = float(seeds.mean()) / SCHEDULE.max
-    print(f"one null comparison, interaction {interaction}: size {size:.4f}, seeds spent {spent:.3f} "
-          f"of max; stops: {_tally(stop)}")
+    # The final table's marker: the crossed test on every seed the comparison received.
+    table = float(np.mean(_final_p(z, design) < 0.05))
+    print(f"one null comparison, interaction {interaction}: size {size:.4f}, the table's markers "
+          f"{table:.4f}, seeds spent {spent:.3f} of max; stops: {_tally(stop)}")
     assert size <= _upper(n, 0.05), size
+    assert table <= _upper(n, 0.05), table
     assert spent <= 0.6, spent
 
 
@@ -173,9 +186,13 @@ def test_family_wise_error_and_seeds_with_eight_null_candidates() -> None:
     fwer = float(settled.any(axis=0).mean())
     spent = float(seeds.mean()) / SCHEDULE.max
     baseline = float(seeds.max(axis=0).mean()) / SCHEDULE.max  # the baseline runs every open round
-    print(f"8 null candidates: family-wise error {fwer:.4f}, candidates spend {spent:.3f} of max seeds, "
-          f"the baseline {baseline:.3f}; stops: {_tally(stop.ravel())}")
+    # The final table: the crossed test on the seeds each comparison received, Holm over the 8.
+    p = _final_p(z, GroupSequential.for_family(SCHEDULE.looks, 0.05, 8))
+    table = float(np.mean([(adjust("holm", p[:, i]) < 0.05).any() for i in range(n)]))
+    print(f"8 null candidates: family-wise error {fwer:.4f}, the table's (Holm) {table:.4f}, candidates "
+          f"spend {spent:.3f} of max seeds, the baseline {baseline:.3f}; stops: {_tally(stop.ravel())}")
     assert fwer <= _upper(n, 0.05), fwer
+    assert table <= _upper(n, 0.05), table
     assert spent <= 0.6, spent
 
 
