@@ -96,7 +96,7 @@ def long_rows(results: StudyResults) -> list[dict[str, Any]]:
     """
     rows: list[dict[str, Any]] = []
     for config in results.configs:
-        for seed in results.seeds:
+        for seed in results.seeds_of(config):  # a seed schedule's stopped ones: the seeds they got
             per_query = results.runs[(config, seed)].per_query
             for metric in results.metrics:
                 rows.append({"config": config, "seed": seed, "metric": metric,

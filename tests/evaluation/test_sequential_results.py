@@ -11,6 +11,7 @@ from scipy import stats
 
 from harness.errors import DataError
 from harness.evaluation._crossed import crossed_test
+from harness.evaluation.longcsv import long_rows
 from harness.evaluation.mlflow_reader import read_experiment
 from harness.evaluation.power import power_analysis
 from harness.evaluation.render import render
@@ -97,6 +98,10 @@ def test_table_leaves_the_seeds_a_comparison_never_got_empty_and_names_the_rule(
     power = power_analysis(res)
     observed = next(c for c in power.comparisons if c.config == "stopped").observed
     assert observed.seeds == 3
+    # The long format (StudyAnalysis.runs) lists the seeds each configuration has.
+    rows = long_rows(res)
+    assert sorted({r["seed"] for r in rows if r["config"] == "stopped"}) == ["1", "2", "3"]
+    assert len([r for r in rows if r["config"] == "open-long" and r["query"] is None]) == 6
 
 
 def test_read_back_from_mlflow_with_the_reasons_on_the_config_runs(tmp_path) -> None:
