@@ -3,8 +3,9 @@ runs on them, the correction over a family of comparisons, and the resulting mar
 
 Tests (TESTS: name -> procedure and pairing):
 - ``crossed``: the crossed seeds x queries test (harness.evaluation._crossed) of the mean difference
-  d[seed, query]: its variance counts the seeds, the queries and their interaction, with
-  Satterthwaite degrees of freedom; needs per-query values and at least 2 seeds;
+  d[seed, query]: its variance counts the seeds, the queries and their interaction, with a
+  generalized p-value that keeps its size at 2 and 3 seeds; needs per-query values and at least 2
+  seeds;
 - ``per-seed``: for each seed, a paired t-test over the test queries (Penha & Hauff 2020: one marker
   per run and configuration); tables and the study report summarise it as "significant in k of S
   seeds";

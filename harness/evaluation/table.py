@@ -188,7 +188,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         units = f"n = {seeds_text}"
     elif analysis.test == CROSSED:
         units = (f"n = {queries} queries \u00d7 {seeds_text}; variance from seeds, queries and their "
-                 f"interaction: crossed random effects, Satterthwaite df")
+                 f"interaction: crossed random effects, generalized p-value")
     else:
         units = f"n = {queries} queries"
         if analysis.test != "per-seed":
@@ -205,8 +205,8 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
             for name in c.result.clamped:
                 clamped.setdefault(name, []).append(f"{c.config} on {display_name(c.metric, names)}")
     if clamped:
-        remarks.append("Negative variance estimates were set to 0, so those comparisons count the "
-                       "remaining sources only: " + "; ".join(
+        remarks.append("Negative variance estimates, set to 0 in the effect size (the test uses them "
+                       "unclamped): " + "; ".join(
                            f"the {name} component for {_enumerate(where)}" for name, where in clamped.items()))
     family = "each metric" if opts.family == "metric" else "all metrics"
     return Notes(

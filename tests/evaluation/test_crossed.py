@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from harness.errors import DataError
-from harness.evaluation._crossed import crossed_test, mean_squares, satterthwaite
+from harness.evaluation._crossed import crossed_batch, crossed_test, mean_squares, satterthwaite
 from harness.evaluation._paired import paired_test
 from harness.evaluation.power import VarianceComponents, mde
 
@@ -66,52 +66,87 @@ def test_components_and_se_equal_mixedlm_with_crossed_variance_components() -> N
     assert res.se == pytest.approx(fit.bse_fe["Intercept"], rel=1e-4)
 
 
+def _monte_carlo(d: np.ndarray, draws: int = 1_000_000, seed: int = 0) -> tuple[float, float, float]:
+    """The generalized pivot by brute force: chi-square draws for the three mean squares and a normal
+    for the mean; (p, 2.5% and 97.5% quantiles of the pivot of the mean)."""
+    s, q = d.shape
+    g = np.random.default_rng(seed)
+    m = d.mean()
+    ms_s = q * ((d.mean(axis=1) - m) ** 2).sum() / (s - 1)
+    ms_q = s * ((d.mean(axis=0) - m) ** 2).sum() / (q - 1)
+    ms_e = ((d - d.mean(axis=1, keepdims=True) - d.mean(axis=0, keepdims=True) + m) ** 2).sum() / ((s - 1) * (q - 1))
+    r = sum(ms * df / g.chisquare(df, draws) * sign
+            for ms, df, sign in ((ms_s, s - 1, 1), (ms_q, q - 1, 1), (ms_e, (s - 1) * (q - 1), -1))) / (s * q)
+    sd = np.sqrt(np.maximum(r, 0.0))
+    p = 2 * float(np.mean(stats.norm.sf(abs(m) / np.where(sd > 0, sd, np.inf)) * (sd > 0)))
+    lo, hi = np.quantile(m - g.standard_normal(draws) * sd, [0.025, 0.975])
+    return p, float(lo), float(hi)
+
+
 def test_hand_computed_two_by_three() -> None:
     """d = [[.1, .3, .2], [.2, .5, .2]]: seed means .2, .3; query means .15, .4, .2; grand mean .25;
     residuals 0, -.05, .05 / 0, .05, -.05.
     MS_seed = 3 (.05^2 + .05^2) / 1 = .015; MS_query = 2 (.1^2 + .15^2 + .05^2) / 2 = .035;
     MS_resid = 4 (.05^2) / 2 = .005. Components (.015 - .005)/3, (.035 - .005)/2, .005.
-    Var = (.015 + .035 - .005) / 6 = .0075; df = .0075^2 / ((.0025)^2/1 + (.035/6)^2/2 + (.005/6)^2/2)."""
-    res = crossed_test([[0.1, 0.3, 0.2], [0.2, 0.5, 0.2]], np.zeros((2, 3)))
+    Var = (.015 + .035 - .005) / 6 = .0075. p and the interval: the generalized pivot, against a
+    Monte Carlo of it."""
+    d = np.array([[0.1, 0.3, 0.2], [0.2, 0.5, 0.2]])
+    res = crossed_test(d, np.zeros((2, 3)))
     assert (res.ms_seed, res.ms_query, res.ms_resid) == pytest.approx((0.015, 0.035, 0.005), rel=1e-12)
     c = res.components
     assert (c.seed, c.query, c.resid) == pytest.approx((0.01 / 3, 0.015, 0.005), rel=1e-12)
     assert res.se == pytest.approx(math.sqrt(0.0075), rel=1e-12)
-    df = 0.0075 ** 2 / (0.0025 ** 2 + (0.035 / 6) ** 2 / 2 + (0.005 / 6) ** 2 / 2)
-    assert res.df == pytest.approx(df, rel=1e-12) and round(df, 4) == 2.3824
-    t = 0.25 / math.sqrt(0.0075)
-    assert res.statistic == pytest.approx(t) and res.p_value == pytest.approx(2 * stats.t.sf(t, df))
-    half = stats.t.ppf(0.975, df) * math.sqrt(0.0075)
-    assert (res.ci_low, res.ci_high) == pytest.approx((0.25 - half, 0.25 + half))
+    assert res.statistic == pytest.approx(0.25 / math.sqrt(0.0075))
+    p, lo, hi = _monte_carlo(d)
+    assert res.p_value == pytest.approx(p, abs=0.003)
+    # 1 and 2 df: the pivot's tails are heavy, so its quantiles are noisy even at a million draws.
+    assert (res.ci_low, res.ci_high) == pytest.approx((lo, hi), rel=0.05)
+    assert res.ci_low == pytest.approx(0.5 - res.ci_high, rel=1e-9)  # symmetric about the mean
+    assert stats.t.ppf(0.975, res.df) * res.se == pytest.approx(res.ci_high - 0.25, rel=1e-8)
     assert res.d_z == pytest.approx(0.25 / math.sqrt(0.01 / 3 + 0.015 + 0.005))
     assert res.n == 6 and res.seeds == 2 and res.queries == 3 and res.direction == "better"
 
 
-def test_a_clamped_component_gives_the_single_source_test() -> None:
-    """No seed variance left: the crossed test is the seed-averaged t-test; no query variance left:
-    the across-seeds t-test; neither: the pooled residual with (S-1)(Q-1) df."""
+@pytest.mark.parametrize("seeds, queries, seed", [(2, 40, 1), (3, 40, 2), (3, 12, 3), (5, 60, 4), (10, 40, 5)])
+def test_p_and_interval_equal_a_monte_carlo_of_the_pivot(seeds: int, queries: int, seed: int) -> None:
+    d = _fixture(seeds, queries, seed)
+    res = crossed_test(d, np.zeros_like(d))
+    p, lo, hi = _monte_carlo(d, seed=seed)
+    assert res.p_value == pytest.approx(p, rel=0.02, abs=5e-4)
+    assert (res.ci_low, res.ci_high) == pytest.approx((lo, hi), rel=0.02, abs=1e-3)
+    # The interval is the test inverted: at its ends the test's p-value is 1 - confidence.
+    for end in (res.ci_low, res.ci_high):
+        assert crossed_test(d - end, np.zeros_like(d)).p_value == pytest.approx(0.05, rel=1e-6)
+    batch = crossed_batch(d[None])
+    assert batch.p_value[0] == pytest.approx(res.p_value, rel=1e-12)
+    assert (batch.mean[0], batch.se[0]) == pytest.approx((res.mean_diff, res.se), rel=1e-12)
+
+
+def test_one_source_of_noise_gives_students_t() -> None:
+    """Every query of a seed moving alike (no query or residual variance): the pivot is exactly the
+    across-seeds t-test; every seed alike: the seed-averaged t-test over queries; seed and query means
+    all equal (MS_seed = MS_query = 0): the pooled residual with (S-1)(Q-1) df."""
     g = np.random.default_rng(3)
     base = np.zeros((3, 20))
-    seedless = g.normal(0, 0.05, (1, 20)) + g.normal(0, 0.05, (3, 20))
-    seedless -= seedless.mean(axis=1, keepdims=True) - seedless.mean()  # MS_seed = 0
-    res = crossed_test(seedless + 0.02, base)
-    assert res.clamped == ("seed",) and res.components.seed == 0 and res.components.raw[0] < 0
-    ref = paired_test("t", (seedless + 0.02).mean(axis=0), base.mean(axis=0), rng=g)
-    assert res.p_value == pytest.approx(ref.p_value, rel=1e-10) and res.df == pytest.approx(19)
-    assert (res.ci_low, res.ci_high) == pytest.approx((ref.ci_low, ref.ci_high), rel=1e-10)
-
-    queryless = g.normal(0, 0.05, (3, 1)) + g.normal(0, 0.05, (3, 20))
-    queryless -= queryless.mean(axis=0, keepdims=True) - queryless.mean()  # MS_query = 0
-    res = crossed_test(queryless + 0.02, base)
-    assert res.clamped == ("query",)
-    ref = paired_test("t", (queryless + 0.02).mean(axis=1), base.mean(axis=1), rng=g)
-    assert res.p_value == pytest.approx(ref.p_value, rel=1e-10) and res.df == pytest.approx(2)
+    for seeds in (2, 3, 5):
+        queryless = np.repeat(g.normal(0.02, 0.05, (seeds, 1)), 20, axis=1)
+        res = crossed_test(queryless, np.zeros((seeds, 20)))
+        ref = paired_test("t", queryless.mean(axis=1), np.zeros(seeds), rng=g)
+        assert res.p_value == pytest.approx(ref.p_value, rel=1e-4)
+        assert (res.ci_low, res.ci_high) == pytest.approx((ref.ci_low, ref.ci_high), rel=1e-3)
+        assert res.df == pytest.approx(seeds - 1, rel=1e-3)
+    seedless = np.repeat(g.normal(0.02, 0.05, (1, 20)), 3, axis=0)
+    res = crossed_test(seedless, base)
+    ref = paired_test("t", seedless.mean(axis=0), base.mean(axis=0), rng=g)
+    assert res.p_value == pytest.approx(ref.p_value, rel=1e-4) and res.df == pytest.approx(19, rel=1e-3)
+    assert (res.ci_low, res.ci_high) == pytest.approx((ref.ci_low, ref.ci_high), rel=1e-4)
 
     flat = g.normal(0, 0.05, (3, 20))
     flat -= flat.mean(axis=1, keepdims=True) + flat.mean(axis=0, keepdims=True) - 2 * flat.mean()
     res = crossed_test(flat + 0.02, base)
-    assert res.clamped == ("seed", "query") and res.df == pytest.approx(2 * 19)
-    assert res.se == pytest.approx(math.sqrt(res.ms_resid / 60))
+    assert res.clamped == ("seed", "query") and res.se == pytest.approx(math.sqrt(res.ms_resid / 60))
+    assert res.p_value == pytest.approx(2 * stats.t.sf(res.mean_diff / res.se, 38), rel=1e-12)
+    assert res.df == 38
 
 
 def test_degenerate_and_bad_input() -> None:
@@ -141,8 +176,7 @@ def _null_studies(n: int, seeds: int, queries: int, sd: tuple[float, float, floa
 
 
 def _rates(d: np.ndarray, alpha: float = 0.05) -> dict[str, float]:
-    zeros = np.zeros(d.shape[1:])
-    return {"crossed": float(np.mean([crossed_test(x, zeros).p_value < alpha for x in d])),
+    return {"crossed": float(np.mean(crossed_batch(d).p_value < alpha)),
             "seed-averaged": float(np.mean(stats.ttest_1samp(d.mean(axis=1), 0.0, axis=1).pvalue < alpha)),
             "across-seeds": float(np.mean(stats.ttest_1samp(d.mean(axis=2), 0.0, axis=1).pvalue < alpha))}
 

@@ -77,7 +77,7 @@ def test_cli_says_which_components_were_clamped(tmp_path: Path, run_cli: Cli) ->
     assert "variance components: seed 0 (estimate -" in out and ", clamped)" in out
     assert "Negative variance estimates were set to 0 (seed for new on MAP)" in out
     rc, out, _ = run_cli("table", "--from", str(src))
-    assert rc == 0 and "set to 0, so those comparisons count the remaining sources only: the seed " \
+    assert rc == 0 and "set to 0 in the effect size (the test uses them unclamped): the seed " \
         "component for new on MAP" in out
 
 
