@@ -51,7 +51,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        return rc
+    except BrokenPipeError:
+        # The reader went away (`harness validate X | head -1`): stop quietly, as a shell tool does,
+        # and point stdout at /dev/null so that the exit's own flush has nowhere to fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE
     except HarnessError as exc:
         print(f"harness: error: {exc}", file=sys.stderr)
         return 2
