@@ -36,11 +36,15 @@ class TrialHooks:
     ``trial_log``: a file that gets a line per trial event ("<key> start <step>", "<key> end
     <step>", "<key> replay"). ``fail_once_dir``: a directory; every trial fails once, after its
     first checkpointed evaluation (a marker file per trial key remembers it). ``hold``: (file, trial
-    key): that trial waits after its first checkpointed evaluation until the file exists."""
+    key): that trial waits after its first checkpointed evaluation until the file exists. ``meet``:
+    (directory, count): after its first checkpointed evaluation every trial leaves a file there and
+    waits until ``count`` trials have (at most ``MEET_TIMEOUT_S``), so trials that can run at once
+    are seen running at once whatever their start-up times."""
 
     trial_log: str | None = None
     fail_once_dir: str | None = None
     hold: tuple[str, str] | None = None
+    meet: tuple[str, int] | None = None
 
     def note(self, key: str, event: str) -> None:
         if self.trial_log:
@@ -51,6 +55,11 @@ class TrialHooks:
         if self.hold and key == self.hold[1]:
             while not Path(self.hold[0]).exists():
                 time.sleep(0.2)
+        if self.meet and not Path(self.meet[0], key).exists():
+            Path(self.meet[0], key).touch()
+            deadline = time.monotonic() + MEET_TIMEOUT_S
+            while len(list(Path(self.meet[0]).iterdir())) < self.meet[1] and time.monotonic() < deadline:
+                time.sleep(0.1)
         if not self.fail_once_dir:
             return
         marker = Path(self.fail_once_dir, key)
@@ -60,6 +69,7 @@ class TrialHooks:
 
 
 NO_HOOKS = TrialHooks()
+MEET_TIMEOUT_S = 60.0
 
 
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,

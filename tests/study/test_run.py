@@ -120,10 +120,14 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
     assert len(failing) == 2 and failing == {key: plain[key] for key in failing}
 
 
-def test_fractional_gpus_pack_two_trials_at_once(finished):
+def test_fractional_gpus_pack_two_trials_at_once(finished, tmp_path):
+    """Two 0.5-GPU trials on one GPU run at once: each waits after its first evaluation until the
+    other has reached its own (up to a minute), so a worker that starts late cannot hide the packing
+    and trials run one after the other would not overlap."""
     root, _ = finished
     gpu = {**PLAIN, "configs": {}, "seeds": [1, 2], "train": {"steps": 30}, "resources": {"gpus": 0.5}}
-    run_study(_spec(root, "gpu", **gpu), tracking_uri=_uri(root), progress=lambda m: None)
+    run_study(_spec(root, "gpu", **gpu), tracking_uri=_uri(root), progress=lambda m: None,
+              hooks=TrialHooks(meet=(str(tmp_path), 2)))
     trials = _runs(root, "gpu")["trial"]
     assert len(trials) == 2
     (s1, e1), (s2, e2) = [(t.data.metrics["trial_started"], t.data.metrics["trial_ended"]) for t in trials]
