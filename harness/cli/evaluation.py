@@ -6,6 +6,7 @@ from an MLflow study or a long results CSV.
                   [--correction none|bonferroni|holm|bh] [--family metric|table]
                   [--levels 0.05 0.01] [--format md|latex|csv|html] [--form seeds|configs]
                   [--output FILE] [--baseline NAME] [--plots DIR] [--names label|ir-measures|key]
+                  [--phase auto|confirmatory|exploratory]
     harness power (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
                   [--alpha 0.05] [--power 0.8] [--seeds 3 5 10 20] [--queries Q] [--effect E]
                   [--format md|json] [--output FILE] [--baseline NAME]
@@ -71,6 +72,9 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    help="comparisons corrected together: the whole table, or each metric")
     p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",
                    help="significance levels, strictest last (default 0.05 0.01: dagger, double dagger)")
+    p.add_argument("--phase", default="auto", choices=["auto", "confirmatory", "exploratory"],
+                   help="a study with a confirmation phase: its confirmatory table (auto's choice) or "
+                        "the exploratory one of the runs that picked")
     p.add_argument("--format", default="md", choices=list(RENDERERS))
     p.add_argument("--form", default="seeds", choices=FORMS,
                    help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config")
@@ -110,7 +114,8 @@ def load_results(args: argparse.Namespace) -> StudyResults:
         return read_long_csv(args.from_file, baseline=args.baseline)
     from harness.evaluation.mlflow_reader import read_experiment
 
-    return read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline)
+    return read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
+                           phase=getattr(args, "phase", "auto"))
 
 
 def run_table(args: argparse.Namespace) -> int:

@@ -94,7 +94,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from harness.study.variants import possible_configs, trial_count, variant_key
+    from harness.study.validate import confirm_plan
+    from harness.study.variants import confirm_trials, possible_configs, trial_count, variant_key
 
     spec = load(args.study, args.smoke)
     uri = validate_study(spec, tracking_uri=args.tracking_uri, build_model=not args.no_model)
@@ -114,7 +115,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         print("\n".join(schedule_plan(spec)))
     else:
-        print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec)} trials")
+        print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec) - confirm_trials(spec)} trials")
+    if spec.confirm is not None:
+        print("\n".join(confirm_plan(spec)))
+    elif spec.search is not None:
+        print("  confirmation: none (confirm: false); the study's tables are exploratory")
     print(f"  resources per trial: {spec.cpus:g} CPU, {spec.gpus:g} GPU; concurrency {spec.concurrency}; "
           f"retries {spec.max_retries}")
     print(f"  data variants to prepare: {len({variant_key(c) for c in configs})}")

@@ -39,14 +39,27 @@ from harness.tracking.store import check_reachable, default_tracking_uri
 FAST_FAIL_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
 
+PHASES = ("auto", "confirmatory", "exploratory")
+CONFIRMATORY_NOTE = ("Confirmatory: the confirmation phase's runs only, the configurations picked by their "
+                     "dev objective and the baseline retrained with fresh seeds (the runs that picked them: "
+                     "--phase exploratory).")
+EXPLORATORY_NOTE = ("Exploratory: the runs that picked the confirmed configurations, whose differences on "
+                    "them are biased upward by the pick; cite the confirmatory table (--phase confirmatory).")
+
+
 def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
-                    config_ids: Collection[str] | None = None) -> StudyResults:
+                    config_ids: Collection[str] | None = None, phase: str = "auto") -> StudyResults:
     """The results of MLflow experiment ``name`` (module docstring); with ``config_ids``, only the
     seed runs of those configurations (a study file edited between runs leaves the old
-    configurations in its experiment)."""
+    configurations in its experiment). ``phase``: in a study with a confirmation phase (config runs
+    tagged harness.phase=confirmation), ``confirmatory`` reads the confirmation's runs only,
+    ``exploratory`` every other run, ``auto`` the confirmatory one where there is one; the result
+    carries the phase (its tables' titles) and a footnote sentence on it."""
+    if phase not in PHASES:
+        raise DataError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
     client, uri = open_store(tracking_uri)
     with _env_defaults(**FAST_FAIL_ENV):
-        return _read(client, name, uri, baseline, config_ids)
+        return _read(client, name, uri, baseline, config_ids, phase)
 
 
 def open_store(tracking_uri: str | None) -> tuple[Any, str]:
@@ -77,7 +90,7 @@ def experiment_named(client: Any, name: str, uri: str) -> Any:
 
 
 def _read(client: Any, name: str, uri: str, baseline: str | None,
-          config_ids: Collection[str] | None) -> StudyResults:
+          config_ids: Collection[str] | None, phase: str = "auto") -> StudyResults:
     from mlflow.exceptions import MlflowException
 
     source = f"MLflow experiment {name!r}"
@@ -85,6 +98,15 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
         exp_id = experiment_named(client, name, uri).experiment_id
         configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
                    for r in iter_runs(client, exp_id, C.KIND_CONFIG)}
+        confirmed = {cid for cid, r in configs.items() if r.data.tags.get(C.TAG_PHASE) == C.PHASE_CONFIRMATION}
+        if phase == "auto":
+            phase = "confirmatory" if confirmed else ""
+        if phase == "confirmatory" and not confirmed:
+            raise DataError(f"{source} at {uri} has no confirmation runs (config runs tagged "
+                            f"{C.TAG_PHASE}={C.PHASE_CONFIRMATION}); leave out --phase")
+        if phase:
+            keep = confirmed if phase == "confirmatory" else set(configs) - confirmed
+            config_ids = keep if config_ids is None else set(config_ids) & keep
         stopped = {cid: r for cid, r in configs.items() if r.data.tags.get(C.TAG_STOPPED) == "1"
                    and (config_ids is None or cid in config_ids)}
         trials = [t for t in map(SeedRun.of, iter_runs(client, exp_id, C.KIND_TRIAL)) if t.status == "FINISHED"
@@ -128,6 +150,9 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                   if cid in labels and C.TAG_SEQUENTIAL in r.data.tags}
     results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS,
                                  sequential=sequential)
+    if phase and confirmed:
+        results = dataclasses.replace(results, phase=phase, phase_note=(
+            CONFIRMATORY_NOTE if phase == "confirmatory" else EXPLORATORY_NOTE))
     if stopped:
         results = dataclasses.replace(results, stopped={
             (r.info.run_name or cid): f"at step {r.data.tags.get(C.TAG_STOPPED_RUNG, '?')}: "

@@ -66,6 +66,10 @@ class StudyResults:
     # no more; and the seeds of those with fewer than the baseline (the first of the baseline's).
     sequential: Mapping[str, str] = field(default_factory=dict)
     config_seeds: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # A study with a confirmation phase (harness.study._confirm): which runs this is ("confirmatory":
+    # the confirmation's only; "exploratory": the runs that picked) and the footnote's sentence on it.
+    phase: str = ""
+    phase_note: str = ""
 
     @classmethod
     def build(cls, records: Iterable[RunRecord], *, baseline: str | None = None,

@@ -28,7 +28,7 @@ from harness.errors import ConfigError
 from harness.evaluation._crossed import CrossedResult
 from harness.evaluation.corrections import describe
 from harness.evaluation.metrics import NAME_STYLES, TIE_RULE, label_of
-from harness.evaluation.results import seed_summary
+from harness.evaluation.results import StudyResults, seed_summary
 from harness.evaluation.sequential import RULE
 from harness.evaluation.significance import CROSSED, TESTS, Analysis, Comparison, Tally
 
@@ -131,7 +131,7 @@ def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str =
     rows.append(Row(label="SD", cells=tuple(Cell(value=s) for s in sds)))
     placement = ("markers on the seed rows, their count on the AVG row" if per_seed
                  else "markers on the AVG row")
-    return Table(form="seeds", title=display_name(metric, names), corner="seed", columns=res.configs,
+    return Table(form="seeds", title=_phase_title(res, display_name(metric, names)), corner="seed", columns=res.configs,
                  rows=tuple(rows), decimals=decimals,
                  notes=_notes(analysis, [metric], placement, names), metrics=(metric,))
 
@@ -157,7 +157,7 @@ def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -
                               marker=analysis.marker(comp), comparison=comp,
                               tally=analysis.tallies(c, m)))
         rows.append(Row(label=c, cells=tuple(cells)))
-    return Table(form="configs", title=", ".join(display_name(m, names) for m in analysis.metrics),
+    return Table(form="configs", title=_phase_title(res, ", ".join(display_name(m, names) for m in analysis.metrics)),
                  corner="configuration", columns=tuple(display_name(m, names) for m in analysis.metrics),
                  rows=tuple(rows), decimals=decimals,
                  notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"
@@ -174,6 +174,11 @@ def _value_row(analysis: Analysis, label: str, values: list[float | None], comps
                        tally=tallies[i] if tallies else ())
                   for i, (v, comp) in enumerate(zip(values, comps, strict=True)))
     return Row(label=label, cells=cells, rule_before=rule)
+
+
+def _phase_title(res: StudyResults, title: str) -> str:
+    """A table's title with its phase (a study with a confirmation phase): "MAP (confirmatory)"."""
+    return f"{title} ({res.phase})" if res.phase else title
 
 
 def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: str,
@@ -193,7 +198,8 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         units = f"n = {queries} queries"
         if analysis.test != "per-seed":
             units += f", {seeds} seeds"
-    remarks = list(analysis.remarks)
+    remarks = [res.phase_note] if res.phase_note else []
+    remarks += list(analysis.remarks)
     if res.sequential:
         remarks.append(sequential_note(res.sequential, res.baseline))
     if res.stopped:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ray import tune
 
+from harness.study._confirm import phase_of
 from harness.study._final_report import summarise_config
 from harness.study._rounds import round_of, seeds_through
 from harness.study.protocol import (
@@ -28,7 +29,7 @@ from harness.study.protocol import (
 )
 from harness.study.spec import StudySpec
 from harness.study.variants import trial_count
-from harness.tracking.conventions import TAG_ROUND
+from harness.tracking.conventions import TAG_PHASE, TAG_ROUND
 from harness.tracking.records import StudyRecords
 
 Progress = Callable[[str], None]
@@ -75,7 +76,9 @@ class TrackingCallback(tune.Callback):
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
         k = round_of(self.spec, ticket.seed)
-        self.records.trial_started(ticket, tags={TAG_ROUND: str(k)} if k is not None else None)
+        phase = {TAG_PHASE: phase_of(self.spec, ticket)}
+        self.records.trial_started(ticket, tags={**phase, **({TAG_ROUND: str(k)} if k is not None else {})},
+                                   config_tags=phase)
         self.log(f"[trial] {ticket.name} seed {ticket.seed}: running   {self._summary(trials)}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],

@@ -9,7 +9,9 @@ the same); this module only moves the outcome onto the runs:
   minimum detectable effect <metric>_mde_s<S> for S in 3, 5, 10, 20 and the study's seed count
   (alpha 0.05, power 0.8, the study's query count);
 - the study run: tables/*, plots/* and power/power.md (what `harness power` prints) and
-  power/power.json.
+  power/power.json. A study with a confirmation phase (harness.study._confirm): those are the
+  confirmatory report's (the confirmation's runs only, titled confirmatory), and
+  exploratory/tables/* and exploratory/power/* the exploratory one's (the runs that picked).
 
 When the report cannot be produced (a configuration misses seeds because trials failed, runs were
 evaluated on different test candidates, per-query values are missing...), every trial is still
@@ -64,7 +66,14 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
         # A study of fixed configurations reports exactly those: runs of configurations the study
         # file no longer names (it was edited since) stay in MLflow but out of this table.
         ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
-        results = read_experiment(spec.name, tracking_uri=records.store.uri, config_ids=ids)
+        confirmed = {cid for cid in records.config_runs() if cid.endswith("-confirm")}
+        exploratory = None
+        if confirmed:  # harness.study._confirm: the confirmatory report, and the exploratory one beside it
+            exploratory = study_report(read_experiment(spec.name, tracking_uri=records.store.uri,
+                                                       config_ids=ids, phase="exploratory"))
+            ids = confirmed
+        results = read_experiment(spec.name, tracking_uri=records.store.uri, config_ids=ids,
+                                  phase="confirmatory" if confirmed else "auto")
         report = study_report(results)
     except HarnessError as exc:
         # Every trial is recorded; the reason (missing seeds, different evaluation sets, ...)
@@ -74,6 +83,10 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
         records.end()
         raise ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but the significance "
                                 f"report could not be produced: {reason}") from None
+    if exploratory is not None:
+        for outcome in exploratory.outcomes.values():
+            records.config_report(outcome.config_id or "", outcome.metrics, outcome.tags)
+        records.study_artifacts({f"exploratory/{path}": text for path, text in exploratory.artifacts.items()})
     for name, outcome in report.outcomes.items():
         if records.config_report(outcome.config_id or "", outcome.metrics, outcome.tags):
             out[name] = {"role": outcome.role, **outcome.metrics, **outcome.tags}

@@ -1,6 +1,9 @@
 """Orchestration of a study on Ray Tune: the lease, MLflow's study run, data preparation, Ray setup,
 the phases and the report.
 
+Phase "confirmation" (harness.study._confirm), after the others: the top configurations by dev
+and the baseline retrained with fresh seeds, as a grid of tickets, without early stopping.
+
 Phase "fixed": the baseline and the named (or grid) configurations, each x every study seed, as a
 Tune grid of tickets. Phase "search": an Optuna searcher proposes configurations and every proposal
 runs once per study seed (harness.study._searchers). Each (configuration, seed) is one trial
@@ -24,6 +27,7 @@ from harness.errors import HarnessError
 from harness.heap import frozen
 from harness.study import _early_stop_ray as early_stop_ray
 from harness.study._callback import Progress, TrackingCallback, stderr
+from harness.study._confirm import run_confirmation
 from harness.study._final_report import ReportUnavailable, report_study
 from harness.study._lease import StudyLease
 from harness.study._rounds import run_rounds
@@ -122,7 +126,13 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                 callback.reload()  # rounds restored by Tune were recorded by their own callbacks
             else:
                 for phase in phases:
-                    own |= run_phase(spec, phase, fn, callback, resume)
+                    if phase != "confirmation":
+                        own |= run_phase(spec, phase, fn, callback, resume)
+            if spec.confirm is not None:  # the pick retrained with fresh seeds (harness.study._confirm)
+                callback.reload()
+                own |= run_confirmation(spec, callback.records, own, lambda phase, tickets: run_phase(
+                    spec, phase, fn, callback, resume, tickets=tickets), log)
+                callback.reload()
             callback.progress = log
             # Early stopping: tag stopped configurations, log the trial-steps saved; then where the
             # trials' checkpoints are and how much space they take.
@@ -191,7 +201,8 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
     a seed schedule (harness.study._rounds), run as the fixed phase runs its own."""
     name = f"{spec.name}-{phase}"
     path = spec.phase_dir(phase)
-    scheduler = make_scheduler(spec, phase)
+    # The confirmation retrains what was picked: every trial runs to its end.
+    scheduler = None if phase == "confirmation" else make_scheduler(spec, phase)
     if phase == "fixed" or tickets is not None:
         # One grid axis of whole tickets: Tune's config of a trial is {"ticket": {...}}.
         grid = tickets if tickets is not None else fixed_tickets(spec)

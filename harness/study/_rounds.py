@@ -70,6 +70,8 @@ def round_of(spec: StudySpec, seed: int) -> int | None:
 def seeds_through(spec: StudySpec, seed: int) -> list[int]:
     """The seeds of every round up to ``seed``'s: what a configuration that trains ``seed`` has had
     by the end of that round (every study seed without a schedule)."""
+    if spec.confirm is not None and seed in spec.confirm.seeds:  # harness.study._confirm
+        return list(spec.confirm.seeds)
     k = round_of(spec, seed)
     if k is None or spec.seed_schedule is None:
         return list(spec.seeds)
@@ -79,6 +81,8 @@ def seeds_through(spec: StudySpec, seed: int) -> list[int]:
 def received(spec: StudySpec, records: StudyRecords, config_id: str) -> list[int]:
     """The seeds a configuration's summary covers: its finished ones with a schedule, else every
     study seed."""
+    if spec.confirm is not None and config_id.endswith("-confirm"):  # harness.study._confirm
+        return list(spec.confirm.seeds)
     if spec.seed_schedule is None:
         return list(spec.seeds)
     return records.done_seeds(config_id) or list(spec.seeds)

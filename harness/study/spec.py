@@ -18,6 +18,8 @@ A study file::
         curriculum.n: {int: [1, 10], when: {curriculum.pacing: root_n}}
     seeds: [1, 2, 3]                 # every configuration, the baseline included, runs each seed
                                      # or a schedule {start: 4, step: 2, max: 12}: seeds in rounds
+    confirm: {top: 1}                # the top configurations by dev and the baseline retrained with
+                                     # fresh seeds (default with a searcher; false: none)
     objective: {metric: map, mode: max}   # dev metric the searcher optimises (mean over seeds)
     resources: {cpus: 1, gpus: 0}    # per trial; a GPU fraction lets small trials share a GPU
     concurrency: 2
@@ -59,7 +61,8 @@ from harness.tracking.conventions import MODEL_LOGGING, name_problem
 
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
-            "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping", "models")
+            "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping", "models",
+            "confirm")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
 
 
@@ -101,6 +104,15 @@ class SearchSpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ConfirmSpec:
+    """The confirmation phase (harness.study._confirm): the ``top`` configurations by their mean dev
+    objective and the baseline, retrained with ``seeds``, fresh seeds after every earlier one."""
+
+    top: int
+    seeds: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class StudySpec:
     name: str
     description: str
@@ -125,13 +137,17 @@ class StudySpec:
     checkpoint_every_s: float = 60.0
     # Seeds added in rounds (harness.study._rounds); ``seeds`` then lists every seed up to max.
     seed_schedule: SeedSchedule | None = None
+    # The confirmation phase (harness.study._confirm); None: the study picks nothing to confirm.
+    confirm: ConfirmSpec | None = None
 
     @property
     def phases(self) -> tuple[str, ...]:
-        """The study's Tune experiments: ``fixed``, then ``search`` when it has a search; with a seed
-        schedule, ``fixed`` is round 1 and ``round2`` ... ``round<K>`` are the further rounds."""
+        """The study's Tune experiments: ``fixed``, then ``search`` when it has a search, then
+        ``confirmation`` when it confirms its pick; with a seed schedule, ``fixed`` is round 1 and
+        ``round2`` ... ``round<K>`` are the further rounds."""
         rounds = tuple(f"round{k}" for k in range(2, self.seed_schedule.rounds + 1)) if self.seed_schedule else ()
-        return ("fixed", *rounds, "search") if self.search else ("fixed", *rounds)
+        search = ("search",) if self.search else ()
+        return ("fixed", *rounds, *search, *(("confirmation",) if self.confirm else ()))
 
     def phase_dir(self, phase: str) -> str:
         """Where Tune keeps a phase's state: ``<storage_path>/<name>-<phase>`` (a path or a URI)."""
@@ -257,7 +273,8 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         search = None
 
     _check_one_evaluation_set(baseline, configs, search)
-    _check_teacher_seeds(defaults, baseline, configs, search, seeds)
+    confirm = _confirm(raw, configs, search, seeds, schedule is not None)
+    _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
 
     ids = {}
     for nc in (baseline, *configs):
@@ -307,7 +324,45 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
-        early_stopping=early, models=models, checkpoint_every_s=every, seed_schedule=schedule)
+        early_stopping=early, models=models, checkpoint_every_s=every, seed_schedule=schedule,
+        confirm=confirm)
+
+
+def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec | None, seeds: list[int],
+             scheduled: bool) -> ConfirmSpec | None:
+    """``confirm: {top: k, seeds: S}`` (``true``: top 1; ``false``: none; absent: top 1 with a
+    searcher, none otherwise). The fresh seeds are the S (default: as many as the study's) integers
+    after the largest study seed: disjoint from every seed the earlier phases trained."""
+    value = raw.get("confirm", search is not None and not scheduled)
+    if value is False or value is None:
+        return None
+    if value is True:
+        value = {}
+    if not isinstance(value, dict):
+        raise _fail("confirm", f"confirm must be a mapping {{top: k, seeds: S}}, true or false, got {value!r}")
+    for k in value:
+        if k not in ("top", "seeds"):
+            hint = did_you_mean(str(k), ("top", "seeds"), n=2, style="; ", otherwise="; valid: top, seeds")
+            raise _fail(f"confirm.{k}", f"confirm: unknown key {k!r}{hint}")
+    if scheduled:
+        raise _fail("confirm", "confirm retrains a pick with fresh seeds; a study with a seed schedule picks "
+                    "nothing (it settles every listed comparison): drop confirm")
+    candidates = len(configs) + (search.num_configs if search is not None else 0)
+    if candidates == 0:
+        raise _fail("confirm", "confirm retrains the best candidates, and this study has none (only the "
+                    "baseline); add configs or a search, or drop confirm")
+    top = value.get("top", 1)
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= candidates:
+        raise _fail("confirm.top", f"confirm.top must be an integer in [1, {candidates}] (the study's "
+                    f"candidate configurations), got {top!r}")
+    n = value.get("seeds", len(seeds))
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise _fail("confirm.seeds", f"confirm.seeds must be an integer >= 1 (how many fresh seeds), got {n!r}")
+    first = max(seeds) + 1
+    if first + n - 1 > MAX_SEED:
+        raise _fail("confirm.seeds", f"confirm.seeds: the fresh seeds {first}..{first + n - 1} go past "
+                    f"{MAX_SEED}, the largest seed; use smaller study seeds")
+    return ConfirmSpec(top=top, seeds=tuple(range(first, first + n)))
 
 
 def _seed_schedule(raw: dict[str, Any]) -> tuple[SeedSchedule, list[int]]:

@@ -158,3 +158,14 @@ def schedule_plan(spec: Any) -> list[str]:
             f"stopped for futility: group-sequential rule at {FAMILY_ALPHA:g}/{len(spec.configs)} = "
             f"{design(spec).alpha:.4g} per comparison (docs/statistics.md)")
     return [head, rounds, rule]
+
+
+def confirm_plan(spec: Any) -> list[str]:
+    """What `harness validate` prints about the confirmation phase (harness.study._confirm)."""
+    from harness.study.variants import confirm_trials
+
+    c = spec.confirm
+    if c is None:
+        return []
+    return [(f"  confirmation: top {c.top} by dev {spec.metric} + baseline x {len(c.seeds)} fresh seeds "
+            f"{list(c.seeds)} = {confirm_trials(spec)} trials (the confirmatory table uses these runs only)")]

@@ -65,7 +65,8 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
                  f"test queries ({first.data.source}, protocol {first.data.protocol}, train.sampler "
                  f"{first.train.sampler}, model {first.model.name})")
         # Every configuration with every study seed: pair scores and random orders are per seed.
-        scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in spec.seeds], splits,
+        seeds = (*spec.seeds, *(spec.confirm.seeds if spec.confirm else ()))
+        scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in seeds], splits,
                                    progress=progress)
         out[key] = prepare_data(splits, first.model, scores)
     return out
@@ -80,12 +81,19 @@ def study_params(spec: StudySpec, trials: int) -> dict[str, Any]:
             "study.concurrency": spec.concurrency, "study.max_retries": spec.max_retries,
             "study.checkpoint_every_s": spec.checkpoint_every_s,
             "study.storage_path": spec.storage_path,
-            **({"study.seed_schedule": spec.seed_schedule.describe()} if spec.seed_schedule else {})}
+            **({"study.seed_schedule": spec.seed_schedule.describe()} if spec.seed_schedule else {}),
+            **({"study.confirm_top": spec.confirm.top, "study.confirm_seeds": list(spec.confirm.seeds)}
+               if spec.confirm else {})}
 
 
 def trial_count(spec: StudySpec) -> int:
     n = len(spec.fixed_configs())
     if spec.search is not None:
         n += spec.search.num_configs
-    return n * len(spec.seeds)
+    return n * len(spec.seeds) + confirm_trials(spec)
+
+
+def confirm_trials(spec: StudySpec) -> int:
+    """The confirmation phase's trials: the top configurations and the baseline x the fresh seeds."""
+    return (spec.confirm.top + 1) * len(spec.confirm.seeds) if spec.confirm else 0
 

@@ -99,6 +99,14 @@ TAG_ROUND = "harness.round"
 TAG_SEQUENTIAL = "harness.sequential"
 METRIC_SEQUENTIAL_ROUND = "sequential_round"
 METRIC_SEQUENTIAL_SEEDS = "sequential_seeds"
+# Phases (harness.study._confirm): every config run and seed run carries the phase that made it
+# (fixed, search, confirmation); the study run names the configurations its confirmation retrains
+# (config ids, comma-separated) once they are picked.
+TAG_PHASE = "harness.phase"
+PHASE_FIXED = "fixed"
+PHASE_SEARCH = "search"
+PHASE_CONFIRMATION = "confirmation"
+TAG_CONFIRM_PICK = "harness.confirmation_pick"
 # Where a study's Tune state (trial checkpoints, result.json with the per-query values) lives, and
 # how much space it takes at the study's end (study run).
 TAG_STORAGE = "harness.storage_path"

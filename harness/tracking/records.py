@@ -180,33 +180,38 @@ class StudyRecords:
                 self.store.log_params(self._study, params)
         return self._study
 
-    def config_run(self, ticket: Ticket) -> str:
+    def config_run(self, ticket: Ticket, tags: Mapping[str, str] | None = None) -> str:
         """The config run of a trial's configuration (created once). Its params and its resolved
         config are logged again on a run an earlier driver created: that driver may have died
-        between creating the run and describing it (logging the same values again changes nothing)."""
+        between creating the run and describing it (logging the same values again changes nothing).
+        ``tags`` (its phase) are set when the run is made or recovered."""
         run = self._configs.get(ticket.config_id)
         if run is None:
             if self._study is None:
                 raise RuntimeError("study_started() must come before config runs are created")
             run = self.store.start_run(self.experiment_id, ticket.name, {
                 C.TAG_KIND: C.KIND_CONFIG, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
-                C.TAG_STUDY: self.study_name}, parent=self._study)
+                C.TAG_STUDY: self.study_name, **(tags or {})}, parent=self._study)
             self._configs[ticket.config_id] = run
         elif run not in self._recovered:
             return run
+        elif tags:
+            self.store.set_tags(run, tags)
         self._recovered.discard(run)
         flat = {k: v for k, v in ticket.flat.items() if k != "train.seed"}
         self.store.log_params(run, flat)
         self.store.log_json(run, flat, C.RESOLVED_ARTIFACT.format(config_id=ticket.config_id))
         return run
 
-    def trial_started(self, ticket: Ticket, tags: Mapping[str, str] | None = None) -> str:
+    def trial_started(self, ticket: Ticket, tags: Mapping[str, str] | None = None,
+                      config_tags: Mapping[str, str] | None = None) -> str:
         """The seed run of a trial (created once, nested under its config run; its params logged
-        again on a run an earlier driver created, as for config runs). ``tags`` (the round of a seed
-        schedule) are set on the run whenever they are given."""
+        again on a run an earlier driver created, as for config runs). ``tags`` (the phase, the
+        round of a seed schedule) are set on the run whenever they are given; ``config_tags`` (the
+        phase) on its config run when that is made."""
         run = self._seeds.get(ticket.key)
         if run is None:
-            parent = self.config_run(ticket)
+            parent = self.config_run(ticket, config_tags)
             run = self.store.start_run(self.experiment_id, f"{ticket.name}-seed{ticket.seed}", {
                 C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
                 C.TAG_SEED: str(ticket.seed), C.TAG_TRIAL_KEY: ticket.key, C.TAG_STUDY: self.study_name,
@@ -217,7 +222,7 @@ class StudyRecords:
                 self.store.set_tags(run, tags)
             return run
         else:
-            self.config_run(ticket)
+            self.config_run(ticket, config_tags)
         self._recovered.discard(run)
         self.store.log_params(run, dict(ticket.flat))
         if tags:
@@ -337,6 +342,9 @@ class StudyRecords:
 
     def config_runs(self) -> dict[str, str]:
         return dict(self._configs)
+
+    def study_tags(self, tags: Mapping[str, str]) -> None:
+        self.store.set_tags(self._require_study(), tags)
 
     def end(self, status: str = "FINISHED", configs: Iterable[str] | None = None) -> None:
         """End the config runs (``configs``: only those ids) and the study run."""
