@@ -53,7 +53,7 @@ def build_once(tree: Path, conversations: int | None) -> dict[str, object]:
         proc = subprocess.run(cmd, env=env, cwd=tree, capture_output=True, text=True, check=False)
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        built = sorted(Path(cache, "data").glob("*.pkl"))
+        built = sorted(p for p in Path(cache, "data").iterdir() if p.suffix in (".splits", ".pkl"))  # .pkl: older trees
         digest = hashlib.sha256(built[0].read_bytes()).hexdigest() if built else ""
     if proc.returncode:
         raise SystemExit(f"data build with {tree} failed:\n{proc.stderr[-2000:]}")

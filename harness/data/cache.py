@@ -15,10 +15,22 @@ fingerprint; and, per training-negatives method other than the protocol's, the t
 Location: ``DataConfig.cache_dir``, else ``$HARNESS_CACHE``, else ``~/.cache/harness``, always made
 absolute (trials run in their own working directories); files live in its ``data/`` folder.
 
-Format: a pickle of per-split numpy columns (ids into one string table that holds each distinct
-text once, labels, scores), so the full embedded set (~50 MB) loads in about 2 s. Files are written
-to a temporary name in the same folder and moved into place with ``os.replace``, so a parallel
-process sees the whole file or none.
+Format (``harness-splits/3``, files named ``*.splits``): data only, never code, so a file that a
+shared cache folder holds cannot run anything as it loads. Per split, numpy columns (ids into one
+string table that holds each distinct text once, labels, scores), stored as raw little-endian arrays
+behind a JSON header; the string table is a JSON list. The file::
+
+    harness-splits/3\n
+    <sha256 hex of everything after this line>\n
+    <header JSON>\n<the arrays' bytes, in the header's order>
+
+The checksum is checked before anything else is read: a file that is not in this format (a pickle
+from an older version, or planted), or whose bytes changed since they were written (an edit in place,
+a torn copy), is not loaded; one warning line names it and the build runs again, replacing it. The
+checksum finds changes, not a forger who rewrites it too: what such a file can do is bring wrong
+data, never run code, and keeping a cache folder that others may write is the user's choice. The
+full embedded set (~50 MB) loads in about 2 s. Files are written to a temporary name in the same
+folder and moved into place with ``os.replace``, so a parallel process sees the whole file or none.
 """
 
 from __future__ import annotations
@@ -27,7 +39,6 @@ import gc
 import hashlib
 import json
 import os
-import pickle
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -44,7 +55,10 @@ from harness.records import Candidate, Query, Splits
 BUILD_VERSION = 2  # 2: data.protocol (response by default), data.depth; context-BM25 scores everywhere
 BUILD_FIELDS = ("source", "context_turns", "negatives", "protocol", "depth", "split_seed",
                 "conversations", "dev_fraction", "test_fraction")
-_FORMAT = "harness-splits/2"
+_FORMAT = "harness-splits/2"  # the payload's tag (encode, pack, decode)
+MAGIC = b"harness-splits/3\n"  # the file's first line
+SUFFIX = ".splits"
+_DTYPES = {"score": "<f8"}  # every other column is "<i4"
 
 
 def file_digest(path: Path) -> str:
@@ -94,12 +108,12 @@ def cache_root(cfg: DataConfig) -> Path:
 
 def cache_file(cfg: DataConfig, fp: str) -> Path:
     """The file of the base build with fingerprint ``fp``."""
-    return cache_root(cfg) / "data" / f"{cfg.source}-{fp}.pkl"
+    return cache_root(cfg) / "data" / f"{cfg.source}-{fp}{SUFFIX}"
 
 
 def train_cache_file(cfg: DataConfig, base: str, method: str) -> Path:
     """The file of the train split with negatives by ``method`` over the base build ``base``."""
-    return cache_root(cfg) / "data" / f"{cfg.source}-{base}-train-{method}.pkl"
+    return cache_root(cfg) / "data" / f"{cfg.source}-{base}-train-{method}{SUFFIX}"
 
 
 Payload = tuple[Any, ...]  # (_FORMAT, fingerprint, string table, (train, dev, test) columns)
@@ -191,19 +205,81 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
+def serialize(payload: Payload) -> bytes:
+    """The bytes of a cache file holding ``payload`` (the module docstring's format)."""
+    fmt, fp, strings, parts = payload
+    if fmt != _FORMAT:
+        raise ValueError(f"format {fmt!r}")
+    blobs: list[bytes] = []
+    offset = 0
+
+    def add(blob: bytes) -> list[int]:
+        nonlocal offset
+        blobs.append(blob)
+        offset += len(blob)
+        return [offset - len(blob), len(blob)]
+
+    table = add(json.dumps(list(strings), ensure_ascii=False).encode())
+    columns = [{name: [_DTYPES.get(name, "<i4"), *add(np.ascontiguousarray(
+        part[name], dtype=_DTYPES.get(name, "<i4")).tobytes())] for name in COLUMNS} for part in parts]
+    header = json.dumps({"fingerprint": fp, "strings": table, "parts": columns}, sort_keys=True)
+    body = header.encode() + b"\n" + b"".join(blobs)
+    return MAGIC + hashlib.sha256(body).hexdigest().encode() + b"\n" + body
+
+
+def deserialize(blob: bytes) -> Payload:
+    """The payload of a cache file's bytes; ``CacheRefused`` (with why) when they are not one."""
+    if not blob.startswith(MAGIC):
+        raise CacheRefused(f"is not a harness data cache file (its first line is not "
+                           f"{MAGIC.decode().strip()}: a file of an older version, or not the harness's)")
+    digest, _, body = blob[len(MAGIC):].partition(b"\n")
+    if hashlib.sha256(body).hexdigest().encode() != digest:
+        raise CacheRefused("does not match its checksum (changed since it was written: edited, "
+                           "truncated or damaged)")
+    try:
+        text, _, data = body.partition(b"\n")
+        header = json.loads(text)
+        fp, (start, size) = str(header["fingerprint"]), header["strings"]
+        strings = json.loads(data[start:start + size])
+        parts = tuple({name: _array(data, *part[name], expected=_DTYPES.get(name, "<i4"))
+                       for name in COLUMNS} for part in header["parts"])
+        if not isinstance(strings, list) or len(parts) != 3:
+            raise ValueError("not three splits over a string table")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CacheRefused(f"has a checksum but no readable content ({type(exc).__name__}: {exc})") from None
+    return (_FORMAT, fp, strings, parts)
+
+
+def _array(data: bytes, dtype: str, start: int, size: int, *, expected: str) -> np.ndarray:
+    if dtype != expected or start < 0 or start + size > len(data) or size % np.dtype(dtype).itemsize:
+        raise ValueError(f"column {dtype} at {start}+{size} does not fit")
+    return np.frombuffer(data, dtype=dtype, count=size // np.dtype(dtype).itemsize, offset=start)
+
+
+class CacheRefused(ValueError):
+    """A cache file that is not loaded, and why (``load`` warns with it and builds again)."""
+
+
 def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None:
-    """The cached splits at ``path`` if present, readable and built for ``fp``; else None."""
+    """The cached splits at ``path`` if present, in the cache format, unchanged since written
+    (checksum) and built for ``fp``; else None. A file there that is refused is named in one
+    warning line; it is never loaded, and the caller's build replaces it."""
     if not path.is_file():
         return None
     try:
-        with paused_gc(), open(path, "rb") as fh:
-            splits = decode(pickle.load(fh))
-    # A corrupt, truncated or foreign file is a cache miss, never a failure.
-    except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, IndexError, KeyError,
-            AttributeError, ImportError) as exc:
+        with paused_gc():
+            payload = deserialize(path.read_bytes())
+            try:
+                splits = decode(payload)
+            except (ValueError, TypeError, IndexError) as exc:  # ids outside the string table ...
+                raise CacheRefused(f"has a checksum but inconsistent content ({type(exc).__name__}: "
+                                   f"{exc})") from None
+    except (OSError, CacheRefused) as exc:
+        why = exc if isinstance(exc, CacheRefused) else f"cannot be read ({exc.strerror or exc})"
         if progress:
-            progress(f"ignoring unreadable cache file {path} ({type(exc).__name__}: {exc})")
+            progress(f"warning: data cache file {path} {why}; not loaded, building the data again")
         return None
+    # A file named for another fingerprint (renamed or copied by hand) is not this build.
     return splits if splits.fingerprint == fp else None
 
 
@@ -216,7 +292,7 @@ def store(path: Path, data: Splits | Payload, progress: Progress | None = None) 
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
-            pickle.dump(payload, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            fh.write(serialize(payload))
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; reading os.umask would race other threads

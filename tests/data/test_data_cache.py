@@ -1,10 +1,12 @@
-"""The data cache: fingerprint, location, atomic round trip, and load_splits through it."""
+"""The data cache: fingerprint, location, atomic round trip, load_splits through it, and files that
+must not be loaded (a planted pickle, an edit in place)."""
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
+import os
 import pickle
 from pathlib import Path
 
@@ -59,17 +61,89 @@ def test_cache_root_is_absolute(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
 
 def test_store_load_round_trip_is_atomic_and_checked(tmp_path: Path) -> None:
     splits = _splits()
-    target = tmp_path / "deep" / "data" / "chitchat-x.pkl"
+    target = tmp_path / "deep" / "data" / "chitchat-x.splits"
     assert cache.store(target, splits)
     assert [p.name for p in target.parent.iterdir()] == [target.name]  # no temporary left behind
     assert cache.load(target, splits.fingerprint) == splits
     assert cache.load(target, splits.fingerprint).evaluation == splits.evaluation  # type: ignore[union-attr]
     assert cache.load(target, "0" * 64) is None  # built for another fingerprint
-    assert cache.load(tmp_path / "absent.pkl", splits.fingerprint) is None
+    assert cache.load(tmp_path / "absent.splits", splits.fingerprint) is None
+    blob = target.read_bytes()
+    for bad, why in ((blob[:-3], "does not match its checksum"), (b"", "is not a harness data cache file"),
+                     (pickle.dumps(("other-format", 1, 2, 3)), "is not a harness data cache file")):
+        messages: list[str] = []
+        target.write_bytes(bad)
+        assert cache.load(target, splits.fingerprint, messages.append) is None
+        assert len(messages) == 1 and "\n" not in messages[0]
+        assert messages[0].startswith(f"warning: data cache file {target} {why}")
+
+
+def test_a_file_with_a_checksum_but_ids_outside_its_table_is_refused(tmp_path: Path) -> None:
+    """What only a deliberate rewrite (checksum recomputed) makes: refused, never an IndexError."""
+    fmt, fp, strings, parts = cache.encode(_splits())
+    target = tmp_path / "x.splits"
+    target.write_bytes(cache.serialize((fmt, fp, strings[:2], parts)))
     messages: list[str] = []
-    target.write_bytes(pickle.dumps(("other-format", 1, 2, 3))[:-3])
-    assert cache.load(target, splits.fingerprint, messages.append) is None
-    assert "ignoring unreadable cache file" in messages[0]
+    assert cache.load(target, fp, messages.append) is None
+    assert "inconsistent content" in messages[0]
+
+
+class _RunsCode:
+    """Unpickling this runs a shell command."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return os.system, (f"touch '{self.marker}'",)
+
+
+def test_a_planted_pickle_is_never_loaded_and_the_data_is_built_again(tmp_path: Path,
+                                                                     tiny_chitchat: Path) -> None:
+    """Someone who can write the cache folder puts a pickle where the data set's file goes (and
+    where older versions kept it): nothing runs, one warning names the file, the build replaces it."""
+    cfg = DataConfig(path=str(tiny_chitchat), negatives=3, cache_dir=str(tmp_path / "c"))
+    fp = chitchat_fingerprint(cfg)
+    marker = tmp_path / "ran"
+    planted = cache.cache_file(cfg, fp)
+    planted.parent.mkdir(parents=True)
+    payload = pickle.dumps(_RunsCode(marker))
+    planted.write_bytes(payload)
+    planted.with_suffix(".pkl").write_bytes(payload)  # the name older versions read
+    messages: list[str] = []
+    built = load_splits(cfg, progress=messages.append)
+    assert not marker.exists()
+    warned = [m for m in messages if m.startswith("warning:")]
+    assert warned == [(f"warning: data cache file {planted} is not a harness data cache file (its first "
+                       "line is not harness-splits/3: a file of an older version, or not the harness's); "
+                       "not loaded, building the data again")]
+    assert any(m.startswith("built the data set") for m in messages)
+    assert planted.read_bytes().startswith(cache.MAGIC)
+    assert load_splits(cfg) == built and not marker.exists()
+
+
+def test_a_cache_edited_in_place_is_detected_and_rebuilt(tmp_path: Path, tiny_chitchat: Path) -> None:
+    """A train label flipped in the file (results would change silently): the checksum refuses it
+    and the data comes from the source again, equal to the first build."""
+    cfg = DataConfig(path=str(tiny_chitchat), negatives=3, cache_dir=str(tmp_path / "c"))
+    first = load_splits(cfg)
+    path = cache.cache_file(cfg, first.fingerprint)
+    blob = bytearray(path.read_bytes())
+    header_at = blob.index(b"\n", len(cache.MAGIC)) + 1
+    header_end = blob.index(b"\n", header_at)
+    header = json.loads(bytes(blob[header_at:header_end]))
+    _, start, size = header["parts"][0]["label"]  # the train split's labels
+    labels = bytes(blob[header_end + 1 + start:header_end + 1 + start + size])
+    flip = labels.index(b"\x01\x00\x00\x00")  # a positive becomes a negative
+    blob[header_end + 1 + start + flip] = 0
+    path.write_bytes(bytes(blob))
+    messages: list[str] = []
+    again = load_splits(cfg, progress=messages.append)
+    warned = [m for m in messages if m.startswith("warning:")]
+    assert len(warned) == 1 and f"{path} does not match its checksum" in warned[0]
+    assert again == first
+    assert sum(c.label for q in again.train for c in q.candidates) == sum(
+        c.label for q in first.train for c in q.candidates)
 
 
 def test_caps_take_a_seeded_ordered_subset_with_its_own_fingerprint() -> None:
@@ -102,7 +176,9 @@ def test_load_splits_builds_once_then_reads_the_cache(tmp_path: Path, tiny_chitc
 
 
 # sha256 of the cache files these builds wrote with the code before builds packed their columns
-# straight from the corpus positions (commit 43f69f3, which encoded query objects).
+# straight from the corpus positions (commit 43f69f3, which encoded query objects), when a cache
+# file was the pickle of ``cache.encode``'s payload: the payload is still checked byte for byte
+# through that pickle (written here, never read), and the file is its ``cache.serialize``.
 PINNED = {
     "small": ("2ce11acaefe5826e8328ceab41c0fb3718bdf0120c6e63df5ee05d70c8b55f9c",
               "9f7eb9bbcc197fbf42d4114f0d3c8626e29256cce7313d84d74c6e532e7e0565"),
@@ -133,8 +209,8 @@ def test_a_build_writes_the_bytes_that_encoding_its_queries_writes(name: str, tm
     method = "context" if sampler == "bm25" else sampler
     files = (cache.cache_file(cfg, fp), cache.train_cache_file(cfg, fp, method))
     for file, pinned, key in zip(files, PINNED[name], (fp, cache.train_fingerprint(fp, method)), strict=True):
-        blob = file.read_bytes()
-        assert hashlib.sha256(blob).hexdigest() == pinned
         splits = cache.load(file, key)
         assert splits is not None
-        assert pickle.dumps(cache.encode(splits), protocol=pickle.HIGHEST_PROTOCOL) == blob
+        payload = cache.encode(splits)
+        assert hashlib.sha256(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).hexdigest() == pinned
+        assert file.read_bytes() == cache.serialize(payload)
