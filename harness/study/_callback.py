@@ -125,7 +125,7 @@ class TrackingCallback(tune.Callback):
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
-        self.records.trial_failed(ticket, str(getattr(trial, "error_file", "") or "trial failed"))
+        self.records.trial_failed(ticket, trial_error(trial))
         self.log(f"[trial] {ticket.name} seed {ticket.seed}: FAILED after retries   {self._summary(trials)}")
 
     def _summary(self, trials: list[Any], finished: tuple[Any, float] | None = None) -> str:
@@ -145,3 +145,16 @@ class TrackingCallback(tune.Callback):
         best_s = f", best dev {self.spec.metric} {pick(best):.4f}" if best else ""
         return (f"(done {states.get('TERMINATED', 0)}, running {states.get('RUNNING', 0)}, "
                 f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}{best_s})")
+
+
+def trial_error(trial: Any) -> str:
+    """What a failed trial's seed run records as its error: the last line of the traceback Tune
+    wrote (the exception and its message), and where the whole traceback is."""
+    path = str(getattr(trial, "error_file", "") or "")
+    try:
+        lines = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()] if path else []
+    except OSError:
+        lines = []
+    if not lines:
+        return f"trial failed (traceback: {path})" if path else "trial failed"
+    return f"{lines[-1][:1000]} (traceback: {path})"

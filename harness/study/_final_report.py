@@ -13,9 +13,12 @@ the same); this module only moves the outcome onto the runs:
   confirmatory report's (the confirmation's runs only, titled confirmatory), and
   exploratory/tables/* and exploratory/power/* the exploratory one's (the runs that picked).
 
-When the report cannot be produced (a configuration misses seeds because trials failed, runs were
-evaluated on different test candidates, per-query values are missing...), every trial is still
-recorded: the runs are ended, the study run gets the reason as tag harness.report_error and
+A study with trials that failed after their retries gets no report (a table over the seeds that
+happened to finish would compare what was not planned): ``TrialsFailed`` names them, the config
+runs with a failed seed and the study run end FAILED, and `harness run` exits non-zero; `--resume`
+runs them again. When the report cannot be produced for another reason (runs were evaluated on
+different test candidates, per-query values are missing...), every trial is still recorded: the
+runs are ended (the study run FAILED), the study run gets the reason as tag harness.report_error and
 ``ReportUnavailable`` is raised, so `harness run` exits non-zero saying why. No study is skipped
 silently: the studies with nothing to compare by design still get a report (a baseline-only study
 its tables without tests or power analysis; a one-seed study tests per query), so a report error
@@ -40,6 +43,29 @@ class ReportUnavailable(HarnessError):
     """The study's trials are recorded but its significance report could not be produced."""
 
 
+class TrialsFailed(ReportUnavailable):
+    """Trials of the study failed after their retries (named in the message); no report."""
+
+
+def check_trials(spec: StudySpec, records: StudyRecords, config_ids: set[str] | None) -> None:
+    """Raise ``TrialsFailed`` (after ending the runs) when seed runs of the study's configurations
+    (``config_ids``; None: all) failed after their retries."""
+    failed = records.failed_trials(config_ids)
+    if not failed:
+        return
+    shown = "; ".join(f"{r.name or r.run_id} ({_first_line(r.error) or 'no error recorded'})" for r in failed[:5])
+    more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
+    reason = f"{len(failed)} trial(s) failed after their retries: {shown}{more}"
+    records.report_failed(reason)
+    records.end(study_status="FAILED", failed={r.config_id for r in failed if r.config_id})
+    raise TrialsFailed(f"study {spec.name!r}: {reason}; the finished trials are recorded, no report was "
+                       "made; `harness run STUDY --resume` runs the failed trials again")
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0][:300] if text.strip() else ""
+
+
 def summarise_config(records: StudyRecords, config_id: str, seeds: list[int]) -> dict[str, float] | None:
     """Log a configuration's summary over ``seeds`` (harness.evaluation.results.summary_metrics of
     their test metrics) onto its config run once every seed is done; None before."""
@@ -62,10 +88,12 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     for cid in records.config_runs():
         summarise_config(records, cid, received(spec, records, cid))
     out: dict[str, Any] = {}
+    # A study of fixed configurations reports exactly those: runs of configurations the study
+    # file no longer names (it was edited since) stay in MLflow but out of this table.
+    ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
+    # ... and their confirmation runs (harness.study._confirm), whose trials must have finished too.
+    check_trials(spec, records, None if ids is None else ids | {f"{cid}-confirm" for cid in ids})
     try:
-        # A study of fixed configurations reports exactly those: runs of configurations the study
-        # file no longer names (it was edited since) stay in MLflow but out of this table.
-        ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
         confirmed = {cid for cid in records.config_runs() if cid.endswith("-confirm")}
         exploratory = None
         if confirmed:  # harness.study._confirm: the confirmatory report, and the exploratory one beside it
@@ -80,7 +108,7 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
         # goes onto the study run and into the one-line error.
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         records.report_failed(reason)
-        records.end()
+        records.end(study_status="FAILED")
         raise ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but the significance "
                                 f"report could not be produced: {reason}") from None
     if exploratory is not None:

@@ -17,6 +17,7 @@ its end.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -73,16 +74,42 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
     ``ReportUnavailable`` (after every trial is recorded and the runs are ended) when the
     significance report could not be produced.
     """
+    from harness.tracking.store import default_tracking_uri
+
     log = progress or stderr
+    uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     base = Path(spec.storage_path) if "://" not in spec.storage_path else None
-    if base is None:
-        log(f"lease: Tune storage {spec.storage_path} is not a local path; this study is not guarded "
-            "against a second driver (run one `harness run` per study)")
-        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh)
-    lease = StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
-                       resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
-    with lease:
-        return _drive(spec, resume, log, tracking_uri, num_gpus, hooks, fresh)
+    with contextlib.ExitStack() as held:
+        if base is None:
+            log(f"lease: Tune storage {spec.storage_path} is not a local path; this study is not guarded "
+                "against a second driver (run one `harness run` per study)")
+        else:
+            held.enter_context(StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
+                                          resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume"))
+        try:
+            return _drive(spec, resume, log, uri, num_gpus, hooks, fresh)
+        except BaseException as exc:
+            end_open_runs(spec, uri, exc, log)
+            raise
+
+
+def end_open_runs(spec: StudySpec, uri: str, exc: BaseException, log: Progress) -> None:
+    """The driver stops before the study's end (``exc``): every run of the study it left RUNNING
+    ends FAILED, or KILLED when it was interrupted (Ctrl-C). Only the holder of the study's lease
+    gets here, so no other driver's runs are touched."""
+    from mlflow.exceptions import MlflowException
+
+    from harness.tracking.records import end_open_runs as end_runs
+    from harness.tracking.store import TrackingStore
+
+    status = "KILLED" if isinstance(exc, KeyboardInterrupt | SystemExit) else "FAILED"
+    try:
+        ended = end_runs(TrackingStore(uri), spec.name, status)
+    except (HarnessError, MlflowException, OSError) as err:  # the store may be what failed: the original error matters
+        log(f"could not end the study's MLflow runs ({type(err).__name__}: {str(err).splitlines()[0][:200]})")
+        return
+    if ended:
+        log(f"study {spec.name}: {len(ended)} MLflow run(s) left running ended {status}")
 
 
 def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -90,13 +90,16 @@ class SeedRun:
     test: Mapping[str, float]
     metrics: Mapping[str, float]
     start_time: int
+    name: str = ""  # the run's name, <configuration>-seed<seed>
+    error: str = ""  # why it failed (tag harness.error)
 
     @classmethod
     def of(cls, run: Any) -> SeedRun:
         tags, metrics = run.data.tags, run.data.metrics
         return cls(run.info.run_id, tags.get(C.TAG_CONFIG_ID), tags.get(C.TAG_SEED), tags.get(C.TAG_ROLE),
                    tags.get(C.TAG_TRIAL_KEY), tags.get(C.TAG_EVAL_FINGERPRINT), tags.get(C.TAG_DONE) == "1",
-                   run.info.status, unprefixed(metrics, C.TEST_PREFIX), dict(metrics), run.info.start_time or 0)
+                   run.info.status, unprefixed(metrics, C.TEST_PREFIX), dict(metrics), run.info.start_time or 0,
+                   run.info.run_name or "", tags.get(C.TAG_ERROR, ""))
 
 
 def read_per_query(client: Any, run_id: str, tmp: str, source: str,
@@ -170,7 +173,10 @@ class StudyRecords:
     # -- events --------------------------------------------------------------------------------
 
     def study_started(self, *, study_text: str | None = None, params: Mapping[str, Any] | None = None) -> str:
-        """The study run (created once; a resumed study finds it)."""
+        """The study run (created once; a resumed study finds it, and it is RUNNING again until
+        this driver ends it)."""
+        if self._study is not None:
+            self.store.client.update_run(self._study, status="RUNNING")
         if self._study is None:
             self._study = self.store.start_run(self.experiment_id, self.study_name, {
                 C.TAG_KIND: C.KIND_STUDY, C.TAG_STUDY: self.study_name})
@@ -289,6 +295,15 @@ class StudyRecords:
         """The seeds of a configuration whose trials are recorded as finished, ascending."""
         return sorted(self._test.get(config_id, {}))
 
+    def failed_trials(self, config_ids: Collection[str] | None = None) -> list[SeedRun]:
+        """The seed runs that ended FAILED without their final record: trials that failed after
+        their retries (``config_ids``: of those configurations only), in the order they started.
+        Read from MLflow, so a trial that an earlier driver saw fail and this one finished is not
+        among them."""
+        runs = [s for s in map(SeedRun.of, iter_runs(self.store.client, self.experiment_id, C.KIND_TRIAL))
+                if s.status == "FAILED" and not s.done and (config_ids is None or s.config_id in config_ids)]
+        return sorted(runs, key=lambda s: (s.start_time, s.run_id))
+
     def seed_tests(self, config_id: str, seeds: Sequence[int]) -> dict[int, dict[str, float]] | None:
         """The test metrics of each of ``seeds`` of a configuration (without the test_ prefix), once
         every one is done and its config run exists; None before."""
@@ -346,10 +361,29 @@ class StudyRecords:
     def study_tags(self, tags: Mapping[str, str]) -> None:
         self.store.set_tags(self._require_study(), tags)
 
-    def end(self, status: str = "FINISHED", configs: Iterable[str] | None = None) -> None:
-        """End the config runs (``configs``: only those ids) and the study run."""
+    def end(self, status: str = "FINISHED", configs: Iterable[str] | None = None,
+            study_status: str | None = None, failed: Collection[str] = ()) -> None:
+        """End the config runs (``configs``: only those ids) with ``status``, those in ``failed``
+        FAILED, and the study run with ``study_status`` (default: ``status``)."""
         for cid, run in self._configs.items():
             if configs is None or cid in configs:
-                self.store.end_run(run, status)
+                self.store.end_run(run, "FAILED" if cid in failed else status)
         if self._study:
-            self.store.end_run(self._study, status)
+            self.store.end_run(self._study, study_status or status)
+
+
+def end_open_runs(store: TrackingStore, study_name: str, status: str) -> list[str]:
+    """End every run of study ``study_name`` that is still RUNNING (its study run, config runs and
+    seed runs) with ``status`` (FAILED, or KILLED for an interrupted driver); returns their ids.
+    For the one driver of a study (it holds the study's lease) that stops before its end: no run
+    of the study stays RUNNING after its driver has gone."""
+    exp = store.client.get_experiment_by_name(study_name)
+    if exp is None:
+        return []
+    ended = []
+    for kind in (C.KIND_TRIAL, C.KIND_CONFIG, C.KIND_STUDY):
+        for run in iter_runs(store.client, exp.experiment_id, kind):
+            if run.info.status == "RUNNING":
+                store.end_run(run.info.run_id, status)
+                ended.append(run.info.run_id)
+    return ended

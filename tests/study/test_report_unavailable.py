@@ -1,5 +1,6 @@
-"""A study whose report could not be produced ends with ReportUnavailable (after its runs are ended);
-a one-seed study is no skip (it is tested per query). Real MLflow (SQLite), no Ray."""
+"""A study with failed trials ends with TrialsFailed naming them, one whose report could not be
+produced with ReportUnavailable (after its runs are ended, the study run FAILED); a one-seed study is
+no skip (it is tested per query). Real MLflow (SQLite), no Ray."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.study._final_report import ReportUnavailable, report_study
+from harness.study._final_report import ReportUnavailable, TrialsFailed, report_study
 from harness.study.protocol import TrialOutcome, TrialTicket
 from harness.study.spec import load_study
 from harness.tracking.conventions import TAG_REPORT_ERROR
@@ -16,9 +17,11 @@ from harness.tracking.store import TrackingStore
 from tests.study.conftest import write_study
 
 
-def _recorded_study(tmp_path: Path, name: str, seeds: list[int], done: list[tuple[str, int]]):
+def _recorded_study(tmp_path: Path, name: str, seeds: list[int], done: list[tuple[str, int]],
+                    other_evaluation: tuple[str, int] | None = None):
     """Study ``name`` (the baseline and ls over ``seeds``) with its seed runs recorded as the driver
-    records them, without training: those in ``done`` finished, the others failed."""
+    records them, without training: those in ``done`` finished (``other_evaluation`` on other
+    evaluation candidates), the others failed."""
     spec = load_study(write_study(tmp_path, name, configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
                                   seeds=seeds))
     store = TrackingStore(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
@@ -31,25 +34,47 @@ def _recorded_study(tmp_path: Path, name: str, seeds: list[int], done: list[tupl
                 per_query = {"map": {f"q{i}": (i % 3) / 3 + seed / 10 + (nc.role == "candidate") / 20
                                      for i in range(6)}}
                 test = {"map": sum(per_query["map"].values()) / 6}
-                outcome = TrialOutcome(ticket.key, test["map"], test=test, evaluation="e1")
+                evaluation = "e2" if (nc.name, seed) == other_evaluation else "e1"
+                outcome = TrialOutcome(ticket.key, test["map"], test=test, evaluation=evaluation)
                 records.trial_finished(ticket, outcome, per_query)
             else:
                 records.trial_failed(ticket, "injected")
     return spec, store, records, study_run
 
 
-def test_a_failed_trial_makes_the_report_unavailable_after_the_runs_end(tmp_path):
+def test_failed_trials_are_named_and_the_study_run_ends_failed(tmp_path):
+    """A trial that failed after its retries: no report over the seeds that happened to finish; the
+    error names it, the study run and its configuration's run end FAILED, the others FINISHED."""
     done = [("baseline", 1), ("baseline", 2), ("ls", 1)]
     spec, store, records, study_run = _recorded_study(tmp_path, "broken", [1, 2], done)
     logs: list[str] = []
-    with pytest.raises(ReportUnavailable) as exc:
+    with pytest.raises(TrialsFailed) as exc:
         report_study(spec, records, logs.append)
     msg = str(exc.value)
-    assert "\n" not in msg and msg.startswith("study 'broken': every trial is recorded, but the significance "
-                                              "report could not be produced: ")
-    assert "missing seeds" in msg
+    assert "\n" not in msg
+    assert msg.startswith("study 'broken': 1 trial(s) failed after their retries: ls-seed2 (injected); ")
+    assert msg.endswith("`harness run STUDY --resume` runs the failed trials again")
     run = store.client.get_run(study_run)
-    assert run.info.status == "FINISHED" and "missing seeds" in run.data.tags[TAG_REPORT_ERROR]
+    assert run.info.status == "FAILED" and "ls-seed2 (injected)" in run.data.tags[TAG_REPORT_ERROR]
+    status = {r.info.run_name: r.info.status for r in store.client.search_runs([records.experiment_id])}
+    assert status == {"broken": "FAILED", "baseline": "FINISHED", "ls": "FAILED", "baseline-seed1": "FINISHED",
+                      "baseline-seed2": "FINISHED", "ls-seed1": "FINISHED", "ls-seed2": "FAILED"}
+    assert not any("finished;" in m for m in logs)
+
+
+def test_a_report_that_cannot_be_made_ends_the_study_run_failed(tmp_path):
+    """Every trial finished, but one seed was evaluated on other candidates: nothing is paired,
+    the report is unavailable, and the study run says so (FAILED)."""
+    done = [("baseline", 1), ("baseline", 2), ("ls", 1), ("ls", 2)]
+    spec, store, records, study_run = _recorded_study(tmp_path, "mixed", [1, 2], done, other_evaluation=("ls", 2))
+    with pytest.raises(ReportUnavailable) as exc:
+        report_study(spec, records, lambda m: None)
+    assert not isinstance(exc.value, TrialsFailed)
+    msg = str(exc.value)
+    assert "\n" not in msg and msg.startswith("study 'mixed': every trial is recorded, but the significance "
+                                              "report could not be produced: ")
+    run = store.client.get_run(study_run)
+    assert run.info.status == "FAILED" and TAG_REPORT_ERROR in run.data.tags
 
 
 def test_a_one_seed_study_gets_its_report(tmp_path):
