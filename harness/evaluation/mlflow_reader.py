@@ -62,6 +62,18 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
         return _read(client, name, uri, baseline, config_ids, phase)
 
 
+def _refuse_duplicates(trials: list[SeedRun], source: str, uri: str) -> None:
+    """One line naming a seed that has two finished seed runs (two drivers of an older version ran
+    the study at once) and how `harness run --resume` repairs it."""
+    seen: dict[tuple[str | None, str | None], SeedRun] = {}
+    for run in sorted(trials, key=lambda t: (t.start_time, t.run_id)):
+        first = seen.setdefault((run.config_id, run.seed), run)
+        if first is not run:
+            raise DataError(f"{source} at {uri}: seed {run.seed} of configuration {run.config_id} has two "
+                            f"finished seed runs, {first.run_id} and {run.run_id} (two drivers ran the study "
+                            "at once); `harness run STUDY --resume` keeps the first and deletes the other")
+
+
 def open_store(tracking_uri: str | None) -> tuple[Any, str]:
     """A read-only ``MlflowClient`` on ``tracking_uri`` (default: default_tracking_uri()) and the
     URI: a missing SQLite store or an unreachable server fails at once, in one line."""
@@ -114,6 +126,7 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
         if not trials:
             raise DataError(f"{source} at {uri} has no finished seed runs "
                             f"({C.TAG_KIND}={C.KIND_TRIAL}); nothing to tabulate")
+        _refuse_duplicates(trials, source, uri)
         labels = _labels(configs, trials)
         started: dict[str, int] = {}  # study order: when each configuration's first run started
         records, roles = [], {}

@@ -38,6 +38,7 @@ from harness.study._trainable import NO_HOOKS, TrialHooks, trainable
 from harness.study.protocol import TICKET, TrialTicket
 from harness.study.spec import StudySpec
 from harness.study.variants import prepare_study, study_params, trial_count, variant_key
+from harness.tracking.conventions import TAG_DUPLICATE_OF
 from harness.tracking.records import StudyRecords
 from harness.tracking.system_metrics import SystemMetrics
 
@@ -81,16 +82,28 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
     base = Path(spec.storage_path) if "://" not in spec.storage_path else None
     with contextlib.ExitStack() as held:
         if base is None:
-            log(f"lease: Tune storage {spec.storage_path} is not a local path; this study is not guarded "
-                "against a second driver (run one `harness run` per study)")
+            log(f"lease: Tune storage {spec.storage_path} is not a local path, so no lease file; the "
+                "lease on the study's MLflow experiment guards it against a second driver")
         else:
             held.enter_context(StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
                                           resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume"))
+        held.enter_context(store_lease(spec, uri, log, resume_command))
         try:
             return _drive(spec, resume, log, uri, num_gpus, hooks, fresh)
         except BaseException as exc:
             end_open_runs(spec, uri, exc, log)
             raise
+
+
+def store_lease(spec: StudySpec, uri: str, log: Progress, resume_command: str | None) -> Any:
+    """The study's lease in the tracking store (harness.study._store_lease), on its experiment
+    (created here when new): what refuses a second driver started from another directory."""
+    from harness.study._store_lease import StoreLease
+    from harness.tracking.store import TrackingStore
+
+    store = TrackingStore(uri)
+    return StoreLease(store.client, store.experiment(spec.name), study=spec.name, where=uri, log=log,
+                      resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
 
 
 def end_open_runs(spec: StudySpec, uri: str, exc: BaseException, log: Progress) -> None:
@@ -127,6 +140,10 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                            "use `harness run STUDY --resume` to finish it, or change storage_path")
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     records = StudyRecords.open(TrackingStore(uri), spec.name)
+    for kept, dup in records.remove_duplicates():
+        log(f"study {spec.name}: seed run {dup.run_id} repeated finished seed run {kept.run_id} of "
+            f"{dup.name or dup.trial_key} (two drivers of an older version); deleted it (tag "
+            f"{TAG_DUPLICATE_OF}={kept.run_id}; `mlflow runs restore` brings it back)")
     study_run = records.study_started(study_text=spec.text, params=study_params(spec, trial_count(spec)))
     unavailable: ReportUnavailable | None = None
     # System metrics (CPU, memory, GPU where available) sample onto the study run until it ends.

@@ -141,6 +141,9 @@ class StudyRecords:
         self._last_step: dict[str, int] = {}
         self._test: dict[str, dict[int, dict[str, float]]] = {}
         self._recovered: set[str] = set()  # runs an earlier driver created, not yet described again
+        # Finished seed runs recorded twice for one trial (two drivers at once, before the lease on
+        # the experiment): (the one kept, the other); ``remove_duplicates`` deletes the others.
+        self.duplicates: list[tuple[SeedRun, SeedRun]] = []
         self._load()
 
     @classmethod
@@ -155,9 +158,15 @@ class StudyRecords:
         for run in iter_runs(client, self.experiment_id, C.KIND_CONFIG):
             self._configs[run.data.tags[C.TAG_CONFIG_ID]] = run.info.run_id
             self._recovered.add(run.info.run_id)
-        for run in iter_runs(client, self.experiment_id, C.KIND_TRIAL):
-            seed = SeedRun.of(run)
+        trials = sorted(map(SeedRun.of, iter_runs(client, self.experiment_id, C.KIND_TRIAL)),
+                        key=lambda s: (s.start_time, s.run_id))
+        for seed in trials:
             if not seed.trial_key:
+                continue
+            kept = self._done.get(seed.trial_key)
+            if kept is not None:  # the first finished run of the trial stays; this one duplicates it
+                if seed.done:
+                    self.duplicates.append((kept, seed))
                 continue
             self._seeds[seed.trial_key] = seed.run_id
             self._recovered.add(seed.run_id)
@@ -169,6 +178,18 @@ class StudyRecords:
             if seed.done and seed.config_id is not None and seed.seed is not None:
                 self._done[seed.trial_key] = seed
                 self._test.setdefault(seed.config_id, {})[int(seed.seed)] = dict(seed.test)
+
+    def remove_duplicates(self) -> list[tuple[SeedRun, SeedRun]]:
+        """Delete (MLflow's soft delete: out of every search, restorable) each finished seed run
+        that repeats an earlier finished run of the same trial, after tagging it with the run it
+        repeats (harness.duplicate_of); returns what was removed as (kept, removed)."""
+        removed = []
+        for kept, dup in self.duplicates:
+            self.store.set_tags(dup.run_id, {C.TAG_DUPLICATE_OF: kept.run_id})
+            self.store.client.delete_run(dup.run_id)
+            removed.append((kept, dup))
+        self.duplicates = []
+        return removed
 
     # -- events --------------------------------------------------------------------------------
 

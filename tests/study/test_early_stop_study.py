@@ -172,6 +172,21 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
         assert line.startswith(f"harness: error: study 'es-resume' is already being run by pid {proc.pid} on host ")
         assert f"run `harness run {path} --resume` after " in line
         assert "(at once, once that pid has exited)" in line
+        # ... and the same study from another directory (its own storage path, so its own storage
+        # lease) on the same tracking store: refused by the lease on the experiment, nothing written.
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        monkeypatch.chdir(other)
+        elsewhere = write_study(other, "es-resume", **{**ES, "storage_path": "runs"})
+        client = MlflowClient(uri)
+        before_runs = len(client.search_runs([client.get_experiment_by_name("es-resume").experiment_id]))
+        assert main(["run", str(elsewhere)]) == 2
+        line = capsys.readouterr().err.strip()
+        assert "\n" not in line and proc.poll() is None
+        assert line.startswith(f"harness: error: study 'es-resume' is already being run by pid {proc.pid} on host ")
+        assert f"(from any working directory: the lease is tag {C.TAG_DRIVER} of MLflow experiment 'es-resume'" in line
+        assert not list((other / "runs").glob("es-resume-*"))  # no Tune state
+        assert len(client.search_runs([client.get_experiment_by_name("es-resume").experiment_id])) == before_runs
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -186,6 +201,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     assert hooked_run(cmd[3:] + ["--resume"]) == 0  # ... and does not block --resume
     assert f"lease: taking over study 'es-resume' from pid {proc.pid}" in capsys.readouterr().err
     assert not lease.exists()
+    assert C.TAG_DRIVER not in MlflowClient(uri).get_experiment_by_name("es-resume").tags  # released
     lines = log.read_text().splitlines()
     after = lines[len(before):]
     # no finished trial is trained again; the stopped configuration never trains past its rung;

@@ -83,3 +83,38 @@ def test_a_one_seed_study_gets_its_report(tmp_path):
     assert "map_p" in out["ls"]
     run = store.client.get_run(study_run)
     assert run.info.status == "FINISHED" and TAG_REPORT_ERROR not in run.data.tags
+
+
+def test_a_seed_run_two_old_drivers_both_recorded_is_named_then_repaired(tmp_path):
+    """Two drivers of an older version (no lease on the experiment) both recorded ls seed 2: the
+    table refuses in one line naming both runs and the repair; a driver's records then delete the
+    later one (tagged with the run it repeats) and the table reads."""
+    from harness.errors import DataError
+    from harness.evaluation.mlflow_reader import read_experiment
+    from harness.tracking import conventions as C
+
+    done = [("baseline", 1), ("baseline", 2), ("ls", 1), ("ls", 2)]
+    spec, store, records, _ = _recorded_study(tmp_path, "twice", [1, 2], done)
+    ls = next(nc for nc in spec.configs if nc.name == "ls")
+    ticket = TrialTicket.of(ls.name, ls.role, ls.config, 2)
+    first = records.done_run(ticket.key)
+    other = StudyRecords(store, records.experiment_id, "twice")  # the second driver, as it loaded
+    other._done.clear()
+    other._seeds.clear()
+    per_query = {"map": {f"q{i}": 0.5 for i in range(6)}}
+    other.trial_finished(ticket, TrialOutcome(ticket.key, 0.5, test={"map": 0.5}, evaluation="e1"), per_query)
+    second = other.done_run(ticket.key)
+    assert first is not None and second is not None and first.run_id != second.run_id
+    with pytest.raises(DataError) as exc:
+        read_experiment("twice", tracking_uri=store.uri)
+    msg = str(exc.value)
+    assert "\n" not in msg and f"{first.run_id} and {second.run_id}" in msg
+    assert msg.endswith("`harness run STUDY --resume` keeps the first and deletes the other")
+    reopened = StudyRecords.open(store, "twice")
+    removed = reopened.remove_duplicates()
+    assert [(k.run_id, d.run_id) for k, d in removed] == [(first.run_id, second.run_id)]
+    gone = store.client.get_run(second.run_id)
+    assert gone.info.lifecycle_stage == "deleted" and gone.data.tags[C.TAG_DUPLICATE_OF] == first.run_id
+    results = read_experiment("twice", tracking_uri=store.uri)
+    assert sorted(results.configs) == ["baseline", "ls"]
+    assert StudyRecords.open(store, "twice").duplicates == []
