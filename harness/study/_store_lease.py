@@ -11,7 +11,7 @@ lease's JSON: host, pid, start, heartbeat, resume command, token).
 this host) that is not this driver refuses the study with ``LeaseHeld`` (one line: who, since when).
 Otherwise it writes its own holder, waits ``settle_s`` and reads the tag again: a driver that wrote
 in between (both read an empty tag) is seen, and of the two exactly one (the last writer) finds its
-own token and goes on; the other is refused. ``settle_s`` (1 s, at least three times the store's
+own token and goes on; the other is refused. ``settle_s`` (0.5 s, at least three times the store's
 measured write time) bounds the window in which two drivers can both read before either writes. A
 daemon thread rewrites the heartbeat every ``timeout / 4`` while the driver lives; a store that is
 briefly unreachable only delays a heartbeat. ``release()`` deletes the tag if it is still ours.
@@ -39,7 +39,7 @@ class StoreLease:
     """The study's lease on its MLflow experiment (module docstring); a context manager."""
 
     def __init__(self, client: Any, experiment_id: str, *, study: str, resume: str, where: str,
-                 timeout_s: float | None = None, settle_s: float = 1.0,
+                 timeout_s: float | None = None, settle_s: float = 0.5,
                  log: Callable[[str], None] | None = None, host: str | None = None,
                  pid: int | None = None) -> None:
         self.client = client
