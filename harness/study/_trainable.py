@@ -45,6 +45,7 @@ class TrialHooks:
     fail_once_dir: str | None = None
     hold: tuple[str, str] | None = None
     meet: tuple[str, int] | None = None
+    fail_always: tuple[str, ...] = ()  # trial keys that fail as every attempt starts
 
     def note(self, key: str, event: str) -> None:
         if self.trial_log:
@@ -106,6 +107,8 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
         with ckpt.as_directory() as d:
             trainer.restore(d)
     hooks.note(ticket.key, f"start {trainer.step}")
+    if ticket.key in hooks.fail_always:
+        raise RuntimeError(f"injected failure in {ticket.key} at step {trainer.step}, every attempt (testing hook)")
     run_trial(ticket, trainer, _TuneSink(ticket, trainer, hooks, checkpoint_every_s, resumed=ckpt is not None),
               metric=metric)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from harness.study._final_report import TrialsFailed
 from harness.study.runner import TrialHooks, run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
@@ -118,6 +119,30 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
     assert len(restarts) == 2  # ... and was resumed from its step-3 checkpoint
     failing, plain = _test_maps(root, "failing"), _test_maps(root, "plain")
     assert len(failing) == 2 and failing == {key: plain[key] for key in failing}
+
+
+def test_a_trial_that_fails_every_retry_fails_the_study_naming_it(finished):
+    """The README's promise: a study with trials that failed after their retries ends with an error
+    naming them (the CLI exits non-zero with it), its study run and their configuration's run FAILED,
+    and no table over the seeds that happened to finish."""
+    root, _ = finished
+    spec = _spec(root, "always", **{**PLAIN, "configs": {"ls": PLAIN["configs"]["ls"]}, "seeds": [1],
+                                     "failure": {"max_retries": 1}})
+    ls = next(nc for nc in spec.configs if nc.name == "ls")
+    key = f"{ls.config.config_id()}-seed1"
+    with pytest.raises(TrialsFailed) as exc:
+        run_study(spec, tracking_uri=_uri(root), progress=lambda m: None, hooks=TrialHooks(fail_always=(key,)))
+    msg = str(exc.value)
+    assert "\n" not in msg
+    assert msg.startswith("study 'always': 1 trial(s) failed after their retries: ls-seed1 (RuntimeError: "
+                          f"injected failure in {key} at step ")
+    runs = _runs(root, "always")
+    assert runs["study"][0].info.status == "FAILED"
+    assert {r.info.run_name: r.info.status for r in runs["config"]} == {"baseline": "FINISHED", "ls": "FAILED"}
+    assert {r.info.run_name: r.info.status for r in runs["trial"]} == {"baseline-seed1": "FINISHED",
+                                                                       "ls-seed1": "FAILED"}
+    client = MlflowClient(_uri(root))
+    assert not client.list_artifacts(runs["study"][0].info.run_id, "tables")
 
 
 def test_fractional_gpus_pack_two_trials_at_once(finished, tmp_path):
