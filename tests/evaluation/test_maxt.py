@@ -201,7 +201,7 @@ def _null_family(test: str, studies: int, candidates: int, seed: int) -> dict[st
             "holm": float(np.mean([(adjust("holm", row) < 0.05).any() for row in p]))}
 
 
-@pytest.mark.parametrize("test", ["seed-averaged", "crossed"])
+@pytest.mark.parametrize("test", ["seed-averaged", pytest.param("crossed", marks=pytest.mark.slow)])
 def test_family_wise_error_of_null_studies_is_five_percent(test: str) -> None:
     studies = 2000
     rate = _null_family(test, studies, 8, seed=29)
