@@ -3,7 +3,7 @@ from an MLflow study or a long results CSV.
 
     harness table (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
                   [--test auto|crossed|per-seed|across-seeds|seed-averaged|randomisation|wilcoxon]
-                  [--correction none|bonferroni|holm|bh] [--family metric|table]
+                  [--correction none|bonferroni|holm|bh|maxt] [--family metric|table]
                   [--levels 0.05 0.01] [--format md|latex|csv|html] [--form seeds|configs]
                   [--output FILE] [--baseline NAME] [--plots DIR] [--names label|ir-measures|key]
                   [--phase auto|confirmatory|exploratory]
@@ -67,7 +67,9 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    "seed the paired t-test over queries; with per-run values only across-seeds")
     p.add_argument("--correction", default=DEFAULT_CORRECTION, choices=CORRECTIONS.names(),
                    help="multiple-comparison correction over the family (default holm: family-wise "
-                   "error control; none: each comparison at its nominal level, said in the footnote)")
+                   "error control; maxt: single-step max-|t| (Dunnett), family-wise, using the "
+                   "correlation the shared baseline gives the comparisons, not for wilcoxon or "
+                   "randomisation; none: each comparison at its nominal level, said in the footnote)")
     p.add_argument("--family", default="table", choices=FAMILIES,
                    help="comparisons corrected together: the whole table, or each metric")
     p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",

@@ -8,6 +8,11 @@ capped at 1. With p_(1) <= ... <= p_(m) the sorted p-values:
 - ``holm``:        p~_(i) = max_{j <= i} min(1, (m - j + 1) p_(j))  (FWER, step-down; Holm 1979)
 - ``bh``:          p~_(i) = min_{j >= i} min(1, m p_(j) / j)        (false discovery rate, step-up;
                    Benjamini & Hochberg 1995)
+- ``maxt``:        p~_i = P(max_j |T_j| >= |t_i|) under the joint null distribution of the family's
+                   statistics, their correlation estimated from the shared baseline's runs (FWER,
+                   single-step; Dunnett 1955). It needs the statistics and the data, not the p-values
+                   alone, so ``harness.evaluation.significance.analyse`` runs it
+                   (``harness.evaluation._maxt``), and ``adjust`` refuses it.
 
 >>> [round(float(p), 4) for p in adjust("holm", [0.01, 0.04, 0.03])]
 [0.03, 0.06, 0.06]
@@ -26,7 +31,9 @@ CORRECTIONS: Registry[Callable[[np.ndarray], np.ndarray]] = Registry("evaluation
 # What every table, study report and analysis corrects with unless told otherwise: the family-wise
 # error rate, step-down (at least as powerful as Bonferroni under any dependence).
 DEFAULT_CORRECTION = "holm"
-
+MAXT = "maxt"
+# The tests whose statistic has a t form (a mean over its standard error), which max-t needs.
+MAXT_TESTS = ("crossed", "per-seed", "across-seeds", "seed-averaged")
 
 
 @CORRECTIONS.register("none")
@@ -62,6 +69,13 @@ def _bh(p: np.ndarray) -> np.ndarray:
     out = np.empty_like(p)
     out[order] = stepped
     return out
+
+
+@CORRECTIONS.register(MAXT)
+def _maxt(p: np.ndarray) -> np.ndarray:
+    """single-step max-|t| correction (Dunnett) over comparisons sharing the baseline's runs"""
+    raise DataError("the maxt correction needs the test statistics and their correlation, not p-values "
+                    "alone: run it through harness.evaluation.significance.analyse")
 
 
 def adjust(correction: str, p_values: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -27,22 +27,33 @@ configuration that was compared with the baseline: a configuration stopped early
 with p = 1 (as many comparisons as a finished one contributes). The family size m, stopped ones
 included, is kept on each comparison.
 
+``maxt`` (harness.evaluation._maxt) adjusts the statistics instead of the p-values: every comparison of
+a family shares the baseline's runs, and the correlation of their statistics, estimated from the
+unit-level differences (the crossed test: from the crossed model of the difference matrices), enters
+the joint null distribution of max |T|. It also gives each comparison a simultaneous interval
+(``Comparison.simultaneous``) with the family's critical value, which excludes 0 exactly when the
+adjusted p-value is below 1 - confidence. Stopped configurations enter it by a union bound. It needs a
+statistic with a t form: the Wilcoxon and randomisation tests are refused.
+
 Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
 ``better`` symbol when the mean difference is positive and the ``worse`` one when it is negative.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 import numpy as np
+from scipy import stats
 
 from harness.errors import ConfigError, DataError
+from harness.evaluation import _maxt
 from harness.evaluation._crossed import crossed_test
 from harness.evaluation._paired import BETTER, WORSE, PairedResult, paired_test
-from harness.evaluation.corrections import CORRECTIONS, DEFAULT_CORRECTION, adjust
+from harness.evaluation.corrections import CORRECTIONS, DEFAULT_CORRECTION, MAXT, MAXT_TESTS, adjust
 from harness.evaluation.results import StudyResults
 from harness.registry import Registry
 
@@ -157,6 +168,9 @@ class AnalysisOptions:
             raise ConfigError(f"test: unknown name {self.test!r}; valid: {', '.join([AUTO, *TESTS])}")
         if self.correction not in CORRECTIONS:
             raise ConfigError(CORRECTIONS.unknown_message(self.correction))
+        if self.correction == MAXT and self.test not in (AUTO, *MAXT_TESTS):
+            raise ConfigError(f"correction maxt needs a test statistic with a t form ({', '.join(MAXT_TESTS)}); "
+                              f"the {self.test} test has none")
         if self.family not in FAMILIES:
             raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if not 0.0 < self.confidence < 1.0:
@@ -176,6 +190,8 @@ class Comparison:
     p_adjusted: float
     family_size: int
     level: int | None
+    # maxt: the simultaneous interval (options.confidence) of the mean difference; None otherwise
+    simultaneous: tuple[float, float] | None = None
 
     @property
     def direction(self) -> str:
@@ -276,6 +292,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     design = TESTS[test]
     pairing = PAIRINGS.get(design.pairing)
     raw: list[tuple[str, str, str | None, PairedResult]] = []
+    diffs: list[np.ndarray] = []
     for metric in metrics:
         for config in results.configs[1:]:
             for seed, x, y in pairing(results, config, metric):
@@ -286,6 +303,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
                     raise DataError(f"{test} test of {config!r} vs {results.baseline!r} on "
                                     f"{metric}{where}: {exc}") from None
                 raw.append((config, metric, seed, res))
+                diffs.append(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64))
     groups: dict[str, list[int]] = {}
     for i, (_, metric, _, _) in enumerate(raw):
         groups.setdefault(metric if options.family == "metric" else "all", []).append(i)
@@ -294,15 +312,58 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     stopped = len(results.stopped)
     adjusted = np.empty(len(raw))
     sizes = np.empty(len(raw), dtype=int)
+    intervals: list[tuple[float, float] | None] = [None] * len(raw)
     for members in groups.values():
         phantom = stopped * len(members) // candidates
-        p = [raw[i][3].p_value for i in members] + [1.0] * phantom
-        adjusted[members] = adjust(options.correction, p)[:len(members)]
-        sizes[members] = len(p)
+        if options.correction == MAXT:
+            p_max, ints = maxt_family(test, [raw[i][3] for i in members], [diffs[i] for i in members],
+                                      phantom, options.confidence)
+            adjusted[members] = p_max
+            for i, interval in zip(members, ints, strict=True):
+                intervals[i] = interval
+        else:
+            p = [raw[i][3].p_value for i in members] + [1.0] * phantom
+            adjusted[members] = adjust(options.correction, p)[:len(members)]
+        sizes[members] = len(members) + phantom
     comparisons = tuple(
         Comparison(config=c, metric=m, seed=s, result=r, p_adjusted=float(adjusted[i]),
-                   family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])))
+                   family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])),
+                   simultaneous=intervals[i])
         for i, (c, m, s, r) in enumerate(raw))
     return Analysis(results=results, options=options, test=test, metrics=metrics,
                     comparisons=comparisons, per_run_only=per_run_only,
                     remarks=(remark,) if remark else ())
+
+
+def maxt_family(test: str, results: Sequence[PairedResult], differences: Sequence[np.ndarray],
+                phantoms: int, confidence: float) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """Single-step max-t over one family (harness.evaluation._maxt): the adjusted p-values and the
+    simultaneous intervals at ``confidence``. The crossed test's statistics are the normal scores of
+    its p-values with the crossed model's correlation; the t-tests' are their t with the correlation
+    of the unit-level differences and the family's smallest df."""
+    alpha = 1.0 - confidence
+    if test == CROSSED:
+        p = np.array([r.p_value for r in results])
+        z = np.where(p > 0, stats.norm.isf(np.maximum(p, 1e-300) / 2.0), np.inf)
+        corr = _maxt.crossed_correlation(differences)
+        p_adj = _maxt.adjusted(z, corr, math.inf, phantoms=phantoms)
+        c = _maxt.critical_value(corr, math.inf, alpha, phantoms=phantoms)
+        # The crossed interval at the level whose two-sided normal score is c inverts the same pivot
+        # as the p-value: it excludes 0 exactly when |z| > c.
+        level = 1.0 - float(2.0 * stats.norm.sf(c))
+        ints = []
+        for d in differences:
+            r = crossed_test(d, np.zeros_like(d), confidence=level)
+            ints.append((r.ci_low, r.ci_high))
+        return p_adj, ints
+    t = np.array([r.statistic for r in results])
+    df = float(min(len(d) for d in differences) - 1)
+    corr = _maxt.unit_correlation(differences)
+    p_adj = _maxt.adjusted(t, corr, df, phantoms=phantoms)
+    c = _maxt.critical_value(corr, df, alpha, phantoms=phantoms)
+    ints = []
+    for r, d in zip(results, differences, strict=True):
+        # a constant shift has t = +-inf and no spread (as paired_test): the interval is the point
+        se = 0.0 if math.isinf(r.statistic) else float(d.std(ddof=1)) / math.sqrt(len(d))
+        ints.append((r.mean_diff - c * se, r.mean_diff + c * se))
+    return p_adj, ints

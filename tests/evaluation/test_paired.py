@@ -136,8 +136,8 @@ def test_corrections_hand_values_and_scipy() -> None:
     assert adjust("bonferroni", [0.6, 0.7]).tolist() == [1.0, 1.0]
     assert len(adjust("holm", [])) == 0
     assert describe("bh").startswith("Benjamini-Hochberg")
-    assert CORRECTIONS.names() == ["bh", "bonferroni", "holm", "none"]
-    with pytest.raises(ConfigError, match="valid: bh, bonferroni, holm, none"):
+    assert CORRECTIONS.names() == ["bh", "bonferroni", "holm", "maxt", "none"]
+    with pytest.raises(ConfigError, match="valid: bh, bonferroni, holm, maxt, none"):
         adjust("sidak", p)
     with pytest.raises(DataError, match=r"\[0, 1\]"):
         adjust("holm", [1.5])
