@@ -174,7 +174,7 @@ def _csv_rows(table: Table) -> str:
                       table.metrics[j] if len(table.metrics) == len(table.columns) else "")
             comp = c.comparison
             tested = ([comp.direction, *(repr(float(v)) for v in (
-                comp.result.mean_diff, comp.result.ci_low, comp.result.ci_high, comp.result.d_z,
+                comp.result.mean_diff, *comp.interval, comp.result.d_z,
                 comp.result.p_value, comp.p_adjusted)), comp.family_size] if comp else [""] * 8)
             writer.writerow([
                 table.title, row.label, column, "" if c.value is None else repr(c.value),

@@ -10,7 +10,7 @@ tag harness.marker.<metric>):
 - every configuration: ``<m>_mean`` and ``<m>_sd`` (sample SD) of the per-run values over seeds;
 - candidates only: ``<m>_delta`` (mean difference to the baseline), ``<m>_p`` (the p-value after the
   chosen correction, the one the marker is based on), ``<m>_ci_low``/``<m>_ci_high`` (confidence
-  interval of the difference), ``<m>_dz`` (effect size), and the tag ``harness.marker.<m>``: the
+  interval of the difference; under maxt the simultaneous one, which agrees with the marker), ``<m>_dz`` (effect size), and the tag ``harness.marker.<m>``: the
   marker symbol, or ``ns`` when not significant;
 - under the per-seed test, instead of one p-value: ``<m>_seeds_better``/``<m>_seeds_worse`` (how many
   seeds are significantly better or worse) and the tag holds the tally ("\u20202/3": significantly
@@ -128,7 +128,7 @@ def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None) -> Co
         if comp is None:
             continue
         metrics.update({f"{m}_delta": comp.result.mean_diff, f"{m}_p": comp.p_adjusted,
-                        f"{m}_ci_low": comp.result.ci_low, f"{m}_ci_high": comp.result.ci_high,
+                        f"{m}_ci_low": comp.interval[0], f"{m}_ci_high": comp.interval[1],
                         f"{m}_dz": comp.result.d_z})
         markers[m] = analysis.marker(comp) or NOT_SIGNIFICANT
     if power is not None and config != res.baseline:

@@ -198,6 +198,12 @@ class Comparison:
         return self.result.direction
 
     @property
+    def interval(self) -> tuple[float, float]:
+        """The interval reported beside the marker: the simultaneous one under maxt (it agrees with
+        the adjusted p-value), else the test's own."""
+        return self.simultaneous or (self.result.ci_low, self.result.ci_high)
+
+    @property
     def marked(self) -> bool:
         return self.level is not None and self.direction in (BETTER, WORSE)
 

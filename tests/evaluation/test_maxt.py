@@ -208,3 +208,27 @@ def test_family_wise_error_of_null_studies_is_five_percent(test: str) -> None:
     band = 3.29 * math.sqrt(0.05 * 0.95 / studies)  # 99.9%
     assert abs(rate["maxt"] - 0.05) < band
     assert rate["maxt"] >= rate["holm"] >= rate["bonferroni"]
+
+
+def test_the_csv_and_mlflow_intervals_are_the_simultaneous_ones_under_maxt():
+    """What a reader sees beside a maxt marker (the CSV's ci columns, the config run's ci metrics)
+    is the simultaneous interval, so it excludes 0 exactly where the marker says significant."""
+    import csv
+    import io
+
+    from harness.evaluation.report import study_report
+    from harness.evaluation.table import configs_table
+
+    res = StudyResults.build(synthetic_records())
+    analysis = analyse(res, AnalysisOptions(test="crossed", correction="maxt"))
+    comps = [c for c in analysis.comparisons if c.simultaneous is not None]
+    assert comps and all(c.interval == c.simultaneous != (c.result.ci_low, c.result.ci_high) for c in comps)
+    rows = list(csv.DictReader(io.StringIO(render([configs_table(analysis)], "csv"))))
+    for comp in comps:
+        row = next(r for r in rows if r["row"] == comp.config and r["metric"] == comp.metric and r["ci_low"])
+        assert (float(row["ci_low"]), float(row["ci_high"])) == pytest.approx(comp.simultaneous)
+        assert (float(row["ci_low"]) > 0 or float(row["ci_high"]) < 0) == (comp.p_adjusted < 0.05)
+    report = study_report(res, AnalysisOptions(test="crossed", correction="maxt"))
+    for comp in comps:
+        m = report.outcomes[comp.config].metrics
+        assert (m[f"{comp.metric}_ci_low"], m[f"{comp.metric}_ci_high"]) == pytest.approx(comp.simultaneous)
