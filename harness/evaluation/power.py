@@ -149,6 +149,7 @@ class PowerAnalysis:
     queries: int
     options: PowerOptions
     comparisons: tuple[ComparisonPower, ...]
+    dropped: int = 0  # queries some runs lack, left out (StudyResults.dropped)
 
 
 def power_analysis(results: StudyResults, options: PowerOptions | None = None) -> PowerAnalysis:
@@ -186,7 +187,7 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
                 config=config, metric=metric, observed=observed, rows=rows, needed=needed,
                 floor=query_floor(comps, queries, alpha=options.alpha, power=options.power)))
     return PowerAnalysis(source=results.source, baseline=results.baseline, seeds=s, queries=q,
-                         options=options, comparisons=tuple(comparisons))
+                         options=options, comparisons=tuple(comparisons), dropped=len(results.dropped))
 
 
 def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
@@ -197,8 +198,9 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
         raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     opts = analysis.options
     queries = opts.queries or analysis.queries
+    left_out = f" (and {analysis.dropped} that some runs lack, left out)" if analysis.dropped else ""
     intro = (f"Baseline {analysis.baseline}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
-             f"queries; \u03b1 = {opts.alpha:g} (two-sided), power {opts.power:g}. MDE: the smallest true "
+             f"queries{left_out}; \u03b1 = {opts.alpha:g} (two-sided), power {opts.power:g}. MDE: the smallest true "
              f"mean difference the crossed seeds \u00d7 queries test detects with that power, "
              f"(t(1 \u2212 \u03b1/2, df) + t(power, df)) \u00b7 SE with "
              f"SE\u00b2 = \u03c3\u00b2_seed/S + \u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q) "

@@ -10,7 +10,10 @@ offending configuration, seed, metric or queries named:
 - every run that names its evaluation set (``RunRecord.evaluation``, the fingerprint of its dev and
   test candidates) names the same one: runs evaluated on different candidates are never paired;
 - every run has a value for every metric (a per-run value, or per-query values whose mean it is);
-- per-query values, where present, cover one and the same query set in every run;
+- per-query values, where present, are tested on the queries every run has (``qids``): a query
+  missing from some runs (a failed evaluation, a truncated file) drops out of every comparison, and
+  ``dropped`` names it with the runs that lack it (the tables' footnote counts them); no query in
+  common is refused;
 - a per-run value given next to per-query values equals their mean (within 1e-6).
 
 Seeds are labels (strings), ordered numerically when all are integers.
@@ -58,6 +61,8 @@ class StudyResults:
     metrics: tuple[str, ...]
     runs: Mapping[tuple[str, str], RunRecord]
     qids: tuple[str, ...] | None
+    # Queries left out of every test because some runs lack them -> those runs (``_common_qids``).
+    dropped: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     source: str
     config_ids: Mapping[str, str] = field(default_factory=dict)
     # Configurations stopped early (harness.study._early_stop), left out: label -> where and why.
@@ -121,8 +126,9 @@ class StudyResults:
                                 f"{', '.join(lacking)}")
             _check_means(source, rec)
         ids = {rec.config: rec.config_id for rec in runs.values() if rec.config_id}
+        qids, dropped = _common_qids(source, runs)
         return cls(baseline=base, configs=tuple(configs), seeds=tuple(seeds), metrics=tuple(metrics),
-                   runs=runs, qids=_common_qids(source, runs, base, seeds), source=source,
+                   runs=runs, qids=qids, dropped=dropped, source=source,
                    config_ids=ids, sequential={c: r for c, r in sequential.items() if c in configs},
                    config_seeds=config_seeds)
 
@@ -135,8 +141,11 @@ class StudyResults:
         return self.qids is not None and all(metric in r.per_query for r in self.runs.values())
 
     def value(self, config: str, seed: str, metric: str) -> float:
-        """Per-run value: the stored one, else the mean of the per-query values."""
+        """Per-run value: the stored one, else the mean of the per-query values; where queries were
+        dropped (``dropped``), the mean over the queries every run has, as the tests see it."""
         rec = self.runs[(config, seed)]
+        if self.dropped and self.qids is not None and metric in rec.per_query:
+            return float(np.mean([rec.per_query[metric][q] for q in self.qids]))
         if metric in rec.values:
             return float(rec.values[metric])
         return float(np.mean(list(rec.per_query[metric].values())))
@@ -236,28 +245,22 @@ def _check_means(source: str, rec: RunRecord) -> None:
                     f"{float(rec.values[metric]):.6f} but its per-query values average {mean:.6f}")
 
 
-def _common_qids(source: str, runs: Mapping[tuple[str, str], RunRecord], base: str,
-                 seeds: Sequence[str]) -> tuple[str, ...] | None:
-    """The one query set shared by every per-query list (None when no run has any)."""
-    ref_key = next(((base, s) for s in seeds if runs[(base, s)].per_query), None)
-    if ref_key is None:
-        ref_key = next((k for k, r in runs.items() if r.per_query), None)
-    if ref_key is None:
-        return None
-    ref_metric, ref_values = next(iter(runs[ref_key].per_query.items()))
-    reference = set(ref_values)
-    for (config, seed), rec in runs.items():
-        for metric, values in rec.per_query.items():
-            got = set(values)
-            if got != reference:
-                lacks = _some(reference - got)
-                extra = _some(got - reference)
-                parts = ([f"lacks {lacks}"] if lacks else []) + ([f"has extra {extra}"] if extra else [])
-                raise DataError(
-                    f"{source}: runs have different query sets: {config!r} seed {seed} ({metric}) "
-                    f"{' and '.join(parts)} compared with {ref_key[0]!r} seed {ref_key[1]} "
-                    f"({ref_metric})")
-    return tuple(sorted(reference))
+def _common_qids(source: str, runs: Mapping[tuple[str, str], RunRecord]
+                 ) -> tuple[tuple[str, ...] | None, dict[str, tuple[str, ...]]]:
+    """The queries every per-query list has (None when no run has any), and each query some lists
+    lack with the runs ("ls seed 2 (map)") that lack it."""
+    lists = [((config, seed, metric), set(values)) for (config, seed), rec in runs.items()
+             for metric, values in rec.per_query.items()]
+    if not lists:
+        return None, {}
+    every = set.union(*(q for _, q in lists))
+    common = set.intersection(*(q for _, q in lists))
+    if not common:
+        raise DataError(f"{source}: the runs have no query in common ({len(every)} queries, each missing "
+                        "from some run's per-query values); nothing can be paired")
+    dropped = {q: tuple(f"{c} seed {s} ({m})" for (c, s, m), have in lists if q not in have)
+               for q in sorted(every - common)}
+    return tuple(sorted(common)), dropped
 
 
 def _some(qids: set[str]) -> str:

@@ -19,7 +19,7 @@ keeps the keys whatever the style.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -176,6 +176,16 @@ def _value_row(analysis: Analysis, label: str, values: list[float | None], comps
     return Row(label=label, cells=cells, rule_before=rule)
 
 
+def dropped_note(dropped: Mapping[str, Sequence[str]], kept: int) -> str:
+    """The footnote on queries some runs lack: how many, which (the first few, with the runs that
+    lack them), and that every mean and test uses the queries every run has."""
+    shown = "; ".join(f"{q} (missing from {', '.join(runs[:2])}{', ...' if len(runs) > 2 else ''})"
+                      for q, runs in list(dropped.items())[:3])
+    more = f"; and {len(dropped) - 3} more" if len(dropped) > 3 else ""
+    return (f"{len(dropped)} of {kept + len(dropped)} queries are missing from some runs and left out: "
+            f"{shown}{more}. Every mean and test here is over the {kept} queries every run has.")
+
+
 def _phase_title(res: StudyResults, title: str) -> str:
     """A table's title with its phase (a study with a confirmation phase): "MAP (confirmatory)"."""
     return f"{title} ({res.phase})" if res.phase else title
@@ -200,6 +210,8 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
             units += f", {seeds} seeds"
     remarks = [res.phase_note] if res.phase_note else []
     remarks += list(analysis.remarks)
+    if res.dropped:
+        remarks.append(dropped_note(res.dropped, len(res.qids or ())))
     if res.sequential:
         remarks.append(sequential_note(res.sequential, res.baseline))
     if res.stopped:

@@ -128,9 +128,16 @@ def test_validation_errors(records: list[RunRecord]) -> None:
     odd["q999"] = 0.5
     changed = [*records[:5], dataclasses.replace(records[5], per_query={**records[5].per_query, "map": odd}),
                *records[6:]]
-    with pytest.raises(DataError, match="different query sets: 'better' seed 3 \\(map\\) lacks q007 "
-                       "and has extra q999"):
-        _results(changed)
+    # A query some runs lack drops out (with the runs that lack it); no query in common is refused.
+    res = _results(changed)
+    assert "q007" not in res.qids and "q999" not in res.qids and len(res.qids) == 39
+    assert res.dropped["q007"] == ("better seed 3 (map)",)
+    assert len(res.dropped["q999"]) == 2 * len(records) - 1 and "better seed 3 (map)" not in res.dropped["q999"]
+    assert res.value("better", "3", "map") == pytest.approx(np.mean([odd[q] for q in res.qids]))
+    disjoint = [dataclasses.replace(r, per_query={m: {f"{r.config}{r.seed}-{q}": v for q, v in vals.items()}
+                                                  for m, vals in r.per_query.items()}) for r in records]
+    with pytest.raises(DataError, match="the runs have no query in common"):
+        _results(disjoint)
     with pytest.raises(ConfigError, match="unknown metric 'ndcg'.*valid: map, mrr"):
         analyse(_results(records), AnalysisOptions(metrics=("ndcg",)))
     with pytest.raises(ConfigError, match="baseline 'nope'.*valid: base, better, same, worse"):
