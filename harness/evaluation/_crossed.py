@@ -393,6 +393,8 @@ def crossed_test(candidate: Sequence[Sequence[float]] | np.ndarray,
         effect = 0.0 if mean == 0 else math.copysign(math.inf, mean)
     return CrossedResult(procedure="crossed", n=d.size, statistic=statistic, p_value=min(1.0, p),
                          mean_diff=mean, ci_low=mean - half, ci_high=mean + half,
-                         confidence=confidence, d_z=effect, seeds=ms.seeds, queries=ms.queries,
+                         confidence=confidence, d_z=effect, interval="crossed pivot",
+                         effect_basis="the SD of one (seed, query) difference, from the variance "
+                         "components", seeds=ms.seeds, queries=ms.queries,
                          df=df, se=se, ms_seed=ms.ms_seed, ms_query=ms.ms_query, ms_resid=ms.ms_resid,
                          components=comps)

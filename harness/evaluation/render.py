@@ -81,6 +81,8 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
         parts += [text(f"Counts of significant seeds (p < {notes.levels[0]:g}): "), mark(notes.better[0]),
                   text(f"k/{n} better in k of the {n} seeds, "), mark(notes.worse[0]), text(f"k/{n} worse. ")]
     parts += [text(f"{r}. ") for r in notes.remarks]
+    if notes.effect_note:
+        parts.append(text(f"{notes.effect_note} (CSV and MLflow). "))
     parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
     return "".join(parts)
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -101,25 +101,40 @@ class TestDesign:
     procedure: str
     pairing: str
     description: str
+    # What d_z divides the mean difference by, which differs per pairing (PairedResult.effect_basis).
+    effect_basis: str = "the SD of the per-query differences"
 
     def run(self, x: np.ndarray, y: np.ndarray, options: AnalysisOptions) -> PairedResult:
         """The test on one pairing's values (a crossed design takes whole seeds x queries matrices)."""
         if self.procedure == CROSSED:
-            return crossed_test(x, y, confidence=options.confidence)
-        return paired_test(self.procedure, x, y, rng=np.random.default_rng(options.seed),
-                           resamples=options.resamples, confidence=options.confidence)
+            res: PairedResult = crossed_test(x, y, confidence=options.confidence)
+        else:
+            res = paired_test(self.procedure, x, y, rng=np.random.default_rng(options.seed),
+                              resamples=options.resamples, confidence=options.confidence)
+        return replace(res, effect_basis=self.effect_basis)
 
 
+_SEED_AVERAGED_SD = "the SD of the per-query differences of seed-averaged values"
 TESTS: Mapping[str, TestDesign] = MappingProxyType({
-    CROSSED: TestDesign(CROSSED, "crossed", "crossed seeds \u00d7 queries t-test of the mean difference"),
-    "per-seed": TestDesign("t", "per-seed", "paired t-test over queries, for each seed"),
-    "across-seeds": TestDesign("t", "across-seeds", "paired t-test over the per-seed means, paired by seed"),
+    CROSSED: TestDesign(CROSSED, "crossed", "crossed seeds \u00d7 queries t-test of the mean difference",
+                        "the SD of one (seed, query) difference, from the variance components"),
+    "per-seed": TestDesign("t", "per-seed", "paired t-test over queries, for each seed",
+                           "the SD of the per-query differences of that seed"),
+    "across-seeds": TestDesign("t", "across-seeds", "paired t-test over the per-seed means, paired by seed",
+                               "the SD of the per-seed mean differences"),
     "seed-averaged": TestDesign("t", "seed-averaged", "paired t-test over queries, each query averaged "
-                                "over seeds"),
+                                "over seeds", _SEED_AVERAGED_SD),
     "randomisation": TestDesign("randomisation", "seed-averaged", "paired randomisation (sign-flip) test "
-                                "over queries, each query averaged over seeds"),
+                                "over queries, each query averaged over seeds", _SEED_AVERAGED_SD),
     "wilcoxon": TestDesign("wilcoxon", "seed-averaged", "Wilcoxon signed-rank test over queries, each "
-                           "query averaged over seeds"),
+                           "query averaged over seeds", _SEED_AVERAGED_SD),
+})
+# How each test's confidence interval is made (Notes.interval): every one inverts its test.
+INTERVALS: Mapping[str, str] = MappingProxyType({
+    CROSSED: "the values the crossed pivot does not reject",
+    "randomisation": "the shifts the sign-flip test, over its own sign vectors, does not reject",
+    "wilcoxon": "the Hodges-Lehmann interval between Walsh averages, around the Hodges-Lehmann "
+                "estimate (the median Walsh average)",
 })
 AUTO = "auto"
 FAMILIES = ("metric", "all")

@@ -30,7 +30,7 @@ from harness.evaluation.corrections import describe
 from harness.evaluation.metrics import NAME_STYLES, TIE_RULE, label_of
 from harness.evaluation.results import StudyResults, seed_summary
 from harness.evaluation.sequential import RULE
-from harness.evaluation.significance import CROSSED, TESTS, Analysis, Comparison, Tally
+from harness.evaluation.significance import CROSSED, INTERVALS, TESTS, Analysis, Comparison, Tally
 
 FORMS = ("seeds", "configs")
 
@@ -75,6 +75,8 @@ class Notes:
     remarks: tuple[str, ...] = ()  # further sentences: a fallback, clamped variance components
     stopped: int = 0  # configurations stopped early, each counted in the family with p = 1
     tally_seeds: int | None = None  # per-seed: the AVG row counts significant seeds out of this many
+    # d_z's denominator and how the interval was made (the CSV's and MLflow's d_z, ci_low, ci_high)
+    effect_note: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,7 +240,16 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
                  else "SD is the sample standard deviation over each configuration's seeds"),
         tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
         versions=library_versions(), remarks=tuple(remarks),
-        tally_seeds=seeds if analysis.test == "per-seed" else None)
+        tally_seeds=seeds if analysis.test == "per-seed" else None,
+        effect_note=effect_note(analysis))
+
+
+def effect_note(analysis: Analysis) -> str:
+    """The footnote's sentence on the effect size d_z and the confidence interval of each cell."""
+    design = TESTS[analysis.test]
+    interval = INTERVALS.get(analysis.test, "the t interval around the mean difference")
+    return (f"Effect size d_z: the mean difference over {design.effect_basis}; "
+            f"{analysis.options.confidence:.0%} interval: {interval}")
 
 
 def sequential_note(reasons: Mapping[str, str], baseline: str) -> str:
