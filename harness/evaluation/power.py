@@ -8,18 +8,19 @@ has
     SE(S, Q) = sqrt(s2_seed / S + s2_query / Q + s2_resid / (S Q))
 
 and the crossed test's minimum detectable effect (MDE: the smallest true mean difference it finds
-with probability ``power`` at two-sided level ``alpha``) is, in the usual approximation that ignores
-the far rejection tail,
-
-    MDE(S, Q) = (t_{1 - alpha/2, df} + t_{power, df}) SE(S, Q)
-
-with df Satterthwaite's for the mean squares expected at (S, Q): E[MS_seed] = s2_resid + Q s2_seed
+with probability ``power`` at two-sided level ``alpha``) is MDE = lambda SE(S, Q), lambda the
+noncentrality at which a noncentral t with df degrees of freedom leaves ``power`` beyond the
+two-sided critical value c = t_{1 - alpha/2, df} (both tails: P(T' > c) + P(T' < -c), scipy.stats.nct);
+for large df this tends to the familiar (t_{1 - alpha/2, df} + t_{power, df}) SE(S, Q). The row of
+the study itself (its own S and Q) uses the df of the test the study ran (the crossed test's
+equivalent df); the other rows use df Satterthwaite's for the mean squares expected at (S, Q): E[MS_seed] = s2_resid + Q s2_seed
 (df S - 1), E[MS_query] = s2_resid + S s2_query (df Q - 1), E[MS_resid] = s2_resid (df (S-1)(Q-1)),
 combined as (MS_seed + MS_query - MS_resid) / (S Q). More seeds shrink the seed and residual terms
 only: as S grows, MDE falls towards the query floor (t_{1-alpha/2,Q-1} + t_{power,Q-1})
-sqrt(s2_query / Q), so an effect at or below the floor needs more queries, not more seeds.
+sqrt(s2_query / Q) (with the noncentral t as well), so an effect at or below the floor needs more
+queries, not more seeds.
 
-``seeds_needed`` is the smallest S in [2, MAX_SEEDS] with MDE(S, Q) <= effect.
+``seeds_needed`` is the smallest S in [2, MAX_SEEDS] whose power at ``effect`` reaches ``power``.
 
 >>> comps = VarianceComponents(seed=1e-4, query=4e-3, resid=1e-2)
 >>> row = mde(comps, 5, 100, alpha=0.05, power=0.8)
@@ -36,7 +37,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import optimize, stats
 
 from harness.errors import ConfigError, DataError
 from harness.evaluation._crossed import COMPONENTS, CrossedResult, VarianceComponents, crossed_test
@@ -81,9 +82,8 @@ class MdeRow:
     mde: float
 
 
-def _mde(comps: VarianceComponents, seeds: np.ndarray, queries: int, alpha: float,
-         power: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(SE, df, MDE) for every seed count in ``seeds`` (module docstring)."""
+def _se_df(comps: VarianceComponents, seeds: np.ndarray, queries: int) -> tuple[np.ndarray, np.ndarray]:
+    """SE and Satterthwaite df for every seed count in ``seeds`` (module docstring)."""
     s = seeds.astype(np.float64)
     n = s * queries
     # (c_i E[MS_i], df_i) of (MS_seed + MS_query - MS_resid) / (S Q) at the expected mean squares.
@@ -94,16 +94,47 @@ def _mde(comps: VarianceComponents, seeds: np.ndarray, queries: int, alpha: floa
     denom = sum(v * v / d for v, d in terms)
     with np.errstate(invalid="ignore", divide="ignore"):
         df = np.where(denom > 0, var * var / np.where(denom > 0, denom, 1.0), np.nan)
-        factor = stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df)
-    se = np.sqrt(np.maximum(var, 0.0))
-    return se, df, np.where(se > 0, factor * se, 0.0)
+    return np.sqrt(np.maximum(var, 0.0)), df
+
+
+def power_at(noncentrality: np.ndarray | float, df: np.ndarray | float, alpha: float) -> np.ndarray:
+    """The two-sided t-test's power at level ``alpha`` when its statistic is noncentral t with
+    ``df`` and ``noncentrality`` (the true difference over its SE)."""
+    df, lam = np.broadcast_arrays(np.asarray(df, dtype=np.float64), np.asarray(noncentrality, dtype=np.float64))
+    c = stats.t.ppf(1 - alpha / 2, df)
+    finite = np.where(np.isinf(df), 1.0, df)  # df = inf: the normal limit below
+    with np.errstate(invalid="ignore"):
+        # The far tail is negligible where scipy's nct returns NaN for it (large noncentrality, few df).
+        far = np.nan_to_num(stats.nct.cdf(-c, finite, lam), nan=0.0)
+        t_power = stats.nct.sf(c, finite, lam) + far
+    z_power = stats.norm.sf(c - lam) + stats.norm.cdf(-c - lam)
+    return np.where(np.isinf(df), z_power, t_power)
+
+
+def noncentrality(df: float, alpha: float, power: float) -> float:
+    """The noncentrality at which the two-sided t-test with ``df`` has ``power`` (module docstring)."""
+    if math.isnan(df) or df <= 0:
+        return math.nan
+    start = float(stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df))
+    if power <= alpha:
+        return 0.0
+    def gap(lam: float) -> float:
+        return float(power_at(lam, df, alpha)) - power
+
+    high = max(start, 1.0) + 1.0
+    while gap(high) < 0:
+        high *= 1.25
+    return float(optimize.brentq(gap, 0.0, high, xtol=1e-12))
 
 
 def mde(comps: VarianceComponents, seeds: int, queries: int, *, alpha: float = 0.05,
-        power: float = 0.8) -> MdeRow:
-    """The minimum detectable effect of a study with ``seeds`` x ``queries`` (module docstring)."""
-    se, df, m = _mde(comps, np.array([seeds]), queries, alpha, power)
-    return MdeRow(seeds=seeds, queries=queries, se=float(se[0]), df=float(df[0]), mde=float(m[0]))
+        power: float = 0.8, df: float | None = None) -> MdeRow:
+    """The minimum detectable effect of a study with ``seeds`` x ``queries`` (module docstring);
+    ``df``: the test's own degrees of freedom (the study's row), else Satterthwaite's."""
+    se, sat = _se_df(comps, np.array([seeds]), queries)
+    d = float(sat[0]) if df is None else float(df)
+    m = 0.0 if se[0] <= 0 else noncentrality(d, alpha, power) * float(se[0])
+    return MdeRow(seeds=seeds, queries=queries, se=float(se[0]), df=d, mde=m)
 
 
 def query_floor(comps: VarianceComponents, queries: int, *, alpha: float = 0.05,
@@ -111,16 +142,18 @@ def query_floor(comps: VarianceComponents, queries: int, *, alpha: float = 0.05,
     """The limit of MDE(S, Q) as S grows: the query term alone (module docstring)."""
     if comps.query <= 0:
         return 0.0
-    factor = stats.t.ppf(1 - alpha / 2, queries - 1) + stats.t.ppf(power, queries - 1)
-    return float(factor * math.sqrt(comps.query / queries))
+    return noncentrality(queries - 1, alpha, power) * math.sqrt(comps.query / queries)
 
 
 def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, alpha: float = 0.05,
                  power: float = 0.8, max_seeds: int = MAX_SEEDS) -> int | None:
-    """The smallest seed count in [2, max_seeds] whose MDE is at most ``effect``; None if none is."""
+    """The smallest seed count in [2, max_seeds] whose power at ``effect`` reaches ``power``; None
+    if none does."""
     grid = np.arange(2, max_seeds + 1)
-    _, _, m = _mde(comps, grid, queries, alpha, power)
-    hits = np.flatnonzero(m <= effect)
+    se, df = _se_df(comps, grid, queries)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        achieved = np.where(se > 0, power_at(effect / np.where(se > 0, se, 1.0), df, alpha), 1.0)
+    hits = np.flatnonzero(np.nan_to_num(achieved) >= power)
     return int(grid[hits[0]]) if len(hits) else None
 
 
@@ -180,7 +213,10 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
             except DataError as exc:
                 raise DataError(f"power of {config!r} vs {results.baseline!r} on {metric}: {exc}") from None
             comps = observed.components
-            rows = tuple(mde(comps, n, queries, alpha=options.alpha, power=options.power) for n in grid)
+            # The study's own row: the df of the test it ran (the crossed test's equivalent df).
+            rows = tuple(mde(comps, n, queries, alpha=options.alpha, power=options.power,
+                             df=observed.df if (n == s and queries == q and observed.df > 0) else None)
+                         for n in grid)
             needed = (seeds_needed(comps, queries, options.effect, alpha=options.alpha,
                                    power=options.power) if options.effect is not None else None)
             comparisons.append(ComparisonPower(
@@ -202,9 +238,9 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     intro = (f"Baseline {analysis.baseline}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
              f"queries{left_out}; \u03b1 = {opts.alpha:g} (two-sided), power {opts.power:g}. MDE: the smallest true "
              f"mean difference the crossed seeds \u00d7 queries test detects with that power, "
-             f"(t(1 \u2212 \u03b1/2, df) + t(power, df)) \u00b7 SE with "
-             f"SE\u00b2 = \u03c3\u00b2_seed/S + \u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q) "
-             f"and Satterthwaite df; variance components from the two-way ANOVA of "
+             f"\u03bb \u00b7 SE with \u03bb from the noncentral t (df degrees of freedom) and "
+             f"SE\u00b2 = \u03c3\u00b2_seed/S + \u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q); "
+             f"df: the test's own in the row of this study, else Satterthwaite's; variance components from the two-way ANOVA of "
              f"d[seed, query] = configuration \u2212 baseline.")
     lines = [f"**Power: {analysis.source}**", "", intro, ""]
     clamped = []
