@@ -328,12 +328,19 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         confirm=confirm)
 
 
+# A grid this large is read for its best configuration (and its best of so many null ones would
+# look better by chance: docs/statistics.md, Confirmation), so it confirms its pick by default.
+GRID_CONFIRM_MIN = 10
+
+
 def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec | None, seeds: list[int],
              scheduled: bool) -> ConfirmSpec | None:
     """``confirm: {top: k, seeds: S}`` (``true``: top 1; ``false``: none; absent: top 1 with a
-    searcher, none otherwise). The fresh seeds are the S (default: as many as the study's) integers
-    after the largest study seed: disjoint from every seed the earlier phases trained."""
-    value = raw.get("confirm", search is not None and not scheduled)
+    searcher or a grid of at least ``GRID_CONFIRM_MIN`` candidates, none otherwise). The fresh seeds
+    are the S (default: as many as the study's) integers after the largest study seed: disjoint from
+    every seed the earlier phases trained."""
+    picks = search is not None or len(configs) >= GRID_CONFIRM_MIN
+    value = raw.get("confirm", picks and not scheduled)
     if value is False or value is None:
         return None
     if value is True:
