@@ -3,16 +3,16 @@
 A driver killed with SIGKILL runs no exit handler, and some of Ray's processes (the dashboard and
 runtime-env agents) do not notice that the driver and raylet are gone. So before the driver starts
 its local Ray (harness.study._orchestrate.init_ray) it puts a random token into its environment
-(``OWNER_ENV``); every process of that Ray (GCS, raylet, agents, workers) inherits it. ``start_reaper``
-then starts this module as a small process in a session of its own (Ctrl-C or a kill of the
-driver's process group does not reach it) that notes the driver's descendants every ``POLL_S``
-seconds (the agents rewrite their environment when they set their process title, so the token alone
-does not find them) until its parent, the driver, is gone, however it ended. Then it ends every
-process of this user whose environment holds the token, every noted descendant still running (the
-same process: its start time is checked, so a reused pid is never hit) and their children: SIGTERM,
-then SIGKILL to what is still there after ``GRACE_S``. Other Rays, and the Ray of a live driver,
-are neither marked nor descendants of the dead driver, so they are never touched. A driver that exits normally has stopped
-its Ray already; the reaper then finds nothing and exits.
+(``OWNER_ENV``), which Ray's processes inherit, and starts this module as a small process in a
+session of its own (Ctrl-C or a kill of the driver's process group does not reach it). The reaper
+notes the driver's descendants (every ``POLL_S`` seconds for ``SETTLE_S``, then every
+``SLOW_POLL_S``: the agents overwrite their environment when they set their process title, so the
+token alone does not find them) until its parent, the driver, is gone, however it ended. Then it
+ends every process of this user whose environment holds the token, every noted descendant still
+running (the same process: its start time is checked, so a reused pid is never hit) and their
+children: SIGTERM, then SIGKILL to what is still there after ``GRACE_S``. Other Rays, and the Ray
+of a live driver, are neither marked nor descendants of the dead driver, so they are never touched.
+A driver that exits normally has stopped its Ray already; the reaper then finds nothing and exits.
 
 Imports only the standard library and psutil (it runs for the whole study beside the driver).
 """
@@ -28,6 +28,8 @@ from typing import Any
 
 OWNER_ENV = "HARNESS_RAY_OWNER"
 POLL_S = 0.5
+SETTLE_S = 120.0  # after this, the descendants are noted every SLOW_POLL_S only
+SLOW_POLL_S = 10.0
 GRACE_S = 3.0
 
 _REAPERS: list[subprocess.Popen[bytes]] = []  # kept so the running reaper is never garbage
@@ -95,15 +97,21 @@ def main(argv: list[str]) -> int:
     token = argv[0]
     driver_pid = os.getppid()
     known: dict[int, Any] = {}
+    start = last = time.monotonic()
     try:
         driver = psutil.Process(driver_pid)
         while os.getppid() == driver_pid:  # reparented once the driver has exited
-            try:
-                for child in driver.children(recursive=True):
-                    if child.pid != os.getpid():
-                        known[child.pid] = child
-            except psutil.Error:
-                pass
+            now = time.monotonic()
+            # Ray's long-lived processes start with it: look often at first, then seldom (a look
+            # reads every process's status: ~0.1 ms each).
+            if now - last >= (POLL_S if now - start < SETTLE_S else SLOW_POLL_S) or last == start:
+                last = now
+                try:
+                    for child in driver.children(recursive=True):
+                        if child.pid != os.getpid():
+                            known[child.pid] = child
+                except psutil.Error:
+                    pass
             time.sleep(POLL_S)
     except psutil.Error:  # the driver was gone before this started
         pass

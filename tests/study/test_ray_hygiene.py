@@ -25,8 +25,6 @@ import pytest
 from harness.study import load_study
 from tests.study.conftest import write_study
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture
 def ray_tmp() -> Iterator[Path]:
@@ -66,6 +64,7 @@ def _tree(pid: int) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
+@pytest.mark.slow
 def test_credentials_stay_out_of_logs_and_stores_and_ray_listens_on_loopback(tmp_path: Path, ray_tmp: Path) -> None:
     secrets_env = {name: f"planted-{name.lower()}-{secrets.token_hex(12)}"
                    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -100,6 +99,7 @@ def test_credentials_stay_out_of_logs_and_stores_and_ray_listens_on_loopback(tmp
     assert not leaks, leaks
 
 
+@pytest.mark.slow
 def test_a_killed_driver_leaves_no_ray_process(tmp_path: Path, ray_tmp: Path) -> None:
     proc, gate, log, key = _start(tmp_path, ray_tmp, {})
     ray_procs: list[psutil.Process] = []
@@ -123,3 +123,46 @@ def test_a_killed_driver_leaves_no_ray_process(tmp_path: Path, ray_tmp: Path) ->
                 p.kill()
             except psutil.Error:
                 pass
+
+
+DRIVER = """
+import subprocess, sys, time
+from harness.study._reaper import start_reaper
+start_reaper()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], env={})  # unmarked: found as a descendant
+marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+print(child.pid, marked.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_the_reaper_ends_the_dead_drivers_processes_and_no_other() -> None:
+    """Without Ray: a driver that started the reaper and two processes (one a plain descendant whose
+    environment lacks the mark, one marked in a session of its own) is killed with SIGKILL; both
+    end within seconds, while a process the test started beside it is left alone."""
+    repo = Path(__file__).resolve().parents[2]
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER], cwd=repo, stdout=subprocess.PIPE,
+                              env={**os.environ, "PYTHONPATH": str(repo)}, start_new_session=True)
+    procs: list[psutil.Process] = []
+    try:
+        assert driver.stdout is not None
+        procs = [psutil.Process(int(pid)) for pid in driver.stdout.readline().split()]
+        assert len(procs) == 2
+        time.sleep(1.5)  # the reaper has noted the driver's descendants
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait()
+        _, alive = psutil.wait_procs(procs, timeout=15)
+        assert not alive, alive
+        assert bystander.poll() is None
+    finally:
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        bystander.kill()
+        bystander.wait()
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
