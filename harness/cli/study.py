@@ -148,12 +148,16 @@ def run_forwarding_signals(cmd: list[str], grace_s: float = 10.0) -> int:
     sent to this process are passed on to that whole group (mlflow ui runs its web server as a
     process of its own), so ``kill`` on this process stops the server too. Returns the command's
     exit status, 0 when it was stopped by such a signal. Whatever of the group is left when the
-    command ends, or ``grace_s`` after this process itself is interrupted otherwise, is ended."""
+    command ends, or ``grace_s`` after this process itself is interrupted otherwise, is ended; if
+    this process is killed outright, the reaper (harness.study.start_reaper) ends the command."""
     import contextlib
     import os
     import signal
     import subprocess
 
+    from harness.study import start_reaper
+
+    start_reaper()  # a SIGKILLed harness ui (no handler runs) leaves no server either
     proc = subprocess.Popen(cmd, start_new_session=True)
     stopped: list[int] = []
 

@@ -13,6 +13,7 @@ running (the same process: its start time is checked, so a reused pid is never h
 children: SIGTERM, then SIGKILL to what is still there after ``GRACE_S``. Other Rays, and the Ray
 of a live driver, are neither marked nor descendants of the dead driver, so they are never touched.
 A driver that exits normally has stopped its Ray already; the reaper then finds nothing and exits.
+`harness ui` starts one too, for its MLflow server (harness.cli.study.run_forwarding_signals).
 
 Imports only the standard library and psutil (it runs for the whole study beside the driver).
 """
