@@ -132,14 +132,55 @@ def _diff(base: dict[str, Any], flat: dict[str, Any]) -> str:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    import subprocess
-
     uri = check_tracking_uri(args.tracking_uri)
     url = f"http://{args.host}:{args.port}"
     print(f"MLflow UI for {uri} at {url} (Ctrl-C stops it)", flush=True)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
+    return run_forwarding_signals(cmd)
+
+
+STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+
+
+def run_forwarding_signals(cmd: list[str], grace_s: float = 10.0) -> int:
+    """Run ``cmd`` in a process group of its own until it exits; SIGTERM, SIGINT (Ctrl-C) and SIGHUP
+    sent to this process are passed on to that whole group (mlflow ui runs its web server as a
+    process of its own), so ``kill`` on this process stops the server too. Returns the command's
+    exit status, 0 when it was stopped by such a signal. Whatever of the group is left when the
+    command ends, or ``grace_s`` after this process itself is interrupted otherwise, is ended; if
+    this process is killed outright, the reaper (harness.study.start_reaper) ends the command."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+
+    from harness.study import start_reaper
+
+    start_reaper()  # a SIGKILLed harness ui (no handler runs) leaves no server either
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    stopped: list[int] = []
+
+    def forward(signum: int, _frame: object) -> None:
+        stopped.append(signum)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signum)
+
+    sigs = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
+    previous = {sig: signal.signal(sig, forward) for sig in sigs}
     try:
-        return subprocess.call(cmd)
-    except KeyboardInterrupt:
-        return 0
+        rc = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        with contextlib.suppress(ProcessLookupError):  # the server processes the command left
+            os.killpg(proc.pid, signal.SIGTERM)
+    return 0 if stopped else rc

@@ -49,16 +49,49 @@ os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
 
 
+# Credentials Ray Tune would copy from the driver's environment into every trial actor's runtime_env
+# (ray.tune.execution.class_cache), which Ray writes in plain text to its session logs
+# (runtime_env_agent.log, raylet.out ...). Trials read credentials from their own process environment
+# instead: a local Ray's workers inherit the driver's, a cluster's workers their node's (docs/cluster.md).
+CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
+
+
+def keep_credentials_out_of_runtime_env() -> None:
+    """Stop Ray Tune from copying ``CREDENTIAL_ENV`` into the runtime_env of trial actors."""
+    from ray.tune.execution import class_cache
+
+    propagated = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
+    if isinstance(propagated, set):
+        propagated.difference_update(CREDENTIAL_ENV)
+
+
 def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:
+    """Attach to the cluster at ``$RAY_ADDRESS``, else start a local Ray that listens on loopback
+    only (127.0.0.1: no port of it is reachable from another host) and is reaped when this driver
+    dies, however it dies (harness.study._reaper)."""
     import ray
 
+    keep_credentials_out_of_runtime_env()
     if ray.is_initialized():
         return
     kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": True, "logging_level": "ERROR"}
     if os.environ.get("RAY_ADDRESS"):
         ray.init(**kw)
-    else:
-        ray.init(address="local", include_dashboard=False, num_gpus=num_gpus, **kw)
+        return
+    from ray._private import ray_constants
+
+    from harness.study._reaper import start_reaper
+
+    start_reaper()  # before Ray starts: its processes inherit the reaper's mark
+    # ray.init turns a loopback _node_ip_address into the host's routable address unless Ray runs
+    # without cluster support (ray._private.services.resolve_ip_for_localhost); with that off for the
+    # start, GCS, raylet, agents and workers listen on 127.0.0.1 instead of 0.0.0.0.
+    cluster = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address="local", include_dashboard=False, num_gpus=num_gpus, _node_ip_address="127.0.0.1", **kw)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster
 
 
 def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | None = None,
