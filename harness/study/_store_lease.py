@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Self
 
+from harness.errors import HarnessError
 from harness.study._lease import Holder, LeaseHeld, StudyLease, _iso, lease_timeout
 from harness.tracking.conventions import TAG_DRIVER
 
@@ -87,8 +88,15 @@ class StoreLease:
             self.log(f"lease: taking over study {self._rules.study!r} in the tracking store from pid "
                      f"{holder.pid} on host {holder.host} ({reason})")
         now = time.time()
-        took = self._write(now)
         self.started = now
+        try:
+            took = self._write(now)
+        except Exception as exc:  # noqa: BLE001 -- MLflow's error for a tag another driver just created
+            holder = self.read()
+            if holder is not None and holder.token != self.token:
+                raise LeaseHeld(self._refusal(holder)) from None
+            raise HarnessError(f"study {self._rules.study!r}: could not write the lease on MLflow experiment "
+                               f"{self._rules.study!r} at {self.where}: {str(exc).splitlines()[0][:200]}") from None
         time.sleep(max(self.settle_s, 3 * took))
         holder = self.read()
         if holder is None or holder.token != self.token:

@@ -166,7 +166,13 @@ def test_nsga2_search_over_alpha_with_cascade_cost_objective(finished):
         "searcher": "nsga2", "num_configs": 2, "space": {"cascade.alpha": {"uniform": [0.2, 0.6]}},
         "objectives": [{"metric": "map", "mode": "max"}, {"metric": "cascade_cost", "mode": "min"}]})
     run_study(nsga, tracking_uri=_uri(root), progress=lambda m: None)
-    runs = _runs(root, "nsga")
+    everything = _runs(root, "nsga")
+    # A search confirms its pick (by the first objective, dev map) with fresh seeds 3 and 4.
+    confirmed = {kind: [r for r in rs if r.data.tags.get(C.TAG_PHASE) == C.PHASE_CONFIRMATION]
+                 for kind, rs in everything.items()}
+    assert len(confirmed["config"]) == 2 and len(confirmed["trial"]) == 4
+    assert {t.data.tags[C.TAG_SEED] for t in confirmed["trial"]} == {"3", "4"}
+    runs = {kind: [r for r in rs if r not in confirmed[kind]] for kind, rs in everything.items()}
     assert len(runs["config"]) == 3 and len(runs["trial"]) == 6
     by_config: dict[str, set[str]] = {}
     for t in runs["trial"]:
