@@ -364,10 +364,17 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         elem = int if tuple[int, ...] in args else float
         items = value if isinstance(value, list | tuple) else str(value).split(",") \
             if isinstance(value, str) else [value]
+        # An element is a number as written: true is no layer, and 1.5 is no integer (int() would
+        # take both silently).
+        bad = [x for x in items if isinstance(x, bool)
+               or (elem is int and isinstance(x, float) and not x.is_integer())]
         try:
+            if bad:
+                raise ValueError
             return tuple(elem(x) for x in items)
         except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be a list of {elem.__name__}, got {value!r}", key=key) from None
+            noun = "integers" if elem is int else "numbers"
+            raise ConfigError(f"{key} must be a list of {noun}, got {value!r}", key=key) from None
     if int in args and float in args:  # Steps
         if isinstance(value, bool):
             raise ConfigError(f"{key} must be a number, got {value!r}", key=key)
@@ -465,6 +472,8 @@ def read_yaml(path: Path, what: str) -> tuple[Any, str, KeyLines]:
     the line."""
     import yaml
 
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a {what}")
     if not path.is_file():
         raise DataError(f"{path}: {what} not found")
     text = read_utf8(path, what, ConfigError)

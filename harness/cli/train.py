@@ -79,6 +79,10 @@ def run_train(args: argparse.Namespace) -> int:
     from harness.training.tokenized import prepare_data
 
     cfg = load_config(args.config, args.assign, args.seed)
+    if args.resume and args.checkpoint_dir is None:
+        raise ConfigError("--resume needs --checkpoint-dir")
+    if args.checkpoint_dir is not None and Path(args.checkpoint_dir).exists() and not Path(args.checkpoint_dir).is_dir():
+        raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: exists and is not a directory")
     cur = cfg.curriculum
     if teacher_shares_seed(cfg, [cfg.train.seed]):
         raise ConfigError(f"curriculum.teacher_seed {cur.teacher_seed} equals train.seed "

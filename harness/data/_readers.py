@@ -43,15 +43,19 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(1-based line number, line without its line break) of the non-blank lines of ``path``; a
     UTF-8 byte-order mark (as spreadsheet programs write one) is not part of the first line."""
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            for n, line in enumerate(fh, start=1):
-                line = line.rstrip("\r\n")
+        with open(path, "rb") as fh:  # decoded line by line, so an error names its line
+            for n, raw in enumerate(fh, start=1):
+                if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                    raw = raw[3:]
+                try:
+                    line = raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError as exc:
+                    raise DataError(f"{path}:{n}: not UTF-8 text (byte {exc.start + 1} of the line: "
+                                    f"{exc.reason}); save it as UTF-8") from None
                 if line.strip():
                     yield n, line
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except OSError as exc:
         raise DataError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
@@ -222,6 +226,8 @@ def read_trec(directory: Path) -> Splits:
     """Train/dev/test of a TREC-style directory (see the module docstring)."""
     directory = _directory(Path(directory), "trec")
     docs_path = directory / "docs.tsv"
+    if docs_path.is_dir():
+        raise DataError(f"{docs_path}: is a directory; a trec source needs the file docs.tsv")
     if not docs_path.is_file():
         raise DataError(f"{directory}: missing docs.tsv")
     files = {split: tuple(_split_file(directory, split, p)

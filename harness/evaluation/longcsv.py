@@ -32,6 +32,18 @@ REQUIRED = ("config", "seed", "metric", "value")
 COLUMNS = (*REQUIRED, "query")
 
 
+def _located(reader: csv.DictReader, path: Path) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """Each record with ``FILE:LINE`` of the line it starts on; a quoted field that runs past its
+    line's end (an unmatched quote swallows the lines after it) is refused there."""
+    end = reader.line_num
+    for row in reader:
+        start, end = end + 1, reader.line_num
+        if any(isinstance(v, str) and "\n" in v for v in row.values()):
+            raise DataError(f"{path}:{start}: a quoted field runs past the end of its line (an unmatched "
+                            "'\"'?); a long results CSV has one record per line")
+        yield f"{path}:{start}", row
+
+
 def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResults:
     """Read and validate a long results CSV (module docstring)."""
     path = Path(path)
@@ -45,7 +57,7 @@ def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResu
     except csv.Error as exc:
         raise DataError(f"{path}:1: malformed CSV: {exc}") from None
     reader.fieldnames = header
-    rows = ((f"{path}:{line}", row) for line, row in enumerate(reader, start=2))
+    rows = _located(reader, path)
     try:
         return _read_rows(header, rows, source=str(path), kind="CSV", baseline=baseline)
     except csv.Error as exc:

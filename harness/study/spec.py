@@ -55,7 +55,7 @@ from harness.errors import ConfigError
 from harness.evaluation.sequential import SeedSchedule
 from harness.registry import Registry
 from harness.study._early_stop import EarlyStopSettings, rung_step, rung_steps
-from harness.study._space import Param, parse_param
+from harness.study._space import Param, ordered, parse_param
 from harness.suggest import did_you_mean
 from harness.tracking.conventions import MODEL_LOGGING, name_problem
 
@@ -158,7 +158,12 @@ class StudySpec:
         return (self.baseline, *self.configs)
 
     def with_overrides(self, flat: dict[str, Any]) -> StudySpec:
-        """Apply flat keys to every configuration (smoke mode, CLI --set)."""
+        """Apply flat keys to every configuration (smoke mode, CLI --set); train.seed is refused:
+        a study's seeds come from its ``seeds``."""
+        if "train.seed" in flat:
+            raise ConfigError("train.seed is set by the study's seeds (its seeds: key), not by --set or "
+                              "smoke", key="train.seed")
+
         def over(nc: NamedConfig) -> NamedConfig:
             return dataclasses.replace(nc, config=TrialConfig.from_flat(flat, base=nc.config))
         return dataclasses.replace(self, defaults=TrialConfig.from_flat(flat, base=self.defaults),
@@ -540,6 +545,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
         for cond in p.when:
             if cond not in space and cond not in valid:
                 raise _fail(f"search.space.{key}", f"search.space.{key}.when: unknown key {cond!r}")
+    ordered(space)  # conditions that form a cycle are refused here, not in the first trial
     # Every value a choice can take must itself be valid for its key.
     for key, p in space.items():
         for v in p.values():

@@ -1,0 +1,600 @@
+"""A sweep of bad input through the installed command line, by area: study files, ``--set``
+values, data sources, results CSVs (``harness table --from`` / ``harness power --from``) and the
+config file of ``harness train --config``.
+
+Every case is refused with a non-zero exit and exactly one line on stderr,
+``harness: error: ...``, naming the field and, where there is one, the file and line; never a
+traceback, never input taken without a word that would lose or corrupt results. The few inputs
+that must be *accepted* (odd characters in a storage path, byte-order marks) close the module; the
+data that is warned about but not refused is in tests/data. tests/test_bad_input.py holds the first table of
+this kind (its rows stop at Ray and training with a fence); this one widens it to every section.
+
+The commands run in this process (``harness.cli.main``), fenced as there: no row may start Ray or
+train a step. Fragments name what the error line must contain; ``@P`` is the path of the file the
+case writes (the study, the config, the CSV, the data directory), ``@T`` the test's directory.
+The sweep's figures are in docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.study import _orchestrate
+from harness.training.loop import Trainer
+
+# The study every case varies. Lines: name 1, model 2, data 3, train 4, seeds 5, storage_path 6;
+# the case's own lines start at 7.
+STUDY = """\
+name: {name}
+model: {{name: tiny, max_length: 32}}
+data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 8}}
+train: {{steps: 4, batch_size: 8, eval_every: 2, device: cpu}}
+seeds: {seeds}
+storage_path: {storage}
+"""
+
+# A small TREC-style directory (docs/data.md): one query per split, every file given.
+TREC = {
+    "docs.tsv": "d1\tthe cat sat\nd2\ta dog ran\nd3\tbirds fly\nd4\tfish swim\n",
+    "train.queries.tsv": "q1\tcats\n", "train.qrels": "q1 0 d1 1\n",
+    "train.run": "q1 Q0 d1 1 7 t\nq1 Q0 d2 2 3 t\n",
+    "dev.queries.tsv": "q3\tbirds\n", "dev.qrels": "q3 0 d3 1\n", "dev.run": "q3 Q0 d3 1 2 t\nq3 Q0 d4 2 1 t\n",
+    "test.queries.tsv": "q4\tfish\n", "test.qrels": "q4 0 d4 1\n", "test.run": "q4 Q0 d4 1 9 t\nq4 Q0 d1 2 1 t\n",
+}
+# An MSDialog-style directory: label \t context ... \t response, a group per positive line.
+MSD = "1\thow do I reset it\tsafe mode\n0\thow do I reset it\treboot\n"
+# A long results CSV with two configurations and three seeds (docs/exchange.md).
+CSV = ("config,seed,metric,value\nbase,1,map,0.50\nbase,2,map,0.52\nbase,3,map,0.49\n"
+       "ls,1,map,0.60\nls,2,map,0.61\nls,3,map,0.58\n")
+
+Make = Callable[[Path], tuple[list[str], list[str], Path]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """``make(tmp)`` writes the case's files and returns (argv, fragments, the path ``@P`` stands
+    for). ``alone``: the error line is all of stderr (no progress line may come before it)."""
+
+    area: str
+    id: str
+    make: Make
+    alone: bool = True
+
+
+def _study_text(name: str = "s", seeds: str = "[1, 2]", storage: str = "runs", extra: str = "") -> str:
+    return STUDY.format(name=name, seeds=seeds, storage=storage) + extra
+
+
+def _write(path: Path, content: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def _trec(tmp: Path, encoding: str = "utf-8", drop: tuple[str, ...] = (), **files: str | bytes) -> Path:
+    d = tmp / "trec"
+    d.mkdir(exist_ok=True)
+    for name, text in {**TREC, **files}.items():
+        if name in drop:
+            continue
+        if isinstance(text, bytes):
+            (d / name).write_bytes(text)
+        else:
+            (d / name).write_text(text, encoding=encoding)
+    return d
+
+
+def _msd(tmp: Path, drop: tuple[str, ...] = (), **files: str | bytes) -> Path:
+    d = tmp / "msd"
+    d.mkdir(exist_ok=True)
+    for name, text in {"train.tsv": MSD, "valid.tsv": MSD, "test.tsv": MSD, **files}.items():
+        if name not in drop:
+            _write(d / name, text)
+    return d
+
+
+def _unwritable(tmp: Path) -> Path:
+    """A directory no one here can make anything in: a read-only one, or for root sysfs."""
+    if os.geteuid() == 0:
+        if not Path("/sys/kernel").is_dir():
+            pytest.skip("running as root without /sys: no directory here is unwritable")
+        return Path("/sys")
+    d = tmp / "read-only"
+    d.mkdir()
+    d.chmod(0o555)
+    return d
+
+
+CASES: list[Case] = []
+
+
+def case(area: str, id_: str, alone: bool = True) -> Callable[[Make], Make]:
+    def deco(make: Make) -> Make:
+        CASES.append(Case(area, id_, make, alone))
+        return make
+    return deco
+
+
+# --- 1. study files: the file itself -----------------------------------------------------------
+
+def study_case(id_: str, frags: list[str], *, text: str | bytes | None = None, extra: str = "",
+               cmd: str = "validate", alone: bool = True, **fmt: str) -> None:
+    """A study file (the template plus ``extra``, or ``text``) through ``cmd``."""
+    @case("study file", id_, alone)
+    def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+        p = _write(tmp / "study.yaml", text if text is not None else _study_text(extra=extra, **fmt))
+        return [cmd, str(p)] + (["--no-model"] if cmd == "validate" else []), frags, p
+
+
+@case("study file", "missing-file")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = tmp / "nowhere.yaml"
+    return ["validate", str(p), "--no-model"], ["@P", "not found"], p
+
+
+@case("study file", "directory-for-the-file")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = tmp / "a-dir.yaml"
+    p.mkdir()
+    return ["validate", str(p), "--no-model"], ["@P", "directory"], p
+
+
+study_case("empty-file", ["@P", "mapping"], text="")
+study_case("only-comments", ["@P", "mapping"], text="# nothing here\n")
+study_case("a-list-not-a-mapping", ["@P", "mapping"], text="- name: s\n- seeds: [1]\n")
+study_case("a-scalar-not-a-mapping", ["@P", "mapping"], text="just some words\n")
+for cmd in ("validate", "run"):
+    study_case(f"not-utf8-{cmd}", ["@P:2:", "not UTF-8"], cmd=cmd,
+               text="name: s\ndescription: caf\u00e9\nseeds: [1]\n".encode("latin-1"))
+study_case("utf16-file", ["@P:1:", "not UTF-8"], text="name: s\nseeds: [1]\n".encode("utf-16"))
+study_case("malformed-yaml-flow", ["@P:4:", "malformed YAML"],
+           text="name: s\nseeds: [1, 2]\ntrain: {steps: 4\n")
+study_case("malformed-yaml-tab-indent", ["@P:4:", "malformed YAML"],
+           text="name: s\nseeds: [1]\ntrain:\n\tsteps: 4\n")
+study_case("duplicate-top-level-key", ["@P:7:", "'seeds'", "first at line 5"], extra="seeds: [3]\n")
+study_case("duplicate-nested-key", ["@P:9:", "'curriculum.delta'", "first at line 8"],
+           extra="curriculum:\n  delta: 0.3\n  delta: 0.5\n")
+study_case("duplicate-key-in-a-config", ["@P:11:", "curriculum.delta", "first at line 10"],
+           extra="configs:\n  - name: c\n    set:\n      curriculum.delta: 0.3\n      curriculum.delta: 0.5\n")
+study_case("unknown-top-level-key", ["@P:7:", "'seed'", "seeds"], extra="seed: 3\n")
+study_case("missing-name", ["@P", "name"], text="seeds: [1]\n")
+study_case("missing-seeds", ["@P", "seeds"], text="name: s\n")
+
+# --- 2. study files: names and seeds -----------------------------------------------------------
+
+for cmd in ("validate", "run"):
+    study_case(f"name-dot-dot-escape-{cmd}", ["@P:1:", "name", "'../../escape'"], cmd=cmd, name="../../escape")
+study_case("name-with-slash", ["@P:1:", "name", "'a/b'"], name="a/b")
+study_case("name-with-backslash", ["@P:1:", "name", "a\\\\b"], name="'a\\b'")
+study_case("name-with-space", ["@P:1:", "name", "'my study'"], name="'my study'")
+study_case("name-empty", ["@P:1:", "name"], name="''")
+study_case("name-dot", ["@P:1:", "name", "'.'"], name="'.'")
+study_case("name-a-list", ["@P:1:", "name"], name="[a, b]")
+study_case("config-name-with-slash", ["@P:8:", "configs[0].name", "'x/y'"],
+           extra="configs:\n  - name: x/y\n    set: {curriculum.delta: 0.5}\n")
+study_case("config-name-baseline", ["@P:8:", "baseline"],
+           extra="configs:\n  - name: baseline\n    set: {curriculum.delta: 0.5}\n")
+study_case("config-names-twice", ["@P", "'c'"],
+           extra="configs:\n  - name: c\n    set: {curriculum.delta: 0.5}\n"
+                 "  - name: c\n    set: {curriculum.delta: 0.6}\n")
+study_case("config-without-name", ["@P:8:", "configs[0]", "name"],
+           extra="configs:\n  - set: {curriculum.delta: 0.5}\n")
+study_case("configs-not-a-list", ["@P:7:", "configs"], extra="configs: {name: c}\n")
+study_case("config-sets-train-seed", ["@P", "train.seed"],
+           extra="configs:\n  - name: c\n    set: {train.seed: 5}\n")
+study_case("configs-identical", ["@P", "identical"],
+           extra="configs:\n  - name: c\n    set: {curriculum.delta: 0.33}\n")
+study_case("seed-negative", ["@P:5:", "seeds", "-1"], seeds="[1, -1]")
+study_case("seed-2-to-the-32", ["@P:5:", "seeds", "4294967296"], seeds="[4294967296]")
+study_case("seeds-empty", ["@P:5:", "seeds"], seeds="[]")
+study_case("seeds-twice", ["@P:5:", "seeds", "must not repeat"], seeds="[1, 1]")
+study_case("seed-a-float", ["@P:5:", "seeds", "1.5"], seeds="[1.5]")
+study_case("seed-a-bool", ["@P:5:", "seeds", "True"], seeds="[true, 2]")
+study_case("seed-a-string", ["@P:5:", "seeds"], seeds="[one]")
+study_case("seed-schedule-start-1", ["@P:5:", "start"], seeds="{start: 1, step: 1, max: 4}")
+study_case("seed-schedule-step-0", ["@P:5:", "step"], seeds="{start: 2, step: 0, max: 4}")
+study_case("seed-schedule-max-not-above-start", ["@P:5:", "max"], seeds="{start: 4, step: 2, max: 4}")
+study_case("seed-schedule-unknown-key", ["@P:5:", "stop"], seeds="{start: 2, step: 1, max: 4, stop: 3}")
+study_case("teacher-seed-over-2-32", ["@P:7:", "curriculum.teacher_seed"],
+           extra="curriculum: {teacher_seed: 4294967296}\n")
+
+# --- 3. study files: each section's keys, types and ranges --------------------------------------
+
+# (id, the line at 7, fragments besides "@P:7:")
+SECTION_VALUES: list[tuple[str, str, list[str]]] = [
+    ("section-not-a-mapping", "curriculum: 5\n", ["curriculum"]),
+    ("unknown-section-key", "curriculum: {deltaa: 0.3}\n", ["curriculum.deltaa", "curriculum.delta"]),
+    ("moved-key", "defaults: {data.sampler: bm25}\n", ["data.sampler", "train.sampler"]),
+    ("curriculum-delta-zero", "curriculum: {delta: 0}\n", ["curriculum.delta", "(0, 1]"]),
+    ("curriculum-delta-above-1", "curriculum: {delta: 1.5}\n", ["curriculum.delta", "1.5"]),
+    ("curriculum-delta-nan", "curriculum: {delta: .nan}\n", ["curriculum.delta", "nan"]),
+    ("curriculum-delta-a-word", "curriculum: {delta: half}\n", ["curriculum.delta", "'half'"]),
+    ("curriculum-T-zero", "curriculum: {T: 0}\n", ["curriculum.T"]),
+    ("curriculum-T-negative", "curriculum: {T: -10}\n", ["curriculum.T", "-10"]),
+    ("curriculum-T-fraction-above-1", "curriculum: {T: 1.5}\n", ["curriculum.T", "1.5"]),
+    ("curriculum-T-inf", "curriculum: {T: .inf}\n", ["curriculum.T", "inf"]),
+    ("curriculum-n-below-1", "curriculum: {n: 0.5}\n", ["curriculum.n", ">= 1"]),
+    ("curriculum-n-a-bool", "curriculum: {n: true}\n", ["curriculum.n", "True"]),
+    ("curriculum-pacing-unknown", "curriculum: {pacing: root_3}\n", ["curriculum.pacing", "root_3"]),
+    ("curriculum-scoring-unknown", "curriculum: {scoring: bert}\n", ["curriculum.scoring", "bert"]),
+    ("curriculum-candidates-unknown", "curriculum: {candidates: some}\n", ["curriculum.candidates"]),
+    ("weighting-m-negative", "weighting: {m: -1}\n", ["weighting.m", "-1"]),
+    ("weighting-m-minus-inf", "weighting: {m: -.inf}\n", ["weighting.m", "-inf"]),
+    ("weighting-heuristic-unknown", "weighting: {heuristic: length}\n", ["weighting.heuristic", "length"]),
+    ("weighting-iteration-zero", "weighting: {iteration: 0}\n", ["weighting.iteration"]),
+    ("smoothing-epsilon-1", "smoothing: {method: LS, epsilon: 1.0}\n", ["smoothing.epsilon", "[0, 1)"]),
+    ("smoothing-epsilon-negative", "smoothing: {method: LS, epsilon: -0.1}\n", ["smoothing.epsilon", "-0.1"]),
+    ("smoothing-method-unknown", "smoothing: {method: XLS}\n", ["smoothing.method", "XLS"]),
+    ("smoothing-switch-fraction-above-1", "smoothing: {method: T-LS, switch: 1.5}\n", ["smoothing.switch"]),
+    ("smoothing-needs-pointwise-loss", "smoothing: {method: LS, epsilon: 0.2}\n"
+     "defaults: {train.loss: pairwise}\n", ["smoothing.method", "train.loss"]),
+    ("cascade-alpha-1", "cascade: {enabled: true, alpha: [1.0]}\n", ["cascade.alpha", "[0, 1)"]),
+    ("cascade-alpha-negative", "cascade: {enabled: true, alpha: -0.1}\n", ["cascade.alpha"]),
+    ("cascade-alpha-count", "cascade: {enabled: true, exits: [1, 2], alpha: [0.1, 0.2, 0.3]}\n",
+     ["cascade.alpha", "one per exit"]),
+    ("cascade-alpha-a-word", "cascade: {enabled: true, alpha: [lots]}\n", ["cascade.alpha", "lots"]),
+    ("cascade-exits-decreasing", "cascade: {enabled: true, exits: [2, 1]}\n", ["cascade.exits", "increasing"]),
+    ("cascade-exits-zero", "cascade: {enabled: true, exits: [0, 1]}\n", ["cascade.exits", ">= 1"]),
+    ("cascade-exits-a-fraction", "cascade: {enabled: true, exits: [1.5, 2]}\n", ["cascade.exits", "1.5"]),
+    ("cascade-exits-a-bool", "cascade: {enabled: true, exits: [true, 2]}\n", ["cascade.exits", "True"]),
+    ("cascade-enabled-a-word", "cascade: {enabled: sometimes}\n", ["cascade.enabled", "true or false"]),
+    ("train-steps-zero", "defaults: {train.steps: 0}\n", ["train.steps", ">= 1"]),
+    ("train-steps-a-fraction", "defaults: {train.steps: 2.5}\n", ["train.steps", "integer"]),
+    ("train-steps-a-word", "defaults: {train.steps: ten}\n", ["train.steps", "'ten'"]),
+    ("train-lr-zero", "defaults: {train.lr: 0}\n", ["train.lr", "(0, 1)"]),
+    ("train-lr-above-1", "defaults: {train.lr: 1.5}\n", ["train.lr", "1.5"]),
+    ("train-lr-nan", "defaults: {train.lr: .nan}\n", ["train.lr", "nan"]),
+    ("train-batch-size-zero", "defaults: {train.batch_size: 0}\n", ["train.batch_size", ">= 1"]),
+    ("train-batch-size-negative", "defaults: {train.batch_size: -16}\n", ["train.batch_size", "-16"]),
+    ("train-warmup-1", "defaults: {train.warmup: 1.0}\n", ["train.warmup", "[0, 1)"]),
+    ("train-device-unknown", "defaults: {train.device: gpu}\n", ["train.device", "'gpu'"]),
+    ("train-bf16-a-word", "defaults: {train.bf16: maybe}\n", ["train.bf16", "true or false"]),
+    ("train-sampler-unknown", "defaults: {train.sampler: hard}\n", ["train.sampler", "'hard'"]),
+    ("train-loss-unknown", "defaults: {train.loss: listwise2}\n", ["train.loss"]),
+    ("train-select-metric-unknown", "defaults: {train.select_metric: auc}\n", ["train.select_metric"]),
+    ("model-max-length-small", "defaults: {model.max_length: 8}\n", ["model.max_length", "[16, 4096]"]),
+    ("model-name-empty", "defaults: {model.name: ''}\n", ["model.name"]),
+    ("data-source-unknown", "defaults: {data.source: parquet}\n", ["data.source", "parquet"]),
+    ("data-negatives-zero", "defaults: {data.negatives: 0}\n", ["data.negatives"]),
+    ("data-dev-fraction-half", "defaults: {data.dev_fraction: 0.5}\n", ["data.dev_fraction", "(0, 0.5)"]),
+    ("data-conversations-2", "defaults: {data.conversations: 2}\n", ["data.conversations", ">= 3"]),
+    ("data-protocol-unknown", "defaults: {data.protocol: query}\n", ["data.protocol"]),
+    ("defaults-unknown-key", "defaults: {train.step: 4}\n", ["train.step", "train.steps"]),
+    ("resources-cpus-zero", "resources: {cpus: 0}\n", ["resources", "cpus"]),
+    ("resources-gpus-negative", "resources: {gpus: -1}\n", ["resources", "gpus"]),
+    ("resources-gpus-above-8", "resources: {gpus: 9}\n", ["resources", "gpus"]),
+    ("resources-unknown-key", "resources: {memory: 4}\n", ["resources", "memory"]),
+    ("resources-not-a-mapping", "resources: lots\n", ["resources"]),
+    ("resources-cpus-a-word", "resources: {cpus: many}\n", ["resources", "cpus"]),
+    ("concurrency-zero", "concurrency: 0\n", ["concurrency", ">= 1"]),
+    ("concurrency-a-fraction", "concurrency: 1.5\n", ["concurrency"]),
+    ("concurrency-a-word", "concurrency: many\n", ["concurrency"]),
+    ("concurrency-a-bool", "concurrency: true\n", ["concurrency"]),
+    ("failure-retries-negative", "failure: {max_retries: -1}\n", ["failure", "max_retries"]),
+    ("failure-unknown-key", "failure: {retries: 2}\n", ["failure", "retries"]),
+    ("objective-metric-unknown", "objective: {metric: auc}\n", ["objective", "auc"]),
+    ("objective-mode-unknown", "objective: {metric: map, mode: up}\n", ["objective", "up"]),
+    ("objective-unknown-key", "objective: {metric: map, direction: max}\n", ["objective", "direction"]),
+    ("models-unknown", "models: some\n", ["models", "some"]),
+    ("confirm-top-zero", "confirm: {top: 0}\nconfigs:\n  - name: c\n    set: {curriculum.delta: 0.5}\n",
+     ["confirm", "top"]),
+    ("early-stopping-rung-above-1", "early_stopping: {rungs: [1.5]}\nconfigs:\n  - name: c\n    set: {curriculum.delta: 0.5}\n",
+     ["early_stopping", "rungs"]),
+    ("early-stopping-reduction-1", "early_stopping: {rungs: [0.5], reduction_factor: 1}\n",
+     ["early_stopping", "reduction_factor"]),
+    ("smoke-unknown-key", "smoke: {train.stepz: 2}\n", ["smoke", "train.stepz"]),
+    ("smoke-out-of-range", "smoke: {train.steps: 0}\n", ["smoke", "train.steps"]),
+    ("tracking-uri-not-a-string", "tracking_uri: [a]\n", ["tracking_uri"]),
+]
+for id_, line7, frags in SECTION_VALUES:
+    study_case(id_, ["@P:7:", *frags], extra=line7)
+
+# Search spaces: the searcher, its bounds, and every value a distribution can take.
+SEARCH: list[tuple[str, str, list[str]]] = [
+    ("search-uniform-bounds-reversed", "curriculum.delta: {uniform: [0.9, 0.1]}", ["curriculum.delta", "0.9"]),
+    ("search-uniform-out-of-range", "curriculum.delta: {uniform: [0.1, 1.5]}", ["curriculum.delta", "1.5"]),
+    ("search-loguniform-zero-low", "smoothing.epsilon: {loguniform: [0.0, 0.4]}", ["smoothing.epsilon", "loguniform"]),
+    ("search-int-bounds-reversed", "curriculum.n: {int: [10, 1]}", ["curriculum.n"]),
+    ("search-int-bounds-fractions", "curriculum.n: {int: [1.5, 4]}", ["curriculum.n"]),
+    ("search-choice-empty", "curriculum.scoring: {choice: []}", ["curriculum.scoring", "choice"]),
+    ("search-choice-bad-value", "curriculum.scoring: {choice: [random, nope]}", ["curriculum.scoring", "nope"]),
+    ("search-distribution-unknown", "curriculum.delta: {normal: [0.3, 0.1]}", ["curriculum.delta", "normal"]),
+    ("search-key-unknown", "curriculum.deltas: {uniform: [0.1, 0.9]}", ["curriculum.deltas"]),
+    ("search-when-cycle", "curriculum.n: {int: [1, 4], when: {curriculum.pacing: root_n}}\n"
+     "    curriculum.pacing: {choice: [root_n, linear], when: {curriculum.n: 2}}", ["cycle"]),
+    ("search-data-key", "data.negatives: {int: [1, 9]}", ["data.negatives"]),
+]
+for id_, space, frags in SEARCH:
+    study_case(id_, ["@P:", *frags], extra=f"search:\n  searcher: tpe\n  num_configs: 2\n  space:\n    {space}\n")
+study_case("search-searcher-unknown", ["@P:8:", "searcher", "bayes"],
+           extra="search:\n  searcher: bayes\n  space: {curriculum.delta: {uniform: [0.1, 0.9]}}\n")
+study_case("search-num-configs-zero", ["@P:9:", "num_configs"],
+           extra="search:\n  searcher: tpe\n  num_configs: 0\n  space: {curriculum.delta: {uniform: [0.1, 0.9]}}\n")
+study_case("search-nsga2-one-objective", ["@P", "nsga2", "two"],
+           extra="search:\n  searcher: nsga2\n  space: {curriculum.delta: {uniform: [0.1, 0.9]}}\n")
+study_case("search-space-empty", ["@P", "space"], extra="search:\n  searcher: tpe\n  space: {}\n")
+
+# --- 4. study files: where the results go ------------------------------------------------------
+
+for cmd in ("validate", "run"):
+    @case("study file", f"storage-path-unwritable-{cmd}")
+    def _(tmp: Path, cmd: str = cmd) -> tuple[list[str], list[str], Path]:
+        p = _write(tmp / "study.yaml", _study_text(storage=f"'{_unwritable(tmp) / 'runs'}'"))
+        return [cmd, str(p)], ["@P:6:", "storage_path", "not writable"], p
+
+    @case("study file", f"storage-path-under-a-file-{cmd}")
+    def _(tmp: Path, cmd: str = cmd) -> tuple[list[str], list[str], Path]:
+        f = _write(tmp / "a-file", "not a directory\n")
+        p = _write(tmp / "study.yaml", _study_text(storage=f"'{f / 'runs'}'"))
+        return [cmd, str(p)], ["@P:6:", "storage_path", f"{f} is a file"], p
+
+
+@case("study file", "storage-path-a-file")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    f = _write(tmp / "a-file", "not a directory\n")
+    p = _write(tmp / "study.yaml", _study_text(storage=f"'{f}'"))
+    return ["validate", str(p), "--no-model"], ["@P:6:", "storage_path", str(f)], p
+
+
+study_case("storage-path-empty", ["@P:6:", "storage_path"], storage="''")
+study_case("storage-path-a-number-list", ["@P:6:", "storage_path"], storage="[1, 2]")
+
+
+@case("study file", "tracking-uri-unknown-scheme")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = _write(tmp / "study.yaml", _study_text())
+    return ["validate", str(p), "--no-model", "--tracking-uri", "nosuch://x"], ["tracking URI", "nosuch"], p
+
+
+# --- 5. --set values ---------------------------------------------------------------------------
+
+SETS: list[tuple[str, str, list[str]]] = [
+    ("malformed-yaml", "cascade.exits=[2, 4", ["--set cascade.exits=[2, 4", "malformed YAML"]),
+    ("malformed-yaml-quote", "model.name='tiny", ["model.name", "malformed YAML"]),
+    ("no-equals", "train.steps", ["--set", "key=value", "'train.steps'"]),
+    ("empty-key", "=3", ["--set", "key=value"]),
+    ("unknown-key", "train.stepz=4", ["train.stepz", "train.steps"]),
+    ("section-only", "curriculum=3", ["curriculum"]),
+    ("wrong-type", "train.steps=ten", ["train.steps", "'ten'"]),
+    ("out-of-range", "curriculum.delta=2", ["curriculum.delta", "(0, 1]"]),
+    ("a-mapping-for-a-number", "train.lr={a: 1}", ["train.lr"]),
+    ("seed-key", "train.seed=3", ["train.seed"]),
+    ("null-for-a-number", "train.batch_size=", ["train.batch_size", "null"]),
+]
+for id_, assign, frags in SETS:
+    @case("--set", f"set-{id_}-run")
+    def _(tmp: Path, assign: str = assign, frags: list[str] = frags) -> tuple[list[str], list[str], Path]:
+        p = _write(tmp / "study.yaml", _study_text())
+        return ["run", str(p), "--set", assign], frags, p
+
+for id_, assign, frags in SETS[:8]:
+    @case("--set", f"set-{id_}-train")
+    def _(tmp: Path, assign: str = assign, frags: list[str] = frags) -> tuple[list[str], list[str], Path]:
+        return ["train", "--no-mlflow", "--set", "model.name=tiny", "--set", assign], frags, tmp
+
+
+# --- 6. data sources ---------------------------------------------------------------------------
+
+def data_case(id_: str, frags: list[str], make_dir: Callable[[Path], Path], source: str = "trec",
+              alone: bool = False) -> None:
+    """``harness data stats`` over a directory (it prints what it reads before the error)."""
+    @case("data source", id_, alone)
+    def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+        d = make_dir(tmp)
+        return ["data", "stats", "--source", source, "--path", str(d)], frags, d
+
+
+data_case("trec-path-missing", ["@P", "data.path"], lambda t: t / "nowhere")
+data_case("trec-path-a-file", ["@P"], lambda t: _write(t / "f.tsv", "x\n"))
+data_case("trec-docs-missing", ["@P", "missing docs.tsv"], lambda t: _trec(t, drop=("docs.tsv",)))
+data_case("trec-docs-a-directory", ["@P/docs.tsv", "is a directory"],
+          lambda t: (_trec(t, drop=("docs.tsv",)), (t / "trec" / "docs.tsv").mkdir(), t / "trec")[2])
+data_case("trec-dev-split-empty", ["@P/dev.queries.tsv", "no queries", "dev split"],
+          lambda t: _trec(t, **{"dev.queries.tsv": "", "dev.qrels": "", "dev.run": ""}))
+data_case("trec-test-split-empty", ["@P/test.queries.tsv", "no queries", "test split"],
+          lambda t: _trec(t, **{"test.queries.tsv": "", "test.qrels": "", "test.run": ""}))
+data_case("trec-test-run-no-lines", ["@P/test.run", "no run lines"], lambda t: _trec(t, **{"test.run": "\n"}))
+data_case("trec-test-qrels-missing", ["@P", "missing test.qrels"], lambda t: _trec(t, drop=("test.qrels",)))
+data_case("trec-qrels-three-columns", ["@P/dev.qrels:1:"], lambda t: _trec(t, **{"dev.qrels": "q3 d3 1\n"}))
+data_case("trec-qrels-rel-a-word", ["@P/dev.qrels:1:"], lambda t: _trec(t, **{"dev.qrels": "q3 0 d3 yes\n"}))
+data_case("trec-run-score-a-word", ["@P/train.run:2:"],
+          lambda t: _trec(t, **{"train.run": "q1 Q0 d1 1 7 t\nq1 Q0 d2 2 high t\n"}))
+data_case("trec-run-five-columns", ["@P/dev.run:1:"], lambda t: _trec(t, **{"dev.run": "q3 Q0 d3 1 2\n"}))
+data_case("trec-run-score-nan", ["@P/test.run:1:"],
+          lambda t: _trec(t, **{"test.run": "q4 Q0 d4 1 nan t\nq4 Q0 d1 2 1 t\n"}))
+data_case("trec-run-unknown-doc", ["@P/test.run:2:", "d9"],
+          lambda t: _trec(t, **{"test.run": "q4 Q0 d4 1 9 t\nq4 Q0 d9 2 1 t\n"}))
+data_case("trec-queries-without-tab", ["@P/dev.queries.tsv:1:"],
+          lambda t: _trec(t, **{"dev.queries.tsv": "q3 birds\n"}))
+data_case("trec-queries-duplicate-id", ["@P/dev.queries.tsv:2:", "q3"],
+          lambda t: _trec(t, **{"dev.queries.tsv": "q3\tbirds\nq3\tfish\n"}))
+data_case("trec-docs-duplicate-id", ["@P/docs.tsv:5:", "d1"],
+          lambda t: _trec(t, **{"docs.tsv": TREC["docs.tsv"] + "d1\tagain\n"}))
+data_case("trec-docs-not-utf8", ["@P/docs.tsv:2:", "UTF-8"],
+          lambda t: _trec(t, **{"docs.tsv": "d1\tthe cat\nd2\tcaf\u00e9\nd3\tb\nd4\tf\n".encode("latin-1")}))
+data_case("trec-query-in-two-splits", ["q3"],
+          lambda t: _trec(t, **{"test.queries.tsv": "q3\tbirds\n", "test.qrels": "q3 0 d3 1\n",
+                                "test.run": "q3 Q0 d3 1 2 t\nq3 Q0 d4 2 1 t\n"}))
+data_case("msdialog-test-missing", ["@P", "test.tsv"], lambda t: _msd(t, drop=("test.tsv",)), source="msdialog")
+data_case("msdialog-label-a-word", ["@P/valid.tsv:2:"],
+          lambda t: _msd(t, **{"valid.tsv": "1\tq\tr\nno\tq\ts\n"}), source="msdialog")
+data_case("msdialog-one-column", ["@P/train.tsv:1:"], lambda t: _msd(t, **{"train.tsv": "1\n"}), source="msdialog")
+data_case("msdialog-test-empty", ["@P/test.tsv"], lambda t: _msd(t, **{"test.tsv": ""}), source="msdialog")
+data_case("chitchat-file-missing", ["@P", "data.path"], lambda t: t / "chitchat.json", source="chitchat")
+data_case("chitchat-file-not-json", ["@P"], lambda t: _write(t / "chitchat.json", "not json {\n"), source="chitchat")
+
+
+@case("data source", "trec-dev-split-empty-through-run", alone=False)
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    d = _trec(tmp, **{"dev.queries.tsv": "", "dev.qrels": "", "dev.run": ""})
+    p = _write(tmp / "study.yaml", _study_text().replace(
+        "data: {conversations: 30, max_dev_queries: 8, max_test_queries: 8}", f"data: {{source: trec, path: '{d}'}}"))
+    return ["run", str(p)], [f"{d}/dev.queries.tsv", "no queries"], d
+
+
+@case("data source", "trec-without-path-validate")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = _write(tmp / "study.yaml", _study_text(extra="defaults: {data.source: trec}\n").replace(
+        "conversations: 30, ", ""))
+    return ["validate", str(p), "--no-model"], ["@P", "data.path"], p
+
+
+# --- 7. results CSVs for table --from and power --from -----------------------------------------
+
+CSVS: list[tuple[str, str | bytes | None, list[str]]] = [
+    ("missing-file", None, ["@P", "no such file"]),
+    ("empty-file", "", ["@P"]),
+    ("header-only", "config,seed,metric,value\n", ["@P", "no result rows"]),
+    ("missing-column", "config,seed,value\nbase,1,0.5\n", ["@P", "missing column", "metric"]),
+    ("value-a-word", CSV.replace("0.61", "high"), ["@P:6:", "'high'"]),
+    ("value-nan", CSV.replace("0.61", "nan"), ["@P:6:", "not finite"]),
+    ("value-inf", CSV.replace("0.61", "inf"), ["@P:6:", "not finite"]),
+    ("value-empty", CSV.replace("0.61", ""), ["@P:6:", "not a number"]),
+    ("config-empty", CSV.replace("ls,2", ",2"), ["@P:6:", "non-empty"]),
+    ("duplicate-row", CSV + "ls,3,map,0.57\n", ["@P:8:", "duplicate"]),
+    ("not-utf8", CSV.replace("ls", "r\u00e9s").encode("latin-1"), ["@P:5:", "not UTF-8"]),
+    ("unterminated-quote", CSV + '"ls,4,map,0.5\n', ["@P:8:", "CSV"]),
+]
+for id_, content, frags in CSVS:
+    for cmd in ("table", "power"):
+        @case("results CSV", f"{cmd}-from-{id_}")
+        def _(tmp: Path, cmd: str = cmd, content: str | bytes | None = content,
+              frags: list[str] = frags) -> tuple[list[str], list[str], Path]:
+            p = tmp / "results.csv"
+            if content is not None:
+                _write(p, content)
+            return [cmd, "--from", str(p)], frags, p
+
+
+@case("results CSV", "table-from-a-directory")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = tmp / "results.csv"
+    p.mkdir()
+    return ["table", "--from", str(p)], ["@P"], p
+
+
+@case("results CSV", "table-baseline-unknown")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = _write(tmp / "results.csv", CSV)
+    return ["table", "--from", str(p), "--baseline", "nobody"], ["nobody"], p
+
+
+@case("results CSV", "table-metric-unknown")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = _write(tmp / "results.csv", CSV)
+    return ["table", "--from", str(p), "--metric", "ndcg_10"], ["ndcg_10"], p
+
+
+# --- 8. train --config ---------------------------------------------------------------------------
+
+def train_case(id_: str, content: str | bytes | None, frags: list[str], *, directory: bool = False) -> None:
+    @case("train --config", f"train-config-{id_}")
+    def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+        p = tmp / "cfg.yaml"
+        if directory:
+            p.mkdir()
+        elif content is not None:
+            _write(p, content)
+        return ["train", "--no-mlflow", "--config", str(p)], frags, p
+
+
+train_case("missing-file", None, ["@P", "not found"])
+train_case("a-directory", None, ["@P"], directory=True)
+train_case("not-utf8", b"model: {name: tiny}\n# r\xe9sum\xe9\n", ["@P:2:", "not UTF-8"])
+train_case("malformed-yaml", "model: {name: tiny\ntrain: {steps: 4}\n", ["@P:", "malformed YAML"])
+train_case("key-twice", "model.name: tiny\ntrain.steps: 4\ntrain.steps: 40\n", ["@P:3:", "'train.steps'", "first at line 2"])
+train_case("a-list", "- model.name: tiny\n", ["@P", "mapping"])
+train_case("unknown-key", "model: {name: tiny}\ntrain: {stepz: 4}\n", ["@P:2:", "train.stepz", "train.steps"])
+train_case("wrong-type", "model: {name: tiny}\ntrain: {lr: fast}\n", ["@P:2:", "train.lr", "'fast'"])
+train_case("seed-negative", "model: {name: tiny}\ntrain:\n  seed: -1\n", ["@P:3:", "train.seed"])
+train_case("seed-over-2-32", "model: {name: tiny}\ntrain:\n  seed: 4294967296\n", ["@P:3:", "train.seed"])
+train_case("batch-size-zero", "model: {name: tiny}\ntrain: {batch_size: 0}\n", ["@P:2:", "train.batch_size"])
+train_case("study-keys", "name: s\nseeds: [1]\n", ["@P:1:", "name"])
+
+
+@case("train --config", "train-seed-flag-over-2-32")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    return ["train", "--no-mlflow", "--set", "model.name=tiny", "--seed", "4294967296"], ["--seed", "4294967296"], tmp
+
+
+@case("train --config", "train-experiment-name-a-path")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    return ["train", "--set", "model.name=tiny", "--experiment", "a/b"], ["experiment name", "'a/b'"], tmp
+
+
+@case("train --config", "train-checkpoint-dir-a-file")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    f = _write(tmp / "a-file", "x\n")
+    return ["train", "--no-mlflow", "--set", "model.name=tiny", "--checkpoint-dir", str(f)], ["@P"], f
+
+
+# --- the sweep ----------------------------------------------------------------------------------
+
+@pytest.fixture(autouse=True)
+def _no_ray_no_training(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No case may start Ray or train a step; the default MLflow store and Tune storage go under
+    the test's directory."""
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("bad input reached Ray or training")
+
+    monkeypatch.setattr(_orchestrate, "init_ray", refuse)
+    monkeypatch.setattr(Trainer, "run", refuse)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("c", CASES, ids=[f"{c.area}:{c.id}".replace(" ", "-") for c in CASES])
+def test_refused_in_one_line(c: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv, fragments, at = c.make(tmp_path)
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = err.splitlines()
+    errors = [ln for ln in lines if ln.startswith("harness: error:")]
+    assert rc != 0 and len(errors) == 1 and lines[-1] == errors[0], err
+    if c.alone:
+        assert lines == errors, err
+    wanted = [f.replace("@P", str(at)).replace("@T", str(tmp_path)) for f in fragments]
+    missing = [f for f in wanted if f not in errors[0]]
+    assert not missing, f"{missing} not in {errors[0]!r}"
+
+
+def test_the_sweep_covers_every_area() -> None:
+    """The figures docs/reliability.md gives: at least 90 cases, in every area."""
+    by_area: dict[str, int] = {}
+    for c in CASES:
+        by_area[c.area] = by_area.get(c.area, 0) + 1
+    assert len(CASES) >= 90 and len({c.id for c in CASES}) == len(CASES)
+    assert set(by_area) == {"study file", "--set", "data source", "results CSV", "train --config"}
+
+
+# --- what must be accepted ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("odd", ["with space", "caf\u00e9", "a<b", "100%", "#hash"])
+def test_odd_characters_in_a_storage_path_are_accepted(odd: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A storage path is quoted where it becomes a URI, never refused (tests/study/test_odd_paths.py
+    runs a study from such a directory)."""
+    p = _write(tmp_path / "study.yaml", _study_text(storage=f"'{tmp_path / odd / 'runs'}'"))
+    assert main(["validate", str(p), "--no-model"]) == 0, capsys.readouterr().err
+    assert "Tune storage: " + str(tmp_path / odd / "runs") in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("cmd", ["table", "power"])
+def test_a_byte_order_mark_in_a_results_csv_is_accepted(cmd: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    per_query = "config,seed,metric,query,value\n" + "".join(
+        f"{c},{s},map,q{q},{0.4 + 0.01 * q + 0.02 * s + (0.05 if c == 'ls' else 0):.3f}\n"
+        for c in ("base", "ls") for s in (1, 2, 3) for q in range(6))
+    p = _write(tmp_path / "results.csv", "\ufeff" + per_query)
+    assert main([cmd, "--from", str(p)]) == 0, capsys.readouterr().err
+    assert "ls" in capsys.readouterr().out
