@@ -235,8 +235,8 @@ SECTION_VALUES: list[tuple[str, str, list[str]]] = [
     ("smoothing-epsilon-negative", "smoothing: {method: LS, epsilon: -0.1}\n", ["smoothing.epsilon", "-0.1"]),
     ("smoothing-method-unknown", "smoothing: {method: XLS}\n", ["smoothing.method", "XLS"]),
     ("smoothing-switch-fraction-above-1", "smoothing: {method: T-LS, switch: 1.5}\n", ["smoothing.switch"]),
-    ("smoothing-needs-pointwise-loss", "smoothing: {method: LS, epsilon: 0.2}\n"
-     "defaults: {train.loss: pairwise}\n", ["smoothing.method", "train.loss"]),
+    ("smoothing-needs-pointwise-loss", ("smoothing: {method: LS, epsilon: 0.2}\n"
+     "defaults: {train.loss: pairwise}\n"), ["smoothing.method", "train.loss"]),
     ("cascade-alpha-1", "cascade: {enabled: true, alpha: [1.0]}\n", ["cascade.alpha", "[0, 1)"]),
     ("cascade-alpha-negative", "cascade: {enabled: true, alpha: -0.1}\n", ["cascade.alpha"]),
     ("cascade-alpha-count", "cascade: {enabled: true, exits: [1, 2], alpha: [0.1, 0.2, 0.3]}\n",
@@ -309,8 +309,8 @@ SEARCH: list[tuple[str, str, list[str]]] = [
     ("search-choice-bad-value", "curriculum.scoring: {choice: [random, nope]}", ["curriculum.scoring", "nope"]),
     ("search-distribution-unknown", "curriculum.delta: {normal: [0.3, 0.1]}", ["curriculum.delta", "normal"]),
     ("search-key-unknown", "curriculum.deltas: {uniform: [0.1, 0.9]}", ["curriculum.deltas"]),
-    ("search-when-cycle", "curriculum.n: {int: [1, 4], when: {curriculum.pacing: root_n}}\n"
-     "    curriculum.pacing: {choice: [root_n, linear], when: {curriculum.n: 2}}", ["cycle"]),
+    ("search-when-cycle", ("curriculum.n: {int: [1, 4], when: {curriculum.pacing: root_n}}\n"
+     "    curriculum.pacing: {choice: [root_n, linear], when: {curriculum.n: 2}}"), ["cycle"]),
     ("search-data-key", "data.negatives: {int: [1, 9]}", ["data.negatives"]),
 ]
 for id_, space, frags in SEARCH:
