@@ -118,3 +118,27 @@ def test_a_seed_run_two_old_drivers_both_recorded_is_named_then_repaired(tmp_pat
     results = read_experiment("twice", tracking_uri=store.uri)
     assert sorted(results.configs) == ["baseline", "ls"]
     assert StudyRecords.open(store, "twice").duplicates == []
+
+
+def test_a_data_load_that_fails_ends_the_study_run_failed(tmp_path):
+    """The data of a study goes away between `validate` and `run` (a TREC directory removed): the
+    driver stops with one error before Ray starts, and the study run it had opened ends FAILED
+    instead of staying RUNNING."""
+    import shutil
+
+    from harness.errors import HarnessError
+    from harness.study.runner import run_study
+    from tests.test_bad_input_sweep import _trec
+
+    data = _trec(tmp_path)
+    spec = load_study(write_study(tmp_path, "gone", defaults={"data.source": "trec", "data.path": str(data)},
+                                  seeds=[1, 2]))
+    shutil.rmtree(data)
+    uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
+    logs: list[str] = []
+    with pytest.raises(HarnessError, match="no such|missing|not found|does not exist"):
+        run_study(spec, tracking_uri=uri, progress=logs.append)
+    store = TrackingStore(uri)
+    runs = store.client.search_runs([store.client.get_experiment_by_name("gone").experiment_id])
+    assert runs and {r.info.status for r in runs} == {"FAILED"}
+    assert any("left running ended FAILED" in line for line in logs)
