@@ -17,7 +17,6 @@ The sweep's figures are in docs/reliability.md.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import pytest
 from harness.cli import main
 from harness.study import _orchestrate
 from harness.training.loop import Trainer
+from tests.test_bad_input import unwritable
 
 # The study every case varies. Lines: name 1, model 2, data 3, train 4, seeds 5, storage_path 6;
 # the case's own lines start at 7.
@@ -99,18 +99,6 @@ def _msd(tmp: Path, drop: tuple[str, ...] = (), **files: str | bytes) -> Path:
     for name, text in {"train.tsv": MSD, "valid.tsv": MSD, "test.tsv": MSD, **files}.items():
         if name not in drop:
             _write(d / name, text)
-    return d
-
-
-def _unwritable(tmp: Path) -> Path:
-    """A directory no one here can make anything in: a read-only one, or for root sysfs."""
-    if os.geteuid() == 0:
-        if not Path("/sys/kernel").is_dir():
-            pytest.skip("running as root without /sys: no directory here is unwritable")
-        return Path("/sys")
-    d = tmp / "read-only"
-    d.mkdir()
-    d.chmod(0o555)
     return d
 
 
@@ -328,7 +316,7 @@ study_case("search-space-empty", ["@P", "space"], extra="search:\n  searcher: tp
 for cmd in ("validate", "run"):
     @case("study file", f"storage-path-unwritable-{cmd}")
     def _(tmp: Path, cmd: str = cmd) -> tuple[list[str], list[str], Path]:
-        p = _write(tmp / "study.yaml", _study_text(storage=f"'{_unwritable(tmp) / 'runs'}'"))
+        p = _write(tmp / "study.yaml", _study_text(storage=f"'{unwritable(tmp) / 'runs'}'"))
         return [cmd, str(p)], ["@P:6:", "storage_path", "not writable"], p
 
     @case("study file", f"storage-path-under-a-file-{cmd}")
