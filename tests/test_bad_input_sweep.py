@@ -24,20 +24,13 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.study import _orchestrate
-from harness.training.loop import Trainer
-from tests.test_bad_input import unwritable
 
-# The study every case varies. Lines: name 1, model 2, data 3, train 4, seeds 5, storage_path 6;
-# the case's own lines start at 7.
-STUDY = """\
-name: {name}
-model: {{name: tiny, max_length: 32}}
-data: {{conversations: 30, max_dev_queries: 8, max_test_queries: 8}}
-train: {{steps: 4, batch_size: 8, eval_every: 2, device: cpu}}
-seeds: {seeds}
-storage_path: {storage}
-"""
+# The same fence as tests/test_bad_input.py (its autouse fixture, active here once imported): no
+# case may start Ray or train a step.
+from tests.test_bad_input import STUDY, _no_ray_no_training, unwritable  # noqa: F401
+
+# The study every case varies (tests/test_bad_input.py's): lines name 1, model 2, data 3, train 4,
+# seeds 5, storage_path 6; the case's own lines start at 7.
 
 # A small TREC-style directory (docs/data.md): one query per split, every file given.
 TREC = {
@@ -526,19 +519,6 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
 
 
 # --- the sweep ----------------------------------------------------------------------------------
-
-@pytest.fixture(autouse=True)
-def _no_ray_no_training(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """No case may start Ray or train a step; the default MLflow store and Tune storage go under
-    the test's directory."""
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("bad input reached Ray or training")
-
-    monkeypatch.setattr(_orchestrate, "init_ray", refuse)
-    monkeypatch.setattr(Trainer, "run", refuse)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.chdir(tmp_path)
-
 
 @pytest.mark.parametrize("c", CASES, ids=[f"{c.area}:{c.id}".replace(" ", "-") for c in CASES])
 def test_refused_in_one_line(c: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
