@@ -15,6 +15,11 @@ tag harness.marker.<metric>):
 - under the per-seed test, instead of one p-value: ``<m>_seeds_better``/``<m>_seeds_worse`` (how many
   seeds are significantly better or worse) and the tag holds the tally ("\u20202/3": significantly
   better in 2 of 3 seeds), or ``ns`` when no seed is significant;
+- every configuration, for the verdict metric (the study's objective; by default the first
+  metric): a one-line ``verdict`` (``verdict``), which the runner logs as the run's description (tag
+  ``mlflow.note.content``), e.g. "MAP +0.0120 [-0.0040, 0.0280], p = 0.14, crossed, Holm over 8:
+  ns"; the baseline's "baseline: MAP 0.4120 \u00b1 0.0100 over 3 seeds"; candidates also get the tags
+  ``harness.test`` (the test behind ``<m>_p``) and ``harness.correction``;
 - candidates, when per-query values and at least 2 seeds exist: the power analysis
   (harness.evaluation.power) as ``<m>_var_seed``, ``<m>_var_query``, ``<m>_var_resid`` (variance
   components of the differences) and ``<m>_mde_s<S>`` (minimum detectable effect with S seeds at the
@@ -29,6 +34,10 @@ tag harness.marker.<metric>):
 (0.1, ['tables/configs.md', 'tables/seeds.md'])
 >>> report.power is None, report.power_skipped   # per-run values only: no variance components
 (True, 'results has per-run values only for map; a power analysis needs per-query values (the query variance cannot be estimated without them)')
+>>> report.outcomes["base"].verdict
+'baseline: MAP 0.5200 \u00b1 0.0100 over 3 seeds'
+>>> report.outcomes["new"].verdict   # per-run values: a paired t-test of the seed means
+'MAP +0.1000 [0.1000, 0.1000], p < 0.001, across-seeds, Holm over 1: \u2021 better at 0.01'
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from harness.errors import DataError
+from harness.evaluation.metrics import label_of
 from harness.evaluation.power import (
     PowerAnalysis,
     PowerOptions,
@@ -48,7 +58,14 @@ from harness.evaluation.render import RENDERERS, render
 from harness.evaluation.results import StudyResults, summary_metrics
 from harness.evaluation.significance import Analysis, AnalysisOptions, analyse
 from harness.evaluation.table import build_tables
-from harness.tracking.conventions import ROLE_BASELINE, ROLE_CANDIDATE, TAG_MARKER_PREFIX
+from harness.tracking.conventions import (
+    ROLE_BASELINE,
+    ROLE_CANDIDATE,
+    TAG_CORRECTION,
+    TAG_MARKER_PREFIX,
+    TAG_NOTE,
+    TAG_TEST,
+)
 
 NOT_SIGNIFICANT = "ns"
 EXTENSIONS = {"md": "md", "latex": "tex", "csv": "csv", "html": "html"}
@@ -63,10 +80,18 @@ class ConfigOutcome:
     role: str
     metrics: Mapping[str, float]
     markers: Mapping[str, str]
+    verdict: str = ""  # one line on the verdict metric (``verdict``): the run's description
+    test: str = ""  # candidates: the test behind <m>_p and its correction
+    correction: str = ""
 
     @property
     def tags(self) -> dict[str, str]:
-        return {f"{TAG_MARKER_PREFIX}{m}": marker for m, marker in self.markers.items()}
+        out = {f"{TAG_MARKER_PREFIX}{m}": marker for m, marker in self.markers.items()}
+        if self.verdict:
+            out[TAG_NOTE] = self.verdict
+        if self.test:
+            out.update({TAG_TEST: self.test, TAG_CORRECTION: self.correction})
+        return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,9 +114,11 @@ class StudyReport:
 
 def study_report(results: StudyResults, options: AnalysisOptions | None = None, *,
                  formats: Sequence[str] = ("md", "latex", "csv", "html"),
-                 decimals: int = 4) -> StudyReport:
+                 decimals: int = 4, verdict_metric: str | None = None) -> StudyReport:
     """Test every configuration against the baseline, render both table forms in ``formats``, and
-    (where the data allow it) run the power analysis over the same metrics."""
+    (where the data allow it) run the power analysis over the same metrics. ``verdict_metric``:
+    the metric of each configuration's one-line verdict (the study's objective; None, or a metric
+    the analysis lacks: its first metric)."""
     analysis = analyse(results, options)
     for fmt in formats:
         RENDERERS.get(fmt)
@@ -100,7 +127,10 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         power = power_analysis(results, PowerOptions(metrics=analysis.metrics))
     except DataError as exc:
         skipped = str(exc)
-    outcomes = {config: _outcome(analysis, config, power) for config in results.configs}
+    if verdict_metric not in analysis.metrics:
+        verdict_metric = analysis.metrics[0]
+    outcomes = {config: _outcome(analysis, config, power, verdict_metric, decimals)
+                for config in results.configs}
     tables = {}
     for form in ("seeds", "configs"):
         built = build_tables(analysis, form, decimals)
@@ -110,7 +140,61 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
                        power_skipped=skipped)
 
 
-def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None) -> ConfigOutcome:
+# How a verdict names a correction.
+CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni", "bh": "Benjamini-Hochberg",
+                    "maxt": "max-T", "none": "uncorrected"}
+
+
+def _num(value: float, decimals: int, sign: bool = False) -> str:
+    return f"{value:+.{decimals}f}" if sign else f"{value:.{decimals}f}"
+
+
+def _p(p: float) -> str:
+    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+
+
+def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 4) -> str:
+    """One line on ``config`` and ``metric``: for the baseline its mean and SD over seeds; for a
+    candidate its mean difference to the baseline, the interval beside the marker, the adjusted
+    p-value, the test, the correction over a family of m comparisons, and the marker (with its
+    direction and level) or ns. Under the per-seed test: in how many seeds it is significant.
+    Empty for a candidate with no comparison on ``metric``."""
+    res = analysis.results
+    name = label_of(metric)
+    seeds = res.seed_values(config, metric)
+    n = len(seeds)
+    if config == res.baseline:
+        sd = float(seeds.std(ddof=1)) if n > 1 else float("nan")
+        spread = f" \u00b1 {_num(sd, decimals)}" if n > 1 else ""
+        return f"baseline: {name} {_num(float(seeds.mean()), decimals)}{spread} over {n} seed{'s' * (n != 1)}"
+    correction = CORRECTION_NAMES.get(analysis.options.correction, analysis.options.correction)
+    if analysis.test == "per-seed":
+        comps = [c for c in analysis.comparisons if c.config == config and c.metric == metric
+                 and c.seed is not None]
+        if not comps:
+            return ""
+        paired = res.seed_values(res.baseline, metric, res.seeds_of(config))
+        better, worse, total = analysis.seed_tally(config, metric)
+        said = " and ".join(f"{word} in {k} of {total} seeds" for word, k in
+                            (("better", better), ("worse", worse)) if k) or "ns"
+        return (f"{name} {_num(float(seeds.mean() - paired.mean()), decimals, sign=True)}, per-seed "
+                f"t-tests, {correction} over {comps[0].family_size}: {said}")
+    comp = analysis.get(config, metric)
+    if comp is None:
+        return ""
+    low, high = comp.interval
+    marker = analysis.marker(comp)
+    if marker is None or comp.level is None:
+        decided = "ns"
+    else:
+        decided = f"{marker} {comp.direction} at {analysis.options.markers.levels[comp.level]:g}"
+    return (f"{name} {_num(comp.result.mean_diff, decimals, sign=True)} [{_num(low, decimals)}, "
+            f"{_num(high, decimals)}], {_p(comp.p_adjusted)}, {analysis.test}, {correction} over "
+            f"{comp.family_size}: {decided}")
+
+
+def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None, verdict_metric: str,
+             decimals: int) -> ConfigOutcome:
     res = analysis.results
     metrics: dict[str, float] = {}
     markers: dict[str, str] = {}
@@ -133,6 +217,10 @@ def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None) -> Co
         markers[m] = analysis.marker(comp) or NOT_SIGNIFICANT
     if power is not None and config != res.baseline:
         metrics.update(outcome_metrics(power, config))
+    baseline = config == res.baseline
     return ConfigOutcome(config=config, config_id=res.config_ids.get(config),
-                         role=ROLE_BASELINE if config == res.baseline else ROLE_CANDIDATE,
-                         metrics=metrics, markers=markers)
+                         role=ROLE_BASELINE if baseline else ROLE_CANDIDATE,
+                         metrics=metrics, markers=markers,
+                         verdict=verdict(analysis, config, verdict_metric, decimals),
+                         test="" if baseline else analysis.test,
+                         correction="" if baseline else analysis.options.correction)

@@ -29,7 +29,7 @@ import numpy as np
 
 from harness.errors import ConfigError, DataError
 from harness.evaluation.metrics import canonical_name, metric_key
-from harness.tracking.conventions import MEAN_SUFFIX, SD_SUFFIX
+from harness.tracking.conventions import MEAN_SUFFIX, SD_SUFFIX, TEST_PREFIX
 
 MEAN_TOLERANCE = 1e-6
 _SHOW = 5  # how many query ids an error message lists
@@ -188,15 +188,18 @@ def seed_summary(values: Sequence[float]) -> tuple[float, float]:
 
 def summary_metrics(values: Mapping[str, Sequence[float]]) -> dict[str, float]:
     """``<metric>_mean`` and ``<metric>_sd`` (``seed_summary``) of one configuration's values over
-    seeds, by metric: the one summary of a configuration, logged on its config run as its seeds
-    finish and again by the study's report (the same values). The SD of one seed is NaN.
+    seeds, by metric, and the mean again as ``test_<metric>``, the name its seed runs give the
+    value (so one MLflow column sorts config and seed runs alike): the one summary of a
+    configuration, logged on its config run as its seeds finish and again by the study's report
+    (the same values). The SD of one seed is NaN.
 
     >>> summary_metrics({"map": [0.25, 0.75]})
-    {'map_mean': 0.5, 'map_sd': 0.3535533905932738}
+    {'map_mean': 0.5, 'map_sd': 0.3535533905932738, 'test_map': 0.5}
     """
     out: dict[str, float] = {}
     for metric, seeds in values.items():
         out[f"{metric}{MEAN_SUFFIX}"], out[f"{metric}{SD_SUFFIX}"] = seed_summary(seeds)
+        out[f"{TEST_PREFIX}{metric}"] = out[f"{metric}{MEAN_SUFFIX}"]
     return out
 
 

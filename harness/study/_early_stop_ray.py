@@ -151,8 +151,8 @@ def finish(spec: Any, store: Any, experiment_id: str, study_run: str, config_run
     st = load_state(state_uri(spec), spec.early_stopping, len(spec.fixed_configs()))
     for cid, s in st.stopped.items():
         tags = {C.TAG_STOPPED: "1", C.TAG_STOPPED_RUNG: str(s.rung), C.TAG_STOPPED_REASON: s.reason[:5000]}
-        if cid in config_runs:
-            store.set_tags(config_runs[cid], tags)
+        if cid in config_runs:  # its description (the verdict of a tested one) says why it has none
+            store.set_tags(config_runs[cid], {**tags, C.TAG_NOTE: f"stopped early at step {s.rung}: {s.reason}"[:5000]})
         runs = store.client.search_runs(
             [experiment_id], filter_string=f"tags.`{C.TAG_KIND}` = '{C.KIND_TRIAL}' and "
                                            f"tags.`{C.TAG_CONFIG_ID}` = '{cid}'", max_results=1000)

@@ -4,7 +4,10 @@ analysis into MLflow.
 The statistics live in harness.evaluation (read the experiment back exactly as `harness table
 --experiment` and `harness power --experiment` do, so the figures in MLflow and the exported ones are
 the same); this module only moves the outcome onto the runs:
-- each config run: <metric>_mean/_sd/_delta/_p and a marker tag; for candidates, where per-query
+- each config run: <metric>_mean/_sd/_delta/_p, test_<metric> (the mean again, under the seed
+  runs' name), a marker tag, the test and correction (harness.test, harness.correction) and its
+  one-line verdict on the study's objective metric as its description (mlflow.note.content; a
+  configuration stopped early gets why, harness.study._early_stop_ray); for candidates, where per-query
   values and 2+ seeds exist, the variance components <metric>_var_seed/_var_query/_var_resid and the
   minimum detectable effect <metric>_mde_s<S> for S in 3, 5, 10, 20 and the study's seed count
   (alpha 0.05, power 0.8, the study's query count);
@@ -33,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from harness.study.spec import StudySpec
+from harness.tracking.conventions import TAG_NOTE
 from harness.tracking.records import StudyRecords
 
 if TYPE_CHECKING:
@@ -98,11 +102,12 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
         exploratory = None
         if confirmed:  # harness.study._confirm: the confirmatory report, and the exploratory one beside it
             exploratory = study_report(read_experiment(spec.name, tracking_uri=records.store.uri,
-                                                       config_ids=ids, phase="exploratory"))
+                                                       config_ids=ids, phase="exploratory"),
+                                       verdict_metric=spec.metric)
             ids = confirmed
         results = read_experiment(spec.name, tracking_uri=records.store.uri, config_ids=ids,
                                   phase="confirmatory" if confirmed else "auto")
-        report = study_report(results)
+        report = study_report(results, verdict_metric=spec.metric)
     except HarnessError as exc:
         # Every trial is recorded; the reason (missing seeds, different evaluation sets, ...)
         # goes onto the study run and into the one-line error.
@@ -113,7 +118,11 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
                                 f"report could not be produced: {reason}") from None
     if exploratory is not None:
         for outcome in exploratory.outcomes.values():
-            records.config_report(outcome.config_id or "", outcome.metrics, outcome.tags)
+            # The runs that picked the confirmed configurations: their verdict says so.
+            tags = outcome.tags
+            if TAG_NOTE in tags:
+                tags[TAG_NOTE] = f"exploratory (the confirmation tests the pick): {tags[TAG_NOTE]}"
+            records.config_report(outcome.config_id or "", outcome.metrics, tags)
         records.study_artifacts({f"exploratory/{path}": text for path, text in exploratory.artifacts.items()})
     for name, outcome in report.outcomes.items():
         if records.config_report(outcome.config_id or "", outcome.metrics, outcome.tags):

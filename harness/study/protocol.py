@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import TrialConfig
-from harness.tracking.conventions import ROLE_CANDIDATE
+from harness.tracking.conventions import BEST_DEV_PREFIX, ROLE_CANDIDATE
 
 TICKET = "ticket"
 OUTCOME_FILE = "outcome.json"
@@ -139,8 +139,10 @@ class TrialOutcome:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """The seed run's metrics besides the test metrics (logged under their own names)."""
-        return {"best_step": float(self.best_step), "objective": self.objective, **self.cascade,
+        """The seed run's metrics besides the test metrics (logged under their own names): the
+        tested checkpoint's dev values among them, as ``best_dev_<metric>``."""
+        return {"best_step": float(self.best_step), "objective": self.objective,
+                **{f"{BEST_DEV_PREFIX}{k}": v for k, v in self.best_dev.items()}, **self.cascade,
                 "trial_started": self.started, "trial_ended": self.ended, **self.resolved}
 
     def to_result(self) -> dict[str, Any]:

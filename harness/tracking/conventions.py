@@ -1,19 +1,23 @@
 """MLflow record conventions (docs/architecture.md, "MLflow records"): the UI and the table exporter rely on them.
 
-experiment = study name
+experiment = study name; tag mlflow.experimentKind=custom_model_development (the UI opens it on its
+             training runs, not on the GenAI overview)
   study run   tags: harness.kind=study, harness.study=<name>
               artifacts: study.yaml, resolved/<config_id>.json, tables/*, plots/*
   config run  nested under the study run (mlflow.parentRunId)
               tags: harness.kind=config, harness.config_id, harness.role=baseline|candidate,
                     harness.sequential (a seed schedule: why it got no more seeds)
-              metrics: <metric>_mean, <metric>_sd over seeds; vs-baseline results:
-                       <metric>_delta, <metric>_p, tag harness.marker.<metric>
+              metrics: <metric>_mean, <metric>_sd over seeds, test_<metric> (= the mean, under the
+                       seed runs' name); vs-baseline results: <metric>_delta, <metric>_p, tag
+                       harness.marker.<metric>, tag harness.test (the test behind <metric>_p)
+              description (mlflow.note.content): the one-line verdict on the objective metric
   seed run    nested under its config run
               tags: harness.kind=trial, harness.config_id, harness.seed, harness.role,
                     harness.eval_fingerprint (the dev/test candidates it was evaluated on),
                     harness.round (a seed schedule: the round that trained it)
               params: every flat dotted config key
-              metrics: dev_<metric> as step metrics (the dev curve); test_<metric> final
+              metrics: dev_<metric> as step metrics (the dev curve); test_<metric> final;
+                       best_dev_<metric> (the dev value of the checkpoint that was tested)
               artifact: per_query/test.csv with columns qid, measure, value
   `harness train` records the same: a study run named after its experiment, a config run per
   configuration, a seed run per (configuration, seed).
@@ -58,6 +62,13 @@ TAG_ERROR = "harness.error"  # why a seed run failed
 TAG_SEEDS = "harness.seeds"  # on a config run: the seeds its mean and SD are over
 TAG_REPORT_ERROR = "harness.report_error"  # on the study run: why the report could not be produced
 TAG_PARENT = "mlflow.parentRunId"
+TAG_NOTE = "mlflow.note.content"  # a run's description in the MLflow UI: a config run's verdict
+TAG_TEST = "harness.test"  # on a config run: the test behind its <metric>_p
+TAG_CORRECTION = "harness.correction"  # ... and the correction of its p-values
+# The experiment's kind, which MLflow 3's UI reads to choose its landing page: a study opens on its
+# training runs (the runs table), not on the GenAI overview of traces.
+TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 KIND_STUDY = "study"
 KIND_CONFIG = "config"
@@ -72,6 +83,7 @@ STUDY_FILE_ARTIFACT = "study.yaml"
 RESOLVED_ARTIFACT = "resolved/{config_id}.json"
 
 DEV_PREFIX = "dev_"
+BEST_DEV_PREFIX = "best_dev_"  # seed run: the tested (best-dev) checkpoint's dev metrics
 TEST_PREFIX = "test_"
 MEAN_SUFFIX = "_mean"
 SD_SUFFIX = "_sd"

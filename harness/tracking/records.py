@@ -199,6 +199,10 @@ class StudyRecords:
         if self._study is not None:
             self.store.client.update_run(self._study, status="RUNNING")
         if self._study is None:
+            # An experiment an older version made has no kind yet (TrackingStore.experiment sets it).
+            exp = self.store.client.get_experiment(self.experiment_id)
+            if C.TAG_EXPERIMENT_KIND not in exp.tags:
+                self.store.client.set_experiment_tag(self.experiment_id, C.TAG_EXPERIMENT_KIND, C.EXPERIMENT_KIND)
             self._study = self.store.start_run(self.experiment_id, self.study_name, {
                 C.TAG_KIND: C.KIND_STUDY, C.TAG_STUDY: self.study_name})
             if study_text is not None:

@@ -109,8 +109,10 @@ class TrackingStore:
                 raise HarnessError(f"MLflow experiment {name!r} does not exist at {self.uri}")
             if C.name_problem(name):  # its artifacts go to <artifact root>/<name>
                 raise ConfigError(f"MLflow experiment name: {C.name_problem(name)}")
+            # Its kind: MLflow's UI opens it on its runs table (conventions.TAG_EXPERIMENT_KIND).
             return str(self.client.create_experiment(name, artifact_location=artifact_root_for(self.uri)
-                                                     and f"{artifact_root_for(self.uri)}/{name}"))
+                                                     and f"{artifact_root_for(self.uri)}/{name}",
+                                                     tags={C.TAG_EXPERIMENT_KIND: C.EXPERIMENT_KIND}))
         except MlflowException as exc:
             raise HarnessError(f"tracking URI {self.uri}: {str(exc).splitlines()[0]}") from None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from harness.evaluation.plots import write_plots
 from harness.evaluation.report import study_report
 from harness.evaluation.results import RunRecord, StudyResults
 from harness.evaluation.significance import AnalysisOptions
-from harness.tracking.conventions import TAG_MARKER_PREFIX
+from harness.tracking.conventions import TAG_CORRECTION, TAG_MARKER_PREFIX, TAG_NOTE, TAG_TEST
 
 
 def test_outcomes_per_config(records: list[RunRecord]) -> None:
@@ -21,7 +22,9 @@ def test_outcomes_per_config(records: list[RunRecord]) -> None:
                                                                        correction="bonferroni"))
     base, better, same, worse = (report.outcomes[c] for c in ("base", "better", "same", "worse"))
     assert base.role == "baseline" and base.markers == {} and set(base.metrics) == {
-        "map_mean", "map_sd", "mrr_mean", "mrr_sd"}
+        "map_mean", "map_sd", "mrr_mean", "mrr_sd", "test_map", "test_mrr"}
+    # test_<m>: the mean again, under the name the seed runs give the value.
+    assert better.metrics["test_map"] == better.metrics["map_mean"]
     assert {k for k in better.metrics if k.startswith("map_")} == {
         "map_mean", "map_sd", "map_delta", "map_p", "map_ci_low", "map_ci_high", "map_dz",
         "map_var_seed", "map_var_query", "map_var_resid", "map_mde_s3", "map_mde_s5", "map_mde_s10",
@@ -34,7 +37,9 @@ def test_outcomes_per_config(records: list[RunRecord]) -> None:
     assert better.metrics["map_ci_low"] < delta < better.metrics["map_ci_high"]
     comp = report.analysis.get("better", "map")
     assert comp is not None and better.metrics["map_p"] == comp.p_adjusted == min(1, 3 * comp.result.p_value)
-    assert better.tags == {f"{TAG_MARKER_PREFIX}map": "\u2021", f"{TAG_MARKER_PREFIX}mrr": "\u2021"}
+    assert better.tags == {f"{TAG_MARKER_PREFIX}map": "\u2021", f"{TAG_MARKER_PREFIX}mrr": "\u2021",
+                           TAG_NOTE: better.verdict, TAG_TEST: "seed-averaged", TAG_CORRECTION: "bonferroni"}
+    assert base.tags == {TAG_NOTE: base.verdict}
     assert worse.markers["map"] == "\u21d3" and same.markers["map"] == "ns"
     assert sorted(report.tables) == sorted(f"tables/{f}.{e}" for f in ("seeds", "configs")
                                            for e in ("md", "tex", "csv", "html"))
@@ -90,3 +95,45 @@ def test_plots(records: list[RunRecord], tmp_path: Path) -> None:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     assert np.isfinite(report.outcomes["better"].metrics["map_dz"])
+
+
+VERDICT = re.compile(r"(?P<name>\S+) (?P<delta>[+-]\d\.\d{4}) \[(?P<low>-?\d\.\d{4}), (?P<high>-?\d\.\d{4})\], "
+                     r"p (?P<op>[=<]) (?P<p>[\d.e-]+), (?P<test>[\w-]+), (?P<corr>[\w-]+) over (?P<m>\d+): "
+                     r"(?P<decided>.+)")
+
+
+def test_verdict_lines_say_what_the_tables_say(records: list[RunRecord]) -> None:
+    """Each config run's description: the objective's difference, interval, adjusted p, test,
+    correction and family size, and the marker; the values re-derived from the per-query data."""
+    report = study_report(StudyResults.build(records), formats=("md",), verdict_metric="mrr")
+    per_seed = {(r.config, r.seed): np.mean(list(r.per_query["mrr"].values())) for r in records}
+    base_means = np.array([per_seed[("base", s)] for s in ("1", "2", "3")])
+    assert report.outcomes["base"].verdict == (f"baseline: MRR {base_means.mean():.4f} \u00b1 "
+                                               f"{base_means.std(ddof=1):.4f} over 3 seeds")
+    decided = {}
+    for config in ("better", "same", "worse"):
+        line = report.outcomes[config].verdict
+        got = VERDICT.fullmatch(line)
+        assert got, line
+        comp = report.analysis.get(config, "mrr")
+        assert comp is not None
+        means = np.array([per_seed[(config, s)] for s in ("1", "2", "3")])
+        assert float(got["delta"]) == pytest.approx(means.mean() - base_means.mean(), abs=5e-5)
+        assert (float(got["low"]), float(got["high"])) == pytest.approx(comp.interval, abs=5e-5)
+        p = comp.p_adjusted
+        assert (got["op"], got["p"]) == (("<", "0.001") if p < 0.001 else ("=", f"{p:.2g}"))
+        assert (got["name"], got["test"], got["corr"], got["m"]) == ("MRR", "crossed", "Holm", "3")
+        level = next((a for a in (0.01, 0.05) if p < a), None)
+        symbol = {("better", 0.01): "\u2021", ("better", 0.05): "\u2020", ("worse", 0.01): "\u21d3",
+                  ("worse", 0.05): "\u2193"}.get((comp.direction, level))
+        decided[config] = got["decided"]
+        assert got["decided"] == (f"{symbol} {comp.direction} at {level:g}" if symbol else "ns")
+        assert report.outcomes[config].tags[TAG_TEST] == "crossed"
+    assert decided == {"better": "\u2020 better at 0.05", "same": "ns", "worse": "\u21d3 worse at 0.01"}
+    # Under the per-seed test: in how many seeds it is significant; max-T is named as such.
+    per_seed_report = study_report(StudyResults.build(records), AnalysisOptions(test="per-seed"), formats=("md",))
+    assert per_seed_report.outcomes["worse"].verdict.endswith(", per-seed t-tests, Holm over 9: worse in 3 of 3 seeds")
+    assert per_seed_report.outcomes["same"].verdict.endswith(": ns")
+    maxt = study_report(StudyResults.build(records), AnalysisOptions(correction="maxt"), formats=("md",))
+    assert ", crossed, max-T over 3: \u2021 better at 0.01" in maxt.outcomes["better"].verdict
+    assert maxt.outcomes["better"].tags[TAG_CORRECTION] == "maxt"

@@ -77,7 +77,9 @@ def test_outcome_round_trips_and_carries_no_per_query_values():
     assert TrialOutcome.from_result(json.loads(json.dumps(result))) == outcome
     assert "q1" not in json.dumps(result)  # per-query values travel as a file, not in the results
     # The seed run's metrics besides test_<metric>: the names of the records in docs/architecture.md.
-    assert outcome.metrics == {"best_step": 20.0, "objective": 0.41, "cascade_map": 0.4, "cascade_cost": 0.7,
+    # best_dev_<metric>: the dev values of the checkpoint that was tested (best_step), not the last.
+    assert outcome.metrics == {"best_step": 20.0, "objective": 0.41, "best_dev_map": 0.41, "best_dev_mrr": 0.5,
+                               "cascade_map": 0.4, "cascade_cost": 0.7,
                                "test_exit2_map": 0.33, "trial_started": 100.0, "trial_ended": 160.0,
                                "curriculum.T_steps": 10.0}
 
