@@ -116,6 +116,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print("\n".join(schedule_plan(spec)))
     else:
         print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec) - confirm_trials(spec)} trials")
+    if spec.early_stopping is not None:
+        from harness.study._early_stop import rung_steps
+
+        es = spec.early_stopping
+        base = spec.baseline.config.train
+        print(f"  early stopping: at steps {list(rung_steps(es, base.steps, base.eval_every))} of "
+              f"{base.steps} (the baseline's), a configuration outside the top 1/{es.reduction_factor:g} "
+              f"by its seeds' mean dev {es.metric} stops with its seeds; the baseline never stops")
     if spec.confirm is not None:
         print("\n".join(confirm_plan(spec)))
     elif spec.search is not None:
@@ -135,9 +143,26 @@ def cmd_ui(args: argparse.Namespace) -> int:
     uri = check_tracking_uri(args.tracking_uri)
     url = f"http://{args.host}:{args.port}"
     print(f"MLflow UI for {uri} at {url} (Ctrl-C stops it)", flush=True)
+    for name, page in verdict_pages(uri):
+        print(f"  study {name}: each configuration's verdict at {url}{page}", flush=True)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     return run_forwarding_signals(cmd)
+
+
+def verdict_pages(uri: str) -> list[tuple[str, str]]:
+    """(experiment, runs page address) of every study in the store with a verdict view
+    (harness.tracking.conventions.runs_page); none where the store cannot be read (the UI says why)."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking import conventions as C
+
+    try:
+        experiments = MlflowClient(uri).search_experiments(max_results=1000)
+    except (MlflowException, OSError):
+        return []
+    return [(e.name, C.runs_page(e.experiment_id)) for e in experiments if C.TAG_VERDICT_VIEW in e.tags]
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

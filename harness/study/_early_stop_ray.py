@@ -167,5 +167,8 @@ def finish(spec: Any, store: Any, experiment_id: str, study_run: str, config_run
     names = ", ".join(f"{s.name} (step {s.rung})" for s in st.stopped.values()) or "none"
     total = ran + saved
     pct = f" ({100 * saved / total:.0f}%)" if total else ""
-    log(f"early stopping: stopped {names}; {saved} trial-steps saved of {total}{pct}, {ran} run")
+    configs = sum(not cid.endswith("-confirm") for cid in config_runs)  # the confirmation's retrain
+    log(f"early stopping: {len(st.stopped)} of {configs} configuration(s) stopped "
+        f"({len(st.stopped) * seeds} of {configs * seeds} trials): {names}; {saved} trial-steps saved "
+        f"of {total}{pct}, {ran} run")
     return {"stopped": {cid: s.name for cid, s in st.stopped.items()}, "steps_saved": saved, "steps_run": ran}

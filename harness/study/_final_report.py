@@ -138,9 +138,11 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
         log(_power_summary(report.power))
     else:
         log(f"power: skipped ({report.power_skipped})")
+    page = records.verdict_view(spec.metric)
     records.end()
     logged = "tables, plots and power analysis" if report.power is not None else "tables and plots"
     log(f"study {spec.name}: finished; {logged} logged to study run {records.study_run}")
+    log(f"each configuration's verdict: MLflow runs page {page} (`harness ui` prints its address)")
     return out
 
 

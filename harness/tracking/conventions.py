@@ -1,7 +1,8 @@
 """MLflow record conventions (docs/architecture.md, "MLflow records"): the UI and the table exporter rely on them.
 
-experiment = study name; tag mlflow.experimentKind=custom_model_development (the UI opens it on its
-             training runs, not on the GenAI overview)
+experiment = study name; tags mlflow.experimentKind=custom_model_development (a model training
+             experiment, not GenAI) and mlflow.sharedViewState.harness-verdicts (the runs table of
+             its config runs with their verdicts: runs_page)
   study run   tags: harness.kind=study, harness.study=<name>
               artifacts: study.yaml, resolved/<config_id>.json, tables/*, plots/*
   config run  nested under the study run (mlflow.parentRunId)
@@ -69,6 +70,22 @@ TAG_CORRECTION = "harness.correction"  # ... and the correction of its p-values
 # training runs (the runs table), not on the GenAI overview of traces.
 TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+# MLflow 3.17's UI picks the landing page from its GenAI / Model training switch (remembered per
+# browser; the URL's workflowType sets it), not from the kind, and hides the runs table's Description
+# column by default. So a study also gets a shared view of its runs table (an experiment tag that the
+# URL's viewStateShareKey names): its config runs, sorted by the objective's test mean, with the
+# Description (the verdict) and test_<metric> columns. ``runs_page`` is its address.
+VERDICT_VIEW = "harness-verdicts"
+TAG_VERDICT_VIEW = f"mlflow.sharedViewState.{VERDICT_VIEW}"
+
+
+def runs_page(experiment_id: str) -> str:
+    """The UI address (after the server's root) of a study's runs table with its verdicts.
+
+    >>> runs_page("3")
+    '/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=harness-verdicts'
+    """
+    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VERDICT_VIEW}"
 
 KIND_STUDY = "study"
 KIND_CONFIG = "config"

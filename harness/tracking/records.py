@@ -19,6 +19,7 @@ through them.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import os
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -367,6 +368,16 @@ class StudyRecords:
         """Reference MAPs (bm25, random) on the test queries onto the study run."""
         self.store.log_metrics(self._require_study(),
                                {C.REFERENCE_METRIC.format(name=k): v for k, v in maps.items()})
+
+    def verdict_view(self, metric: str) -> str:
+        """The study's shared view of its runs table (conventions.TAG_VERDICT_VIEW): the config
+        runs, sorted by ``test_<metric>`` (best first), with the Description column (each one's
+        verdict) and ``test_<metric>``; returns its address (conventions.runs_page)."""
+        column = f"metrics.`{C.TEST_PREFIX}{metric}`"
+        view = {"searchFilter": f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'", "orderByKey": column,
+                "orderByAsc": False, "selectedColumns": ["attributes.`Description`", column]}
+        self.store.client.set_experiment_tag(self.experiment_id, C.TAG_VERDICT_VIEW, json.dumps(view))
+        return C.runs_page(self.experiment_id)
 
     def report_failed(self, reason: str) -> None:
         self.store.set_tags(self._require_study(), {C.TAG_REPORT_ERROR: reason[:5000]})

@@ -106,6 +106,9 @@ def test_validate_shows_the_confirmation_of_the_shipped_joint_search(tmp_path, c
     assert main(["validate", "--no-model", str(root / "search_spaces" / "joint.yaml")]) == 0
     out = capsys.readouterr().out
     assert "  seeds: [1, 2, 3]  ->  75 trials\n" in out
+    # It stops proposals early (seed groups at half of training), as the study file explains.
+    assert ("  early stopping: at steps [1500] of 3000 (the baseline's), a configuration outside the top "
+            "1/2 by its seeds' mean dev map stops with its seeds; the baseline never stops\n") in out
     assert ("  confirmation: top 1 by dev map + baseline x 3 fresh seeds [4, 5, 6] = 6 trials "
             "(the confirmatory table uses these runs only)") in out
 

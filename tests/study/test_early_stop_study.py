@@ -64,7 +64,10 @@ def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(ray_root
     saved = study.data.metrics[C.METRIC_STEPS_SAVED]
     assert study.data.metrics[C.METRIC_STEPS_RUN] == steps_run < full
     assert saved == full - steps_run > 0
-    assert any(f"{int(saved)} trial-steps saved of {full}" in ln for ln in lines)
+    assert (f"early stopping: 1 of 3 configuration(s) stopped (2 of 6 trials): diverging-lr (step 5); "
+            f"{int(saved)} trial-steps saved of {full} ({100 * saved / full:.0f}%), {steps_run} run") in lines
+    # its description (a tested configuration's verdict) says why it has no verdict
+    assert bad.data.tags[C.TAG_NOTE] == f"stopped early at step 5: {bad.data.tags[C.TAG_STOPPED_REASON]}"
     # the table compares baseline and ls only, the footnote names the stopped configuration
     assert set(out["configs"]) == {"baseline", "ls"}
     table = Path(client.download_artifacts(study.info.run_id, "tables/seeds.md", str(tmp_path))).read_text()
@@ -99,7 +102,7 @@ def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray
     assert set(out["configs"]) == {base.info.run_name}
     study = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
     assert study.data.metrics[C.METRIC_STOPPED] == 1 and study.data.metrics[C.METRIC_STEPS_SAVED] > 0
-    assert any("early stopping: stopped" in ln for ln in lines)
+    assert any(ln.startswith("early stopping: 1 of 2 configuration(s) stopped (2 of 4 trials): ") for ln in lines)
 
 
 

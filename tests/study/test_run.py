@@ -104,6 +104,88 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished):
     assert set(out["references"]) == {"random", "bm25"}
 
 
+def test_config_runs_sort_with_their_seeds_and_seed_runs_keep_the_tested_dev_value(finished):
+    """Config runs carry test_<metric> (the mean of their seed runs' test_<metric>) beside
+    <metric>_mean; each seed run carries best_dev_<metric>, the dev value at the checkpoint tested
+    (its objective), which is not its last dev point in general."""
+    root, _ = finished
+    runs = _runs(root, "plain")
+    seeds: dict[str, list] = {}
+    for t in runs["trial"]:
+        seeds.setdefault(t.data.tags["mlflow.parentRunId"], []).append(t)
+        assert t.data.metrics["best_dev_map"] == t.data.metrics["objective"]
+        history = MlflowClient(_uri(root)).get_metric_history(t.info.run_id, "dev_map")
+        best = next(m.value for m in history if m.step == int(t.data.metrics["best_step"]))
+        assert t.data.metrics["best_dev_map"] == pytest.approx(best, abs=1e-12)
+    for c in runs["config"]:
+        mean = sum(t.data.metrics["test_map"] for t in seeds[c.info.run_id]) / 3
+        assert c.data.metrics["test_map"] == pytest.approx(mean, abs=1e-12) == c.data.metrics["map_mean"]
+
+
+@pytest.mark.slow
+def test_the_runs_page_shows_each_configurations_verdict(finished, tmp_path):
+    """`harness ui` names the study's runs page; in Chromium it opens on the training runs (not the
+    GenAI overview), lists the config runs and shows each one's verdict, with no column added by hand."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser test needs Playwright (it drives Debian's chromium; no browser download)")
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("browser test needs /usr/bin/chromium: apt-get install -y chromium")
+    from tests.cluster.services import start_harness_ui
+
+    root, _ = finished
+    client = MlflowClient(_uri(root))
+    exp = client.get_experiment_by_name("plain")
+    assert exp.tags[C.TAG_EXPERIMENT_KIND] == C.EXPERIMENT_KIND
+    runs = _runs(root, "plain")
+    verdicts = {r.info.run_name: r.data.tags[C.TAG_NOTE] for r in runs["config"]}
+    # The verdicts say what the metrics say: the baseline's mean and SD of its seeds' test MAP, the
+    # candidates' difference, interval, adjusted p, the test (harness.test) and the family of 2.
+    base = next(r for r in runs["config"] if r.data.tags[C.TAG_ROLE] == "baseline")
+    maps = [t.data.metrics["test_map"] for t in runs["trial"] if t.data.tags[C.TAG_ROLE] == "baseline"]
+    mean = sum(maps) / 3
+    sd = (sum((v - mean) ** 2 for v in maps) / 2) ** 0.5
+    assert verdicts[base.info.run_name] == f"baseline: MAP {mean:.4f} \u00b1 {sd:.4f} over 3 seeds"
+    for r in runs["config"]:
+        if r is base:
+            continue
+        m, tags = r.data.metrics, r.data.tags
+        p = m["map_p"]
+        assert tags[C.TAG_TEST] == "crossed" and tags[C.TAG_CORRECTION] == "holm"
+        assert verdicts[r.info.run_name] == (
+            f"MAP {m['map_delta']:+.4f} [{m['map_ci_low']:.4f}, {m['map_ci_high']:.4f}], "
+            f"{'p < 0.001' if p < 0.001 else f'p = {p:.2g}'}, crossed, Holm over 2: "
+            + (tags["harness.marker.map"] + f" {'better' if m['map_delta'] > 0 else 'worse'} at "
+               f"{0.01 if p < 0.01 else 0.05:g}" if tags["harness.marker.map"] != "ns" else "ns"))
+    service, url = start_harness_ui(tmp_path, _uri(root))
+    try:
+        printed = (tmp_path / "harness-ui.log").read_text()
+        page_url = next(line.split(" at ", 1)[1].strip() for line in printed.splitlines()
+                        if line.strip().startswith("study plain:"))
+        assert page_url == url + C.runs_page(exp.experiment_id)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                         args=["--headless", "--no-sandbox", "--disable-gpu"])
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.goto(page_url, wait_until="load")
+            for name in verdicts:
+                page.get_by_text(name, exact=True).first.wait_for(timeout=90_000)
+            page.screenshot(path=str(tmp_path / "verdicts.png"))
+            for name, text in verdicts.items():
+                row = page.locator("[role=row]", has=page.get_by_text(name, exact=True)).first
+                idx = row.get_attribute("row-index")
+                cells = page.locator(f"[role=row][row-index='{idx}']")
+                assert text in " ".join(cells.all_inner_texts()), (name, text)
+            body = page.inner_text("body")
+            # The model-training side of the UI (the GenAI side's sidebar has Overview, Judges ...).
+            assert "/runs" in page.url and "Description" in body and "Judges" not in body
+            assert not [n for n in verdicts if f"{n}-seed" in body]  # the seed runs stay behind them
+            browser.close()
+    finally:
+        service.stop()
+
+
 def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished, tmp_path):
     """Every trial of a study (the plain study's baseline and ls, seed 3) fails once after its
     step-3 checkpoint, is retried from it, and ends with the test MAP of the uninterrupted trial."""
