@@ -36,7 +36,7 @@ def test_outcomes_per_config(records: list[RunRecord]) -> None:
     assert comp is not None and better.metrics["map_p"] == comp.p_adjusted == min(1, 3 * comp.result.p_value)
     assert better.tags == {f"{TAG_MARKER_PREFIX}map": "\u2021", f"{TAG_MARKER_PREFIX}mrr": "\u2021"}
     assert worse.markers["map"] == "\u21d3" and same.markers["map"] == "ns"
-    assert sorted(report.tables) == sorted(f"tables/{f}.{e}" for f in ("seeds", "configs")
+    assert sorted(report.tables) == sorted(f"tables/{f}.{e}" for f in ("seeds", "configs", "summary")
                                            for e in ("md", "tex", "csv", "html"))
     assert report.tables["tables/configs.md"].startswith("**MAP, MRR**")
 
