@@ -26,7 +26,7 @@ demo: venv
 	$(VENV)/bin/harness demo
 
 test: venv
-	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || echo "chromium not installed: the browser test will skip"
+	@{ command -v chromium && command -v pdflatex && command -v pdftotext; } >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && for p in chromium "texlive-latex-recommended poppler-utils"; do DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p >/dev/null || echo "$$p not installed: the browser or PDF tests will skip"; done; }
 	$(PY) -m pytest -q -m "slow or not slow"
 
 test-fast: venv

@@ -4,7 +4,7 @@ from an MLflow study or a long results CSV.
     harness table (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
                   [--test auto|crossed|per-seed|across-seeds|seed-averaged|randomisation|wilcoxon]
                   [--correction none|bonferroni|holm|bh|maxt] [--family metric|table]
-                  [--levels 0.05 0.01] [--format md|latex|csv|html] [--form seeds|configs]
+                  [--levels 0.05 0.01] [--format md|latex|csv|html] [--form auto|seeds|configs|summary]
                   [--output FILE] [--baseline NAME] [--plots DIR] [--names label|ir-measures|key]
                   [--phase auto|confirmatory|exploratory]
     harness power (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
@@ -31,7 +31,7 @@ from harness.evaluation.power import DEFAULT_SEEDS, FORMATS, PowerOptions
 from harness.evaluation.render import RENDERERS
 from harness.evaluation.results import StudyResults
 from harness.evaluation.significance import AUTO, TESTS
-from harness.evaluation.table import FORMS
+from harness.evaluation.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -78,8 +78,10 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    help="a study with a confirmation phase: its confirmatory table (auto's choice) or "
                         "the exploratory one of the runs that picked")
     p.add_argument("--format", default="md", choices=list(RENDERERS))
-    p.add_argument("--form", default="seeds", choices=FORMS,
-                   help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config")
+    p.add_argument("--form", default=AUTO_FORM, choices=[AUTO_FORM, *FORMS],
+                   help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config, "
+                   "column per metric; summary: row per config (mean, SD, difference, interval), one "
+                   f"table per metric; auto (default): seeds up to {SUMMARY_ABOVE} configs, summary past that")
     p.add_argument("--decimals", type=int, default=4)
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test's generator")
     p.add_argument("--resamples", type=int, default=10_000, help="randomisation test resamples")

@@ -1,4 +1,5 @@
-"""``harness runs export``: a study's TREC run files and qrels from MLflow into a folder.
+"""``harness runs export``: a study's TREC run files, qrels and per-query values from MLflow into a
+folder.
 
     harness runs export [--experiment NAME] [--tracking-uri URI] --to DIR
 
@@ -22,8 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "export", help="copy every run file and the qrels of a study into a folder",
         description="Copy runs/dev.trec and runs/test.trec of every finished seed run and the study "
         "run's qrels/dev.qrels and qrels/test.qrels into DIR: DIR/qrels/<split>.qrels, "
-        "DIR/runs/<split>/<config>.seed<seed>.trec and DIR/manifest.csv (config, config_id, seed, "
-        "split, file, run_id). trec_eval and ir_measures on them give the harness's numbers.")
+        "DIR/runs/<split>/<config>.seed<seed>.trec, DIR/manifest.csv (config, config_id, seed, "
+        "split, file, run_id) and DIR/per_query.csv, every seed run's per-query test values (config, seed, "
+        "metric, value, query, measure, split, config_id, run_id: a long results CSV that `harness table "
+        "--from` reads). trec_eval and ir_measures on the run files give the harness's numbers.")
     p.add_argument("--experiment", metavar="NAME",
                    help="MLflow experiment (the study name; default: the store's only study)")
     p.add_argument("--tracking-uri", metavar="URI",

@@ -32,7 +32,7 @@ from harness.evaluation.power import DEFAULT_SEEDS, PowerOptions, power_analysis
 from harness.evaluation.render import render
 from harness.evaluation.results import StudyResults
 from harness.evaluation.significance import AUTO, Analysis, AnalysisOptions, Markers, analyse
-from harness.evaluation.table import FORMS, build_tables
+from harness.evaluation.table import AUTO_FORM, FORMS, build_tables
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -79,9 +79,9 @@ class TableOptions:
     def analysis_options(self, form: str = "seeds", metric: MetricNames = None) -> AnalysisOptions:
         """The ``AnalysisOptions`` of a table of ``form`` (``metric``: instead of the options' own).
         The family ``table`` is every metric in the configs form (one table for all) and each metric
-        in the seeds form (one table per metric)."""
-        if form not in FORMS:
-            raise ConfigError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
+        in the seeds and summary forms (one table per metric; ``auto`` is one of these)."""
+        if form != AUTO_FORM and form not in FORMS:
+            raise ConfigError(f"form must be one of {', '.join((AUTO_FORM, *FORMS))}, got {form!r}")
         family = "all" if self.family == "table" and form == "configs" else "metric"
         return AnalysisOptions(
             metrics=metric_names(metric) or self.metric, test=self.test, correction=self.correction,
@@ -116,7 +116,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
         """
         return replace(self, options=replace(self.options, **changes))
 
-    def analyse(self, *, form: str = "seeds", metric: MetricNames = None) -> Analysis:
+    def analyse(self, *, form: str = AUTO_FORM, metric: MetricNames = None) -> Analysis:
         """The executed tests behind a table of ``form`` (every comparison's mean difference,
         confidence interval, p-values and marker): harness.evaluation.significance.Analysis.
 
@@ -124,11 +124,13 @@ metrics=('map',), queries=None, test='auto', correction='holm')
         """
         return analyse(self.results, self.options.analysis_options(form, metric))
 
-    def table(self, format: str = "md", *, metric: MetricNames = None, form: str = "seeds",
+    def table(self, format: str = "md", *, metric: MetricNames = None, form: str = AUTO_FORM,
               decimals: int = 4, names: str = "label") -> str:
         """The significance table as `harness table` prints it: ``format`` md, latex, csv or html;
-        ``form`` seeds (a row per seed, then AVG and SD; one table per metric) or configs (a row
-        per configuration); ``metric`` instead of the options' own; ``decimals``; ``names`` label
+        ``form`` seeds (a row per seed, then AVG and SD; one table per metric), configs (a row
+        per configuration, a column per metric), summary (a row per configuration: mean, SD,
+        difference and interval; one table per metric) or auto (the default: seeds up to 6
+        configurations, summary past that); ``metric`` instead of the options' own; ``decimals``; ``names`` label
         (MAP), ir-measures (AP) or key (map).
 
         >>> print(analysis.table(format="latex", metric="map", form="configs"))  # doctest: +SKIP
@@ -233,9 +235,10 @@ def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | 
                       f"{type(source).__name__}")
 
 
-def render_table(analysis: Analysis, format: str = "md", *, form: str = "seeds", decimals: int = 4,
+def render_table(analysis: Analysis, format: str = "md", *, form: str = AUTO_FORM, decimals: int = 4,
                  names: str = "label") -> str:
-    """The tables of ``form`` of an executed analysis, rendered as ``format`` (md, latex, csv, html)."""
+    """The tables of ``form`` of an executed analysis, rendered as ``format`` (md, latex, csv, html);
+    ``auto``: seeds up to table.SUMMARY_ABOVE configurations, summary past it."""
     return render(build_tables(analysis, form, decimals, names), format)
 
 

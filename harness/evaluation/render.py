@@ -1,15 +1,21 @@
 """Renderers: a ``Table`` to Markdown, LaTeX, CSV or HTML text. They format; they compute nothing.
 
 - ``md``: a GitHub pipe table under a bold title, the footnote below it.
-- ``latex``: a booktabs ``tabular`` that a paper can ``\\input`` anywhere (inside a table float or
-  a resizebox): no vertical rules, names escaped, bold by ``\\textbf``, markers as math superscripts
-  (``$^{\\dagger}$``). The footnote, ready to paste into a caption, comes as comment lines above it.
+- ``latex``: a ``table`` float per table that labels itself: ``\\caption`` with the metric and the
+  test (``caption``: "MAP: mean over 3 seeds; crossed test against BERT, Holm over 6 comparisons"),
+  a ``\\label`` (``latex_label``: tab:harness-seeds-map), a booktabs ``tabular`` (no vertical rules,
+  names escaped, bold by ``\\textbf``, markers as math superscripts ``$^{\\dagger}$``) and the
+  footnote, the markers' legend included, as a ``\\footnotesize`` table note under it, so the PDF
+  says what each table is. It needs ``\\usepackage{booktabs}`` (and ``\\usepackage[T1]{fontenc}``
+  for ``<`` and ``>``), which its first comment line says.
 - ``csv``: one line per cell with its numbers (value, sd; for tested cells the direction, mean
   difference, its confidence interval, d_z, p-value, adjusted p-value and family size), so the
   footnote's facts are columns; a per-seed tally goes into the marker column. The last two columns
   name the cell's metric both ways, whatever names the table shows: ``metric`` (the harness key,
   map) and ``measure`` (ir-measures' canonical name, AP).
 - ``html``: a ``<table>`` with the footnote in its ``<tfoot>``.
+
+The summary form's interval cells show "[low, high]".
 
 Per-seed tallies (significantly better in k of S seeds) follow the value: md and CSV "†2/3",
 LaTeX ``$^{\\dagger\\,2/3}$``, HTML ``<sup>``.
@@ -20,6 +26,7 @@ from __future__ import annotations
 import csv
 import html
 import io
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 
@@ -35,7 +42,7 @@ LATEX_SYMBOLS = {"\u2020": r"\dagger", "\u2021": r"\ddagger", "\u00a7": r"\S", "
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
-                  "\u00b1": r"$\pm$", "\u00d7": r"$\times$"}
+                  "\u00b1": r"$\pm$", "\u00d7": r"$\times$", "\u0394": r"$\Delta$"}
 _MD_SPECIAL = "\\|*_`<>[]"  # escaped in names
 _MD_TEXT_SPECIAL = "\\*_`"     # escaped in the footnote
 DASH = "\u2013"
@@ -91,6 +98,44 @@ def _number(value: float | None, decimals: int) -> str | None:
     return None if value is None else f"{value:.{decimals}f}"
 
 
+def _interval(c: Cell, decimals: int) -> str | None:
+    """A confidence interval's cell text, "[-0.0040, 0.0280]"; None for any other cell."""
+    if c.interval is None:
+        return None
+    return f"[{_number(c.interval[0], decimals)}, {_number(c.interval[1], decimals)}]"
+
+
+_CORRECTION_NAMES = {"none": "no correction", "bonferroni": "Bonferroni", "holm": "Holm",
+                     "bh": "Benjamini-Hochberg", "maxt": "max-|t|"}
+_FORM_CONTENTS = {
+    "seeds": "per seed, mean (AVG) and SD over {seeds}",
+    "configs": "mean \u00b1 SD over {seeds}",
+    "summary": "mean and SD over {seeds}, difference to the baseline and its {level} interval",
+    "summary per-seed": "mean and SD over {seeds}, difference to the baseline",
+}
+
+
+def caption(table: Table) -> str:
+    """What a table is, in one line: its metric(s), what the cells are, the test and the correction:
+    "MAP: mean \u00b1 SD over 3 seeds; crossed test against BERT, Holm over 6 comparisons"."""
+    n = table.notes
+    key = "summary per-seed" if table.form == "summary" and n.test == "per-seed" else table.form
+    contents = _FORM_CONTENTS[key].format(seeds=n.seeds_text or "the seeds",
+                                                 level=f"{n.confidence:.0%}")
+    correction = _CORRECTION_NAMES.get(n.correction_name, n.correction_name)
+    family = (f"{correction} over {n.comparisons} comparison{'s' if n.comparisons != 1 else ''}"
+              if n.correction_name != "none" else f"no correction ({n.comparisons} comparisons)")
+    baseline = "the baseline" if n.baseline == "baseline" else n.baseline
+    return f"{table.title}: {contents}; {n.test} test against {baseline}, {family}"
+
+
+def latex_label(table: Table) -> str:
+    """A ``\\label`` key unique to the table's form, metrics and phase: tab:harness-seeds-map."""
+    words = [table.form, *table.metrics, *([table.title.rsplit("(", 1)[1].rstrip(")")]
+                                           if table.title.endswith(")") else [])]
+    return "tab:harness-" + "-".join(re.sub(r"[^A-Za-z0-9]+", "-", w).strip("-").lower() for w in words)
+
+
 def _tally_text(c: Cell) -> str:
     """Per-seed counts after the value: " \u20202/3" (better in 2 of 3 seeds), both counts spaced."""
     return "".join(f" {t.text}" for t in c.tally)
@@ -104,7 +149,7 @@ def markdown(table: Table) -> str:
     def cell(c: Cell) -> str:
         value = _number(c.value, table.decimals)
         if value is None:
-            return DASH
+            return _interval(c, table.decimals) or DASH
         out = f"**{value}**" if c.bold else value
         if c.sd is not None:
             out += f" \u00b1 {_number(c.sd, table.decimals)}"
@@ -134,7 +179,7 @@ def latex(table: Table) -> str:
     def cell(c: Cell) -> str:
         value = _number(c.value, table.decimals)
         if value is None:
-            return "--"
+            return _interval(c, table.decimals) or "--"
         out = rf"\textbf{{{value}}}" if c.bold else value
         if c.sd is not None:
             out += rf" $\pm$ {_number(c.sd, table.decimals)}"
@@ -149,16 +194,19 @@ def latex(table: Table) -> str:
         return f"${LATEX_SYMBOLS[symbol]}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
 
     note = footnote(table.notes, latex_escape, plain_mark)
-    lines = [f"% harness significance table: {latex_escape(table.title)} ({table.form} form)",
-             *(f"% {line}" for line in textwrap.wrap(note, 96, break_long_words=False,
-                                                       break_on_hyphens=False)),
+    lines = [(f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs "
+              r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"),
+             r"\begin{table}[tbp]", r"\centering",
+             rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{latex_label(table)}}}",
              rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule",
              " & ".join(latex_escape(h) for h in (table.corner, *table.columns)) + r" \\", r"\midrule"]
     for row in table.rows:
         if row.rule_before:
             lines.append(r"\midrule")
         lines.append(" & ".join([latex_escape(row.label), *(cell(c) for c in row.cells)]) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", ""]
+    lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"{\footnotesize\raggedright",
+              *textwrap.wrap(note, 96, break_long_words=False, break_on_hyphens=False),
+              r"\par}", r"\end{table}", ""]
     return "\n".join(lines)
 
 
@@ -196,7 +244,7 @@ def html_table(table: Table) -> str:
     def cell(c: Cell) -> str:
         value = _number(c.value, table.decimals)
         if value is None:
-            return "&ndash;"
+            return _interval(c, table.decimals) or "&ndash;"
         out = f"<strong>{value}</strong>" if c.bold else value
         if c.sd is not None:
             out += f" &plusmn; {_number(c.sd, table.decimals)}"

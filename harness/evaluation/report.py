@@ -31,7 +31,7 @@ tag harness.marker.<metric>):
 ...         for c, v in (("base", 0.5), ("new", 0.6)) for s in (1, 2, 3)]
 >>> report = study_report(StudyResults.build(runs), formats=("md",))
 >>> round(report.outcomes["new"].metrics["map_delta"], 4), sorted(report.tables)
-(0.1, ['tables/configs.md', 'tables/seeds.md'])
+(0.1, ['tables/configs.md', 'tables/seeds.md', 'tables/summary.md'])
 >>> report.power is None, report.power_skipped   # per-run values only: no variance components
 (True, 'results has per-run values only for map; a power analysis needs per-query values (the query variance cannot be estimated without them)')
 >>> report.outcomes["base"].verdict
@@ -57,7 +57,7 @@ from harness.evaluation.power import (
 from harness.evaluation.render import RENDERERS, render
 from harness.evaluation.results import StudyResults, summary_metrics
 from harness.evaluation.significance import Analysis, AnalysisOptions, analyse
-from harness.evaluation.table import build_tables
+from harness.evaluation.table import FORMS, build_tables
 from harness.tracking.conventions import (
     ROLE_BASELINE,
     ROLE_CANDIDATE,
@@ -115,7 +115,7 @@ class StudyReport:
 def study_report(results: StudyResults, options: AnalysisOptions | None = None, *,
                  formats: Sequence[str] = ("md", "latex", "csv", "html"),
                  decimals: int = 4, verdict_metric: str | None = None) -> StudyReport:
-    """Test every configuration against the baseline, render both table forms in ``formats``, and
+    """Test every configuration against the baseline, render every table form in ``formats``, and
     (where the data allow it) run the power analysis over the same metrics. ``verdict_metric``:
     the metric of each configuration's one-line verdict (the study's objective; None, or a metric
     the analysis lacks: its first metric)."""
@@ -132,7 +132,7 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
     outcomes = {config: _outcome(analysis, config, power, verdict_metric, decimals)
                 for config in results.configs}
     tables = {}
-    for form in ("seeds", "configs"):
+    for form in FORMS:
         built = build_tables(analysis, form, decimals)
         for fmt in formats:
             tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = render(built, fmt)

@@ -1,6 +1,7 @@
 """The significance table model: what each cell shows, built from an ``Analysis``; no formatting.
 
-Two forms:
+Three forms, and ``auto`` (the default): ``seeds`` up to ``SUMMARY_ABOVE`` (6) configurations, past
+that ``summary``, whose width does not grow with the configurations:
 - ``seeds`` (Penha & Hauff 2020, Table 5): one table per metric, one row per seed, then AVG (mean
   over seeds) and SD (sample standard deviation over seeds, ddof = 1) rows; one column per
   configuration, the baseline first. Under the per-seed test the markers sit on the seed rows and the
@@ -9,6 +10,10 @@ Two forms:
 - ``configs`` (Soldaini & Moschitti 2020, Table 3; Penha & Hauff 2021, Table 1): one row per
   configuration, one column per metric, each cell mean +- SD over seeds with its marker (its tally
   under per-seed); the best mean of each column is bold.
+- ``summary``: one table per metric, one row per configuration (the baseline first, the others by
+  their mean, best first), columns mean, SD, the mean difference to the baseline with its marker (its
+  tally under per-seed) and the difference's confidence interval; the best mean is bold. A study of
+  20 configurations reads down one column instead of across 21.
 
 "Best" compares the values as displayed (rounded to ``decimals``), so equal-looking cells are bold
 together. Metrics are named by ``names`` (metrics.NAME_STYLES): their table label (MAP, MRR@10, the
@@ -32,7 +37,19 @@ from harness.evaluation.results import StudyResults, seed_summary
 from harness.evaluation.sequential import RULE
 from harness.evaluation.significance import CROSSED, INTERVALS, TESTS, Analysis, Comparison, Tally
 
-FORMS = ("seeds", "configs")
+FORMS = ("seeds", "configs", "summary")
+AUTO_FORM = "auto"
+SUMMARY_ABOVE = 6  # ``auto``: the summary form past this many configurations, the seeds form up to it
+
+
+def resolve_form(form: str, configs: int) -> str:
+    """The form a table of ``configs`` configurations gets: ``form`` itself, or for ``auto`` seeds
+    up to ``SUMMARY_ABOVE`` configurations and summary past it."""
+    if form == AUTO_FORM:
+        return "summary" if configs > SUMMARY_ABOVE else "seeds"
+    if form not in FORMS:
+        raise ConfigError(f"form must be one of {', '.join((AUTO_FORM, *FORMS))}, got {form!r}")
+    return form
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,6 +60,7 @@ class Cell:
     marker: str | None = None
     comparison: Comparison | None = None
     tally: tuple[Tally, ...] = ()
+    interval: tuple[float, float] | None = None  # a confidence interval's cell (summary form)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +95,8 @@ class Notes:
     tally_seeds: int | None = None  # per-seed: the AVG row counts significant seeds out of this many
     # d_z's denominator and how the interval was made (the CSV's and MLflow's d_z, ci_low, ci_high)
     effect_note: str = ""
+    seeds_text: str = ""  # "3 seeds", or "4 to 12 seeds (each comparison's)" under a seed schedule
+    confidence: float = 0.95
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,15 +123,17 @@ def display_name(metric: str, names: str = "label") -> str:
 
 
 def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = "label") -> list[Table]:
-    """The tables of one form: one per metric (seeds) or one in all (configs)."""
-    if form not in FORMS:
-        raise ConfigError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
+    """The tables of one form: one per metric (seeds, summary) or one in all (configs); ``auto``
+    picks by the number of configurations (``resolve_form``)."""
+    form = resolve_form(form, len(analysis.results.configs))
     if decimals < 0 or decimals > 10:
         raise ConfigError(f"decimals must be in [0, 10], got {decimals}")
     if names not in NAME_STYLES:
         raise ConfigError(f"names must be one of {', '.join(NAME_STYLES)}, got {names!r}")
     if form == "seeds":
         return [seeds_table(analysis, m, decimals, names) for m in analysis.metrics]
+    if form == "summary":
+        return [summary_table(analysis, m, decimals, names) for m in analysis.metrics]
     return [configs_table(analysis, decimals, names)]
 
 
@@ -165,6 +187,42 @@ def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -
                  notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"
                               + (", their significant seeds counted" if per_seed else ""), names),
                  metrics=tuple(analysis.metrics))
+
+
+def summary_table(analysis: Analysis, metric: str, decimals: int = 4, names: str = "label") -> Table:
+    """One row per configuration: mean, SD, difference to the baseline (marked) and its interval;
+    the baseline first, then the others by mean, best first (ties keep the study's order)."""
+    res = analysis.results
+    per_seed = analysis.test == "per-seed"
+    summary = {c: seed_summary(res.seed_values(c, metric)) for c in res.configs}
+    order = [res.baseline, *sorted((c for c in res.configs if c != res.baseline),
+                                   key=lambda c: -summary[c][0])]
+    best = max(round(mean, decimals) for mean, _ in summary.values())
+    rows = []
+    for c in order:
+        mean, sd = summary[c]
+        comp = None if per_seed or c == res.baseline else analysis.get(c, metric)
+        if c == res.baseline:
+            diff = None
+        elif comp is not None:
+            diff = comp.result.mean_diff
+        else:  # per-seed: the difference of the means over the seeds the two share
+            diff = mean - float(res.seed_values(res.baseline, metric, res.seeds_of(c)).mean())
+        cells = [Cell(value=mean, bold=round(mean, decimals) == best), Cell(value=_sd(sd)),
+                 Cell(value=diff, marker=analysis.marker(comp), comparison=comp,
+                      tally=analysis.tallies(c, metric))]
+        if not per_seed:
+            cells.append(Cell(value=None, interval=comp.interval if comp is not None else None))
+        rows.append(Row(label=c, cells=tuple(cells)))
+    level = f"{analysis.options.confidence:.0%}"
+    # Per-seed: a test per seed, so no one interval; the difference carries the significant-seed count.
+    placement = ("the difference to the baseline with its significant seeds counted" if per_seed
+                 else f"markers on the difference to the baseline, its {level} confidence interval beside it")
+    columns = ("mean", "SD", "\u0394") + (() if per_seed else (f"{level} CI",))
+    return Table(form="summary", title=_phase_title(res, display_name(metric, names)), corner="configuration",
+                 columns=columns, rows=tuple(rows), decimals=decimals,
+                 notes=_notes(analysis, [metric], placement + "; rows by mean, the baseline first", names),
+                 metrics=(metric,))
 
 
 def _value_row(analysis: Analysis, label: str, values: list[float | None], comps: list[Comparison | None],
@@ -241,7 +299,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
         versions=library_versions(), remarks=tuple(remarks),
         tally_seeds=seeds if analysis.test == "per-seed" else None,
-        effect_note=effect_note(analysis))
+        effect_note=effect_note(analysis), seeds_text=seeds_text, confidence=opts.confidence)
 
 
 def effect_note(analysis: Analysis) -> str:

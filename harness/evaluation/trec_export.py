@@ -7,6 +7,9 @@ study run (harness.kind=study; of the latest one that has them). Layout of DIR:
     DIR/qrels/dev.qrels, DIR/qrels/test.qrels
     DIR/runs/dev/<config>.seed<seed>.trec, DIR/runs/test/<config>.seed<seed>.trec
     DIR/manifest.csv   config, config_id, seed, split, file, run_id (one row per run file)
+    DIR/per_query.csv  config, seed, metric, value, query, measure, split, config_id, run_id: one
+                       row per (configuration, seed, query, metric), the seed runs' per-query test
+                       values (their per_query/test.csv artifacts); absent when no run has any
 
 ``<config>`` is the configuration's label as ``harness table`` shows it (the config run's name),
 with any character outside ``A-Z a-z 0-9 . _ + = @ # -`` replaced by ``_``. One folder per split
@@ -14,6 +17,11 @@ holds one file per configuration and seed, so a whole split evaluates in one cal
 
     ir_measures DIR/qrels/test.qrels DIR/runs/test/<config>.seed1.trec AP RR@10 nDCG@10 P@1
     trec_eval -m map -m recip_rank DIR/qrels/test.qrels DIR/runs/test/<config>.seed1.trec
+
+per_query.csv is the long results format (longcsv.py) with a few more columns, so
+``harness table --from DIR/per_query.csv`` gives the study's table from the export alone, and
+pandas, R or a spreadsheet read the per-query values as they are: ``metric`` is the harness key
+(map), ``measure`` ir-measures' name (AP), the value as MLflow holds it.
 
 Files are copied as logged, after a check that each parses (a malformed one fails the export,
 naming the run). A seed run without run files (logged before run files existed) is skipped with a
@@ -31,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
+from harness.evaluation.metrics import canonical_name, metric_key
 from harness.evaluation.mlflow_reader import (
     FAST_FAIL_ENV,
     _env_defaults,
@@ -40,11 +49,13 @@ from harness.evaluation.mlflow_reader import (
 )
 from harness.evaluation.trec import QRELS_ARTIFACT, RUN_ARTIFACT, SPLITS, read_qrels, read_run
 from harness.tracking import conventions as C
-from harness.tracking.records import SeedRun
+from harness.tracking.records import SeedRun, read_per_query
 from harness.tracking.records import iter_runs as _runs
 
 MANIFEST = "manifest.csv"
 MANIFEST_COLUMNS = ("config", "config_id", "seed", "split", "file", "run_id")
+PER_QUERY = "per_query.csv"
+PER_QUERY_COLUMNS = ("config", "seed", "metric", "value", "query", "measure", "split", "config_id", "run_id")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+=@#-]")
 
 
@@ -57,12 +68,15 @@ class Export:
     run_files: list[str] = field(default_factory=list)
     qrels_files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    per_query_rows: int = 0  # rows of per_query.csv (0: not written)
 
     def summary(self) -> str:
         seeds = len({f.rsplit("/", 1)[-1] for f in self.run_files})
         qrels = f"{len(self.qrels_files)} qrels file(s)" if self.qrels_files else "no qrels (the study run has none)"
-        return (f"exported {len(self.run_files)} run file(s) of {seeds} seed run(s) and {qrels} of "
-                f"experiment {self.experiment!r} to {self.folder}")
+        per_query = (f", {self.per_query_rows} per-query value(s) in {PER_QUERY}" if self.per_query_rows
+                     else ", no per-query values (no seed run logged any)")
+        return (f"exported {len(self.run_files)} run file(s) of {seeds} seed run(s){per_query} and {qrels} "
+                f"of experiment {self.experiment!r} to {self.folder}")
 
 
 def file_stem(label: str, seed: str) -> str:
@@ -121,6 +135,7 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
     labels = _labels(configs, [SeedRun.of(t) for t in trials])
     stems: dict[str, str] = {}
     rows = []
+    per_query_rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in sorted(trials, key=lambda r: (labels[r.data.tags[C.TAG_CONFIG_ID]], _seed_key(r))):
             config_id, seed = run.data.tags[C.TAG_CONFIG_ID], run.data.tags[C.TAG_SEED]
@@ -128,6 +143,10 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
             if stems.get(stem, run.info.run_id) != run.info.run_id:  # two labels alike once made safe
                 stem = file_stem(f"{labels[config_id]}-{config_id[:8]}", seed)
             stems[stem] = run.info.run_id
+            per_query = read_per_query(client, run.info.run_id, tmp, source, metric_key)
+            per_query_rows += [(labels[config_id], seed, metric, repr(value), qid, canonical_name(metric),
+                                "test", config_id, run.info.run_id)
+                               for metric, values in per_query.items() for qid, value in values.items()]
             logged = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "runs")}
             found = [s for s in SPLITS if Path(RUN_ARTIFACT.format(split=s)).name in logged]
             if not found:
@@ -160,6 +179,12 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(MANIFEST_COLUMNS)
         writer.writerows(rows)
+    if per_query_rows:
+        with (folder / PER_QUERY).open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(PER_QUERY_COLUMNS)
+            writer.writerows(per_query_rows)
+        out.per_query_rows = len(per_query_rows)
     return out
 
 

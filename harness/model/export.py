@@ -27,6 +27,7 @@ truncates the oldest context first; sentence-transformers truncates the longer s
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -240,6 +241,7 @@ def write_model(seed_model: SeedModel, target: Path) -> Path:
             "config": seed_model.flat}
     (target / EXPORT_INFO).write_text(json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
     (target / "README.md").write_text(model_card(info, getattr(model, "exits", None)))
+    follow_umask(target)
     return target
 
 
@@ -355,3 +357,25 @@ def export_run(run_id: str, target: str | Path, tracking_uri: str) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def follow_umask(folder: Path) -> None:
+    """Give every file under ``folder`` the mode a plain ``open`` gives (0666 less the umask) and
+    every folder 0777 less it: safetensors writes ``model.safetensors`` 0600 whatever the umask."""
+    mask = _umask()
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (/proc/self/status)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

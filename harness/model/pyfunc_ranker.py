@@ -2,8 +2,8 @@
 the model, with the exported folder as the artifact ``ranker``).
 
 ``predict`` takes a DataFrame with columns qid, query, docno, text (the PyTerrier re-ranking
-layout; query = the conversation context as one text) and returns qid, docno, score, rank (rank 0 =
-best within its qid; ties by input order). Pairs are built as the harness's collator builds them:
+layout; query = the conversation context as one text) and returns qid, docno, score, rank (rank 1 =
+best within its qid, as in TREC run files; ties by input order). Pairs are built as the harness's collator builds them:
 ``[CLS] query [SEP] text [SEP]``, at most ``max_length`` tokens, the OLDEST query tokens dropped
 first (the text keeps up to max(budget - len(query), budget // 2) tokens, budget = max_length - 3),
 so scores equal the harness's own. Plain rankers need only torch and transformers here; cascade
@@ -83,7 +83,7 @@ class ExportedRanker:
         df = frame.reset_index(drop=True)
         scores = self.scores(df["query"].astype(str).tolist(), df["text"].astype(str).tolist())
         out = pd.DataFrame({"qid": df["qid"].astype(str), "docno": df["docno"].astype(str), "score": scores})
-        out["rank"] = out.groupby("qid", sort=False)["score"].rank(method="first", ascending=False).astype(int) - 1
+        out["rank"] = out.groupby("qid", sort=False)["score"].rank(method="first", ascending=False).astype(int)
         return out
 
 

@@ -87,6 +87,7 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     from harness.evaluation.mlflow_reader import read_experiment
     from harness.evaluation.plots import write_plots
     from harness.evaluation.report import study_report
+    from harness.evaluation.table import AUTO_FORM, resolve_form
     from harness.study._rounds import received
 
     for cid in records.config_runs():
@@ -130,7 +131,8 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     records.study_artifacts(report.artifacts)
     with tempfile.TemporaryDirectory() as tmp:
         records.study_artifacts(files=[(png, "plots") for png in write_plots(report.analysis, tmp)])
-    md = report.tables.get("tables/seeds.md", "")
+    # The default form: the seeds table, or past table.SUMMARY_ABOVE configurations the summary one.
+    md = report.tables.get(f"tables/{resolve_form(AUTO_FORM, len(report.analysis.results.configs))}.md", "")
     if md:
         # The first metric's table (MAP) and its footnote; every metric is in the artifacts.
         log("\n" + md.split("\n\n**")[0].strip())

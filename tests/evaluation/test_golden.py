@@ -1,4 +1,5 @@
-"""Markdown and LaTeX renderings against golden files; the LaTeX compiles where pdflatex exists.
+"""Markdown and LaTeX renderings against golden files; the LaTeX compiles where pdflatex exists, and
+the PDF's text (pdftotext) holds every table's caption and legend.
 
 Regenerate after an intended change: HARNESS_UPDATE_GOLDEN=1 pytest tests/evaluation/test_golden.py
 (library versions in the footnote are replaced by @VERSIONS@ before rendering, so the LaTeX comment
@@ -24,14 +25,18 @@ PENHA = str(HERE / "fixtures" / "penha_table5_msdialog.csv")
 ESCAPING = str(HERE / "fixtures" / "escaping.csv")
 
 CASES = {
-    "penha_msdialog_seeds.md": ("--from", PENHA),
-    "penha_msdialog_seeds.tex": ("--from", PENHA, "--format", "latex"),
+    "penha_msdialog_seeds.md": ("--from", PENHA, "--form", "seeds"),
+    "penha_msdialog_seeds.tex": ("--from", PENHA, "--form", "seeds", "--format", "latex"),
+    "penha_msdialog_auto.md": ("--from", PENHA),  # 8 configurations: the summary form
     "escaping_configs_holm.md": ("--from", ESCAPING, "--form", "configs", "--correction", "holm"),
     "escaping_configs_holm.tex": ("--from", ESCAPING, "--form", "configs", "--correction", "holm",
                                   "--format", "latex"),
     "escaping_per_seed.tex": ("--from", ESCAPING, "--test", "per-seed", "--format", "latex",
                               "--correction", "bh"),
     "escaping_configs_per_seed.md": ("--from", ESCAPING, "--form", "configs", "--test", "per-seed"),
+    "escaping_summary.md": ("--from", ESCAPING, "--form", "summary"),
+    "escaping_summary_per_seed.tex": ("--from", ESCAPING, "--form", "summary", "--test", "per-seed",
+                                      "--format", "latex"),
 }
 
 
@@ -52,31 +57,82 @@ def test_golden(name: str, run_cli: Callable[..., tuple[int, str, str]],
     assert text == path.read_text(encoding="utf-8")
 
 
+def _tables(text: str) -> list[list[str]]:
+    """Each table's lines: a header comment, then one ``table`` float."""
+    return [block.strip("\n").splitlines() for block in text.split("\n\n") if block.strip()]
+
+
 def test_latex_has_no_stray_lines() -> None:
-    """Each tabular: booktabs rules only, no vertical rules, no blank or empty rows inside."""
+    """Each table: a header comment naming the packages, a float with caption and label, a booktabs
+    tabular (no vertical rules, no blank or empty rows) and the note after it, in the float."""
     for path in GOLDEN.glob("*.tex"):
-        for block in path.read_text(encoding="utf-8").split("\n\n"):
-            body = [ln for ln in block.strip("\n").splitlines() if not ln.startswith("%")]
-            assert body[0].startswith(r"\begin{tabular}{l") and body[-1] == r"\end{tabular}"
-            assert "|" not in body[0] and r"\hline" not in block and all(ln.strip() for ln in body)
+        for lines in _tables(path.read_text(encoding="utf-8")):
+            assert lines[0].startswith("% harness significance table: ") and r"\usepackage{booktabs}" in lines[0]
+            assert lines[1:3] == [r"\begin{table}[tbp]", r"\centering"] and lines[-1] == r"\end{table}"
+            assert lines[3].startswith(r"\caption{") and lines[4].startswith(r"\label{tab:harness-")
+            assert not any(ln.startswith("%") for ln in lines[1:])
+            start, end = 5, lines.index(r"\end{tabular}")
+            body = lines[start:end + 1]
+            assert body[0].startswith(r"\begin{tabular}{l") and "|" not in body[0]
+            assert r"\hline" not in "\n".join(lines) and all(ln.strip() for ln in lines)
             assert body[1] == r"\toprule" and body[-2] == r"\bottomrule"
             columns = body[0][len(r"\begin{tabular}{"):-1]
             assert set(columns[1:]) == {"r"}
             rows = [ln for ln in body[2:-2] if ln != r"\midrule"]
             assert all(ln.endswith(r" \\") and ln.count(" & ") == len(columns) - 1 for ln in rows)
+            assert lines[end + 1:end + 3] == [r"\par\smallskip", r"{\footnotesize\raggedright"]
+            assert lines[-2] == r"\par}"
+
+
+def _pdf_text(tmp_path: Path, tex: str) -> str:
+    """``tex`` (harness table's LaTeX) in a minimal document with the packages its header names,
+    through pdflatex, then pdftotext: the PDF's words on one line."""
+    (tmp_path / "tables.tex").write_text(tex, encoding="utf-8")
+    doc = [r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
+           r"\begin{document}", r"\listoftables", r"\input{tables}", r"\end{document}", ""]
+    (tmp_path / "doc.tex").write_text("\n".join(doc), encoding="utf-8")
+    for _ in range(2):  # the second run fills the list of tables from the .aux
+        proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "multiply defined" not in (tmp_path / "doc.log").read_text(errors="replace")
+    proc = subprocess.run(["pdftotext", "-layout", "doc.pdf", "-"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return " ".join(proc.stdout.split())
 
 
 @pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no TeX engine (pdflatex) on PATH")
 def test_latex_compiles(tmp_path: Path) -> None:
+    tex = "\n".join(path.read_text(encoding="utf-8") for path in sorted(GOLDEN.glob("*.tex")))
+    (tmp_path / "tables.tex").write_text(tex, encoding="utf-8")
     doc = [r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
-           r"\begin{document}"]
-    for path in sorted(GOLDEN.glob("*.tex")):
-        (tmp_path / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
-        doc += [r"\begin{table}\centering", rf"\input{{{path.stem}}}", r"\end{table}"]
-    (tmp_path / "doc.tex").write_text("\n".join([*doc, r"\end{document}", ""]), encoding="utf-8")
+           r"\begin{document}", r"\input{tables}", r"\end{document}", ""]
+    (tmp_path / "doc.tex").write_text("\n".join(doc), encoding="utf-8")
     proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("pdftotext") is None,
+                    reason="no pdflatex or no pdftotext on PATH (texlive-latex-recommended, poppler-utils)")
+def test_multi_metric_latex_pdf_names_each_table(run_cli: Callable[..., tuple[int, str, str]],
+                                                   tmp_path: Path) -> None:
+    """A two-metric export in a PDF: each table's caption (metric, test, correction, family size) is
+    in the PDF's text, numbered, once in the list of tables and once over its table, and each legend
+    (what the dagger means) is printed under its table, not only in comments."""
+    rc, tex, err = run_cli("table", "--from", ESCAPING, "--format", "latex", "--correction", "holm")
+    assert rc == 0, err
+    text = _pdf_text(tmp_path, tex)
+    for number, metric in enumerate(("MAP", "P@1"), start=1):
+        caption = (f"Table {number}: {metric}: per seed, mean (AVG) and SD over 3 seeds; crossed test "
+                   "against BERT, Holm over 3 comparisons")
+        assert text.count(caption) == 1, (caption, text[:600])  # the float's caption
+        assert text.count(caption[len(f"Table {number}: "):]) == 2  # and the list of tables' entry
+    # (pdftotext drops the "fi" ligature of T1 fonts: "Signi[fi]cantly" is matched from "better")
+    assert text.count("better: † p < 0.05, ‡ p < 0.01; ") == 2
+    assert text.count("worse: ↓ p < 0.05, ⇓ p < 0.01. Holm-Bonferroni correction") == 2
+    labels = [ln for ln in tex.splitlines() if ln.startswith(r"\label{")]
+    assert labels == [r"\label{tab:harness-seeds-map}", r"\label{tab:harness-seeds-p-1}"]
 
 
 class _Balance(HTMLParser):

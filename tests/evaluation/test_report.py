@@ -41,7 +41,7 @@ def test_outcomes_per_config(records: list[RunRecord]) -> None:
                            TAG_NOTE: better.verdict, TAG_TEST: "seed-averaged", TAG_CORRECTION: "bonferroni"}
     assert base.tags == {TAG_NOTE: base.verdict}
     assert worse.markers["map"] == "\u21d3" and same.markers["map"] == "ns"
-    assert sorted(report.tables) == sorted(f"tables/{f}.{e}" for f in ("seeds", "configs")
+    assert sorted(report.tables) == sorted(f"tables/{f}.{e}" for f in ("seeds", "configs", "summary")
                                            for e in ("md", "tex", "csv", "html"))
     assert report.tables["tables/configs.md"].startswith("**MAP, MRR**")
 

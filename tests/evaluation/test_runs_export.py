@@ -93,8 +93,9 @@ def test_export_reproduces_mlflow_test_metrics(study, tmp_path: Path, run_cli: C
     uri, logged = study
     rc, out, err = run_cli("runs", "export", "--tracking-uri", uri, "--to", str(tmp_path))  # the only study
     assert rc == 0, err
-    assert out.strip() == (f"exported 12 run file(s) of 6 seed run(s) and 2 qrels file(s) of experiment "
-                           f"{STUDY!r} to {tmp_path}") and err == ""
+    assert out.strip() == (f"exported 12 run file(s) of 6 seed run(s), {6 * 40 * len(MEASURES)} per-query "
+                           f"value(s) in per_query.csv and 2 qrels file(s) of experiment {STUDY!r} to "
+                           f"{tmp_path}") and err == ""
     manifest = list(csv.DictReader((tmp_path / "manifest.csv").open()))
     assert {r["run_id"] for r in manifest} == set(logged)
     assert sorted(p.name for p in (tmp_path / "runs" / "test").iterdir()) == [
@@ -127,6 +128,52 @@ def test_export_reproduces_mlflow_test_metrics(study, tmp_path: Path, run_cli: C
     assert (tmp_path / "qrels" / "dev.qrels").read_text().count("\n") == 16 * 6
 
 
+def test_export_writes_per_query_values(study, tmp_path: Path, run_cli: Cli) -> None:
+    """per_query.csv: one row per (configuration, seed, query, metric); each value is ir_measures'
+    on the exported run file and qrels (an implementation of its own), the harness key and
+    ir-measures name side by side; read back by `harness table --from`, it gives the numbers of
+    `harness table --experiment`."""
+    uri, logged = study
+    rc, _, err = run_cli("runs", "export", "--tracking-uri", uri, "--to", str(tmp_path))
+    assert rc == 0, err
+    with (tmp_path / "per_query.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames or ()) == ("config", "seed", "metric", "value", "query", "measure",
+                                                 "split", "config_id", "run_id")
+        rows = list(reader)
+    keys = {(r["config"], r["seed"], r["query"], r["metric"]) for r in rows}
+    assert len(keys) == len(rows) == 2 * len(SEEDS) * 40 * len(MEASURES)
+    assert {r["run_id"] for r in rows} == set(logged) and {r["split"] for r in rows} == {"test"}
+    assert all(MEASURES[r["metric"]] == ir_measures.parse_measure(r["measure"]) for r in rows)
+    qrels = list(ir_measures.read_trec_qrels(str(tmp_path / "qrels" / "test.qrels")))
+    manifest = {(r["run_id"], r["split"]): r["file"] for r in csv.DictReader((tmp_path / "manifest.csv").open())}
+    for run_id in logged:
+        mine = [r for r in rows if r["run_id"] == run_id]
+        run = list(ir_measures.read_trec_run(str(tmp_path / manifest[(run_id, "test")])))
+        theirs = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(
+            [MEASURES[k] for k in sorted({r["metric"] for r in mine})], qrels, run)}
+        assert {(r["query"], r["measure"]): float(r["value"]) for r in mine} == pytest.approx(theirs, abs=1e-12)
+        for key in SHOWN:  # the mean of a run's per-query values is its MLflow test metric
+            values = [float(r["value"]) for r in mine if r["metric"] == key]
+            assert np.mean(values) == pytest.approx(logged[run_id][f"{C.TEST_PREFIX}{key}"], abs=1e-12)
+    tables = []
+    for source in (("--experiment", STUDY, "--tracking-uri", uri), ("--from", str(tmp_path / "per_query.csv"))):
+        rc, out, err = run_cli("table", *source, "--format", "csv", "--form", "configs", "--metric", *SHOWN)
+        assert rc == 0, err
+        tables.append([row[1:16] for row in csv.reader(out.splitlines()[1:])])  # row .. comparisons
+    assert len(tables[0]) == len(tables[1]) == 2 * len(SHOWN)
+    for mlflow_row, export_row in zip(*tables, strict=True):  # equal up to the order of float sums
+        for a, b in zip(map(_number, mlflow_row), map(_number, export_row), strict=True):
+            assert a == (pytest.approx(b, rel=1e-12) if isinstance(b, float) else b), (mlflow_row, export_row)
+
+
+def _number(cell: str) -> float | str:
+    try:
+        return float(cell)
+    except ValueError:
+        return cell
+
+
 def test_export_skips_seed_runs_without_files_and_errors(tmp_path: Path, run_cli: Cli) -> None:
     uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
     _log_study(uri, with_run_files=False)
@@ -137,6 +184,9 @@ def test_export_skips_seed_runs_without_files_and_errors(tmp_path: Path, run_cli
     assert len(notes) == 2 and all(n.startswith("harness: note: seed run ") and "seed 2) has no run "
                                    "files; skipped" in n for n in notes)
     assert "exported 8 run file(s) of 4 seed run(s)" in out
+    # the per-query values do not need run files: all 6 seed runs are in per_query.csv
+    per_query = list(csv.DictReader((tmp_path / "out" / "per_query.csv").open()))
+    assert len({r["run_id"] for r in per_query}) == 6 and len(per_query) == 6 * 40 * len(MEASURES)
 
     def error(*argv: str) -> str:
         rc, out, err = run_cli("runs", "export", *argv)
