@@ -8,10 +8,11 @@ the same); this module only moves the outcome onto the runs:
   values and 2+ seeds exist, the variance components <metric>_var_seed/_var_query/_var_resid and the
   minimum detectable effect <metric>_mde_s<S> for S in 3, 5, 10, 20 and the study's seed count
   (alpha 0.05, power 0.8, the study's query count);
-- the study run: tables/*, plots/* and power/power.md (what `harness power` prints) and
-  power/power.json. A study with a confirmation phase (harness.study._confirm): those are the
-  confirmatory report's (the confirmation's runs only, titled confirmatory), and
-  exploratory/tables/* and exploratory/power/* the exploratory one's (the runs that picked).
+- the study run: tables/*, plots/*, power/power.md (what `harness power` prints),
+  power/power.json and report.html (the one-page report `harness report` writes). A study with a
+  confirmation phase (harness.study._confirm): those are the confirmatory report's (the
+  confirmation's runs only, titled confirmatory), and exploratory/tables/* and exploratory/power/*
+  the exploratory one's (the runs that picked).
 
 A study with trials that failed after their retries gets no report (a table over the seeds that
 happened to finish would compare what was not planned): ``TrialsFailed`` names them, the config
@@ -37,6 +38,7 @@ from harness.tracking.records import StudyRecords
 
 if TYPE_CHECKING:
     from harness.evaluation.power import PowerAnalysis
+    from harness.evaluation.report import StudyReport
 
 
 class ReportUnavailable(HarnessError):
@@ -121,6 +123,7 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     records.study_artifacts(report.artifacts)
     with tempfile.TemporaryDirectory() as tmp:
         records.study_artifacts(files=[(png, "plots") for png in write_plots(report.analysis, tmp)])
+    _log_report_page(spec, records, report, log)
     md = report.tables.get("tables/seeds.md", "")
     if md:
         # The first metric's table (MAP) and its footnote; every metric is in the artifacts.
@@ -134,6 +137,20 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     log(f"study {spec.name}: finished; {logged} logged to study run {records.study_run}")
     return out
 
+
+
+def _log_report_page(spec: StudySpec, records: StudyRecords, report: StudyReport,
+                     log: Callable[[str], None]) -> None:
+    """The one-page report (harness.evaluation.html_report) as report.html at the study run's
+    artifact root; a page that cannot be made is said in the log and costs the study nothing."""
+    from harness.evaluation.html_report import study_page
+
+    try:
+        page = study_page(report, spec.name, tracking_uri=records.store.uri)
+    except HarnessError as exc:
+        log(f"report.html: skipped ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+        return
+    records.study_artifacts({"report.html": page})
 
 
 def _power_summary(power: PowerAnalysis) -> str:
