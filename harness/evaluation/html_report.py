@@ -41,8 +41,9 @@ from harness.evaluation.study_record import StudyRecord, read_study_record
 from harness.evaluation.table import build_tables, display_name, library_versions
 
 # Seed counts the power curve is drawn through (plus the study's own).
-POWER_GRID = (2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
+POWER_GRID = (3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
 COLOURS = {BETTER: "#1a7f37", WORSE: "#cf222e", "": "#57606a"}
+TICKS = (3, 5, 10, 20, 50)
 SECTIONS = ("decisions", "significance", "forest", "curves", "power")
 
 CSS = """
@@ -334,7 +335,7 @@ def _power(report: StudyReport) -> str:
             ax.axhline(comp.floor, color=f"C{i % 10}", lw=0.7, ls=":")
         ax.axvline(power.seeds, color="0.5", lw=0.8, ls="--")
         ax.set_xscale("log")
-        ax.set_xticks(POWER_GRID[::2], [str(s) for s in POWER_GRID[::2]])
+        ax.set_xticks(TICKS, [str(s) for s in TICKS])
         ax.set_xticks([], minor=True)
         ax.set_title(display_name(metric), fontsize=10)
         ax.set_xlabel("seeds", fontsize=8)
