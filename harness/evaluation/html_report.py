@@ -240,6 +240,17 @@ def _forest(analysis: Analysis) -> str:
     return _img(fig, "forest plot of the differences to the baseline", caption)
 
 
+def _legend(fig: Any, axes: Any) -> None:
+    """One legend above the panels: every labelled line once, in the order first drawn."""
+    entries: dict[str, Any] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside upper center",
+                   ncols=min(len(entries), 5), fontsize=8, frameon=False)
+
+
 def curve_bands(curves: Mapping[str, Sequence[tuple[int, float]]]
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(steps, mean, low, high) over the seeds' dev curves: at each step any seed evaluated, the mean
@@ -270,11 +281,11 @@ def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
     for k, (ax, config) in enumerate(zip(axes.flat, order, strict=False)):
         runs = record.curves[config]
         steps, mean, low, high = curve_bands(runs)
-        colour = "C1" if config == baseline else ("C3" if config in record.stopped_at else "C0")
+        colour = "C3" if config in record.stopped_at else "C0"
         if base is not None and config != baseline:
             ax.plot(base[0], base[1], color="0.6", lw=1, ls="--", label=f"{baseline} (mean)")
         ax.fill_between(steps, low, high, color=colour, alpha=0.2, lw=0, label="range over seeds")
-        ax.plot(steps, mean, color=colour, lw=1.6, label=f"mean of {len(runs)} seeds")
+        ax.plot(steps, mean, color=colour, lw=1.6, label="mean over seeds")
         tested = record.tested.get(config, {})
         points = [(t, dict(runs[s]).get(t)) for s, t in tested.items() if s in runs]
         points = [(t, v) for t, v in points if v is not None]
@@ -288,10 +299,9 @@ def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
         ax.tick_params(labelsize=8)
         if k % cols == 0:
             ax.set_ylabel(f"dev {label}", fontsize=8)
-        if k == 0 or (k == 1 and base is not None):
-            ax.legend(fontsize=6, loc="lower right")
     for ax in axes[-1]:
         ax.set_xlabel("step", fontsize=8)
+    _legend(fig, axes)
     caption = (f"Dev {label} per configuration against the training step: the mean over seeds (line), "
                "the range from the lowest to the highest seed (band), and each seed's tested checkpoint, "
                "the best-dev step whose test values the table reports (stars).")
@@ -342,8 +352,7 @@ def _power(report: StudyReport) -> str:
         if k % cols == 0:
             ax.set_ylabel("detectable difference", fontsize=8)
         ax.tick_params(labelsize=8)
-        if k == 0 and len(comps) <= 10:
-            ax.legend(fontsize=6, loc="upper right")
+    _legend(fig, axes)
     o = power.options
     caption = (f"The smallest true difference to the baseline the crossed test detects with probability "
                f"{o.power:g} at two-sided level {o.alpha:g} and {o.queries or power.queries} queries, "
