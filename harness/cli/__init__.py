@@ -22,11 +22,11 @@ __all__ = ["build_parser", "entry", "main"]
 
 def _areas() -> tuple[ModuleType, ...]:
     """The modules that contribute subcommands, in --help order."""
-    from harness.cli import curriculum, data, evaluation, jobs, model, runs, study, train
+    from harness.cli import curriculum, data, evaluation, jobs, model, report, runs, study, train
 
     # run, validate, demo, ui / submit, jobs / train / data build|stats / pacing / cascade cost,
-    # export / table, power / runs export
-    return (study, jobs, train, data, curriculum, model, evaluation, runs)
+    # export / table, power / report / runs export
+    return (study, jobs, train, data, curriculum, model, evaluation, report, runs)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,7 +13,8 @@ Step by step, validate -> execute -> render:
     analysis = analyse(results, AnalysisOptions(...))       # significance.py
     text = render(build_tables(analysis, "seeds"), "latex")  # table.py, render.py
     power = power_analysis(results, PowerOptions(...))        # power.py; text: render_power
-End of a study: ``report.study_report(results, options)``; figures: ``plots.write_plots``.
+End of a study: ``report.study_report(results, options)``; figures: ``plots.write_plots``; the
+one-page HTML report (`harness report`): ``report_html(report, read_study_record(name, results))``.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ __all__ = [
     "read_experiment",
     "read_long_csv",
     "read_long_frame",
+    "read_study_record",
     "render",
     "render_power",
+    "report_html",
     "study_report",
 ]
 
@@ -57,8 +60,10 @@ __getattr__, __dir__ = face(__name__, {
     "read_experiment": "mlflow_reader",
     "read_long_csv": "longcsv",
     "read_long_frame": "longcsv",
+    "read_study_record": "study_record",
     "render": "render",
     "render_power": "power",
+    "report_html": "html_report",
     "study_report": "report",
     "StudyAnalysis": "analysis",
     "StudyResults": "results",

@@ -11,10 +11,11 @@ the same); this module only moves the outcome onto the runs:
   values and 2+ seeds exist, the variance components <metric>_var_seed/_var_query/_var_resid and the
   minimum detectable effect <metric>_mde_s<S> for S in 3, 5, 10, 20 and the study's seed count
   (alpha 0.05, power 0.8, the study's query count);
-- the study run: tables/*, plots/* and power/power.md (what `harness power` prints) and
-  power/power.json. A study with a confirmation phase (harness.study._confirm): those are the
-  confirmatory report's (the confirmation's runs only, titled confirmatory), and
-  exploratory/tables/* and exploratory/power/* the exploratory one's (the runs that picked).
+- the study run: tables/*, plots/*, power/power.md (what `harness power` prints),
+  power/power.json and report.html (the one-page report `harness report` writes). A study with a
+  confirmation phase (harness.study._confirm): those are the confirmatory report's (the
+  confirmation's runs only, titled confirmatory), and exploratory/tables/* and exploratory/power/*
+  the exploratory one's (the runs that picked).
 
 A study with trials that failed after their retries gets no report (a table over the seeds that
 happened to finish would compare what was not planned): ``TrialsFailed`` names them, the config
@@ -41,6 +42,7 @@ from harness.tracking.records import StudyRecords
 
 if TYPE_CHECKING:
     from harness.evaluation.power import PowerAnalysis
+    from harness.evaluation.report import StudyReport
 
 
 class ReportUnavailable(HarnessError):
@@ -131,6 +133,7 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     records.study_artifacts(report.artifacts)
     with tempfile.TemporaryDirectory() as tmp:
         records.study_artifacts(files=[(png, "plots") for png in write_plots(report.analysis, tmp)])
+    _log_report_page(spec, records, report, log)
     # The default form: the seeds table, or past table.SUMMARY_ABOVE configurations the summary one.
     md = report.tables.get(f"tables/{resolve_form(AUTO_FORM, len(report.analysis.results.configs))}.md", "")
     if md:
@@ -147,6 +150,20 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     log(f"each configuration's verdict: MLflow runs page {page} (`harness ui` prints its address)")
     return out
 
+
+
+def _log_report_page(spec: StudySpec, records: StudyRecords, report: StudyReport,
+                     log: Callable[[str], None]) -> None:
+    """The one-page report (harness.evaluation.html_report) as report.html at the study run's
+    artifact root; a page that cannot be made is said in the log and costs the study nothing."""
+    from harness.evaluation.html_report import study_page
+
+    try:
+        page = study_page(report, spec.name, tracking_uri=records.store.uri)
+    except HarnessError as exc:
+        log(f"report.html: skipped ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})")
+        return
+    records.study_artifacts({"report.html": page})
 
 
 def _power_summary(power: PowerAnalysis) -> str:

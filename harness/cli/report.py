@@ -1,0 +1,55 @@
+"""``harness report``: the one-page study report (harness.evaluation.html_report) of an MLflow
+study, written to a self-contained HTML file.
+
+    harness report --experiment NAME --to FILE [--tracking-uri URI] [--baseline NAME]
+                   [--phase auto|confirmatory|exploratory] [--metric M]
+
+The page is the one a study logs as report.html on its study run, read back as `harness table
+--experiment` reads the study (the same runs, phase and tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.errors import DataError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "report", help="the one-page HTML report of a study",
+        description="Write a study's report as one self-contained HTML page: what the study decided, "
+        "the significance table, a forest plot of the differences to the baseline, the dev curves "
+        "per configuration and the power curve.")
+    p.add_argument("--experiment", metavar="NAME", required=True, help="MLflow experiment (the study name)")
+    p.add_argument("--to", metavar="FILE", type=Path, required=True, help="the HTML file to write")
+    p.add_argument("--tracking-uri", metavar="URI",
+                   help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    p.add_argument("--baseline", metavar="NAME", help="baseline configuration (default: harness.role=baseline)")
+    p.add_argument("--phase", default="auto", choices=["auto", "confirmatory", "exploratory"],
+                   help="a study with a confirmation phase: its confirmatory report (auto's choice) or "
+                        "the exploratory one of the runs that picked")
+    p.add_argument("--metric", metavar="M", help="the dev curves' metric (default: the study's objective)")
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from harness.evaluation.html_report import study_page
+    from harness.evaluation.metrics import metric_key
+    from harness.evaluation.mlflow_reader import read_experiment
+    from harness.evaluation.report import study_report
+
+    metric = metric_key(args.metric) if args.metric else None
+    results = read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
+                              phase=args.phase)
+    page = study_page(study_report(results, formats=("html",)), args.experiment,
+                      tracking_uri=args.tracking_uri, metric=metric)
+    try:
+        args.to.parent.mkdir(parents=True, exist_ok=True)
+        args.to.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"{args.to}: cannot write the report: {exc.strerror or exc}") from None
+    print(f"wrote {args.to}", file=sys.stderr)
+    return 0
