@@ -232,6 +232,7 @@ def write_model(seed_model: SeedModel, target: Path) -> Path:
     else:
         _write_sequence_classifier(model, target)
     tokenizer.save_pretrained(str(target))
+    _harness_tokenizer(target)
     info = {"study": seed_model.study, "configuration": seed_model.config_name,
             "config_id": seed_model.config_id, "role": seed_model.role, "seed": seed_model.seed,
             "run_id": seed_model.run_id, "tracking_uri": seed_model.tracking_uri,
@@ -241,6 +242,19 @@ def write_model(seed_model: SeedModel, target: Path) -> Path:
     (target / EXPORT_INFO).write_text(json.dumps(info, indent=1, sort_keys=True, default=str) + "\n")
     (target / "README.md").write_text(model_card(info, getattr(model, "exits", None)))
     return target
+
+
+def _harness_tokenizer(target: Path) -> None:
+    """The saved tokenizer loads as ``HarnessBertTokenizer`` (the harness's pair truncation) where
+    the loader trusts the folder's code; as the plain ``BertTokenizer`` where it does not."""
+    from harness.model import tokenization_harness
+
+    module = Path(tokenization_harness.__file__)
+    shutil.copyfile(module, target / module.name)
+    path = target / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["auto_map"] = {"AutoTokenizer": [None, f"{module.stem}.{tokenization_harness.HarnessBertTokenizer.__name__}"]}
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _write_sequence_classifier(model: Any, target: Path) -> None:
