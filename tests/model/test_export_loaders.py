@@ -15,7 +15,7 @@ import torch
 from harness.config import TrialConfig
 from harness.model.collate import PairCollator, context_text
 from harness.model.encoder import load_tokenizer
-from harness.model.export import SeedModel, write_model
+from harness.model.export import SeedModel, usage, write_model
 from harness.model.scoring import metrics_of
 from harness.training.loop import FinalRecord, Trainer
 from harness.training.tokenized import prepare_data
@@ -70,6 +70,9 @@ def test_cross_encoder_reproduces_the_run(trained) -> None:
     folder, queries, pairs, run, run_map = trained
     scores = CrossEncoder(str(folder), device="cpu", trust_remote_code=True).predict(pairs, batch_size=7)
     _same_run(queries, scores, run, run_map)
+    # the call `harness export` prints (export.usage), as printed
+    _same_run(queries, eval(_printed(folder, "sentence-transformers"), {"CrossEncoder": CrossEncoder,
+                                                                       "pairs": pairs}), run, run_map)
     # Without trust_remote_code: the plain BertTokenizer, whose truncation keeps the OLDEST context.
     plain = CrossEncoder(str(folder), device="cpu").tokenizer
     assert type(plain).__name__ == "BertTokenizer"
@@ -79,12 +82,19 @@ def test_cross_encoder_reproduces_the_run(trained) -> None:
     assert sum(x != y for x, y in zip(ids, theirs, strict=True)) >= 0.9 * len(pairs)
 
 
+def _printed(folder, loader: str) -> str:
+    """The expression ``usage`` prints for ``loader``."""
+    (line,) = [x for x in usage(folder) if x.startswith(f"{loader}: ")]
+    return line.split(": ", 1)[1]
+
+
 def test_transformers_with_the_folders_tokenizer_reproduces_the_run(trained) -> None:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    import transformers
 
     folder, queries, pairs, run, run_map = trained
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
-    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    model_call, tokenizer_call = _printed(folder, "transformers").split(" + ")
+    model = eval(model_call, vars(transformers)).eval()
+    tokenizer = eval(tokenizer_call, vars(transformers))
     scores = []
     for i in range(0, len(pairs), 16):
         chunk = pairs[i:i + 16]
@@ -100,6 +110,7 @@ def _frame(queries) -> pd.DataFrame:
                          for q in queries for c in q.candidates])
 
 
+@pytest.mark.filterwarnings("ignore:.*input example")  # the signature is explicit
 def test_mlflow_pyfunc_reproduces_the_run(trained, tmp_path) -> None:
     import mlflow
 
@@ -114,10 +125,13 @@ def test_mlflow_pyfunc_reproduces_the_run(trained, tmp_path) -> None:
 
 def test_pyterrier_reranker_reproduces_the_run(trained) -> None:
     pytest.importorskip("pyterrier", reason="python-terrier is not installed")
+    import harness.model.pyterrier_ranker
     from harness.model.pyterrier_ranker import HarnessReRanker
 
     folder, queries, _, run, run_map = trained
     out = HarnessReRanker(folder)(_frame(queries))
+    _same_run(queries, out["score"].to_numpy(), run, run_map)
+    out = eval(_printed(folder, "PyTerrier"), {"harness": harness})(_frame(queries))
     _same_run(queries, out["score"].to_numpy(), run, run_map)
 
 
