@@ -365,10 +365,10 @@ def usage(folder: str | Path) -> list[str]:
     """How each loader scores pairs as the run did from an exported folder (``harness export``
     prints it). The pyfunc and PyTerrier re-ranker load the folder's tokenizer themselves."""
     d = Path(folder)
+    tokenizer = f'AutoTokenizer.from_pretrained("{d}", trust_remote_code=True)'
     if json.loads((d / EXPORT_INFO).read_text()).get("cascade"):
-        first = [f'harness: harness.model.export.load_cascade("{d}") (final exit, or the cascade)']
+        first = [f'harness: harness.model.export.load_cascade("{d}").score(batch), batch from {tokenizer}']
     else:
-        tokenizer = f'AutoTokenizer.from_pretrained("{d}", trust_remote_code=True)'
         first = [f'sentence-transformers: CrossEncoder("{d}", trust_remote_code=True).predict(pairs)',
                  f'transformers: AutoModelForSequenceClassification.from_pretrained("{d}") + {tokenizer}',
                  ("(trust_remote_code=True: the folder's tokenization_harness.py drops the oldest context "

@@ -13,7 +13,7 @@ texts, and "longest_first" gives an odd budget's spare token to the longer text)
   ``CrossEncoder(DIR, trust_remote_code=True)`` tokenize pairs as the harness does. Without
   ``trust_remote_code`` they load the plain ``BertTokenizer`` (transformers' own truncation).
 
-The file needs transformers only (no harness): it is loaded from the exported folder.
+The file needs transformers 5 only (no harness): it is loaded from the exported folder.
 """
 
 from __future__ import annotations
