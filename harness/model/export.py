@@ -9,8 +9,9 @@ best seed: the highest ``objective`` (the best dev value of the study's metric; 
 What the folder holds:
 - plain rankers: a ``BertForSequenceClassification`` (num_labels=1; the harness's parameter names
   are that class's, so the weights map 1:1), its tokenizer (model_max_length = the trial's
-  ``model.max_length``) and ``config.json`` telling sentence-transformers to apply no activation, so
-  ``CrossEncoder(DIR).predict`` returns the harness's scores; loads with
+  ``model.max_length``; pair truncation in ``tokenization_harness.py``) and ``config.json`` telling
+  sentence-transformers to apply no activation, so ``CrossEncoder(DIR, trust_remote_code=True)
+  .predict`` returns the harness's scores; loads with
   ``AutoModelForSequenceClassification.from_pretrained(DIR)`` as well;
 - cascade rankers: the encoder and every exit classifier in ``model.safetensors``, the exits in
   ``harness_cascade.json``, and the same tokenizer; ``load_cascade(DIR)`` (or the MLflow pyfunc)
