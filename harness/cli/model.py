@@ -56,11 +56,13 @@ def register(subparsers: Any) -> None:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from harness.model.export import export_run
+    from harness.model.export import export_run, usage
     from harness.tracking.store import default_tracking_uri
 
     out = export_run(args.run_id, args.to, args.tracking_uri or default_tracking_uri())
-    print(f"exported run {args.run_id} to {out}")
+    print(f"exported run {args.run_id} to {out}; scores as the run with")
+    for line in usage(out):
+        print(f"  {line}")
     return 0
 
 

@@ -3,7 +3,8 @@
 Texts are tokenised once (without special tokens) and kept as id arrays; a batch is assembled by
 concatenation and padded only to its own longest pair. Truncation drops the OLDEST context first:
 the response keeps up to ``max(budget - len(context), budget // 2)`` tokens and the context keeps its
-last ``budget - len(response kept)`` tokens, where budget = max_length - 3.
+last ``budget - len(response kept)`` tokens, where budget = max_length - 3
+(``harness.model.tokenization_harness.pair_lengths``, which exported tokenizers apply as well).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from harness.model.tokenization_harness import pair_lengths
 from harness.records import Query
 
 
@@ -57,9 +59,7 @@ class PairCollator:
 
     def pair_ids(self, context: np.ndarray, response: np.ndarray) -> tuple[np.ndarray, int]:
         """Input ids of one pair and the length of its first segment ([CLS] context [SEP])."""
-        budget = self.max_length - 3
-        r = min(len(response), max(budget - len(context), budget // 2))
-        c = min(len(context), budget - r)
+        c, r = pair_lengths(len(context), len(response), self.max_length)
         ctx = context[len(context) - c:] if c > 0 else context[:0]
         ids = np.concatenate(([self.cls_id], ctx, [self.sep_id], response[:r], [self.sep_id]))
         return ids, c + 2

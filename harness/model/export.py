@@ -9,8 +9,9 @@ best seed: the highest ``objective`` (the best dev value of the study's metric; 
 What the folder holds:
 - plain rankers: a ``BertForSequenceClassification`` (num_labels=1; the harness's parameter names
   are that class's, so the weights map 1:1), its tokenizer (model_max_length = the trial's
-  ``model.max_length``) and ``config.json`` telling sentence-transformers to apply no activation, so
-  ``CrossEncoder(DIR).predict`` returns the harness's scores; loads with
+  ``model.max_length``; pair truncation in ``tokenization_harness.py``) and ``config.json`` telling
+  sentence-transformers to apply no activation, so ``CrossEncoder(DIR, trust_remote_code=True)
+  .predict`` returns the harness's scores; loads with
   ``AutoModelForSequenceClassification.from_pretrained(DIR)`` as well;
 - cascade rankers: the encoder and every exit classifier in ``model.safetensors``, the exits in
   ``harness_cascade.json``, and the same tokenizer; ``load_cascade(DIR)`` (or the MLflow pyfunc)
@@ -20,8 +21,12 @@ What the folder holds:
 
 Inputs: the "query" is the conversation context as one text (utterances oldest first, joined by
 spaces, ``harness.model.collate.context_text``) and the "text" a candidate response. The harness
-truncates the oldest context first; sentence-transformers truncates the longer side, so pairs over
-``max_length`` tokens can score differently there (the MLflow pyfunc truncates as the harness does).
+truncates the oldest context first, which no truncation strategy of transformers does; the folder
+carries the harness's tokenizer (``tokenization_harness.py``, named in ``tokenizer_config.json``'s
+``auto_map``), which loaders use with ``trust_remote_code=True``: then sentence-transformers,
+transformers, the MLflow pyfunc and the PyTerrier re-ranker all score as the run did
+(``usage`` says how, and ``harness export`` prints it). Without it, transformers loads the plain
+BERT tokenizer, which truncates the longer text from its end.
 """
 
 from __future__ import annotations
@@ -233,6 +238,7 @@ def write_model(seed_model: SeedModel, target: Path) -> Path:
     else:
         _write_sequence_classifier(model, target)
     tokenizer.save_pretrained(str(target))
+    _harness_tokenizer(target)
     info = {"study": seed_model.study, "configuration": seed_model.config_name,
             "config_id": seed_model.config_id, "role": seed_model.role, "seed": seed_model.seed,
             "run_id": seed_model.run_id, "tracking_uri": seed_model.tracking_uri,
@@ -243,6 +249,19 @@ def write_model(seed_model: SeedModel, target: Path) -> Path:
     (target / "README.md").write_text(model_card(info, getattr(model, "exits", None)))
     follow_umask(target)
     return target
+
+
+def _harness_tokenizer(target: Path) -> None:
+    """The saved tokenizer loads as ``HarnessBertTokenizer`` (the harness's pair truncation) where
+    the loader trusts the folder's code; as the plain ``BertTokenizer`` where it does not."""
+    from harness.model import tokenization_harness
+
+    module = Path(tokenization_harness.__file__)
+    shutil.copyfile(module, target / module.name)
+    path = target / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["auto_map"] = {"AutoTokenizer": [None, f"{module.stem}.{tokenization_harness.HarnessBertTokenizer.__name__}"]}
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _write_sequence_classifier(model: Any, target: Path) -> None:
@@ -298,9 +317,11 @@ def model_card(info: dict[str, Any], exits: tuple[int, ...] | None) -> str:
         head = ("library_name: sentence-transformers\npipeline_tag: text-ranking\n"
                 "tags: [cross-encoder, harness]")
         use = ("```python\nfrom sentence_transformers import CrossEncoder\n"
-               "model = CrossEncoder(DIR)  # raw logits: higher = more relevant\n"
+               "model = CrossEncoder(DIR, trust_remote_code=True)  # raw logits: higher = more relevant\n"
                "scores = model.predict([(context, response), ...])\n```\n\n"
-               "Or `AutoModelForSequenceClassification.from_pretrained(DIR)` (one logit).")
+               "Or `AutoModelForSequenceClassification.from_pretrained(DIR)` (one logit) with "
+               "`AutoTokenizer.from_pretrained(DIR, trust_remote_code=True)`; "
+               "`tokenizer(contexts, responses, truncation=True)`.")
         arch = "BertForSequenceClassification, one output logit (the relevance score)."
     else:
         head = "library_name: harness\ntags: [cross-encoder, cascade, harness]"
@@ -334,11 +355,29 @@ Model: {arch}
 {use}
 
 Input: the query is the conversation context as one text (utterances oldest first, joined by
-spaces), the text a candidate response; at most {info['max_length']} tokens per pair. The harness
-truncates the oldest context first, sentence-transformers the longer side.
+spaces), the text a candidate response; at most {info['max_length']} tokens per pair, the oldest
+context dropped first, as in training. `trust_remote_code=True` loads the tokenizer that does this
+(`tokenization_harness.py`, in this folder); without it, the plain BERT tokenizer truncates the
+longer text from its end, and pairs over {info['max_length']} tokens score differently.
 
 The full configuration is in `{EXPORT_INFO}`.
 """
+
+
+def usage(folder: str | Path) -> list[str]:
+    """How each loader scores pairs as the run did from an exported folder (``harness export``
+    prints it). The pyfunc and PyTerrier re-ranker load the folder's tokenizer themselves."""
+    d = Path(folder)
+    tokenizer = f'AutoTokenizer.from_pretrained("{d}", trust_remote_code=True)'
+    if json.loads((d / EXPORT_INFO).read_text()).get("cascade"):
+        first = [f'harness: harness.model.export.load_cascade("{d}").score(batch), batch from {tokenizer}']
+    else:
+        first = [f'sentence-transformers: CrossEncoder("{d}", trust_remote_code=True).predict(pairs)',
+                 f'transformers: AutoModelForSequenceClassification.from_pretrained("{d}") + {tokenizer}',
+                 ("(trust_remote_code=True: the folder's tokenization_harness.py drops the oldest context "
+                  "first, as the harness; without it, pairs over max_length tokens score differently)")]
+    return [*first, f'PyTerrier: harness.model.pyterrier_ranker.HarnessReRanker("{d}")',
+            "MLflow: mlflow.pyfunc.load_model(uri), uri = a seed run's tag harness.model_uri"]
 
 
 def export_run(run_id: str, target: str | Path, tracking_uri: str) -> Path:

@@ -3,10 +3,10 @@ the model, with the exported folder as the artifact ``ranker``).
 
 ``predict`` takes a DataFrame with columns qid, query, docno, text (the PyTerrier re-ranking
 layout; query = the conversation context as one text) and returns qid, docno, score, rank (rank 1 =
-best within its qid, as in TREC run files; ties by input order). Pairs are built as the harness's collator builds them:
+best within its qid, as in TREC run files; ties by input order). Pairs are built by the folder's tokenizer
+(``tokenization_harness.py``, written by the export) as the harness's collator builds them:
 ``[CLS] query [SEP] text [SEP]``, at most ``max_length`` tokens, the OLDEST query tokens dropped
-first (the text keeps up to max(budget - len(query), budget // 2) tokens, budget = max_length - 3),
-so scores equal the harness's own. Plain rankers need only torch and transformers here; cascade
+first, so scores equal the harness's own. Plain rankers need only torch and transformers here; cascade
 rankers score with their final exit and need the harness installed.
 """
 
@@ -35,7 +35,11 @@ class ExportedRanker:
         folder = Path(folder)
         info = json.loads((folder / "harness_export.json").read_text())
         self.max_length = int(info["max_length"])
-        self.tokenizer = AutoTokenizer.from_pretrained(str(folder))
+        # The folder's own tokenizer (tokenization_harness.py): pairs truncated as the harness does.
+        self.tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=True)
+        if type(self.tokenizer).__name__ != "HarnessBertTokenizer":
+            raise ValueError(f"{folder}: exported without the harness's tokenizer (tokenization_harness.py); "
+                             "export it again")
         if info.get("cascade"):
             from harness.model.export import load_cascade
 
@@ -45,34 +49,19 @@ class ExportedRanker:
             self.model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
             self.forward = lambda batch: self.model(**batch).logits[:, 0]
 
-    def _pair(self, query: list[int], text: list[int]) -> tuple[list[int], int]:
-        budget = self.max_length - 3
-        r = min(len(text), max(budget - len(query), budget // 2))
-        c = min(len(query), budget - r)
-        ctx = query[len(query) - c:] if c > 0 else []
-        tok = self.tokenizer
-        return [tok.cls_token_id, *ctx, tok.sep_token_id, *text[:r], tok.sep_token_id], c + 2
-
     @torch.no_grad()
     def scores(self, queries: list[str], texts: list[str]) -> np.ndarray:
         """(n,) scores of the pairs (queries[i], texts[i])."""
-        enc = self.tokenizer(list(queries) + list(texts), add_special_tokens=False)["input_ids"]
-        pairs = [self._pair(q, t) for q, t in zip(enc[:len(queries)], enc[len(queries):], strict=True)]
-        out = np.zeros(len(pairs), dtype=np.float64)
-        order = np.argsort([-len(ids) for ids, _ in pairs], kind="stable")
+        if not len(queries):
+            return np.zeros(0, dtype=np.float64)
+        enc = self.tokenizer(list(queries), list(texts), truncation=True, max_length=self.max_length)
+        rows = enc["input_ids"]
+        out = np.zeros(len(rows), dtype=np.float64)
+        order = np.argsort([-len(ids) for ids in rows], kind="stable")
         for start in range(0, len(order), self.batch_size):
             chosen = order[start:start + self.batch_size]
-            width = max(len(pairs[i][0]) for i in chosen)
-            ids = torch.full((len(chosen), width), int(self.tokenizer.pad_token_id), dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            types = torch.zeros_like(ids)
-            for row, i in enumerate(chosen):
-                p, first = pairs[i]
-                ids[row, :len(p)] = torch.tensor(p)
-                mask[row, :len(p)] = 1
-                types[row, first:len(p)] = 1
-            batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            out[chosen] = self.forward(batch).float().numpy()
+            batch = self.tokenizer.pad({k: [v[i] for i in chosen] for k, v in enc.items()}, return_tensors="pt")
+            out[chosen] = self.forward(dict(batch)).float().numpy()
         return out
 
     def rank(self, frame: pd.DataFrame) -> pd.DataFrame:

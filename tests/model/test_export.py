@@ -85,7 +85,8 @@ def test_cross_encoder_from_the_export_scores_as_the_harness(study, tmp_path, ca
     assert type(hf).__name__ == "BertForSequenceClassification" and hf.config.num_labels == 1
 
     pairs = [(context_text(query.context), c.text) for c in query.candidates]
-    theirs = CrossEncoder(str(out), device="cpu").predict(pairs, batch_size=4)
+    assert f'CrossEncoder("{out}", trust_remote_code=True)' in capsys.readouterr().out  # what to call
+    theirs = CrossEncoder(str(out), device="cpu", trust_remote_code=True).predict(pairs, batch_size=4)
     np.testing.assert_allclose(theirs, ours, rtol=0, atol=1e-4)
     assert list(np.argsort(-theirs, kind="stable")) == list(np.argsort(-ours, kind="stable"))
 
