@@ -248,7 +248,7 @@ def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis,
         study.with_options(metric="bleu")
     assert _one_line(exc).startswith("unknown metric 'bleu' in MLflow experiment 'quickstart'; valid: map, mrr")
     for call, message in [(lambda: study.table(format="docx"), "docx"),
-                          (lambda: study.table(form="rows"), "form must be one of seeds, configs, got 'rows'"),
+                          (lambda: study.table(form="rows"), "form must be one of auto, seeds, configs, summary, got 'rows'"),
                           (lambda: study.table(decimals=11), "decimals must be in [0, 10]"),
                           (lambda: study.power(alpha=5), "alpha must be in (0, 1), got 5"),
                           (lambda: study.power("yaml"), "format must be one of md, json, got 'yaml'")]:
