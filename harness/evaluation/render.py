@@ -203,7 +203,9 @@ def latex(table: Table) -> str:
     for row in table.rows:
         if row.rule_before:
             lines.append(r"\midrule")
-        lines.append(" & ".join([latex_escape(row.label), *(cell(c) for c in row.cells)]) + r" \\")
+        label = latex_escape(row.label)
+        label = "{}" + label if label.startswith("[") else label  # not \\'s optional [length]
+        lines.append(" & ".join([label, *(cell(c) for c in row.cells)]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"{\footnotesize\raggedright",
               *textwrap.wrap(note, 96, break_long_words=False, break_on_hyphens=False),
               r"\par}", r"\end{table}", ""]

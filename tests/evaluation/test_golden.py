@@ -35,6 +35,7 @@ CASES = {
                               "--correction", "bh"),
     "escaping_configs_per_seed.md": ("--from", ESCAPING, "--form", "configs", "--test", "per-seed"),
     "escaping_summary.md": ("--from", ESCAPING, "--form", "summary"),
+    "escaping_summary.tex": ("--from", ESCAPING, "--form", "summary", "--format", "latex"),
     "escaping_summary_per_seed.tex": ("--from", ESCAPING, "--form", "summary", "--test", "per-seed",
                                       "--format", "latex"),
 }
@@ -153,3 +154,18 @@ def test_html_is_well_formed(run_cli: Callable[..., tuple[int, str, str]]) -> No
     parser.feed(text)
     assert parser.stack == []
     assert "<th>w. T-LS &amp; 50%</th>" in text and "&plusmn;" in text and "<tfoot>" in text
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("pdftotext") is None,
+                    reason="no pdflatex or no pdftotext on PATH (texlive-latex-recommended, poppler-utils)")
+def test_a_label_opening_with_a_bracket_compiles(tmp_path: Path) -> None:
+    """A configuration named "[ablation] ..." starts a row right after the previous row's \\\\, which
+    would read it as \\\\'s optional [length]; in both row-per-configuration forms it prints as named."""
+    from harness.evaluation.analysis import StudyAnalysis
+    from harness.evaluation.results import RunRecord, StudyResults
+
+    records = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100})
+               for c, v in (("base", 0.5), ("[ablation] no CL", 0.6)) for s in (1, 2, 3)]
+    analysis = StudyAnalysis(results=StudyResults.build(records))
+    tex = analysis.table(format="latex", form="summary") + "\n" + analysis.table(format="latex", form="configs")
+    assert _pdf_text(tmp_path, tex).count("[ablation] no CL 0.6200") == 2

@@ -32,7 +32,7 @@ def _markdown_rows(text: str) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("dataset", ["msdialog", "mantis"])
 def test_avg_and_sd_rows_reproduce_the_paper(dataset: str, run_cli: Callable[..., tuple[int, str, str]]) -> None:
-    rc, out, err = run_cli("table", "--from", str(FIXTURES / f"penha_table5_{dataset}.csv"))
+    rc, out, err = run_cli("table", "--from", str(FIXTURES / f"penha_table5_{dataset}.csv"), "--form", "seeds")
     assert rc == 0, err
     rows = _markdown_rows(out)
     header = [c.strip() for c in out.splitlines()[2].strip("|").split("|")]
@@ -55,7 +55,8 @@ def test_paper_sd_is_the_sample_sd() -> None:
 
 def test_bold_and_markers_on_the_avg_row(run_cli: Callable[..., tuple[int, str, str]]) -> None:
     # Each configuration tested on its own, as in the paper's table (no correction).
-    rc, out, _ = run_cli("table", "--from", str(FIXTURES / "penha_table5_msdialog.csv"), "--correction", "none")
+    rc, out, _ = run_cli("table", "--from", str(FIXTURES / "penha_table5_msdialog.csv"), "--correction", "none",
+                         "--form", "seeds")
     assert rc == 0
     rows = _markdown_rows(out)
     assert rows["AVG"][6] == "**0.7241**\u2021"   # BERT_pred: best and p < 0.01 across seeds
@@ -65,7 +66,7 @@ def test_bold_and_markers_on_the_avg_row(run_cli: Callable[..., tuple[int, str, 
 
 
 def test_csv_output_carries_the_numbers(run_cli: Callable[..., tuple[int, str, str]]) -> None:
-    rc, out, _ = run_cli("table", "--from", str(FIXTURES / "penha_table5_msdialog.csv"), "--format", "csv",
+    rc, out, _ = run_cli("table", "--from", str(FIXTURES / "penha_table5_msdialog.csv"), "--form", "seeds", "--format", "csv",
                          "--correction", "none")
     assert rc == 0
     cells = {(r["row"], r["column"]): r for r in csv.DictReader(io.StringIO(out))}
