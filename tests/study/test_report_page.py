@@ -148,3 +148,19 @@ def test_harness_report_errors_are_one_line(study, capsys, tmp_path):
     rc, _, err = _cli(capsys, "report", "--experiment", NAME, "--to", str(target), "--tracking-uri", uri)
     assert rc == 2 and err.count("\n") == 1 and err.startswith(f"harness: error: {target}: cannot write the report: ")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_python_api_block_builds_the_same_page(study, monkeypatch):
+    """docs/python-api.md's block (on this study, from the directory of its ./mlruns store) gives
+    the study run's page (and so `harness report`'s)."""
+    import runpy
+
+    docs = (Path(__file__).parents[2] / "docs" / "python-api.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(from harness.evaluation import read_experiment.*?)```", docs, re.DOTALL).group(1)
+    script = study["tmp"] / "api_block.py"
+    script.write_text(block.replace('"quickstart"', repr(NAME)), encoding="utf-8")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(study["tmp"])  # ./mlruns/mlflow.db is the store
+    page = runpy.run_path(str(script))["page"]
+    for key in ("decisions", "significance", "forest", "curves", "power"):
+        assert _section(page, key) == _section(study["page"], key), key
