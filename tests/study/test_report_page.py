@@ -77,6 +77,9 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                        evaluation="e1")
                 records.trial_finished(ticket, outcome, per_query)
         store.log_metrics(study_run, {C.METRIC_STEPS_SAVED: 6.0, C.METRIC_STEPS_RUN: 42.0, C.METRIC_STOPPED: 1.0})
+        # The pick a confirmation phase records (by config id; its retraining is not recorded here).
+        records.study_tags({C.TAG_CONFIRM_PICK: next(nc.config.config_id() for nc in spec.configs
+                                                     if nc.name == "ls")})
         report_study(spec, records, logs.append)
         page = Path(store.client.download_artifacts(study_run, "report.html", str(tmp)))
     return {"uri": uri, "spec": spec, "store": store, "study_run": study_run, "page": page.read_text(),
@@ -92,6 +95,7 @@ def test_the_study_run_gets_the_page(study):
     assert not any(line.startswith("report.html: skipped") for line in study["logs"])
     decided = _section(page, "decisions")
     assert "Early stopping stopped slow at step 6: below the baseline; 6 of 48 trial-steps saved (12%)" in decided
+    assert "Confirmation: the dev objective picked ls for retraining" in decided  # its name, not its id
     significance = _section(page, "significance")
     for name in ("baseline", "ls", "ls2"):
         assert f"<th>{name}</th>" in significance
@@ -113,6 +117,7 @@ def test_the_curves_read_back_are_the_ones_logged(study):
         assert seeds == {str(s): tuple((t, _dev(config, s, t)) for t in steps) for s in (1, 2, 3)}
     assert record.tested["ls"] == {"1": 9, "2": 12, "3": 9}  # odd seeds fall back after step 9
     assert "slow" not in record.tested
+    assert record.confirmation_pick == ("ls",)
     assert record.early_stopping == {C.METRIC_STEPS_SAVED: 6.0, C.METRIC_STEPS_RUN: 42.0, C.METRIC_STOPPED: 1.0}
     mrr = read_study_record(NAME, results, tracking_uri=study["uri"], metric="mrr")
     assert mrr.curves["ls"]["2"][0] == (3, _dev("ls", 2, 3) + 0.1)
