@@ -36,16 +36,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from harness.evaluation.html_report import study_page
+    from harness.evaluation.html_report import report_html
     from harness.evaluation.metrics import metric_key
     from harness.evaluation.mlflow_reader import read_experiment
     from harness.evaluation.report import study_report
+    from harness.evaluation.study_record import read_study_record
 
     metric = metric_key(args.metric) if args.metric else None
     results = read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
                               phase=args.phase)
-    page = study_page(study_report(results, formats=("html",)), args.experiment,
-                      tracking_uri=args.tracking_uri, metric=metric)
+    # The record first: a --metric without dev curves is refused before the tests run.
+    record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
+    page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
     try:
         args.to.parent.mkdir(parents=True, exist_ok=True)
         args.to.write_text(page, encoding="utf-8")

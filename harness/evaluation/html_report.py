@@ -138,8 +138,8 @@ def decisions(analysis: Analysis, record: StudyRecord) -> list[str]:
                                 f"({'better' if c.direction == BETTER else 'worse'})" for c in marked) or "none")
                    + ".")
     if record.confirmation_pick:
-        out.append(f"Confirmation: the dev objective picked {', '.join(record.confirmation_pick)}; "
-                   "they and the baseline were retrained with fresh seeds, and the table tests those runs only.")
+        out.append(f"Confirmation: the dev objective picked {', '.join(record.confirmation_pick)} for "
+                   "retraining with the baseline on fresh seeds.")
     if res.phase_note:
         out.append(res.phase_note)
     if res.stopped or record.early_stopping:

@@ -77,6 +77,9 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                                        evaluation="e1")
                 records.trial_finished(ticket, outcome, per_query)
         store.log_metrics(study_run, {C.METRIC_STEPS_SAVED: 6.0, C.METRIC_STEPS_RUN: 42.0, C.METRIC_STOPPED: 1.0})
+        # The pick a confirmation phase records (by config id; its retraining is not recorded here).
+        records.study_tags({C.TAG_CONFIRM_PICK: next(nc.config.config_id() for nc in spec.configs
+                                                     if nc.name == "ls")})
         report_study(spec, records, logs.append)
         page = Path(store.client.download_artifacts(study_run, "report.html", str(tmp)))
     return {"uri": uri, "spec": spec, "store": store, "study_run": study_run, "page": page.read_text(),
@@ -92,6 +95,7 @@ def test_the_study_run_gets_the_page(study):
     assert not any(line.startswith("report.html: skipped") for line in study["logs"])
     decided = _section(page, "decisions")
     assert "Early stopping stopped slow at step 6: below the baseline; 6 of 48 trial-steps saved (12%)" in decided
+    assert "Confirmation: the dev objective picked ls for retraining" in decided  # its name, not its id
     significance = _section(page, "significance")
     for name in ("baseline", "ls", "ls2"):
         assert f"<th>{name}</th>" in significance
@@ -113,6 +117,7 @@ def test_the_curves_read_back_are_the_ones_logged(study):
         assert seeds == {str(s): tuple((t, _dev(config, s, t)) for t in steps) for s in (1, 2, 3)}
     assert record.tested["ls"] == {"1": 9, "2": 12, "3": 9}  # odd seeds fall back after step 9
     assert "slow" not in record.tested
+    assert record.confirmation_pick == ("ls",)
     assert record.early_stopping == {C.METRIC_STEPS_SAVED: 6.0, C.METRIC_STEPS_RUN: 42.0, C.METRIC_STOPPED: 1.0}
     mrr = read_study_record(NAME, results, tracking_uri=study["uri"], metric="mrr")
     assert mrr.curves["ls"]["2"][0] == (3, _dev("ls", 2, 3) + 0.1)
@@ -148,3 +153,19 @@ def test_harness_report_errors_are_one_line(study, capsys, tmp_path):
     rc, _, err = _cli(capsys, "report", "--experiment", NAME, "--to", str(target), "--tracking-uri", uri)
     assert rc == 2 and err.count("\n") == 1 and err.startswith(f"harness: error: {target}: cannot write the report: ")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_the_python_api_block_builds_the_same_page(study, monkeypatch):
+    """docs/python-api.md's block (on this study, from the directory of its ./mlruns store) gives
+    the study run's page (and so `harness report`'s)."""
+    import runpy
+
+    docs = (Path(__file__).parents[2] / "docs" / "python-api.md").read_text(encoding="utf-8")
+    block = re.search(r"```python\n(from harness.evaluation import read_experiment.*?)```", docs, re.DOTALL).group(1)
+    script = study["tmp"] / "api_block.py"
+    script.write_text(block.replace('"quickstart"', repr(NAME)), encoding="utf-8")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(study["tmp"])  # ./mlruns/mlflow.db is the store
+    page = runpy.run_path(str(script))["page"]
+    for key in ("decisions", "significance", "forest", "curves", "power"):
+        assert _section(page, key) == _section(study["page"], key), key
