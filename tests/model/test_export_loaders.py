@@ -178,3 +178,19 @@ def _ids(tokenizer, a: str, b: str, strategy: str) -> list[int] | None:
     except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception: the one text cannot give up enough tokens
         assert "Truncation error" in str(exc)
         return None
+
+
+def test_a_folder_exported_without_the_tokenizer_is_refused_not_scored_otherwise(trained, tmp_path) -> None:
+    import json
+    import shutil
+
+    from harness.model.pyfunc_ranker import ExportedRanker
+
+    folder, *_ = trained
+    old = shutil.copytree(folder, tmp_path / "old")
+    (old / "tokenization_harness.py").unlink()
+    config = json.loads((old / "tokenizer_config.json").read_text())
+    del config["auto_map"]
+    (old / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="exported without the harness's tokenizer"):
+        ExportedRanker(old)
