@@ -151,3 +151,46 @@ def test_the_folders_tokenizer_truncates_pairs_as_the_collator_at_every_length(t
             want, first = collator.pair_ids(a, b)
             assert got == want.tolist(), (max_length, len(a), len(b))
             assert types == [0] * first + [1] * (len(want) - first)
+
+
+def test_no_truncation_strategy_of_transformers_reproduces_the_harness(trained) -> None:
+    """Why the folder carries its own tokenizer: each strategy and side of the plain BertTokenizer
+    builds some pair other than the collator's (too long, or cut elsewhere)."""
+    from transformers import AutoTokenizer
+
+    folder, *_ = trained
+    plain = AutoTokenizer.from_pretrained(folder)
+    assert type(plain).__name__ == "BertTokenizer"
+    texts = [" ".join(["word"] * n) for n in range(1, 20)]
+    pairs = [(a, b) for a in texts for b in texts]
+    collator = PairCollator(plain, 16)
+    want = [collator.pair_ids(*collator.tokenize([a, b]))[0].tolist() for a, b in pairs]
+    for side in ("right", "left"):
+        plain.truncation_side = side
+        for strategy in ("longest_first", "only_first", "only_second"):
+            got = [_ids(plain, a, b, strategy) for a, b in pairs]
+            assert got != want, (side, strategy)
+
+
+def _ids(tokenizer, a: str, b: str, strategy: str) -> list[int] | None:
+    try:
+        return tokenizer(a, b, truncation=strategy, max_length=16)["input_ids"]
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception: the one text cannot give up enough tokens
+        assert "Truncation error" in str(exc)
+        return None
+
+
+def test_a_folder_exported_without_the_tokenizer_is_refused_not_scored_otherwise(trained, tmp_path) -> None:
+    import json
+    import shutil
+
+    from harness.model.pyfunc_ranker import ExportedRanker
+
+    folder, *_ = trained
+    old = shutil.copytree(folder, tmp_path / "old")
+    (old / "tokenization_harness.py").unlink()
+    config = json.loads((old / "tokenizer_config.json").read_text())
+    del config["auto_map"]
+    (old / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="exported without the harness's tokenizer"):
+        ExportedRanker(old)
