@@ -17,8 +17,8 @@ tag harness.marker.<metric>):
   better in 2 of 3 seeds), or ``ns`` when no seed is significant;
 - every configuration, for the verdict metric (the study's objective; by default the first
   metric): a one-line ``verdict`` (``verdict``), which the runner logs as the run's description (tag
-  ``mlflow.note.content``), e.g. "MAP +0.0120 [-0.0040, 0.0280], p = 0.14, crossed, Holm over 8:
-  ns"; the baseline's "baseline: MAP 0.4120 \u00b1 0.0100 over 3 seeds"; candidates also get the tags
+  ``mlflow.note.content``), e.g. "ns: MAP +0.012 [-0.004, 0.028], p = 0.14; crossed, Holm over 8";
+  the baseline's "baseline: MAP 0.412 \u00b1 0.010 over 3 seeds"; candidates also get the tags
   ``harness.test`` (the test behind ``<m>_p``) and ``harness.correction``;
 - candidates, when per-query values and at least 2 seeds exist: the power analysis
   (harness.evaluation.power) as ``<m>_var_seed``, ``<m>_var_query``, ``<m>_var_resid`` (variance
@@ -35,9 +35,9 @@ tag harness.marker.<metric>):
 >>> report.power is None, report.power_skipped   # per-run values only: no variance components
 (True, 'results has per-run values only for map; a power analysis needs per-query values (the query variance cannot be estimated without them)')
 >>> report.outcomes["base"].verdict
-'baseline: MAP 0.5200 \u00b1 0.0100 over 3 seeds'
+'baseline: MAP 0.520 \u00b1 0.010 over 3 seeds'
 >>> report.outcomes["new"].verdict   # per-run values: a paired t-test of the seed means
-'MAP +0.1000 [0.1000, 0.1000], p < 0.001, across-seeds, Holm over 1: \u2021 better at 0.01'
+'\u2021 better: MAP +0.100 [0.100, 0.100], p < 0.001; across-seeds, Holm over 1'
 """
 
 from __future__ import annotations
@@ -129,8 +129,7 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         skipped = str(exc)
     if verdict_metric not in analysis.metrics:
         verdict_metric = analysis.metrics[0]
-    outcomes = {config: _outcome(analysis, config, power, verdict_metric, decimals)
-                for config in results.configs}
+    outcomes = {config: _outcome(analysis, config, power, verdict_metric) for config in results.configs}
     tables = {}
     for form in FORMS:
         built = build_tables(analysis, form, decimals)
@@ -153,12 +152,13 @@ def _p(p: float) -> str:
     return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
 
 
-def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 4) -> str:
-    """One line on ``config`` and ``metric``: for the baseline its mean and SD over seeds; for a
-    candidate its mean difference to the baseline, the interval beside the marker, the adjusted
-    p-value, the test, the correction over a family of m comparisons, and the marker (with its
-    direction and level) or ns. Under the per-seed test: in how many seeds it is significant.
-    Empty for a candidate with no comparison on ``metric``."""
+def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 3) -> str:
+    """One line on ``config`` and ``metric``, the decision first (MLflow's runs table shows the first
+    50 characters of a description): for a candidate the marker with its direction, or ns; its mean
+    difference to the baseline, the interval beside the marker and the adjusted p-value; then the
+    test and the correction over a family of m comparisons. Under the per-seed test: in how many
+    seeds it is significant. For the baseline its mean and SD over seeds. Empty for a candidate
+    with no comparison on ``metric``."""
     res = analysis.results
     name = label_of(metric)
     seeds = res.seed_values(config, metric)
@@ -177,24 +177,20 @@ def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 4) -> 
         better, worse, total = analysis.seed_tally(config, metric)
         said = " and ".join(f"{word} in {k} of {total} seeds" for word, k in
                             (("better", better), ("worse", worse)) if k) or "ns"
-        return (f"{name} {_num(float(seeds.mean() - paired.mean()), decimals, sign=True)}, per-seed "
-                f"t-tests, {correction} over {comps[0].family_size}: {said}")
+        return (f"{said}: {name} {_num(float(seeds.mean() - paired.mean()), decimals, sign=True)}; "
+                f"per-seed t-tests, {correction} over {comps[0].family_size}")
     comp = analysis.get(config, metric)
     if comp is None:
         return ""
     low, high = comp.interval
     marker = analysis.marker(comp)
-    if marker is None or comp.level is None:
-        decided = "ns"
-    else:
-        decided = f"{marker} {comp.direction} at {analysis.options.markers.levels[comp.level]:g}"
-    return (f"{name} {_num(comp.result.mean_diff, decimals, sign=True)} [{_num(low, decimals)}, "
-            f"{_num(high, decimals)}], {_p(comp.p_adjusted)}, {analysis.test}, {correction} over "
-            f"{comp.family_size}: {decided}")
+    decided = "ns" if marker is None else f"{marker} {comp.direction}"
+    return (f"{decided}: {name} {_num(comp.result.mean_diff, decimals, sign=True)} [{_num(low, decimals)}, "
+            f"{_num(high, decimals)}], {_p(comp.p_adjusted)}; {analysis.test}, {correction} over "
+            f"{comp.family_size}")
 
 
-def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None, verdict_metric: str,
-             decimals: int) -> ConfigOutcome:
+def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None, verdict_metric: str) -> ConfigOutcome:
     res = analysis.results
     metrics: dict[str, float] = {}
     markers: dict[str, str] = {}
@@ -221,6 +217,6 @@ def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None, verdi
     return ConfigOutcome(config=config, config_id=res.config_ids.get(config),
                          role=ROLE_BASELINE if baseline else ROLE_CANDIDATE,
                          metrics=metrics, markers=markers,
-                         verdict=verdict(analysis, config, verdict_metric, decimals),
+                         verdict=verdict(analysis, config, verdict_metric),
                          test="" if baseline else analysis.test,
                          correction="" if baseline else analysis.options.correction)

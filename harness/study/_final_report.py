@@ -124,7 +124,7 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
             # The runs that picked the confirmed configurations: their verdict says so.
             tags = outcome.tags
             if TAG_NOTE in tags:
-                tags[TAG_NOTE] = f"exploratory (the confirmation tests the pick): {tags[TAG_NOTE]}"
+                tags[TAG_NOTE] = f"exploratory: {tags[TAG_NOTE]}"
             records.config_report(outcome.config_id or "", outcome.metrics, tags)
         records.study_artifacts({f"exploratory/{path}": text for path, text in exploratory.artifacts.items()})
     for name, outcome in report.outcomes.items():
