@@ -22,6 +22,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from harness.study._early_stop import EarlyStopSettings, EarlyStopState, rung_steps
 from harness.study._storage import read_text, write_text
+from harness.study.protocol import MEMBERS
 from harness.tracking import conventions as C
 
 STATE_FILE = "early_stopping.json"
@@ -66,27 +67,32 @@ class EarlyStopScheduler(FIFOScheduler):
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict[str, Any]) -> str:
         if result.get("replayed"):
             return TrialScheduler.CONTINUE
-        ident = self.identify(trial.config)
+        group = self.identify(trial.config)
         st = self.state
         step = result.get("step")
         if step is None:
-            return TrialScheduler.STOP if st.is_stopped(ident.config_id) else TrialScheduler.CONTINUE
-        steps, every = int(ident.flat["train.steps"]), int(ident.flat["train.eval_every"])
-        value = dev_value(result, self.settings.metric)
-        baseline = ident.role == C.ROLE_BASELINE
+            return TrialScheduler.STOP if st.is_stopped(group.config_id) else TrialScheduler.CONTINUE
+        # A seed group's result carries each seed's point: each is observed as a one-seed trial's
+        # would be, so the group's configuration is judged on the same values.
+        points = [(group.member(r["trial_key"]), r) for r in result[MEMBERS]] if MEMBERS in result \
+            else [(group, result)]
         decision = None
-        if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
-            st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
-            write_text(self.uri, st.to_json())
-            return TrialScheduler.STOP
-        if not result.get("final") and value is not None and int(step) in rung_steps(self.settings, steps, every):
-            decision = st.observe(ident.config_id, ident.name, seed=ident.seed, step=int(step),
-                                  value=float(value), total_steps=steps, baseline=baseline)
-        else:
-            st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
+        for ident, res in points:
+            steps, every = int(ident.flat["train.steps"]), int(ident.flat["train.eval_every"])
+            value = dev_value(res, self.settings.metric)
+            baseline = ident.role == C.ROLE_BASELINE
+            if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
+                st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
+                continue
+            if not result.get("final") and value is not None and int(step) in rung_steps(self.settings, steps, every):
+                decision = st.observe(ident.config_id, ident.name, seed=ident.seed, step=int(step),
+                                      value=float(value), total_steps=steps, baseline=baseline) or decision
+            else:
+                st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
         write_text(self.uri, st.to_json())
+        ident = group
         if decision is None:
-            return TrialScheduler.CONTINUE
+            return TrialScheduler.STOP if st.is_stopped(group.config_id) else TrialScheduler.CONTINUE
         print(f"[early-stop] {ident.name}: stopped at step {decision.rung}: {decision.reason}",
               file=sys.stderr, flush=True)
         self._stop_pending(tune_controller, ident.config_id)

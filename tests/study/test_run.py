@@ -183,3 +183,53 @@ def test_nsga2_search_over_alpha_with_cascade_cost_objective(finished):
     proposed = [t for t in runs["trial"] if t.data.tags[C.TAG_ROLE] == "candidate"]
     assert len(proposed) == 4
     assert all(t.data.metrics["cascade_cost"] < 1.0 for t in proposed)  # alpha >= 0.2 drops candidates
+
+
+def _seed_runs(root: Path, name: str) -> dict[str, dict]:
+    """Each seed run of a study by its trial key: name, tags (but the run ids and the study's name),
+    metrics, dev curve, parameters and every artifact's path."""
+    client = MlflowClient(_uri(root))
+    out = {}
+    for r in _runs(root, name)["trial"]:
+        def files(path=None, run_id=r.info.run_id):
+            for a in client.list_artifacts(run_id, path):
+                yield from (files(a.path) if a.is_dir else [a.path])
+        tags = {k: v for k, v in r.data.tags.items()
+                if not k.startswith("mlflow.") and k not in (C.TAG_STUDY,)}
+        curve = [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, "dev_map")]
+        out[r.data.tags[C.TAG_TRIAL_KEY]] = {"name": r.info.run_name, "status": r.info.status, "tags": tags,
+                                             "metrics": r.data.metrics, "curve": sorted(curve),
+                                             "params": r.data.params, "artifacts": sorted(files())}
+    return out
+
+
+def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_path):
+    """``resources.seeds_per_trial: 2`` over 3 seeds: each configuration trains as two Tune trials
+    (seeds 1+2, then 3), every trial failing once after its first checkpoint and resuming its seeds
+    from it; MLflow holds the same seed runs as the plain study's one trial per seed (names, tags,
+    parameters, metric keys, dev curves, artifacts), with the same test metrics."""
+    root, _ = finished
+    fail_dir, log = tmp_path / "fail", tmp_path / "trials.log"
+    fail_dir.mkdir()
+    spec = _spec(root, "grouped", **{**PLAIN, "resources": {"seeds_per_trial": 2}})
+    assert spec.seeds_per_trial == 2
+    run_study(spec, tracking_uri=_uri(root), progress=lambda m: None,
+              hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
+    ids = [nc.config.config_id() for nc in spec.fixed_configs()]
+    # Two trials per configuration, named by their seeds; each failed once and resumed at step 3.
+    assert sorted(p.name for p in fail_dir.iterdir()) == sorted([*(f"{c}-seeds1_2" for c in ids),
+                                                              *(f"{c}-seed3" for c in ids)])
+    restarts = sorted(ln.split()[0] for ln in log.read_text().splitlines() if " start 3" in ln)
+    assert restarts == sorted(p.name for p in fail_dir.iterdir())
+    grouped, plain = _seed_runs(root, "grouped"), _seed_runs(root, "plain")
+    assert sorted(grouped) == sorted(plain) and len(grouped) == 9
+    for key, g in grouped.items():
+        p = plain[key]
+        assert (g["name"], g["status"], g["tags"], g["params"], g["artifacts"]) == \
+            (p["name"], p["status"], p["tags"], p["params"], p["artifacts"]), key
+        assert set(g["metrics"]) == set(p["metrics"]), key
+        tested = {k for k in g["metrics"] if k.startswith(("test_", "dev_")) or k in ("objective", "best_step")}
+        assert {k: g["metrics"][k] for k in tested} == pytest.approx({k: p["metrics"][k] for k in tested},
+                                                                    abs=1e-6), key
+        assert [s for s, _ in g["curve"]] == [s for s, _ in p["curve"]]
+        assert [v for _, v in g["curve"]] == pytest.approx([v for _, v in p["curve"]], abs=1e-6)
