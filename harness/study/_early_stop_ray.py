@@ -67,32 +67,35 @@ class EarlyStopScheduler(FIFOScheduler):
     def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict[str, Any]) -> str:
         if result.get("replayed"):
             return TrialScheduler.CONTINUE
-        group = self.identify(trial.config)
+        ident = self.identify(trial.config)
         st = self.state
         step = result.get("step")
         if step is None:
-            return TrialScheduler.STOP if st.is_stopped(group.config_id) else TrialScheduler.CONTINUE
-        # A seed group's result carries each seed's point: each is observed as a one-seed trial's
-        # would be, so the group's configuration is judged on the same values.
-        points = [(group.member(r["trial_key"]), r) for r in result[MEMBERS]] if MEMBERS in result \
-            else [(group, result)]
+            return TrialScheduler.STOP if st.is_stopped(ident.config_id) else TrialScheduler.CONTINUE
+        steps, every = int(ident.flat["train.steps"]), int(ident.flat["train.eval_every"])
+        baseline = ident.role == C.ROLE_BASELINE
+        # A seed group's result carries each seed's point (its seeds share the configuration, steps
+        # and evaluation steps): the configuration is judged once on all of them, as on the same
+        # seeds' separate trials once each has reported.
+        points = {ident.member(r["trial_key"]).seed: r for r in result[MEMBERS]} if MEMBERS in result \
+            else {ident.seed: result}
+        values = {seed: dev_value(r, self.settings.metric) for seed, r in points.items()}
         decision = None
-        for ident, res in points:
-            steps, every = int(ident.flat["train.steps"]), int(ident.flat["train.eval_every"])
-            value = dev_value(res, self.settings.metric)
-            baseline = ident.role == C.ROLE_BASELINE
-            if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
-                st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
-                continue
-            if not result.get("final") and value is not None and int(step) in rung_steps(self.settings, steps, every):
-                decision = st.observe(ident.config_id, ident.name, seed=ident.seed, step=int(step),
-                                      value=float(value), total_steps=steps, baseline=baseline) or decision
-            else:
-                st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
+        if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
+            for seed in points:
+                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline)
+            write_text(self.uri, st.to_json())
+            return TrialScheduler.STOP
+        if (not result.get("final") and all(v is not None for v in values.values())
+                and int(step) in rung_steps(self.settings, steps, every)):
+            decision = st.observe_seeds(ident.config_id, ident.name, {s: float(v) for s, v in values.items()},
+                                        step=int(step), total_steps=steps, baseline=baseline)
+        else:
+            for seed in points:
+                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline)
         write_text(self.uri, st.to_json())
-        ident = group
         if decision is None:
-            return TrialScheduler.STOP if st.is_stopped(group.config_id) else TrialScheduler.CONTINUE
+            return TrialScheduler.CONTINUE
         print(f"[early-stop] {ident.name}: stopped at step {decision.rung}: {decision.reason}",
               file=sys.stderr, flush=True)
         self._stop_pending(tune_controller, ident.config_id)

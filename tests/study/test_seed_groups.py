@@ -145,3 +145,74 @@ def test_a_failed_group_leaves_its_seeds_out_of_optuna_s_mean():
     (done,) = opt._ot_study.trials
     assert done.value == pytest.approx(0.4) and not math.isnan(done.value)
     assert second.seed == 3 and not second.seeds
+
+
+class _Controller:
+    """What the scheduler asks of Tune's controller when it stops a configuration: the trials (none
+    pending here) and stopping one."""
+
+    def __init__(self, trials):
+        self.trials = trials
+
+    def get_trials(self):
+        return self.trials
+
+    def stop_trial(self, trial):  # pragma: no cover - no trial is pending in these tests
+        raise AssertionError(f"{trial} is not pending")
+
+
+def _decisions(spec, tickets, values, uri):
+    """Feed every trial's step-3 evaluation (then its steps 6) to a fresh early-stopping scheduler:
+    its answers per configuration, and the state it wrote."""
+    from ray.tune.experiment import Trial
+
+    from harness.study._early_stop_ray import EarlyStopScheduler
+    from harness.study.protocol import TrialTicket as T
+
+    sched = EarlyStopScheduler(spec.early_stopping, str(uri), T.from_tune, len(spec.fixed_configs()))
+    trials = [Trial("trainable", config=t, stub=True) for t in tickets]
+    for trial in trials:
+        trial.set_status(Trial.RUNNING)
+    answers: dict[str, list[str]] = {}
+    for step in (3, 6):
+        for trial in trials:
+            ticket = T.from_tune(trial.config)
+            if "STOP" in answers.get(ticket.name + ticket.key, []):
+                continue  # Tune stopped it
+            points = [DevPoint(m.key, step, {"map": values[m.config_id][m.seed] + step / 100},
+                               {"map": values[m.config_id][m.seed]}, values[m.config_id][m.seed])
+                      for m in ticket.members()]
+            result = group_point(ticket.key, step, points) if ticket.seeds else points[0].to_result()
+            answer = sched.on_trial_result(_Controller(trials), trial, result)
+            answers.setdefault(ticket.name, []).append(answer)
+            answers.setdefault(ticket.name + ticket.key, []).append(answer)
+    return answers, json.loads(uri.read_text())
+
+
+def test_early_stopping_judges_a_group_s_seeds_as_separate_trials(tmp_path):
+    """Three configurations x 3 seeds, one rung at step 3 keeping the top 2 of 3 (reduction factor
+    2): fed as one trial per seed or as groups of 2 + 1 seeds, the scheduler records the same values
+    and progress of the configurations that continue, stops the same configuration (the worst) at
+    the same rung and answers STOP to every trial of it; a group's seeds are judged together (the
+    decision sees both values of the group of seeds 1 and 2)."""
+    from harness.study._orchestrate import fixed_tickets
+
+    spec = _spec(tmp_path, seeds=[1, 2, 3], configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1},
+                                                     "ls2": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
+                 early_stopping={"rungs": [3], "reduction_factor": 2})
+    ids = {nc.name: nc.config.config_id() for nc in spec.fixed_configs()}
+    values = {ids["baseline"]: {1: 0.30, 2: 0.32, 3: 0.31}, ids["ls"]: {1: 0.40, 2: 0.20, 3: 0.35},
+              ids["ls2"]: {1: 0.25, 2: 0.26, 3: 0.22}}  # means 0.31, 0.317, 0.243: ls2 is stopped
+    single, single_state = _decisions(spec, fixed_tickets(spec), values, tmp_path / "single.json")
+    grouped, grouped_state = _decisions(spec, group_tickets(fixed_tickets(spec), 2), values, tmp_path / "grouped.json")
+    assert set(single_state["stopped"]) == set(grouped_state["stopped"]) == {ids["ls2"]}
+    assert single_state["stopped"][ids["ls2"]]["rung"] == grouped_state["stopped"][ids["ls2"]]["rung"] == 3
+    for name in ("baseline", "ls"):
+        assert single_state["groups"][ids[name]] == grouped_state["groups"][ids[name]]
+        assert single_state["groups"][ids[name]]["progress"] == {"1": 6, "2": 6, "3": 6}
+        assert set(single[name]) == set(grouped[name]) == {"CONTINUE"}
+    assert grouped["ls2"] == ["STOP", "STOP"]  # the group of seeds 1+2 and the trial of seed 3
+    assert single["ls2"] == ["STOP", "STOP", "STOP"]  # decided at seed 1, once every configuration had one
+    assert "mean of 1 seed(s)" in single_state["stopped"][ids["ls2"]]["reason"]
+    assert "map 0.2850 (mean of 2 seed(s))" in grouped_state["stopped"][ids["ls2"]]["reason"]
+    assert grouped_state["groups"][ids["ls2"]]["values"]["3"] == pytest.approx({"1": 0.28, "2": 0.29})
