@@ -127,7 +127,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec) - confirm_trials(spec)} trials")
     if spec.seeds_per_trial > 1:
         print(f"  seeds per Ray trial: up to {spec.seeds_per_trial} seeds of a configuration in one trial  ->  "
-              f"{ray_trials(spec)} Ray trials (one seed run per seed)")
+              f"{'at most ' if spec.seed_schedule else ''}{ray_trials(spec)} Ray trials (one seed run per seed)")
     if spec.confirm is not None:
         print("\n".join(confirm_plan(spec)))
     elif spec.search is not None:

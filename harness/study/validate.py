@@ -255,12 +255,16 @@ def seed_memory_gib(params: int, hidden: int, layers: int, *, pairs: int, length
 
 
 def ray_trials(spec: Any) -> int:
-    """Ray Tune trials of the study: each configuration's seeds in groups of ``seeds_per_trial``."""
+    """Ray Tune trials of the study: each configuration's seeds in groups of ``seeds_per_trial``
+    (with a seed schedule, each round's new seeds: at most, if every comparison stays open)."""
     from harness.study.protocol import seed_groups
 
     k = spec.seeds_per_trial
     n = len(spec.fixed_configs()) + (spec.search.num_configs if spec.search else 0)
     confirm = (spec.confirm.top + 1) * len(seed_groups(spec.confirm.seeds, k)) if spec.confirm else 0
+    if spec.seed_schedule is not None:
+        looks = (0, *spec.seed_schedule.looks)
+        return n * sum(len(seed_groups(spec.seeds[a:b], k)) for a, b in itertools.pairwise(looks)) + confirm
     return n * len(seed_groups(spec.seeds, k)) + confirm
 
 

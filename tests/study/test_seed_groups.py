@@ -216,3 +216,17 @@ def test_early_stopping_judges_a_group_s_seeds_as_separate_trials(tmp_path):
     assert "mean of 1 seed(s)" in single_state["stopped"][ids["ls2"]]["reason"]
     assert "map 0.2850 (mean of 2 seed(s))" in grouped_state["stopped"][ids["ls2"]]["reason"]
     assert grouped_state["groups"][ids["ls2"]]["values"]["3"] == pytest.approx({"1": 0.28, "2": 0.29})
+
+
+@pytest.mark.parametrize("seeds, k, expected", [
+    ([1, 2, 3], 1, 6), ([1, 2, 3], 2, 4), ([1, 2, 3], 3, 2), ([1, 2, 3, 4, 5], 2, 6),
+    ({"start": 3, "step": 2, "max": 7}, 2, 2 * (2 + 1 + 1)),  # rounds add seeds 1-3, 4-5, 6-7
+])
+def test_validate_counts_the_ray_trials_of_the_grouped_seeds(tmp_path, seeds, k, expected):
+    from harness.study._orchestrate import fixed_tickets
+    from harness.study.validate import ray_trials
+
+    spec = _spec(tmp_path, seeds=seeds, resources={"seeds_per_trial": k})
+    assert ray_trials(spec) == expected
+    if isinstance(seeds, list):
+        assert len(group_tickets(fixed_tickets(spec), k)) == expected
