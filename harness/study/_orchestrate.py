@@ -192,6 +192,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         with frozen():
             log_qrels(records, prepared[variant_key(spec.baseline.config)].splits)
             init_ray(spec, num_gpus=num_gpus)
+            check_gpus(spec)
             callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
             fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
                                       finished=records.done_objectives(), hooks=hooks,
@@ -232,6 +233,21 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         raise unavailable
     return {"experiment_id": records.experiment_id, "study_run": study_run, "configs": results,
             "tracking_uri": uri, "references": references}
+
+
+def check_gpus(spec: StudySpec) -> None:
+    """A study whose trials ask for more GPUs than a Ray started here has would wait for them
+    forever (Tune only logs that no trial can start): refused in one line. A cluster
+    (``$RAY_ADDRESS``) is not checked: its autoscaler may add GPU nodes."""
+    import ray
+
+    if spec.gpus <= 0 or os.environ.get("RAY_ADDRESS"):
+        return
+    have = float(ray.cluster_resources().get("GPU", 0))
+    if spec.gpus > have:
+        raise HarnessError(f"study {spec.name!r}: each trial asks for resources.gpus {spec.gpus:g} but the "
+                           f"local Ray has {have:g} GPU(s); run it where there is a GPU (or on a cluster: "
+                           "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")
 
 
 def log_qrels(records: StudyRecords, splits: Any) -> None:

@@ -197,7 +197,8 @@ def _seed_runs(root: Path, name: str) -> dict[str, dict]:
         tags = {k: v for k, v in r.data.tags.items()
                 if not k.startswith("mlflow.") and k not in (C.TAG_STUDY,)}
         curve = [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, "dev_map")]
-        out[r.data.tags[C.TAG_TRIAL_KEY]] = {"name": r.info.run_name, "status": r.info.status, "tags": tags,
+        out[r.data.tags[C.TAG_TRIAL_KEY]] = {"id": r.info.run_id, "name": r.info.run_name, "status": r.info.status,
+                                             "tags": tags,
                                              "metrics": r.data.metrics, "curve": sorted(curve),
                                              "params": r.data.params, "artifacts": sorted(files())}
     return out
@@ -233,3 +234,27 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_
                                                                     abs=1e-6), key
         assert [s for s, _ in g["curve"]] == [s for s, _ in p["curve"]]
         assert [v for _, v in g["curve"]] == pytest.approx([v for _, v in p["curve"]], abs=1e-6)
+    # Each seed's best-dev weights, as `harness export` finds them in the Tune checkpoint (a group's
+    # in its member folder), are the plain study's.
+    from harness.model.export import load_seed_model
+
+    for key in (f"{ids[1]}-seed1", f"{ids[1]}-seed2", f"{ids[1]}-seed3"):
+        g, p = (load_seed_model(runs[key]["id"], _uri(root), logged=False) for runs in (grouped, plain))
+        assert (g.seed, g.best_step) == (p.seed, p.best_step) and sorted(g.state) == sorted(p.state)
+        assert all(float((g.state[k].float() - p.state[k].float()).abs().max()) <= 1e-6 for k in p.state), key
+
+
+def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root):
+    """Tune would wait for the GPUs forever (it only logs that no trial can start): the driver
+    refuses in one line naming the study, the ask and what the local Ray has (1 logical GPU here),
+    and the study run ends FAILED without a seed run."""
+    from harness.errors import HarnessError
+
+    spec = _spec(ray_root, "toomany", resources={"gpus": 2})
+    with pytest.raises(HarnessError) as exc:
+        run_study(spec, tracking_uri=_uri(ray_root), progress=lambda m: None)
+    assert str(exc.value) == ("study 'toomany': each trial asks for resources.gpus 2 but the local Ray has 1 GPU(s); "
+                              "run it where there is a GPU (or on a cluster: RAY_ADDRESS), or set resources.gpus: 0 "
+                              "in the study file to train on CPU")
+    runs = _runs(ray_root, "toomany")
+    assert [r.info.status for r in runs["study"]] == ["FAILED"] and "trial" not in runs
