@@ -256,6 +256,8 @@ SECTION_VALUES: list[tuple[str, str, list[str]]] = [
     ("resources-unknown-key", "resources: {memory: 4}\n", ["resources", "memory"]),
     ("resources-not-a-mapping", "resources: lots\n", ["resources"]),
     ("resources-cpus-a-word", "resources: {cpus: many}\n", ["resources", "cpus"]),
+    ("resources-seeds-per-trial-zero", "resources: {seeds_per_trial: 0}\n", ["resources.seeds_per_trial", ">= 1"]),
+    ("resources-seeds-per-trial-fraction", "resources: {seeds_per_trial: 2.5}\n", ["resources.seeds_per_trial"]),
     ("concurrency-zero", "concurrency: 0\n", ["concurrency", ">= 1"]),
     ("concurrency-a-fraction", "concurrency: 1.5\n", ["concurrency"]),
     ("concurrency-a-word", "concurrency: many\n", ["concurrency"]),

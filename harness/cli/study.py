@@ -41,6 +41,9 @@ def register(sub: Any) -> None:
     val.add_argument("--tracking-uri")
     val.add_argument("--smoke", action="store_true")
     val.add_argument("--no-model", action="store_true", help="skip building the model (faster)")
+    val.add_argument("--gpu-memory", type=float, metavar="GIB",
+                     help="memory of one GPU of the cluster, in GiB: warn when the trials sharing a GPU "
+                     "would not fit (default: the local CUDA device's, if any)")
     val.set_defaults(func=cmd_validate)
 
     demo = sub.add_parser("demo", help="run the quickstart study end to end and print its results",
@@ -94,9 +97,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from harness.study.validate import confirm_plan
+    import math
+
+    from harness.errors import ConfigError
+    from harness.study.validate import confirm_plan, gpu_plan, ray_trials
     from harness.study.variants import confirm_trials, possible_configs, trial_count, variant_key
 
+    gpu_memory = getattr(args, "gpu_memory", None)
+    if gpu_memory is not None and not (math.isfinite(gpu_memory) and gpu_memory > 0):
+        raise ConfigError(f"--gpu-memory must be a number of GiB > 0, got {gpu_memory:g}")
     spec = load(args.study, args.smoke)
     uri = validate_study(spec, tracking_uri=args.tracking_uri, build_model=not args.no_model)
     configs = possible_configs(spec)
@@ -124,12 +133,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(f"  early stopping: at steps {list(rung_steps(es, base.steps, base.eval_every))} of "
               f"{base.steps} (the baseline's), a configuration outside the top 1/{es.reduction_factor:g} "
               f"by its seeds' mean dev {es.metric} stops with its seeds; the baseline never stops")
+    if spec.seeds_per_trial > 1:
+        print(f"  seeds per Ray trial: up to {spec.seeds_per_trial} seeds of a configuration in one trial  ->  "
+              f"{'at most ' if spec.seed_schedule else ''}{ray_trials(spec)} Ray trials (one seed run per seed)")
     if spec.confirm is not None:
         print("\n".join(confirm_plan(spec)))
     elif spec.search is not None:
         print("  confirmation: none (confirm: false); the study's tables are exploratory")
     print(f"  resources per trial: {spec.cpus:g} CPU, {spec.gpus:g} GPU; concurrency {spec.concurrency}; "
           f"retries {spec.max_retries}")
+    print("\n".join(gpu_plan(spec, gpu_memory)))
     print(f"  data variants to prepare: {len({variant_key(c) for c in configs})}")
     print(f"  tracking: {uri}; Tune storage: {spec.storage_path}")
     return 0

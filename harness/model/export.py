@@ -2,7 +2,8 @@
 
 Where the weights come from: a seed run's best-dev weights live in its Ray Tune trial's last
 checkpoint (``<storage_path>/<study>-<phase>/<trial>/checkpoint_*/trainer.pt``, ``best_state``;
-the trial is found by the seed run's ``harness.trial_key``), or, once logged at the end of a study
+the trial is found by the seed run's ``harness.trial_key``; a seed group's trial keeps each seed's in
+``checkpoint_*/members/<trial key>/``), or, once logged at the end of a study
 (``harness.model.mlflow_model``), in the seed run's MLflow model. A configuration run stands for its
 best seed: the highest ``objective`` (the best dev value of the study's metric; never test).
 
@@ -134,6 +135,9 @@ def trial_checkpoint(storage: str, study: str, trial_key: str) -> Path:
                 continue
             if first.get("trial_key") == trial_key:
                 found += result.parent.glob(f"checkpoint_*/{CHECKPOINT_FILE}")
+            elif any(m.get("trial_key") == trial_key for m in first.get("members") or ()):
+                # a seed group's trial (resources.seeds_per_trial): each seed in its own folder
+                found += result.parent.glob(f"checkpoint_*/members/{trial_key}/{CHECKPOINT_FILE}")
     if not found:
         raise HarnessError(f"seed {trial_key} of study {study!r}: no Tune checkpoint under {storage}/{study}-* "
                            "(removed, or the trial was replayed from MLflow by a fresh driver) and no logged model")

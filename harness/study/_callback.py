@@ -19,12 +19,15 @@ from harness.study._confirm import phase_of
 from harness.study._final_report import summarise_config
 from harness.study._rounds import round_of, seeds_through
 from harness.study.protocol import (
+    MEMBERS,
     DevPoint,
     PerQuery,
     TrialOutcome,
     TrialTicket,
     artifact_files,
     is_outcome,
+    member_dir,
+    member_points,
     read_outcome,
 )
 from harness.study.spec import StudySpec
@@ -74,34 +77,48 @@ class TrackingCallback(tune.Callback):
         (self.progress or stderr)(msg)
 
     def on_trial_start(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
-        ticket = TrialTicket.from_tune(trial.config)
-        k = round_of(self.spec, ticket.seed)
-        phase = {TAG_PHASE: phase_of(self.spec, ticket)}
-        self.records.trial_started(ticket, tags={**phase, **({TAG_ROUND: str(k)} if k is not None else {})},
-                                   config_tags=phase)
-        self.log(f"[trial] {ticket.name} seed {ticket.seed}: running   {self._summary(trials)}")
+        group = TrialTicket.from_tune(trial.config)
+        for ticket in group.members():  # a seed group's trial: one seed run per seed
+            k = round_of(self.spec, ticket.seed)
+            phase = {TAG_PHASE: phase_of(self.spec, ticket)}
+            self.records.trial_started(ticket, tags={**phase, **({TAG_ROUND: str(k)} if k is not None else {})},
+                                       config_tags=phase)
+        self.log(f"[trial] {group.name} {_seeds(group)}: running   {self._summary(trials)}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
                         **info: Any) -> None:
         if is_outcome(result):
             return  # recorded from its checkpoint (on_checkpoint); a replayed one is recorded already
+        ticket = TrialTicket.from_tune(trial.config)
+        if MEMBERS in result:
+            for point in member_points(result):
+                self.records.dev_point(ticket.member(point.key), point.step, point.metrics)
+            return
         point = DevPoint.from_result(result)
-        self.records.dev_point(TrialTicket.from_tune(trial.config), point.step, point.metrics)
+        self.records.dev_point(ticket, point.step, point.metrics)
 
     def on_checkpoint(self, iteration: int, trials: list[Any], trial: Any, checkpoint: Any, **info: Any) -> None:
         if not is_outcome(trial.last_result):
             return  # an evaluation's checkpoint (model state)
+        ticket = TrialTicket.from_tune(trial.config)
         with checkpoint.as_directory() as d:
+            if ticket.seeds:  # a seed group: each member's outcome and files in its folder
+                for member in ticket.members():
+                    found = read_outcome(member_dir(d, member.key))
+                    if found is not None:
+                        self.trial_finished(trials, trial, *found, files=artifact_files(member_dir(d, member.key)),
+                                            ticket=member)
+                return
             found = read_outcome(d)
             if found is None:
                 return
             self.trial_finished(trials, trial, *found, files=artifact_files(d))
 
     def trial_finished(self, trials: list[Any], trial: Any, outcome: TrialOutcome, per_query: PerQuery,
-                       files: Iterable[tuple[Path, str | None]]) -> None:
+                       files: Iterable[tuple[Path, str | None]], ticket: TrialTicket | None = None) -> None:
         """Record a trial's outcome; ``files`` (the outcome checkpoint's artifacts/) become
-        artifacts of its seed run."""
-        ticket = TrialTicket.from_tune(trial.config)
+        artifacts of its seed run; ``ticket``: the member of a seed group it belongs to."""
+        ticket = ticket or TrialTicket.from_tune(trial.config)
         self.records.trial_finished(ticket, outcome, per_query, files)
         seeds = seeds_through(self.spec, ticket.seed)  # a seed schedule: the rounds so far
         summary = summarise_config(self.records, ticket.config_id, seeds)
@@ -121,12 +138,13 @@ class TrackingCallback(tune.Callback):
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
-        self.log(f"[trial] {ticket.name} seed {ticket.seed}: failed, retrying from its last checkpoint")
+        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: failed, retrying from its last checkpoint")
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
-        self.records.trial_failed(ticket, trial_error(trial))
-        self.log(f"[trial] {ticket.name} seed {ticket.seed}: FAILED after retries   {self._summary(trials)}")
+        for member in ticket.members():
+            self.records.trial_failed(member, trial_error(trial))
+        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: FAILED after retries   {self._summary(trials)}")
 
     def _summary(self, trials: list[Any], finished: tuple[Any, float] | None = None) -> str:
         """Counts by state and the best dev objective of the finished trials so far; ``finished`` is
@@ -137,7 +155,8 @@ class TrackingCallback(tune.Callback):
         for t in trials:
             now = t is done_trial
             status = "TERMINATED" if now else t.status
-            states[status] = states.get(status, 0) + 1
+            # a seed group's trial counts its seeds, as the total does
+            states[status] = states.get(status, 0) + len(TrialTicket.from_tune(t.config).members())
             value = done_value if now else (t.last_result.get("objective") if is_outcome(t.last_result) else None)
             if value is not None and math.isfinite(value):
                 best.append(value)
@@ -145,6 +164,13 @@ class TrackingCallback(tune.Callback):
         best_s = f", best dev {self.spec.metric} {pick(best):.4f}" if best else ""
         return (f"(done {states.get('TERMINATED', 0)}, running {states.get('RUNNING', 0)}, "
                 f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}{best_s})")
+
+
+def _seeds(ticket: TrialTicket) -> str:
+    """"seed 3", or a seed group's "seeds 1, 2"."""
+    if ticket.seeds:
+        return f"seeds {', '.join(map(str, ticket.seeds))}"
+    return f"seed {ticket.seed}"
 
 
 def trial_error(trial: Any) -> str:

@@ -138,9 +138,19 @@ class EarlyStopState:
     def observe(self, config_id: str, name: str, *, seed: int, step: int, value: float, total_steps: int,
                 baseline: bool = False) -> Stopped | None:
         """A seed's rung value at rung ``step``; returns the decision when this stops its configuration."""
-        self.progress(config_id, name, seed, step, total_steps=total_steps, baseline=baseline)
+        return self.observe_seeds(config_id, name, {seed: value}, step=step, total_steps=total_steps,
+                                  baseline=baseline)
+
+    def observe_seeds(self, config_id: str, name: str, values: dict[int, float], *, step: int, total_steps: int,
+                      baseline: bool = False) -> Stopped | None:
+        """Several seeds' rung values at rung ``step`` at once (a trial that trains a configuration's
+        seeds together reports them together): all are recorded, then the configuration is judged
+        once; returns the decision when this stops it."""
+        for seed in values:
+            self.progress(config_id, name, seed, step, total_steps=total_steps, baseline=baseline)
         g = self.groups[config_id]
-        g.values.setdefault(str(step), {})[str(seed)] = float(value)
+        for seed, value in values.items():
+            g.values.setdefault(str(step), {})[str(seed)] = float(value)
         if config_id in self.stopped:
             return None
         decision = self.decide(config_id, step)

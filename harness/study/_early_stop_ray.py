@@ -22,6 +22,7 @@ from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from harness.study._early_stop import EarlyStopSettings, EarlyStopState, rung_steps
 from harness.study._storage import read_text, write_text
+from harness.study.protocol import MEMBERS
 from harness.tracking import conventions as C
 
 STATE_FILE = "early_stopping.json"
@@ -72,18 +73,26 @@ class EarlyStopScheduler(FIFOScheduler):
         if step is None:
             return TrialScheduler.STOP if st.is_stopped(ident.config_id) else TrialScheduler.CONTINUE
         steps, every = int(ident.flat["train.steps"]), int(ident.flat["train.eval_every"])
-        value = dev_value(result, self.settings.metric)
         baseline = ident.role == C.ROLE_BASELINE
+        # A seed group's result carries each seed's point (its seeds share the configuration, steps
+        # and evaluation steps): the configuration is judged once on all of them, as on the same
+        # seeds' separate trials once each has reported.
+        points = {ident.member(r["trial_key"]).seed: r for r in result[MEMBERS]} if MEMBERS in result \
+            else {ident.seed: result}
+        values = {seed: dev_value(r, self.settings.metric) for seed, r in points.items()}
         decision = None
         if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
-            st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
+            for seed in points:
+                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline)
             write_text(self.uri, st.to_json())
             return TrialScheduler.STOP
-        if not result.get("final") and value is not None and int(step) in rung_steps(self.settings, steps, every):
-            decision = st.observe(ident.config_id, ident.name, seed=ident.seed, step=int(step),
-                                  value=float(value), total_steps=steps, baseline=baseline)
+        if (not result.get("final") and all(v is not None for v in values.values())
+                and int(step) in rung_steps(self.settings, steps, every)):
+            decision = st.observe_seeds(ident.config_id, ident.name, {s: float(v) for s, v in values.items()},
+                                        step=int(step), total_steps=steps, baseline=baseline)
         else:
-            st.progress(ident.config_id, ident.name, ident.seed, int(step), total_steps=steps, baseline=baseline)
+            for seed in points:
+                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline)
         write_text(self.uri, st.to_json())
         if decision is None:
             return TrialScheduler.CONTINUE

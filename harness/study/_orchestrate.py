@@ -9,9 +9,10 @@ Tune grid of tickets. Phase "search": an Optuna searcher proposes configurations
 runs once per study seed (harness.study._searchers). Each (configuration, seed) is one trial
 (harness.study._trainable); trials checkpoint at their first evaluation and then at most every
 ``failure.checkpoint_every_s`` seconds, and a failed trial is retried from its last checkpoint
-(FailureConfig). The driver callback (harness.study._callback) is the one MLflow
-writer; it finds runs by their tags, so a resumed study adds no duplicate runs. One driver per study:
-``run_study`` holds the study's lease (harness.study._lease) from before its first MLflow write to
+(FailureConfig). With ``resources.seeds_per_trial: k`` a trial trains k seeds of one configuration
+(``group_tickets``; the searcher's repeats are then seed groups), each with its own seed run. The
+driver callback (harness.study._callback) is the one MLflow writer; it finds runs by their tags,
+so a resumed study adds no duplicate runs. One driver per study: ``run_study`` holds the study's lease (harness.study._lease) from before its first MLflow write to
 its end.
 """
 
@@ -35,7 +36,7 @@ from harness.study._rounds import run_rounds
 from harness.study._searchers import make_searcher
 from harness.study._storage import report_storage
 from harness.study._trainable import NO_HOOKS, TrialHooks, trainable
-from harness.study.protocol import TICKET, TrialTicket
+from harness.study.protocol import TICKET, TrialTicket, group_tickets
 from harness.study.spec import StudySpec
 from harness.study.variants import prepare_study, study_params, trial_count, variant_key
 from harness.tracking.conventions import TAG_DUPLICATE_OF
@@ -191,6 +192,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         with frozen():
             log_qrels(records, prepared[variant_key(spec.baseline.config)].splits)
             init_ray(spec, num_gpus=num_gpus)
+            check_gpus(spec)
             callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
             fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
                                       finished=records.done_objectives(), hooks=hooks,
@@ -231,6 +233,21 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         raise unavailable
     return {"experiment_id": records.experiment_id, "study_run": study_run, "configs": results,
             "tracking_uri": uri, "references": references}
+
+
+def check_gpus(spec: StudySpec) -> None:
+    """A study whose trials ask for more GPUs than a Ray started here has would wait for them
+    forever (Tune only logs that no trial can start): refused in one line. A cluster
+    (``$RAY_ADDRESS``) is not checked: its autoscaler may add GPU nodes."""
+    import ray
+
+    if spec.gpus <= 0 or os.environ.get("RAY_ADDRESS"):
+        return
+    have = float(ray.cluster_resources().get("GPU", 0))
+    if spec.gpus > have:
+        raise HarnessError(f"study {spec.name!r}: each trial asks for resources.gpus {spec.gpus:g} but the "
+                           f"local Ray has {have:g} GPU(s); run it where there is a GPU (or on a cluster: "
+                           "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")
 
 
 def log_qrels(records: StudyRecords, splits: Any) -> None:
@@ -282,14 +299,15 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
     scheduler = None if phase == "confirmation" else make_scheduler(spec, phase)
     if phase == "fixed" or tickets is not None:
         # One grid axis of whole tickets: Tune's config of a trial is {"ticket": {...}}.
-        grid = tickets if tickets is not None else fixed_tickets(spec)
+        grid = group_tickets(tickets if tickets is not None else fixed_tickets(spec), spec.seeds_per_trial)
         param_space: dict[str, Any] = {"ticket": tune.grid_search([t["ticket"] for t in grid])}
         tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True,
                                       scheduler=scheduler)
     else:
         assert spec.search is not None
         param_space = {}
-        tune_config = tune.TuneConfig(search_alg=make_searcher(spec), num_samples=spec.search.num_configs * len(spec.seeds),
+        searcher = make_searcher(spec)
+        tune_config = tune.TuneConfig(search_alg=searcher, num_samples=spec.search.num_configs * searcher.repeat,
                                       max_concurrent_trials=spec.concurrency, reuse_actors=True,
                                       scheduler=scheduler)
     if resume and tune.Tuner.can_restore(path):

@@ -1,9 +1,12 @@
 """Searcher plumbing of the search phase: Optuna proposes configurations (define-by-run over the
 study's space), ``SeedRepeater`` runs every proposal once per study seed, turns each into a
-``TrialTicket`` (the one config shape of both phases) and reports the mean over seeds to Optuna."""
+``TrialTicket`` (the one config shape of both phases) and reports the mean over seeds to Optuna.
+With ``resources.seeds_per_trial: k`` a proposal runs once per seed group (``seed_groups``), and
+Optuna gets the mean over the proposal's seeds: each group's mean weighted by its seed count."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,7 +16,7 @@ from ray.tune.search.repeater import TRIAL_INDEX
 
 from harness.study import _early_stop_ray as early_stop_ray
 from harness.study._space import suggest
-from harness.study.protocol import TrialTicket, objective_key
+from harness.study.protocol import TrialTicket, objective_key, seed_groups
 from harness.study.spec import SEARCHERS, StudySpec
 
 
@@ -34,24 +37,41 @@ class SeedRepeater(Repeater):
     NSGA-II)."""
 
     def __init__(self, searcher: Searcher, *, seeds: tuple[int, ...], defaults: Mapping[str, Any],
-                 name: str) -> None:
-        super().__init__(searcher, repeat=len(seeds), set_index=True)
+                 name: str, seeds_per_trial: int = 1) -> None:
+        groups = seed_groups(seeds, seeds_per_trial)
+        super().__init__(searcher, repeat=len(groups), set_index=True)
         self.seeds = tuple(seeds)
+        self.groups = groups
         self.defaults = dict(defaults)
         self.name = name
+        self.weights: dict[str, int] = {}  # a seed group's trial id -> its seed count
 
     def suggest(self, trial_id: str) -> dict | None:
         config = super().suggest(trial_id)
         if config is None or config == Searcher.FINISHED:
             return config
-        seed = self.seeds[int(config.pop(TRIAL_INDEX))]
-        return TrialTicket.proposed(config, self.defaults, seed, self.name).to_tune()
+        seeds = self.seed_groups()[int(config.pop(TRIAL_INDEX))]
+        ticket = TrialTicket.proposed(config, self.defaults, seeds[0], self.name)
+        if not self.grouped:  # a trial per seed
+            return ticket.to_tune()
+        self.weights[trial_id] = len(seeds)
+        return ticket.grouped(seeds).to_tune()
 
     early_stop: str | None = None  # early stopping's state: a stopped config reports its rung mean
+
+    def seed_groups(self) -> list[tuple[int, ...]]:
+        # a repeater pickled by a driver without seed groups has none: a trial per seed
+        return self.__dict__.get("groups") or [(s,) for s in self.seeds]
+
+    @property
+    def grouped(self) -> bool:
+        return len(self.seed_groups()) != len(self.seeds)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, **kwargs: Any) -> None:
         metric = self.searcher.metric
         result = early_stop_ray.searcher_value(self.early_stop, metric, result)
+        if self.grouped:
+            return self._group_complete(trial_id, result, **kwargs)
         if not isinstance(metric, list):
             return super().on_trial_complete(trial_id, result, **kwargs)
         group = self._trial_id_to_group[trial_id]
@@ -61,6 +81,24 @@ class SeedRepeater(Repeater):
             means = np.nanmean(scores, axis=0)
             self.searcher.on_trial_complete(group.primary_trial_id,
                                             result=dict(zip(metric, means.tolist(), strict=True)), **kwargs)
+
+    def _group_complete(self, trial_id: str, result: dict | None, **kwargs: Any) -> None:
+        """A seed group's trial: its values are its seeds' means; once every group of the proposal
+        has reported, Optuna gets each metric's mean over the seeds (group means weighted by
+        their seed counts; groups without a value left out, as ``nanmean`` leaves out a seed)."""
+        metric = self.searcher.metric
+        metrics = metric if isinstance(metric, list) else [metric]
+        values = [float(result[m]) if result and result.get(m) is not None else math.nan for m in metrics]
+        group = self._trial_id_to_group[trial_id]
+        group.report(trial_id, (values, self.weights[trial_id]))
+        if not group.finished_reporting():
+            return
+        means = []
+        for j in range(len(metrics)):
+            rows = [(v[j], w) for v, w in group.scores() if math.isfinite(v[j])]
+            means.append(sum(v * w for v, w in rows) / sum(w for _, w in rows) if rows else math.nan)
+        out = dict(zip(metrics, means, strict=True)) if isinstance(metric, list) else {metric: means[0]}
+        self.searcher.on_trial_complete(group.primary_trial_id, result=out, **kwargs)
 
 
 def make_searcher(spec: StudySpec) -> SeedRepeater:
@@ -79,6 +117,7 @@ def make_searcher(spec: StudySpec) -> SeedRepeater:
         opt = OptunaSearch(space=define_by_run, metric=metrics[0], mode=modes[0], sampler=sampler)
     else:
         opt = OptunaSearch(space=define_by_run, metric=metrics, mode=modes, sampler=sampler)
-    repeater = SeedRepeater(opt, seeds=spec.seeds, defaults=defaults, name=s.searcher)
+    repeater = SeedRepeater(opt, seeds=spec.seeds, defaults=defaults, name=s.searcher,
+                            seeds_per_trial=spec.seeds_per_trial)
     repeater.early_stop = early_stop_ray.state_uri(spec) if spec.early_stopping else None
     return repeater

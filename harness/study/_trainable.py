@@ -8,6 +8,11 @@ holds the outcome, the per-query values and the seed run's further files (``writ
 A trial recorded as finished in MLflow, or restored from its outcome checkpoint, replays its outcome
 instead of training again.
 
+A seed group's trial (``resources.seeds_per_trial``; harness.study.protocol) trains its seeds as one
+``SeedGroup`` (harness.training.fused) and reports their evaluations together; its checkpoints hold
+each member's ``trainer.pt`` in the member's folder, so a retried group resumes every seed from the
+same step; its final checkpoint holds each member's outcome and files there.
+
 Test hooks are injected (``TrialHooks``, passed to ``run_study``), never read from the environment.
 """
 
@@ -24,8 +29,19 @@ from typing import Any
 from ray import tune
 
 from harness.heap import paused
-from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket, read_outcome, write_outcome
-from harness.study.trial import run_trial, write_trial_files
+from harness.study.protocol import (
+    DevPoint,
+    TrialOutcome,
+    TrialTicket,
+    group_outcome,
+    group_point,
+    member_dir,
+    read_group_outcome,
+    read_outcome,
+    write_group_outcome,
+    write_outcome,
+)
+from harness.study.trial import run_group, run_trial, write_trial_files
 from harness.study.variants import variant_key
 
 
@@ -76,6 +92,10 @@ MEET_TIMEOUT_S = 60.0
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
               finished: dict[str, float], hooks: TrialHooks = NO_HOOKS, checkpoint_every_s: float = 0.0) -> None:
     ticket = TrialTicket.from_tune(config)
+    if ticket.seeds:
+        _group_trainable(ticket, prepared=prepared, metric=metric, finished=finished, hooks=hooks,
+                         checkpoint_every_s=checkpoint_every_s)
+        return
     if ticket.key in finished:
         # Recorded as finished in MLflow by an earlier driver (the source of truth on resume), even if
         # Tune's own snapshot had not caught up when that driver died: replay, never retrain.
@@ -113,6 +133,43 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
               metric=metric)
 
 
+def _group_trainable(ticket: TrialTicket, *, prepared: dict[str, Any], metric: str, finished: dict[str, float],
+                     hooks: TrialHooks, checkpoint_every_s: float) -> None:
+    """``trainable`` for a seed group: replayed when every member is recorded as finished (a member
+    recorded already is skipped by the driver when the group reports it again)."""
+    members = ticket.members()
+    if all(m.key in finished for m in members):
+        hooks.note(ticket.key, "replay")
+        tune.report(group_outcome(ticket.key, [TrialOutcome.replay(m.key, finished[m.key]) for m in members]))
+        return
+    ckpt = tune.get_checkpoint()
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            if read_group_outcome(d) is not None:
+                hooks.note(ticket.key, "replay")
+                _report_group_outcome(d)
+                return
+    cfgs = [m.config() for m in members]
+    data = prepared[variant_key(cfgs[0])]
+    with paused():
+        import torch
+
+        from harness.training.fused import SeedGroup
+
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
+        group = SeedGroup(cfgs, data)
+    if ckpt is not None:
+        with ckpt.as_directory() as d:
+            for m, trainer in zip(members, group.members, strict=True):
+                trainer.restore(member_dir(d, m.key))
+    hooks.note(ticket.key, f"start {group.members[0].step}")
+    if ticket.key in hooks.fail_always:
+        raise RuntimeError(f"injected failure in {ticket.key} at step {group.members[0].step}, every attempt "
+                           "(testing hook)")
+    run_group(ticket, group, _GroupTuneSink(ticket, group, hooks, checkpoint_every_s, resumed=ckpt is not None),
+              metric=metric)
+
+
 class _TuneSink:
     """A trial's records to Tune: a ``DevPoint`` per evaluation, with a checkpoint at the first one
     and then at the first one at least ``checkpoint_every_s`` after the last (a resumed trial's
@@ -147,6 +204,55 @@ class _TuneSink:
             self.trainer.save_best(d)  # the best-dev weights, for `harness export` and MLflow models
             tune.report(outcome.to_result(), checkpoint=tune.Checkpoint.from_directory(d))
         self.hooks.note(self.ticket.key, f"end {self.trainer.step}")
+
+
+class _GroupTuneSink:
+    """A seed group's records to Tune, as ``_TuneSink`` reports one trial's: one result per
+    evaluation step (``group_point``), checkpointed on the same clock (every member's ``trainer.pt``
+    in its folder), and one outcome (``group_outcome``) whose checkpoint holds each member's
+    outcome, per-query values, run files and best-dev weights in its folder."""
+
+    def __init__(self, ticket: TrialTicket, group: Any, hooks: TrialHooks, checkpoint_every_s: float,
+                 resumed: bool) -> None:
+        self.ticket, self.group, self.hooks = ticket, group, hooks
+        self.members = ticket.members()
+        self.every = checkpoint_every_s
+        self.last_ckpt = time.monotonic() if resumed else None
+
+    def step(self, member: TrialTicket, rec: Any) -> None:
+        pass
+
+    def evaluation(self, step: int, points: list[DevPoint]) -> None:
+        result = group_point(self.ticket.key, step, points)
+        if self.last_ckpt is not None and time.monotonic() - self.last_ckpt < self.every:
+            tune.report(result)
+            return
+        with tempfile.TemporaryDirectory() as d:
+            for m, trainer in zip(self.members, self.group.members, strict=True):
+                trainer.save(member_dir(d, m.key))
+            tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
+        self.last_ckpt = time.monotonic()
+        self.hooks.after_evaluation(self.ticket.key, step)
+
+    def finished(self, ends: list[tuple[TrialTicket, TrialOutcome, Any]]) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            for (m, outcome, final), trainer in zip(ends, self.group.members, strict=True):
+                folder = member_dir(d, m.key)
+                folder.mkdir(parents=True)
+                artifacts = write_outcome(folder, outcome, final.per_query)
+                write_trial_files(artifacts, m, trainer.data.splits, final)
+                trainer.save_best(folder)
+            result = group_outcome(self.ticket.key, [outcome for _, outcome, _ in ends])
+            write_group_outcome(d, result)
+            tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
+        self.hooks.note(self.ticket.key, f"end {self.group.members[0].step}")
+
+
+def _report_group_outcome(directory: str) -> None:
+    result = read_group_outcome(directory)
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copytree(directory, d, dirs_exist_ok=True)
+        tune.report(result, checkpoint=tune.Checkpoint.from_directory(d))
 
 
 def _report_outcome(outcome: TrialOutcome, directory: str) -> None:

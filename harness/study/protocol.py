@@ -13,6 +13,13 @@ Both map to Tune's result dict and back (``to_result``/``from_result``) with nes
 The values a searcher or scheduler reads sit at the top level or in those sections:
 ``objective_key`` names them as Tune's flattened result spells them (``best_dev/map``).
 
+Seed groups. With ``resources.seeds_per_trial: k`` one trial trains up to k seeds of one
+configuration (``group_tickets``): its ticket lists them (``seeds``) and ``members()`` gives each
+seed's own ticket, whose key names its seed run as a one-seed trial's would. A group trial reports
+one ``DevPoint`` result per evaluation with its members' points under ``members`` (top-level values:
+the members' means), and one outcome result with each member's outcome under ``members`` and its
+files in the member's folder of the checkpoint (``write_group_outcome``, ``read_group_outcome``).
+
 Files. Per-query values never travel in the result stream: the trial writes them, with the outcome,
 into the directory of its final checkpoint (``write_outcome``); the driver reads that directory
 (``read_outcome``). Everything a trial puts under ``artifacts/`` there is logged as an artifact of
@@ -32,6 +39,8 @@ from harness.config import TrialConfig
 from harness.tracking.conventions import BEST_DEV_PREFIX, ROLE_CANDIDATE
 
 TICKET = "ticket"
+MEMBERS = "members"  # a group trial's per-seed results, and its checkpoint's per-seed folders
+GROUP_SIZE = "group_size"  # a group trial's outcome: how many seeds its values average
 OUTCOME_FILE = "outcome.json"
 PER_QUERY_FILE = "per_query.json"
 ARTIFACTS_DIR = "artifacts"
@@ -42,17 +51,35 @@ PerQuery = dict[str, dict[str, float]]  # {measure: {qid: value}}
 @dataclass(frozen=True)
 class TrialTicket:
     """One trial: a configuration (id, display name, role) and a seed; ``flat`` is the full flat
-    config with ``train.seed`` set to ``seed``."""
+    config with ``train.seed`` set to ``seed``. A seed group's ticket (``seeds``: two or more) trains
+    each of its seeds (``members()``); ``seed`` and ``flat`` are then its first member's."""
 
     name: str
     role: str
     seed: int
     config_id: str
     flat: Mapping[str, Any]
+    seeds: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:
+        if self.seeds:
+            return f"{self.config_id}-seeds{'_'.join(map(str, self.seeds))}"
         return f"{self.config_id}-seed{self.seed}"
+
+    def members(self) -> list[TrialTicket]:
+        """The one-seed tickets this trial trains: itself, or each seed of a group."""
+        if not self.seeds:
+            return [self]
+        return [TrialTicket(self.name, self.role, s, self.config_id, {**self.flat, "train.seed": s})
+                for s in self.seeds]
+
+    def member(self, key: str) -> TrialTicket:
+        """The member whose key is ``key`` (a group result names its members by key)."""
+        for m in self.members():
+            if m.key == key:
+                return m
+        raise KeyError(f"trial {self.key} has no member {key}")
 
     @classmethod
     def of(cls, name: str, role: str, cfg: TrialConfig, seed: int) -> TrialTicket:
@@ -69,13 +96,48 @@ class TrialTicket:
         return TrialConfig.from_flat(dict(self.flat))
 
     def to_tune(self) -> dict[str, Any]:
-        return {TICKET: {"name": self.name, "role": self.role, "seed": self.seed,
-                         "config_id": self.config_id, "flat": dict(self.flat)}}
+        t = {"name": self.name, "role": self.role, "seed": self.seed, "config_id": self.config_id,
+             "flat": dict(self.flat)}
+        return {TICKET: {**t, "seeds": list(self.seeds)} if self.seeds else t}
 
     @classmethod
     def from_tune(cls, config: Mapping[str, Any]) -> TrialTicket:
         t = config[TICKET]
-        return cls(t["name"], t["role"], int(t["seed"]), t["config_id"], dict(t["flat"]))
+        return cls(t["name"], t["role"], int(t["seed"]), t["config_id"], dict(t["flat"]),
+                   tuple(int(s) for s in t.get("seeds") or ()))
+
+    def grouped(self, seeds: list[int] | tuple[int, ...]) -> TrialTicket:
+        """This configuration's ticket for ``seeds`` (one seed: a plain ticket, as today)."""
+        first = int(seeds[0])
+        flat = {**self.flat, "train.seed": first}
+        return TrialTicket(self.name, self.role, first, self.config_id, flat,
+                           tuple(int(s) for s in seeds) if len(seeds) > 1 else ())
+
+
+def group_tickets(tickets: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """One-seed Tune configs (``to_tune``) grouped k seeds to a trial: each configuration's seeds in
+    their order, in runs of k (the last run shorter when k does not divide them); configurations
+    keep the order of their first ticket. ``k == 1`` returns ``tickets`` unchanged."""
+    if k <= 1:
+        return tickets
+    by_config: dict[str, list[TrialTicket]] = {}
+    for t in tickets:
+        ticket = TrialTicket.from_tune(t)
+        if ticket.seeds:
+            raise ValueError(f"ticket {ticket.key} is grouped already")
+        by_config.setdefault(ticket.config_id, []).append(ticket)
+    out = []
+    for members in by_config.values():
+        for i in range(0, len(members), k):
+            chunk = members[i:i + k]
+            out.append(chunk[0].grouped([m.seed for m in chunk]).to_tune())
+    return out
+
+
+def seed_groups(seeds: tuple[int, ...] | list[int], k: int) -> list[tuple[int, ...]]:
+    """A configuration's seeds in runs of k (the last shorter when k does not divide them)."""
+    seeds = tuple(seeds)
+    return [seeds[i:i + max(1, k)] for i in range(0, len(seeds), max(1, k))]
 
 
 def _floats(values: Mapping[str, Any] | None) -> dict[str, float]:
@@ -211,3 +273,65 @@ def artifact_files(directory: str | Path) -> Iterator[tuple[Path, str | None]]:
     for path in sorted(p for p in art.rglob("*") if p.is_file()):
         rel = path.parent.relative_to(art).as_posix()
         yield path, (None if rel == "." else rel)
+
+
+# -- a seed group's results and files -----------------------------------------------------------
+
+def _mean_of(values: list[Mapping[str, float]]) -> dict[str, float]:
+    """Per key, the mean over the members that have it."""
+    keys = sorted({k for v in values for k in v})
+    return {k: float(sum(v[k] for v in values if k in v) / sum(1 for v in values if k in v)) for k in keys}
+
+
+def group_point(key: str, step: int, points: list[DevPoint]) -> dict[str, Any]:
+    """A seed group's evaluation as one Tune result: the members' means at the top (what a DevPoint
+    result holds) and each member's point under ``members``."""
+    return {**DevPoint(key, step, _mean_of([p.metrics for p in points]), _mean_of([p.best for p in points]),
+                       float(sum(p.objective for p in points) / len(points))).to_result(),
+            MEMBERS: [p.to_result() for p in points]}
+
+
+def group_outcome(key: str, outcomes: list[TrialOutcome]) -> dict[str, Any]:
+    """A seed group's end as one Tune result: ``objective``, ``best_dev`` and ``cascade`` are the
+    members' means (what a searcher reads, ``objective_key``), ``group_size`` how many seeds they
+    average, ``members`` each member's outcome."""
+    out: dict[str, Any] = {"final": True, "trial_key": key,
+                           "objective": float(sum(o.objective for o in outcomes) / len(outcomes)),
+                           GROUP_SIZE: len(outcomes), MEMBERS: [o.to_result() for o in outcomes]}
+    if all(o.replayed for o in outcomes):
+        return {**out, "replayed": True}
+    return {**out, "best_dev": _mean_of([o.best_dev for o in outcomes]),
+            "cascade": _mean_of([o.cascade for o in outcomes])}
+
+
+def member_outcomes(result: Mapping[str, Any]) -> list[TrialOutcome]:
+    """The members' outcomes of a group's outcome result."""
+    return [TrialOutcome.from_result(r) for r in result.get(MEMBERS) or ()]
+
+
+def member_points(result: Mapping[str, Any]) -> list[DevPoint]:
+    """The members' dev points of a group's evaluation result."""
+    return [DevPoint.from_result(r) for r in result.get(MEMBERS) or ()]
+
+
+def member_dir(directory: str | Path, key: str) -> Path:
+    """A member's folder in a group checkpoint: its ``trainer.pt`` while training, its outcome,
+    per-query values, artifacts and best-dev weights at the end."""
+    return Path(directory) / MEMBERS / key
+
+
+def write_group_outcome(directory: str | Path, result: Mapping[str, Any]) -> Path:
+    """The group's outcome result (``group_outcome``) at the top of its final checkpoint; the
+    members' own outcomes go to their folders (``write_outcome(member_dir(...))``)."""
+    path = Path(directory) / OUTCOME_FILE
+    path.write_text(json.dumps(dict(result), sort_keys=True))
+    return path
+
+
+def read_group_outcome(directory: str | Path) -> dict[str, Any] | None:
+    """The group outcome result in ``directory``, or None (an evaluation's checkpoint)."""
+    path = Path(directory) / OUTCOME_FILE
+    if not path.is_file():
+        return None
+    result = json.loads(path.read_text())
+    return result if MEMBERS in result else None

@@ -21,7 +21,8 @@ A study file::
     confirm: {top: 1}                # the top configurations by dev and the baseline retrained with
                                      # fresh seeds (default with a searcher; false: none)
     objective: {metric: map, mode: max}   # dev metric the searcher optimises (mean over seeds)
-    resources: {cpus: 1, gpus: 0}    # per trial; a GPU fraction lets small trials share a GPU
+    resources: {cpus: 1, gpus: 0}    # per trial; a GPU fraction lets small trials share a GPU;
+                                     # seeds_per_trial: k trains k seeds of a configuration in one trial
     concurrency: 2
     failure: {max_retries: 2, checkpoint_every_s: 60}   # checkpoint: first evaluation, then >= 60 s apart
     storage_path: runs               # Ray Tune experiment storage (a path or s3://...)
@@ -139,6 +140,9 @@ class StudySpec:
     seed_schedule: SeedSchedule | None = None
     # The confirmation phase (harness.study._confirm); None: the study picks nothing to confirm.
     confirm: ConfirmSpec | None = None
+    # Seeds of one configuration trained in one Ray Tune trial (resources.seeds_per_trial;
+    # harness.study.grouping); 1: a trial per seed.
+    seeds_per_trial: int = 1
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -288,10 +292,13 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
             raise _fail("configs", f"configurations {other!r} and {nc.name!r} are identical")
         ids[nc.config.config_id()] = nc.name
 
-    res = _mapping(raw, "resources", ("cpus", "gpus"))
+    res = _mapping(raw, "resources", ("cpus", "gpus", "seeds_per_trial"))
     cpus = _number(res.get("cpus", 1), "resources.cpus", "a number > 0", lambda v: v > 0)
     gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU)",
                    lambda v: 0 <= v <= 8)
+    per_trial = int(_number(res.get("seeds_per_trial", 1), "resources.seeds_per_trial",
+                            "an integer >= 1 (seeds of a configuration trained in one trial)",
+                            lambda v: v >= 1, integer=True))
     concurrency = int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1",
                               lambda v: v >= 1, integer=True))
     failure = _mapping(raw, "failure", ("max_retries", "checkpoint_every_s"))
@@ -330,7 +337,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
         early_stopping=early, models=models, checkpoint_every_s=every, seed_schedule=schedule,
-        confirm=confirm)
+        confirm=confirm, seeds_per_trial=per_trial)
 
 
 # A grid this large is read for its best configuration (and its best of so many null ones would

@@ -169,3 +169,160 @@ def confirm_plan(spec: Any) -> list[str]:
         return []
     return [(f"  confirmation: top {c.top} by dev {spec.metric} + baseline x {len(c.seeds)} fresh seeds "
             f"{list(c.seeds)} = {confirm_trials(spec)} trials (the confirmatory table uses these runs only)")]
+
+
+# -- GPU memory: an estimate of a trial's peak, and how many trials share a GPU ------------------
+
+# Bytes of activations kept for the backward pass per token, hidden unit and layer: 34 with 16-bit
+# activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+# Models", eq. 2 without the attention-score term, which fused attention does not keep), twice that
+# in fp32.
+ACTIVATION_BYTES = {True: 34, False: 68}
+# Weights, gradients and AdamW's two moments, fp32: 4 values of 4 bytes per parameter.
+STATE_BYTES = 4 * 4
+CUDA_CONTEXT_GIB = 0.5  # the CUDA context and allocator reserve of one trial process
+GIB = 2**30
+
+
+def encoder_shape(name: str) -> tuple[int, int, int] | None:
+    """(parameters, hidden size, layers) of ``model.name``'s ranker from its config alone, no weights
+    read: counted from the config of a BERT encoder (``bert_parameters``; ``tiny`` and
+    ``packaged`` are), else by building the encoder on PyTorch's meta device (nothing allocated).
+    None when no config is at hand (a hub name not in the local cache)."""
+    import json
+
+    from harness.model.encoder import TINY, model_source
+
+    source = Path(model_source(name))
+    try:
+        if source.is_dir():
+            raw = json.loads((source / "config.json").read_text())
+            if name == "tiny":
+                raw = {**raw, **TINY, "max_position_embeddings": 512}
+            if raw.get("model_type") == "bert":
+                return bert_parameters(raw), int(raw["hidden_size"]), int(raw["num_hidden_layers"])
+        return _meta_shape(str(source))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def bert_parameters(config: dict[str, Any]) -> int:
+    """The parameters of a BERT ranker (harness.model._ranker: encoder with its pooler, one score
+    from the pooled [CLS]) from its config.json: embeddings (words, positions, token types, their
+    LayerNorm), per layer the attention (Q, K, V, output), the feed-forward pair and two LayerNorms,
+    the pooler and the head."""
+    h, i, n = int(config["hidden_size"]), int(config["intermediate_size"]), int(config["num_hidden_layers"])
+    embeddings = (int(config["vocab_size"]) + int(config["max_position_embeddings"])
+                  + int(config.get("type_vocab_size", 2))) * h + 2 * h
+    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+    return embeddings + n * layer + (h * h + h) + (h + 1)
+
+
+def _meta_shape(source: str) -> tuple[int, int, int]:
+    import torch
+    from transformers import AutoConfig, AutoModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    config = AutoConfig.from_pretrained(source, local_files_only=True)
+    with torch.device("meta"):
+        encoder = AutoModel.from_config(config)
+    hidden = int(config.hidden_size)
+    return sum(p.numel() for p in encoder.parameters()) + hidden + 1, hidden, int(config.num_hidden_layers)
+
+
+def trial_memory_gib(cfg: TrialConfig, seeds: int, batch_size: int | None = None) -> float | None:
+    """An estimate of a trial's peak GPU memory (GiB) training ``seeds`` seeds of ``cfg`` at once:
+    per seed, weights, gradients and AdamW's moments (``STATE_BYTES`` per parameter) and the
+    activations of one step (pairs x ``model.max_length`` x hidden x layers x ``ACTIVATION_BYTES``;
+    a pairwise loss scores two pairs per instance), plus one CUDA context. An estimate, not a
+    measurement: allocator fragmentation, evaluation batches and the tokenizer's real lengths move
+    it. None when the model's config is not at hand."""
+    from harness.losses.kinds import LOSSES
+
+    shape = encoder_shape(cfg.model.name)
+    if shape is None:
+        return None
+    pairs = (batch_size or cfg.train.batch_size) * (2 if LOSSES[cfg.train.loss].pairwise else 1)
+    return seeds * seed_memory_gib(*shape, pairs=pairs, length=cfg.model.max_length,
+                                   bf16=bool(cfg.train.bf16)) + CUDA_CONTEXT_GIB
+
+
+def seed_memory_gib(params: int, hidden: int, layers: int, *, pairs: int, length: int, bf16: bool) -> float:
+    """One seed's share of ``trial_memory_gib``: ``STATE_BYTES`` per parameter and one step's
+    activations (pairs x length x hidden x layers x ``ACTIVATION_BYTES``), in GiB."""
+    return (STATE_BYTES * params + pairs * length * hidden * layers * ACTIVATION_BYTES[bf16]) / GIB
+
+
+def ray_trials(spec: Any) -> int:
+    """Ray Tune trials of the study: each configuration's seeds in groups of ``seeds_per_trial``
+    (with a seed schedule, each round's new seeds: at most, if every comparison stays open)."""
+    from harness.study.protocol import seed_groups
+
+    k = spec.seeds_per_trial
+    n = len(spec.fixed_configs()) + (spec.search.num_configs if spec.search else 0)
+    confirm = (spec.confirm.top + 1) * len(seed_groups(spec.confirm.seeds, k)) if spec.confirm else 0
+    if spec.seed_schedule is not None:
+        looks = (0, *spec.seed_schedule.looks)
+        return n * sum(len(seed_groups(spec.seeds[a:b], k)) for a, b in itertools.pairwise(looks)) + confirm
+    return n * len(seed_groups(spec.seeds, k)) + confirm
+
+
+def local_gpu_gib() -> tuple[float, str] | None:
+    """The first local CUDA device's memory (GiB) and name, or None without one."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(0)
+    return props.total_memory / GIB, props.name
+
+
+def gpu_plan(spec: Any, gpu_memory_gib: float | None = None) -> list[str]:
+    """What `harness validate` prints about GPUs: how many trials share one (1 / resources.gpus),
+    the estimated peak memory of a trial (``trial_memory_gib``, largest over the configurations the
+    study can run, with the search space's largest train.batch_size) and a warning when the trials
+    sharing a GPU would not fit in its memory: ``gpu_memory_gib`` (--gpu-memory), else the local
+    CUDA device's; without either, no comparison."""
+    import math
+
+    from harness.study.variants import possible_configs
+
+    if spec.gpus <= 0:
+        return []
+    k = spec.seeds_per_trial
+    sharing = max(1, math.floor(1 / spec.gpus + 1e-9)) if spec.gpus < 1 else 1
+    at_once = min(sharing, spec.concurrency)
+    head = (f"  GPUs: {sharing} trial(s) share a GPU (1 / resources.gpus {spec.gpus:g})" if spec.gpus < 1
+            else f"  GPUs: each trial holds {spec.gpus:g} GPU(s) and trains on one")
+    if at_once < sharing:
+        head += f"; concurrency {spec.concurrency} runs at most {at_once} at once"
+    lines = [head]
+    space = spec.search.space if spec.search else {}
+    batch = None
+    if "train.batch_size" in space:
+        batch = max(int(v) for v in space["train.batch_size"].args if isinstance(v, int | float))
+    estimates = [e for c in possible_configs(spec)
+                 if (e := trial_memory_gib(c, k, max(batch or 0, c.train.batch_size))) is not None]
+    if not estimates:
+        lines.append("    memory: no estimate (the model's config is not available locally)")
+        return lines
+    per_trial = max(estimates)
+    lines.append(f"    memory: about {per_trial:.1f} GiB per trial at its peak ({k} seed(s) x weights, gradients, "
+                 f"AdamW state and one step's activations, + {CUDA_CONTEXT_GIB:g} GiB CUDA context; an "
+                 f"estimate, docs/cluster.md), {at_once * per_trial:.1f} GiB for {at_once} trial(s) on a GPU")
+    if gpu_memory_gib is not None:
+        total, where = gpu_memory_gib, "--gpu-memory"
+    else:
+        local = local_gpu_gib()
+        if local is None:
+            lines.append("    (give the GPU's memory with --gpu-memory GIB to check that they fit)")
+            return lines
+        total, where = local[0], f"the local {local[1]}"
+    if at_once * per_trial > total:
+        lines.append(f"  warning: {at_once} trial(s) x {per_trial:.1f} GiB = {at_once * per_trial:.1f} GiB "
+                     f"(estimated) exceed the GPU's {total:.1f} GiB ({where}): raise resources.gpus, or lower "
+                     "resources.seeds_per_trial, train.batch_size or model.max_length")
+    else:
+        lines.append(f"    fits: {at_once * per_trial:.1f} of {total:.1f} GiB ({where})")
+    return lines

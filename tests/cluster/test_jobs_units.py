@@ -206,3 +206,12 @@ def test_rayjob_manifest_runs_the_entrypoint_with_resume_and_ships_no_secret() -
     assert spec["rayClusterSpec"]["authOptions"]["mode"] == "token"
     workers = spec["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
     assert "nvidia.com/gpu" in workers["resources"]["limits"]
+    # The study it submits uses those GPUs: its trials ask for a share of one, and the trials that can
+    # share a GPU fit a worker's CPUs.
+    from harness.study.spec import load_study
+
+    submitted = load_study(REPO / study)
+    gpus = int(workers["resources"]["limits"]["nvidia.com/gpu"])
+    assert 0 < submitted.gpus <= gpus and submitted.seeds_per_trial > 1
+    sharing = min(int(1 / submitted.gpus), submitted.concurrency)
+    assert sharing * submitted.cpus <= int(workers["resources"]["limits"]["cpu"])

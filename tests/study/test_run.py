@@ -273,3 +273,78 @@ def test_nsga2_search_over_alpha_with_cascade_cost_objective(finished):
     proposed = [t for t in runs["trial"] if t.data.tags[C.TAG_ROLE] == "candidate"]
     assert len(proposed) == 4
     assert all(t.data.metrics["cascade_cost"] < 1.0 for t in proposed)  # alpha >= 0.2 drops candidates
+
+
+def _seed_runs(root: Path, name: str) -> dict[str, dict]:
+    """Each seed run of a study by its trial key: name, tags (but the run ids and the study's name),
+    metrics, dev curve, parameters and every artifact's path."""
+    client = MlflowClient(_uri(root))
+    out = {}
+    for r in _runs(root, name)["trial"]:
+        def files(path=None, run_id=r.info.run_id):
+            for a in client.list_artifacts(run_id, path):
+                yield from (files(a.path) if a.is_dir else [a.path])
+        tags = {k: v for k, v in r.data.tags.items()
+                if not k.startswith("mlflow.") and k not in (C.TAG_STUDY,)}
+        curve = [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, "dev_map")]
+        out[r.data.tags[C.TAG_TRIAL_KEY]] = {"id": r.info.run_id, "name": r.info.run_name, "status": r.info.status,
+                                             "tags": tags,
+                                             "metrics": r.data.metrics, "curve": sorted(curve),
+                                             "params": r.data.params, "artifacts": sorted(files())}
+    return out
+
+
+def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_path):
+    """``resources.seeds_per_trial: 2`` over 3 seeds: each configuration trains as two Tune trials
+    (seeds 1+2, then 3), every trial failing once after its first checkpoint and resuming its seeds
+    from it; MLflow holds the same seed runs as the plain study's one trial per seed (names, tags,
+    parameters, metric keys, dev curves, artifacts), with the same test metrics."""
+    root, _ = finished
+    fail_dir, log = tmp_path / "fail", tmp_path / "trials.log"
+    fail_dir.mkdir()
+    spec = _spec(root, "grouped", **{**PLAIN, "resources": {"seeds_per_trial": 2}})
+    assert spec.seeds_per_trial == 2
+    run_study(spec, tracking_uri=_uri(root), progress=lambda m: None,
+              hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
+    ids = [nc.config.config_id() for nc in spec.fixed_configs()]
+    # Two trials per configuration, named by their seeds; each failed once and resumed at step 3.
+    assert sorted(p.name for p in fail_dir.iterdir()) == sorted([*(f"{c}-seeds1_2" for c in ids),
+                                                              *(f"{c}-seed3" for c in ids)])
+    restarts = sorted(ln.split()[0] for ln in log.read_text().splitlines() if " start 3" in ln)
+    assert restarts == sorted(p.name for p in fail_dir.iterdir())
+    grouped, plain = _seed_runs(root, "grouped"), _seed_runs(root, "plain")
+    assert sorted(grouped) == sorted(plain) and len(grouped) == 9
+    for key, g in grouped.items():
+        p = plain[key]
+        assert (g["name"], g["status"], g["tags"], g["params"], g["artifacts"]) == \
+            (p["name"], p["status"], p["tags"], p["params"], p["artifacts"]), key
+        assert set(g["metrics"]) == set(p["metrics"]), key
+        tested = {k for k in g["metrics"] if k.startswith(("test_", "dev_")) or k in ("objective", "best_step")}
+        assert {k: g["metrics"][k] for k in tested} == pytest.approx({k: p["metrics"][k] for k in tested},
+                                                                    abs=1e-6), key
+        assert [s for s, _ in g["curve"]] == [s for s, _ in p["curve"]]
+        assert [v for _, v in g["curve"]] == pytest.approx([v for _, v in p["curve"]], abs=1e-6)
+    # Each seed's best-dev weights, as `harness export` finds them in the Tune checkpoint (a group's
+    # in its member folder), are the plain study's.
+    from harness.model.export import load_seed_model
+
+    for key in (f"{ids[1]}-seed1", f"{ids[1]}-seed2", f"{ids[1]}-seed3"):
+        g, p = (load_seed_model(runs[key]["id"], _uri(root), logged=False) for runs in (grouped, plain))
+        assert (g.seed, g.best_step) == (p.seed, p.best_step) and sorted(g.state) == sorted(p.state)
+        assert all(float((g.state[k].float() - p.state[k].float()).abs().max()) <= 1e-6 for k in p.state), key
+
+
+def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root):
+    """Tune would wait for the GPUs forever (it only logs that no trial can start): the driver
+    refuses in one line naming the study, the ask and what the local Ray has (1 logical GPU here),
+    and the study run ends FAILED without a seed run."""
+    from harness.errors import HarnessError
+
+    spec = _spec(ray_root, "toomany", resources={"gpus": 2})
+    with pytest.raises(HarnessError) as exc:
+        run_study(spec, tracking_uri=_uri(ray_root), progress=lambda m: None)
+    assert str(exc.value) == ("study 'toomany': each trial asks for resources.gpus 2 but the local Ray has 1 GPU(s); "
+                              "run it where there is a GPU (or on a cluster: RAY_ADDRESS), or set resources.gpus: 0 "
+                              "in the study file to train on CPU")
+    runs = _runs(ray_root, "toomany")
+    assert [r.info.status for r in runs["study"]] == ["FAILED"] and "trial" not in runs

@@ -93,3 +93,77 @@ def test_validate_checks_a_study_without_loading_torch() -> None:
             "print(rc, 'torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split()[-3:] == ["0", "False", "False"], out.stdout + out.stderr
+
+
+def test_the_parameter_count_is_the_built_ranker_s():
+    """``encoder_shape`` counts from config.json (no weights): the same number as the ranker a trial
+    builds (``tiny``) and as Hugging Face's encoder built on the meta device (``packaged``) plus the
+    one-score head."""
+    from harness.config import TrialConfig
+    from harness.model.encoder import model_source
+    from harness.model.factory import build_model
+    from harness.study.validate import _meta_shape, encoder_shape
+
+    tiny = build_model(TrialConfig.from_flat({"model.name": "tiny"}), seed=1)
+    assert encoder_shape("tiny") == (sum(p.numel() for p in tiny.parameters()), 32, 4)
+    assert encoder_shape("packaged") == _meta_shape(model_source("packaged"))
+    assert encoder_shape("packaged")[1:] == (384, 6)
+    assert encoder_shape("no-such-hub-model") is None
+
+
+def test_the_memory_estimate_is_near_the_peaks_measured_on_an_h100():
+    """One seed's estimate (weights, gradients, AdamW state, activations at max length; batch 32,
+    bf16) against the peak GPU memory the harness trainer reached in benchmarks/results/gpu.json
+    (packaged and bert-base, lengths 128 and 512): within 0.7x-1.3x of each."""
+    import json
+
+    from harness.study.validate import bert_parameters, encoder_shape, seed_memory_gib
+
+    rows = [r for r in json.loads((ROOT / "benchmarks" / "results" / "gpu.json").read_text())["trainers"]
+            if r["trainer"] == "harness"]
+    assert len(rows) == 4
+    for r in rows:
+        if r["model"] == "packaged":
+            params = encoder_shape("packaged")[0]
+        else:
+            params = bert_parameters({"hidden_size": r["hidden"], "intermediate_size": r["ffn"],
+                                      "num_hidden_layers": r["layers"], "vocab_size": 30522,
+                                      "max_position_embeddings": 512})
+        est = seed_memory_gib(params, r["hidden"], r["layers"], pairs=32, length=r["length"], bf16=True)
+        assert 0.7 < est / r["peak_gpu_mem_gb"] < 1.3, (r["model"], r["length"], est, r["peak_gpu_mem_gb"])
+
+
+def _gpu_study(tmp_path: Path, gpus: float, per_trial: int) -> Path:
+    text = (ROOT / "search_spaces" / "quickstart_gpu.yaml").read_text()
+    text = text.replace("resources: {cpus: 2, gpus: 0.25, seeds_per_trial: 5}",
+                        f"resources: {{cpus: 2, gpus: {gpus}, seeds_per_trial: {per_trial}}}")
+    path = tmp_path / "gpu.yaml"
+    path.write_text(text.replace("storage_path: runs", f"storage_path: {tmp_path / 'runs'}"))
+    return path
+
+
+@pytest.mark.parametrize("gpus, per_trial, sharing, at_once", [(0.25, 5, 4, 3), (0.3, 2, 3, 3), (0.5, 1, 2, 2)])
+def test_validate_says_how_many_trials_share_a_gpu_and_whether_they_fit(tmp_path, capsys, gpus, per_trial,
+                                                                         sharing, at_once):
+    """The estimate by hand: per trial, seeds x (16 bytes x 22,713,601 parameters of the packaged
+    ranker + 32 pairs x 128 tokens x 384 x 6 layers x 34 bytes) + 0.5 GiB; the trials that can run
+    at once on a GPU (1 / gpus, capped by concurrency 3) fit in 80 GiB and not in 1 GiB."""
+    study = _gpu_study(tmp_path, gpus, per_trial)
+    per_seed = (16 * 22_713_601 + 32 * 128 * 384 * 6 * 34) / 2**30
+    trial = per_trial * per_seed + 0.5
+    assert main(["validate", str(study), "--no-model", "--gpu-memory", "80"]) == 0
+    out = capsys.readouterr().out
+    assert f"  GPUs: {sharing} trial(s) share a GPU (1 / resources.gpus {gpus:g})" in out
+    assert f"about {trial:.1f} GiB per trial" in out and f"{at_once * trial:.1f} GiB for {at_once} trial(s)" in out
+    assert f"fits: {at_once * trial:.1f} of 80.0 GiB (--gpu-memory)" in out and "warning" not in out
+    assert ("seeds per Ray trial" in out) == (per_trial > 1)
+    assert main(["validate", str(study), "--no-model", "--gpu-memory", "1"]) == 0  # a warning, not an error
+    out = capsys.readouterr().out
+    assert (f"  warning: {at_once} trial(s) x {trial:.1f} GiB = {at_once * trial:.1f} GiB (estimated) exceed "
+            "the GPU's 1.0 GiB (--gpu-memory)") in out
+
+
+def test_validate_refuses_a_gpu_memory_that_is_no_size(tmp_path, capsys):
+    study = _gpu_study(tmp_path, 0.25, 5)
+    assert main(["validate", str(study), "--no-model", "--gpu-memory", "-4"]) != 0
+    assert _one_line(capsys).endswith("--gpu-memory must be a number of GiB > 0, got -4")
