@@ -27,6 +27,7 @@ import torch
 
 WIDTH_MULTIPLE = 64
 RECOMPILE_LIMIT = 64
+BACKEND: Any = "inductor"  # torch.compile's backend (tests swap in lighter ones)
 
 
 def use_compile(setting: str, device: torch.device) -> bool:
@@ -45,7 +46,7 @@ class _Compiled:
 
     def __init__(self, state: CompiledModel, name: str, eager: Callable[..., Any]) -> None:
         self.state, self.name, self.eager = state, name, eager
-        self.compiled = torch.compile(eager, dynamic=False)
+        self.compiled = torch.compile(eager, dynamic=False, backend=BACKEND)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.state.failed is None:

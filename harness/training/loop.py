@@ -270,16 +270,8 @@ class Trainer:
                     inputs = self.step_inputs(s, tok)
                 if pool is not None and s + 1 < self.total_steps:
                     ahead = (s + 1, pool.submit(self.step_inputs, s + 1, tok))
-                torch.manual_seed(_step_seed(cfg.seed, s))
-                idx = inputs.idx
-                loss = self._loss(idx, s, train_q, tok, inputs=inputs)
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.step = s + 1
-                pairs += len(idx) * self.instances.cand.shape[1]
+                loss = self.train_step(inputs, train_q, tok)
+                pairs += len(inputs.idx) * self.instances.cand.shape[1]
                 loss_sum += loss.detach()  # in float64 on the device, as a Python float sum would be
                 n_loss += 1
                 if self.step % self.log_every == 0 or self.step == self.total_steps:
@@ -296,6 +288,20 @@ class Trainer:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         yield self._test()
+
+    def train_step(self, inputs: StepInputs, queries: Any, tok: Any) -> torch.Tensor:
+        """One optimizer step, step ``self.step``, on ``inputs`` (``step_inputs(self.step, tok)``);
+        returns the loss, on the device (reading it is what waits for the GPU)."""
+        s = self.step
+        torch.manual_seed(_step_seed(self.cfg.train.seed, s))
+        loss = self._loss(inputs.idx, s, queries, tok, inputs=inputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step = s + 1
+        return loss
 
     def step_inputs(self, step: int, tok: Any, idx: np.ndarray | None = None) -> StepInputs:
         """The host-side inputs of step ``step`` on the instances ``idx`` (default: the sampler's
