@@ -41,6 +41,18 @@ def _entries(model: torch.nn.Module) -> tuple[str, ...]:
     return ("logits_at", "exit_scores") if hasattr(model, "exit_scores") else ("forward",)
 
 
+def _reason(err: BaseException) -> str:
+    """The root cause of a compile error, in one line (dynamo wraps a backend's own error)."""
+    root = err
+    for _ in range(8):
+        inner = getattr(root, "inner_exception", None) or root.__cause__
+        if not isinstance(inner, BaseException) or inner is root:
+            break
+        root = inner
+    lines = [ln.strip() for ln in str(root).splitlines() if ln.strip()]
+    return f"{type(root).__name__}: {lines[0][:300]}" if lines else type(root).__name__
+
+
 class _Compiled:
     """A model method compiled on first call; eager for good once compiling has failed."""
 
@@ -53,8 +65,7 @@ class _Compiled:
             try:
                 return self.compiled(*args, **kwargs)
             except Exception as err:  # noqa: BLE001 -- inductor and dynamo raise many kinds: eager from here on
-                self.state.fail(f"{self.name}: {type(err).__name__}: {str(err).splitlines()[0][:300]}"
-                                if str(err) else f"{self.name}: {type(err).__name__}")
+                self.state.fail(f"{self.name}: {_reason(err)}")
         return self.eager(*args, **kwargs)
 
 
