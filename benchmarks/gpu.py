@@ -18,6 +18,9 @@ skips work, as the harness's [CLS]-only last layer does) is not credited for it:
 over the peak, directly comparable between trainers. Peak: the GPU's dense bf16 datasheet figure
 (H100 SXM: 989 TFLOP/s) and an 8192^3 bf16 matrix product measured in the same run.
 
+Evaluation (the harness row): pairs/s of ``harness.model.scoring.score_candidates`` with the trained
+model, length-sorted batches of ``--eval-batch``, inference mode, bf16 as in training.
+
 Cascade: ``benchmarks/cascade.py``'s measurement on the GPU under bf16 autocast, per model and
 length (batch 128 candidates of one query; speed-ups from synchronised wall clock).
 
@@ -67,8 +70,10 @@ def side(args: argparse.Namespace) -> int:
         torch.cuda.reset_peak_memory_stats()
     out: dict[str, Any]
     try:
-        RUNNERS[args.side](args, meter)
+        trainer = RUNNERS[args.side](args, meter)
         out = meter.result(args.batch, args.steps)
+        if args.side == "harness":
+            out.update(eval_rate(trainer, args))
         if args.device.startswith("cuda"):
             out["peak_gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
     except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported, never faked
@@ -77,6 +82,39 @@ def side(args: argparse.Namespace) -> int:
         out = {"error": f"{type(exc).__name__}: {first[:300]}"}
     print("RESULT " + json.dumps(out), flush=True)
     return 0
+
+
+def eval_rate(trainer: Any, args: argparse.Namespace) -> dict[str, float]:
+    """Evaluation throughput of the trained model: ``score_candidates`` (length-sorted batches of
+    ``--eval-batch``, inference mode, the trainer's bf16 choice) over the first ``--eval-pairs``
+    candidate pairs of the training queries; one untimed pass first, then the median of 3 timed
+    ones (synchronised wall clock)."""
+    import torch
+
+    from harness.model.scoring import score_candidates
+
+    queries, tokens = [], trainer.data.train
+    contexts, candidates, n = [], [], 0
+    for qi, q in enumerate(trainer.data.splits.train):
+        if n >= args.eval_pairs:
+            break
+        queries.append(q)
+        contexts.append(tokens.contexts[qi])
+        candidates.append(tokens.candidates[qi])
+        n += len(q.candidates)
+    toks = type(tokens)(tuple(contexts), tuple(candidates))
+    sync = torch.cuda.synchronize if trainer.device.type == "cuda" else (lambda: None)
+
+    def once() -> float:
+        sync()
+        t0 = time.perf_counter()
+        score_candidates(trainer.model, trainer.collator, queries, toks, batch_size=args.eval_batch,
+                         device=trainer.device, autocast=trainer.autocast)
+        sync()
+        return time.perf_counter() - t0
+
+    once()
+    return {"eval_pairs": float(n), "eval_pairs_per_s": n / statistics.median(once() for _ in range(3))}
 
 
 # -- the GPU itself --------------------------------------------------------------------------------
@@ -142,7 +180,8 @@ def run_trainers(args: argparse.Namespace, root: Path, peak: float | None,
             for name in args.trainers:
                 cmd = [sys.executable, __file__, "--side", name, "--model-path", str(path), "--length",
                        str(length), "--batch", str(args.batch), "--steps", str(args.steps), "--warmup",
-                       str(args.warmup), "--device", args.device,
+                       str(args.warmup), "--device", args.device, "--eval-batch", str(args.eval_batch),
+                       "--eval-pairs", str(args.eval_pairs),
                        "--conversations", str(peers.DATA["data.conversations"])]
                 print(f"[gpu bench] {model} length {length}: {name} ...", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()
@@ -203,27 +242,31 @@ def markdown(rec: dict[str, Any]) -> str:
         (f"Training: batch {s['batch']}, {s['warmup']} warm-up + {s['steps']} timed steps, bf16, AdamW lr 5e-5; "
          f"data: the embedded set's balanced training pairs ({rec['data']['data.conversations']} conversations)."),
         "",
-        ("| model | max length | trainer | pairs/s | mean real length | model TFLOP/s | MFU (datasheet) "
-        "| MFU (measured peak) | peak GPU mem (GiB) | harness / this |"),
-        "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|",
+        ("| model | max length | trainer | pairs/s | eval pairs/s | mean real length | model TFLOP/s "
+        "| MFU (datasheet) | MFU (measured peak) | peak GPU mem (GiB) | harness / this |"),
+        "|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     base = {(r["model"], r["length"]): r for r in rec["trainers"] if r["trainer"] == "harness" and "error" not in r}
     for r in rec["trainers"]:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['length']} | {r['trainer']} | did not run: {r['error']} "
-                         "| | | | | | |")
+                         "| | | | | | | |")
             continue
         b = base.get((r["model"], r["length"]))
         ratio = "-" if b is None else f"{b['pairs_per_s'] / r['pairs_per_s']:.2f}x"
         pct = lambda v: "-" if v is None else f"{100 * v:.1f}%"
-        lines.append(f"| {r['model']} | {r['length']} | {r['trainer']} | {r['pairs_per_s']:.0f} | "
+        ev = f"{r['eval_pairs_per_s']:.0f}" if "eval_pairs_per_s" in r else "-"
+        lines.append(f"| {r['model']} | {r['length']} | {r['trainer']} | {r['pairs_per_s']:.0f} | {ev} | "
                      f"{r['mean_len']:.0f} | {r['model_tflops']:.1f} | {pct(r['mfu_datasheet'])} | "
                      f"{pct(r['mfu_measured'])} | {r.get('peak_gpu_mem_gb', 0):.2f} | "
                      f"{ratio} |")
     lines += ["", ("Trainers: `harness` = harness.training.loop.Trainer; `hf` = transformers Trainer "
               "(DataCollatorWithPadding, group_by_length, bf16); `st` = sentence-transformers "
               "CrossEncoderTrainer (BinaryCrossEntropyLoss, bf16). Model FLOPs count the full encoder on "
-              "real tokens (3 x forward; see benchmarks/gpu.py), so MFU compares useful work per second."),
+              "real tokens (3 x forward; see benchmarks/gpu.py), so MFU compares useful work per second. "
+              f"Eval pairs/s (harness only): harness.model.scoring.score_candidates on {s.get('eval_pairs')} "
+              f"training pairs in length-sorted batches of {s.get('eval_batch')}, inference mode, bf16 as "
+              "in training, median of 3 after one untimed pass."),
               "", "## Cascade: realised vs predicted speed-up (bf16 autocast, synchronised wall clock)", "",
               ("| model | length | setting | survivors | predicted | realised | realised / predicted "
               "| ms / batch |"), "|---|--:|---|---|--:|--:|--:|--:|"]
@@ -254,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=60, help="timed steps (after --warmup)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--device", default=None, help="default: cuda if available (else refuse unless --smoke)")
+    p.add_argument("--eval-batch", type=int, default=256, help="evaluation batch (train.eval_batch_size)")
+    p.add_argument("--eval-pairs", type=int, default=4096, help="candidate pairs scored per timed evaluation")
     p.add_argument("--cascade-models", nargs="*", default=["packaged", "bert-base"],
                    choices=["packaged", "bert-base", "tiny"])
     p.add_argument("--cascade-lengths", type=int, nargs="*", default=[128, 512])
@@ -281,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
         args.device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     if args.smoke:
         args.models, args.lengths, args.batch, args.steps, args.warmup = ["tiny"], [32], 4, 1, 2
+        args.eval_pairs = min(args.eval_pairs, 64)
         args.cascade_models, args.cascade_lengths, args.cascade_batch, args.cascade_rounds = ["tiny"], [32], 8, 1
         args.out = args.out or Path(tempfile.mkdtemp(prefix="gpu-smoke-")) / "gpu"
     elif not args.device.startswith("cuda"):

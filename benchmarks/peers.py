@@ -31,6 +31,7 @@ import json
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +178,8 @@ def training_pairs(args: argparse.Namespace) -> tuple[Any, Any, list[str], list[
     return tok, ids, ctx, resp, [int(x) for x in inst.label], cfg
 
 
-def run_harness(args: argparse.Namespace, meter: Meter) -> None:
+def run_harness(args: argparse.Namespace, meter: Meter) -> Any:
+    """Times the harness trainer; returns it (benchmarks/gpu.py then times its evaluation)."""
     from harness.config import TrialConfig
     from harness.data.load import load_splits
     from harness.training.loop import StepRecord, Trainer
@@ -193,7 +195,9 @@ def run_harness(args: argparse.Namespace, meter: Meter) -> None:
     # train.bf16 asks for autocast; the Trainer turns it on where it pays (CUDA, CPUs with native
     # bf16). Set it explicitly so each precision is measured as named, whatever that rule says.
     trainer.autocast = bf16
-    trainer.collator.collate = _counted(meter, trainer.collator.collate)
+    # Count each batch when its step consumes it (on CUDA the trainer builds the next one ahead).
+    step = trainer.train_step
+    trainer.train_step = lambda inputs, *a: step(replace(inputs, batch=meter.count(inputs.batch)), *a)
     for rec in trainer.run():
         if isinstance(rec, StepRecord):
             if rec.step == args.warmup:
@@ -201,6 +205,7 @@ def run_harness(args: argparse.Namespace, meter: Meter) -> None:
             if rec.step == total:
                 meter.stop()
                 break
+    return trainer
 
 
 class _Callback:

@@ -51,6 +51,7 @@ def resolve_steps(value: Steps, total_steps: int) -> float:
 
 # Dev metrics that can select the best-dev checkpoint: the harness's metrics.
 SELECT_METRICS = METRICS
+COMPILE_MODES = ("auto", "true", "false")
 # The teacher's default seed: outside any usual list of study seeds, so no student shares its
 # init and negatives with its teacher (a study refuses a teacher seed that is also a study seed).
 TEACHER_SEED = 1000
@@ -109,6 +110,9 @@ class TrainConfig:
     loss: str = "pointwise"
     device: str = "auto"
     bf16: bool = True
+    # torch.compile of the model's forward: "auto" (on CUDA only), "true" or "false"
+    # (harness.training._compile; the effective choice is recorded as train.compile_effective).
+    compile: str = "auto"
     # The dev metric that picks the best-dev checkpoint (and that every report to Tune carries); a
     # study sets it from objective.metric.
     select_metric: str = "map"
@@ -133,6 +137,10 @@ class TrainConfig:
                "train.device", "auto, cpu, cuda or cuda:N", self.device)
         require(self.select_metric in SELECT_METRICS, "train.select_metric",
                f"one of {', '.join(SELECT_METRICS)}", self.select_metric)
+        # YAML reads true/false as booleans, which arrive here as "True"/"False".
+        mode = str(self.compile).lower()
+        require(mode in COMPILE_MODES, "train.compile", f"one of {', '.join(COMPILE_MODES)}", self.compile)
+        object.__setattr__(self, "compile", mode)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -314,7 +322,10 @@ class TrialConfig:
 
     def config_id(self) -> str:
         """Stable hash of the configuration without its seed (the tag harness.config_id: docs/architecture.md, "MLflow records")."""
-        flat = {k: v for k, v in self.to_flat().items() if k != "train.seed"}
+        # train.compile enters the id only when it is not the default "auto" (so the ids of configs
+        # written before the option existed do not change).
+        flat = {k: v for k, v in self.to_flat().items()
+                if k != "train.seed" and not (k == "train.compile" and v == "auto")}
         blob = json.dumps(flat, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

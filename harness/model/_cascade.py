@@ -109,16 +109,18 @@ class CascadeRanker(nn.Module):
         return layers.embed(self.encoder, batch)
 
     def run_layers(self, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int,
-                   stop: int) -> torch.Tensor:
-        """H_stop from H_start (0-based layer counts): layers start+1 .. stop."""
-        return layers.run_layers(self.encoder, hidden, attention_mask, start, stop)
+                   stop: int, packing: layers.Packing | None = None) -> torch.Tensor:
+        """H_stop from H_start (0-based layer counts): layers start+1 .. stop (``packing``: that
+        of ``attention_mask``, when known)."""
+        return layers.run_layers(self.encoder, hidden, attention_mask, start, stop, packing)
 
     def layer_states(self, batch: Batch) -> list[torch.Tensor]:
         """H_0 .. H_n, as ``output_hidden_states`` of the full encoder (for checks)."""
         h = self.embed(batch)
         states = [h]
+        packing = layers.Packing.of(batch)
         for i in range(self.num_layers):
-            h = self.run_layers(h, batch["attention_mask"], i, i + 1)
+            h = self.run_layers(h, batch["attention_mask"], i, i + 1, packing)
             states.append(h)
         return states
 
@@ -136,7 +138,8 @@ class CascadeRanker(nn.Module):
 
     def logits_at(self, batch: Batch, i: int) -> torch.Tensor:
         """(B,) logits of exit ``i`` (0-based), running only layers 1 .. rho(i)."""
-        h = self.run_layers(self.embed(batch), batch["attention_mask"], 0, self.exits[i])
+        h = self.run_layers(self.embed(batch), batch["attention_mask"], 0, self.exits[i],
+                            layers.Packing.of(batch))
         return self.exit_logits(h, batch["attention_mask"], i)
 
     def forward(self, batch: Batch) -> torch.Tensor:
@@ -154,8 +157,9 @@ class CascadeRanker(nn.Module):
         """(E, B) relevance scores of every exit, in one pass through the encoder."""
         mask = batch["attention_mask"]
         h, start, rows = self.embed(batch), 0, []
+        packing = layers.Packing.of(batch)
         for i, stop in enumerate(self.exits):
-            h = self.run_layers(h, mask, start, stop)
+            h = self.run_layers(h, mask, start, stop, packing)
             rows.append(self.exit_logits(h, mask, i).float())
             start = stop
         return torch.stack(rows)

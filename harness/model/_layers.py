@@ -120,19 +120,32 @@ class Packing:
 
     Projections, LayerNorms, dropout and feed-forward blocks then run on N = sum of lengths rows
     instead of B * L; only attention needs the padded (B, heads, L, d) layout, and gets it by a
-    scatter. Position 0 of every row is always kept (it is [CLS], read by the rankers)."""
+    scatter. Position 0 of every row is always kept (it is [CLS], read by the rankers).
 
-    def __init__(self, attention_mask: torch.Tensor) -> None:
+    ``index`` and ``first`` given (``Packing.of`` takes them from a batch the collator built with
+    ``packing=True``), nothing is read back from the device: on CUDA the step then never waits for
+    the GPU. Without them they are computed from the mask (``nonzero``: a device-to-host read).
+    ``dense`` (every position a row) follows from the index's length, a shape known on the host."""
+
+    def __init__(self, attention_mask: torch.Tensor, index: torch.Tensor | None = None,
+                 first: torch.Tensor | None = None) -> None:
         real = attention_mask.bool()
         self.batch, self.length = (int(x) for x in real.shape)
         self.keep = real.view(self.batch, 1, 1, self.length)
-        rows = real.clone()
-        rows[:, 0] = True
-        counts = rows.sum(dim=1)
-        self.dense = bool(rows.all())
-        self.index = rows.flatten().nonzero().squeeze(1)
-        # Row b's position 0 sits at packed row (tokens of rows before b).
-        self.first = torch.cumsum(counts, 0) - counts
+        if index is None or first is None:
+            rows = real.clone()
+            rows[:, 0] = True
+            counts = rows.sum(dim=1)
+            index = rows.flatten().nonzero().squeeze(1)
+            # Row b's position 0 sits at packed row (tokens of rows before b).
+            first = torch.cumsum(counts, 0) - counts
+        self.index, self.first = index, first
+        self.dense = int(index.shape[0]) == self.batch * self.length
+
+    @classmethod
+    def of(cls, batch: dict[str, torch.Tensor]) -> Packing:
+        """The packing of a batch: its ``packed_index`` and ``first`` where the collator put them."""
+        return cls(batch["attention_mask"], batch.get("packed_index"), batch.get("first"))
 
     def pack(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(self.batch * self.length, -1)
@@ -172,12 +185,14 @@ def layer_forward(layer: Any, packed: torch.Tensor, packing: Packing, *,
 
 
 def run_layers(encoder: Any, hidden: torch.Tensor, attention_mask: torch.Tensor, start: int,
-               stop: int) -> torch.Tensor:
+               stop: int, packing: Packing | None = None) -> torch.Tensor:
     """H_stop from H_start (0-based layer counts, (B, L, H) each): layers start+1 .. stop.
-    Positions that are padding come back as zeros."""
+    Positions that are padding come back as zeros. ``packing``: that of ``attention_mask``
+    (``Packing.of(batch)``), else computed from it."""
     if stop <= start:
         return hidden
-    packing = Packing(attention_mask)
+    if packing is None:
+        packing = Packing(attention_mask)
     packed = packing.pack(hidden)
     for layer in encoder.encoder.layer[start:stop]:
         packed = layer_forward(layer, packed, packing)
@@ -192,7 +207,7 @@ def first_token_state(encoder: Any, batch: dict[str, torch.Tensor]) -> torch.Ten
                       token_type_ids=batch.get("token_type_ids"))
         return out.last_hidden_state[:, 0]  # type: ignore[no-any-return]
     layers = encoder.encoder.layer
-    packing = Packing(mask)
+    packing = Packing.of(batch)
     packed = packing.pack(embed(encoder, batch))
     for layer in layers[:-1]:
         packed = layer_forward(layer, packed, packing)

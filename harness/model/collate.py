@@ -1,7 +1,11 @@
 """Pre-tokenisation and the collator: ``[CLS] context [SEP] response [SEP]`` with dynamic padding.
 
 Texts are tokenised once (without special tokens) and kept as id arrays; a batch is assembled by
-concatenation and padded only to its own longest pair. Truncation drops the OLDEST context first:
+concatenation and padded only to its own longest pair (or, with ``width_multiple`` > 1, up to the
+next multiple of it: compiled models see a bounded set of widths). With ``packing`` the batch also
+carries the unpadding indices of ``harness.model._layers.Packing``, computed here on the host from
+the known lengths, so that the model needs no device-to-host read to find them (on CUDA such a read
+synchronises the host with the GPU at every step). Truncation drops the OLDEST context first:
 the response keeps up to ``max(budget - len(context), budget // 2)`` tokens and the context keeps its
 last ``budget - len(response kept)`` tokens, where budget = max_length - 3
 (``harness.model.tokenization_harness.pair_lengths``, which exported tokenizers apply as well).
@@ -29,8 +33,15 @@ class TokenizedQueries:
 
 
 class PairCollator:
-    def __init__(self, tokenizer: Any, max_length: int) -> None:
+    """``width_multiple``: pad a batch's width up to a multiple of it (capped at ``max_length``);
+    ``dense``: with ``packing``, keep every position as a packed row (the padded layout, what a
+    compiled model with fixed shapes wants) instead of the real tokens only."""
+
+    def __init__(self, tokenizer: Any, max_length: int, *, width_multiple: int = 1,
+                 dense: bool = False) -> None:
         self.max_length = max_length
+        self.width_multiple = width_multiple
+        self.dense = dense
         self.cls_id = int(tokenizer.cls_token_id)
         self.sep_id = int(tokenizer.sep_token_id)
         self.pad_id = int(tokenizer.pad_token_id)
@@ -64,9 +75,17 @@ class PairCollator:
         ids = np.concatenate(([self.cls_id], ctx, [self.sep_id], response[:r], [self.sep_id]))
         return ids, c + 2
 
-    def collate(self, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict[str, torch.Tensor]:
+    def collate(self, pairs: Iterable[tuple[np.ndarray, np.ndarray]], *,
+                packing: bool = False) -> dict[str, torch.Tensor]:
+        """``input_ids``, ``attention_mask``, ``token_type_ids`` (B, L); with ``packing`` also
+        ``packed_index`` (N,), the flat positions b * L + t of the rows ``Packing`` keeps (every real
+        token and position 0 of every row; every position when ``dense``) and ``first`` (B,), the
+        packed row of each pair's position 0."""
         built = [self.pair_ids(c, r) for c, r in pairs]
         width = max(len(ids) for ids, _ in built)
+        m = self.width_multiple
+        if m > 1:
+            width = min(-(-width // m) * m, max(width, self.max_length))
         n = len(built)
         input_ids = np.full((n, width), self.pad_id, dtype=np.int64)
         attention = np.zeros((n, width), dtype=np.int64)
@@ -75,8 +94,19 @@ class PairCollator:
             input_ids[i, :len(ids)] = ids
             attention[i, :len(ids)] = 1
             types[i, first:len(ids)] = 1
-        return {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention),
-                "token_type_ids": torch.from_numpy(types)}
+        out = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention),
+               "token_type_ids": torch.from_numpy(types)}
+        if packing:
+            if self.dense:
+                index, first = np.arange(n * width), np.arange(n) * width
+            else:
+                rows = attention.astype(bool)
+                rows[:, 0] = True
+                counts = rows.sum(axis=1)
+                index, first = np.flatnonzero(rows), np.cumsum(counts) - counts
+            out["packed_index"] = torch.from_numpy(index.astype(np.int64))
+            out["first"] = torch.from_numpy(first.astype(np.int64))
+        return out
 
 
 def context_text(context: Sequence[str]) -> str:

@@ -11,6 +11,14 @@ candidate's score, ``FinalRecord.runs``), from which evaluation/trec.py writes T
 Determinism and exact resume: the batch of step s and the dropout noise of step s are functions of
 (seed, s) only, so a run resumed from the checkpoint written after step s continues exactly as the
 uninterrupted run would (same final metrics on the same hardware).
+
+No host synchronisation inside a CUDA step: the step's inputs (the collated batch with its
+unpadding indices, computed on the host by the collator, the sample weights and targets) are built
+on the host, in pinned memory, by a background thread while the GPU runs the previous step (batch
+s + 1 depends only on (seed, s + 1), so building it early changes nothing), and copied with
+``non_blocking``; the loss is summed on the device and read back only when a ``StepRecord`` is
+yielded (every ``log_every`` steps) and at evaluations. On CPU the inputs are built inline (a
+thread would only compete with the step for the same cores).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import copy
 import math
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +41,8 @@ from harness.errors import ConfigError
 from harness.model.checkpoint import read_checkpoint
 from harness.model.collate import PairCollator
 from harness.model.factory import build_model
-from harness.model.scoring import metrics_of, run_of, score_candidates
+from harness.model.scoring import metrics_of, run_of, score_candidates, to_device
+from harness.training._compile import WIDTH_MULTIPLE, CompiledModel, use_compile
 from harness.training._instances import trial_instances
 from harness.training._precision import use_bf16
 from harness.training._signals import TrainingSignals
@@ -87,6 +97,18 @@ def _step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7_919 + 17) % (2**63 - 1)
 
 
+@dataclass(frozen=True)
+class StepInputs:
+    """What step s feeds the model, built on the host (``Trainer.step_inputs``): the sampled
+    instances ``idx``, the collated ``batch`` (positives, then the negatives of pairwise training),
+    the per-sample ``weights`` (None: unweighted) and, for pointwise training, the ``targets``."""
+
+    idx: np.ndarray
+    batch: dict[str, torch.Tensor]
+    weights: torch.Tensor | None
+    targets: torch.Tensor | None
+
+
 class Trainer:
     def __init__(self, cfg: TrialConfig, data: PreparedData, *, log_every: int = 10) -> None:
         self.cfg = cfg
@@ -101,6 +123,12 @@ class Trainer:
         self.model = build_model(cfg, seed=seed).to(self.device)
         # bf16 autocast where it pays (harness.training._precision); recorded in resolved().
         self.autocast = use_bf16(cfg.train.bf16, self.device, self.model)
+        # torch.compile where it pays (harness.training._compile); recorded in resolved(). Compiled
+        # graphs have fixed shapes: bucketed widths, padded layout.
+        self.compiled: CompiledModel | None = None
+        if use_compile(cfg.train.compile, self.device):
+            self.compiled = CompiledModel(self.model)
+            self.collator.width_multiple, self.collator.dense = WIDTH_MULTIPLE, True
         train_q = data.splits.train
         self.instances = trial_instances(train_q, cfg.train)
         self.total_steps = cfg.train.steps
@@ -157,10 +185,12 @@ class Trainer:
         return torch.optim.AdamW(groups, lr=self.cfg.train.lr, eps=self.cfg.train.adam_eps, fused=fused)
 
     def resolved(self) -> dict[str, float]:
-        """Schedule knobs resolved to optimizer steps (docs/architecture.md, "Units"), and whether the run
-        computed in bf16 (``harness.training._precision``: 1.0 or 0.0), for the records."""
+        """Schedule knobs resolved to optimizer steps (docs/architecture.md, "Units"), whether the run
+        computed in bf16 (``harness.training._precision``: 1.0 or 0.0) and whether its forward passes
+        ran compiled (``harness.training._compile``: 1.0 or 0.0), for the records."""
         return {"curriculum.T_steps": float(self.T), **self.signals.resolved(),
-                "train.bf16_effective": float(self.autocast)}
+                "train.bf16_effective": float(self.autocast),
+                "train.compile_effective": float(self.compiled is not None and self.compiled.effective)}
 
     # -- checkpoints ---------------------------------------------------------------------------
 
@@ -226,55 +256,98 @@ class Trainer:
         train_q = self.data.splits.train
         tok = self.data.train
         self.model.train()
-        t0, pairs, loss_sum, n_loss = time.perf_counter(), 0, 0.0, 0
-        while self.step < self.total_steps:
-            s = self.step
-            torch.manual_seed(_step_seed(cfg.seed, s))
-            idx = self.sampler.batch(s)
-            loss = self._loss(idx, s, train_q, tok)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.step = s + 1
-            pairs += len(idx) * self.instances.cand.shape[1]
-            loss_sum += float(loss.detach())
-            n_loss += 1
-            if self.step % self.log_every == 0 or self.step == self.total_steps:
-                dt = time.perf_counter() - t0
-                yield StepRecord(self.step, loss_sum / n_loss, self.scheduler.get_last_lr()[0],
-                                 pairs / dt if dt > 0 else 0.0, self.sampler.available(s))
-                t0, pairs, loss_sum, n_loss = time.perf_counter(), 0, 0.0, 0
-            if self.step % cfg.eval_every == 0 or self.step == self.total_steps:
-                yield self._evaluate_dev()
-                t0 = time.perf_counter()
+        # On CUDA the next step's inputs are built by a background thread (the module docstring).
+        pool = ThreadPoolExecutor(1, thread_name_prefix="harness-batches") if self.device.type == "cuda" else None
+        ahead: tuple[int, Future[StepInputs]] | None = None
+        t0, pairs, n_loss = time.perf_counter(), 0, 0
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        try:
+            while self.step < self.total_steps:
+                s = self.step
+                if ahead is not None and ahead[0] == s:
+                    inputs = ahead[1].result()
+                else:
+                    inputs = self.step_inputs(s, tok)
+                if pool is not None and s + 1 < self.total_steps:
+                    ahead = (s + 1, pool.submit(self.step_inputs, s + 1, tok))
+                loss = self.train_step(inputs, train_q, tok)
+                pairs += len(inputs.idx) * self.instances.cand.shape[1]
+                loss_sum += loss.detach()  # in float64 on the device, as a Python float sum would be
+                n_loss += 1
+                if self.step % self.log_every == 0 or self.step == self.total_steps:
+                    mean = float(loss_sum) / n_loss  # the one read-back between log points
+                    dt = time.perf_counter() - t0
+                    yield StepRecord(self.step, mean, self.scheduler.get_last_lr()[0],
+                                     pairs / dt if dt > 0 else 0.0, self.sampler.available(s))
+                    t0, pairs, n_loss = time.perf_counter(), 0, 0
+                    loss_sum.zero_()
+                if self.step % cfg.eval_every == 0 or self.step == self.total_steps:
+                    yield self._evaluate_dev()
+                    t0 = time.perf_counter()
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         yield self._test()
 
-    def _loss(self, idx: np.ndarray, step: int, queries: Any, tok: Any) -> torch.Tensor:
+    def train_step(self, inputs: StepInputs, queries: Any, tok: Any) -> torch.Tensor:
+        """One optimizer step, step ``self.step``, on ``inputs`` (``step_inputs(self.step, tok)``);
+        returns the loss, on the device (reading it is what waits for the GPU)."""
+        s = self.step
+        torch.manual_seed(_step_seed(self.cfg.train.seed, s))
+        loss = self._loss(inputs.idx, s, queries, tok, inputs=inputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step = s + 1
+        return loss
+
+    def step_inputs(self, step: int, tok: Any, idx: np.ndarray | None = None) -> StepInputs:
+        """The host-side inputs of step ``step`` on the instances ``idx`` (default: the sampler's
+        batch of that step, so a function of (seed, step) only); pinned on CUDA, for
+        ``non_blocking`` copies."""
+        inst = self.instances
+        if idx is None:
+            idx = self.sampler.batch(step)
+        qs, cands = inst.query[idx], inst.cand[idx]
+        pairs = [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 0], strict=True)]
+        if inst.pairwise:
+            pairs += [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 1], strict=True)]
+        batch = self.collator.collate(pairs, packing=True)
+        weights = self.signals.weights(idx, step)
+        w = None if weights is None else torch.as_tensor(weights, dtype=torch.float32)
+        t = None if inst.pairwise else torch.as_tensor(self.signals.targets(idx, step), dtype=torch.float32)
+        if self.device.type == "cuda":
+            batch = {k: v.pin_memory() for k, v in batch.items()}
+            w = None if w is None else w.pin_memory()
+            t = None if t is None else t.pin_memory()
+        return StepInputs(idx, batch, w, t)
+
+    def _upload(self, x: torch.Tensor | None) -> torch.Tensor | None:
+        return None if x is None else x.to(self.device, non_blocking=self.device.type == "cuda")
+
+    def _loss(self, idx: np.ndarray, step: int, queries: Any, tok: Any, *,
+              inputs: StepInputs | None = None) -> torch.Tensor:
+        """The loss of step ``step`` on the instances ``idx`` (``inputs``: ``step_inputs(step, tok)``
+        when already built; its ``idx`` is then ``idx``)."""
         from harness.losses.losses import pairwise_loss, pointwise_loss
 
+        if inputs is None:
+            inputs = self.step_inputs(step, tok, idx)
         inst = self.instances
-        qs, cands = inst.query[idx], inst.cand[idx]
-        weights = self.signals.weights(idx, step)
-        w = None if weights is None else torch.as_tensor(weights, dtype=torch.float32, device=self.device)
+        w = self._upload(inputs.weights)
+        batch = to_device(inputs.batch, self.device)
         gen = np.random.default_rng([self.cfg.train.seed, step, 2])
         reduction = self.cfg.weighting.reduction
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            rel = self.model.train_scores(batch, gen).float()
             if inst.pairwise:
-                pairs = [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 0], strict=True)]
-                pairs += [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 1], strict=True)]
-                batch = {k: v.to(self.device) for k, v in self.collator.collate(pairs).items()}
-                rel = self.model.train_scores(batch, gen).float()
                 b = len(idx)
                 return pairwise_loss(rel[:b], rel[b:], w, reduction=reduction)
-            pairs = [(tok.contexts[q], tok.candidates[q][c]) for q, c in zip(qs, cands[:, 0], strict=True)]
-            batch = {k: v.to(self.device) for k, v in self.collator.collate(pairs).items()}
-            rel = self.model.train_scores(batch, gen).float()
         # One logit s is the two-class head with the non-relevant logit at 0: p(rel) = sigmoid(s).
         logits = torch.stack([torch.zeros_like(rel), rel], dim=1)
-        targets = torch.as_tensor(self.signals.targets(idx, step), dtype=torch.float32, device=self.device)
-        return pointwise_loss(logits, targets, w, reduction=reduction)
+        return pointwise_loss(logits, self._upload(inputs.targets), w, reduction=reduction)
 
     def _scores(self, split: str) -> Any:
         queries = self.data.splits.split(split)

@@ -56,5 +56,6 @@ def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     assert rec["data"]["data.conversations"] == 30  # the data set of the tests' studies
     (row,) = rec["trainers"]
     assert row["trainer"] == "harness" and row["pairs"] == 4 and row["pairs_per_s"] > 0
+    assert row["eval_pairs"] >= 64 and row["eval_pairs_per_s"] > 0  # score_candidates, timed
     assert rec["cascade"][0]["results"][0]["setting"] == "plain"
     assert "has not run" in (tmp_path / "gpu.md").read_text()

@@ -108,3 +108,29 @@ def test_trainer_on_cuda_resumes_from_a_checkpoint(tmp_path):
     for rec in resumed.run():
         last = rec
     assert isinstance(last, FinalRecord) and np.isfinite(last.metrics["map"])
+
+
+@pytest.mark.parametrize(("flat", "compile_"), [({}, "false"), ({"train.loss": "pairwise"}, "false"),
+                                                ({"cascade.enabled": True}, "false"), ({}, "true")])
+def test_training_steps_never_synchronise_the_host(flat, compile_):
+    """After two warm-up steps (lazy CUDA initialisation, optimizer state, compilation), a training
+    step (host inputs built and pinned, uploaded, forward, backward, clipping, AdamW, schedule) makes
+    no call that waits for the GPU: torch raises on any under sync debug mode "error"."""
+    cfg = tiny_config(**{"train.device": "cuda", "train.bf16": True, "train.steps": 8,
+                         "train.compile": compile_, **flat})
+    data = prepare_data(toy_splits(), cfg.model)
+    trainer = Trainer(cfg, data)
+    trainer.model.train()
+    tok, queries = data.train, data.splits.train
+    for s in range(2):
+        trainer.train_step(trainer.step_inputs(s, tok), queries, tok)
+    torch.cuda.synchronize()
+    total = torch.zeros((), dtype=torch.float64, device="cuda")
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for s in range(2, 6):
+            total += trainer.train_step(trainer.step_inputs(s, tok), queries, tok).detach()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert trainer.step == 6 and np.isfinite(float(total))
+    assert trainer.resolved()["train.compile_effective"] == (1.0 if compile_ == "true" else 0.0)
