@@ -31,6 +31,7 @@ from typing import Any
 
 from harness.config import TrialConfig
 from harness.errors import ConfigError
+from harness.training._fused_group import FusedEngine, Member, fused_pays, unfusable
 from harness.training.loop import FinalRecord, Record, Trainer
 from harness.training.tokenized import PreparedData
 
@@ -57,17 +58,13 @@ class SeedGroup:
         self.cfgs = list(cfgs)
         self.data = data
         self.log_every = log_every
-        self.members: list[Trainer] = [Trainer(c, data, log_every=log_every) for c in self.cfgs]
+        self.members: list[Trainer] = [Member(c, data, log_every=log_every) for c in self.cfgs]
         self.fused = self._decide(fused)
         self._engine: Any = None
         if self.fused:
-            from harness.training._fused_group import FusedEngine
-
-            self._engine = FusedEngine(self.members)
+            self._engine = FusedEngine(self.members)  # type: ignore[arg-type]
 
     def _decide(self, fused: bool | None) -> bool:
-        from harness.training._fused_group import fused_pays, unfusable
-
         first = self.members[0]
         why = unfusable(first)
         if fused is True and why:
