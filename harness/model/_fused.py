@@ -77,7 +77,7 @@ class _Layout:
         src, dest = [], []
         keep = torch.zeros(k, b, width, dtype=torch.bool)
         for r, mask in enumerate(masks):
-            real = mask.bool().cpu()
+            real = mask.bool()
             rows = real.clone()
             rows[:, 0] = True
             w = self.widths[r]
@@ -102,7 +102,7 @@ class _Layout:
         """(k, N) of each replica's (B, L_r) values at its packed positions, padded with ``fill``."""
         out = torch.full((self.k, self.rows), fill, dtype=tensors[0].dtype)
         for r, (x, index) in enumerate(zip(tensors, self.indices, strict=True)):
-            out[r, :len(index)] = x.cpu().flatten()[index]
+            out[r, :len(index)] = x.flatten()[index]
         return out.to(self.device)
 
     def positions(self) -> torch.Tensor:
@@ -272,8 +272,9 @@ class StackedCrossEncoder(nn.Module):
         return self._norm(z + y, f"{pre}.output.LayerNorm", self.eps)
 
     def forward(self, batches: list[Batch], generators: list[torch.Generator] | None = None) -> torch.Tensor:
-        """(k, B) training logits, replica r on ``batches[r]`` (all of one batch size). With
-        ``generators`` (CPU), replica r's dropout masks come from ``generators[r]``."""
+        """(k, B) training logits, replica r on ``batches[r]`` (all of one batch size; host tensors,
+        laid out on the host and copied to the weights' device once). With ``generators`` (CPU),
+        replica r's dropout masks come from ``generators[r]``."""
         self._gens = generators
         try:
             lay = _Layout([b["attention_mask"] for b in batches], self.weights[0].device)

@@ -139,7 +139,7 @@ class FusedEngine:
     # -- the loop ------------------------------------------------------------------------------
 
     def _batches(self, idxs: list[np.ndarray], step: int) -> tuple[list[dict[str, torch.Tensor]], list[Any]]:
-        """Each member's collated batch and loss inputs, as ``Trainer._loss`` builds them."""
+        """Each member's collated batch (host tensors) and loss inputs, as ``Trainer._loss`` builds them."""
         tok = self.members[0].data.train
         batches, extra = [], []
         for m, idx in zip(self.members, idxs, strict=True):
@@ -148,7 +148,7 @@ class FusedEngine:
             cols = (0, 1) if inst.pairwise else (0,)
             pairs = [(tok.contexts[q], tok.candidates[q][c]) for col in cols
                      for q, c in zip(qs, cands[:, col], strict=True)]
-            batches.append({key: v.to(self.device) for key, v in m.collator.collate(pairs).items()})
+            batches.append(m.collator.collate(pairs))  # on the host: the stacked model lays them out
             weights = m.signals.weights(idx, step)
             w = None if weights is None else torch.as_tensor(weights, dtype=torch.float32, device=self.device)
             targets = None if inst.pairwise else torch.as_tensor(
