@@ -109,13 +109,13 @@ def main() -> int:
               "rows": rows, "summary": summary}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(result, indent=2) + "\n")
-    lines = [f"# Fused seeds vs interleaved seeds ({args.device}, {args.model}, batch {args.batch}, "
-             f"length {args.length})", "",
-             f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores, torch threads "
+    title = (f"# Fused seeds vs interleaved seeds ({args.device}, {args.model}, batch {args.batch}, "
+             f"length {args.length})")
+    machine = (f"Machine: {result['machine']['cpu']}, {result['machine']['cores']} cores, torch threads "
              f"{result['machine']['torch_threads']}, GPU {result['machine']['gpu']}; load average "
              f"{', '.join(f'{x:.1f}' for x in result['load_average'])} at the end. "
-             f"{args.steps} timed steps after {args.warmup}, median of {args.repeats} alternating repeats.",
-             "", "| k seeds | interleaved pairs/s | fused pairs/s | fused / interleaved |",
+             f"{args.steps} timed steps after {args.warmup}, median of {args.repeats} alternating repeats.")
+    lines = [title, "", machine, "", "| k seeds | interleaved pairs/s | fused pairs/s | fused / interleaved |",
              "|---:|---:|---:|---:|"]
     lines += [f"| {s['k']} | {s['interleaved_pairs_per_s']:.1f} | {s['fused_pairs_per_s']:.1f} | "
               f"{s['fused_over_interleaved']:.2f} |" for s in summary]

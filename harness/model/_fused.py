@@ -204,7 +204,7 @@ class StackedCrossEncoder(nn.Module):
         return _Dropout.apply(x, keep, _cpu_scale(p))  # type: ignore[no-any-return]
 
     def _embed(self, batches: list[Batch], lay: _Layout) -> torch.Tensor:
-        k, n = lay.k, lay.rows
+        k = lay.k
         pre = f"{self.prefix}.embeddings"
         word = self.param(f"{pre}.word_embeddings.weight")
         types = self.param(f"{pre}.token_type_embeddings.weight")
