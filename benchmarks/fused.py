@@ -99,8 +99,18 @@ def main() -> int:
                 row = {**measure(data, args, k, fused), "repeat": rep}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+                write(rows, args)  # after every row: an interrupted run keeps what it measured
+    print((RESULTS / f"{args.out}.md").read_text())
+    return 0
+
+
+def write(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """benchmarks/results/<out>.{json,md} from the rows measured so far."""
     summary = []
-    for k in args.k:
+    for k in sorted({r["k"] for r in rows}):
+        modes = {r["mode"] for r in rows if r["k"] == k}
+        if modes != {"interleaved", "fused"}:
+            continue
         med = {mode: statistics.median(r["pairs_per_s"] for r in rows if r["k"] == k and r["mode"] == mode)
                for mode in ("interleaved", "fused")}
         summary.append({"k": k, **{f"{m}_pairs_per_s": v for m, v in med.items()},
@@ -117,11 +127,9 @@ def main() -> int:
              f"{args.steps} timed steps after {args.warmup}, median of {args.repeats} alternating repeats.")
     lines = [title, "", machine, "", "| k seeds | interleaved pairs/s | fused pairs/s | fused / interleaved |",
              "|---:|---:|---:|---:|"]
-    lines += [f"| {s['k']} | {s['interleaved_pairs_per_s']:.1f} | {s['fused_pairs_per_s']:.1f} | "
+    lines += [f"| {s['k']} | {s['interleaved_pairs_per_s']:.2f} | {s['fused_pairs_per_s']:.2f} | "
               f"{s['fused_over_interleaved']:.2f} |" for s in summary]
     (RESULTS / f"{args.out}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    return 0
 
 
 if __name__ == "__main__":
