@@ -21,7 +21,8 @@ from harness.model._fused import StackedCrossEncoder, unstackable
 from harness.training.loop import Record, StepRecord, Trainer, _step_seed
 
 # Fusing pays on CUDA (one stream of large kernels instead of k of small ones). On CPU the k
-# replicas' matrix products are as large either way; benchmarks/results/fused.md measures it.
+# replicas' matrix products are as large either way, and the one measurement so far
+# (benchmarks/results/fused.md, a heavily loaded machine) is inconclusive: CPU interleaves.
 CPU_FUSES = False
 
 

@@ -149,7 +149,7 @@ def test_models_the_engine_does_not_fuse_interleave(prepared):
 
 
 def test_auto_policy(prepared):
-    """Fused by default on CUDA only (benchmarks/results/fused.md: on CPU it does not pay)."""
+    """Fused by default on CUDA only (CPU: benchmarks/results/fused.md shows no settled gain)."""
     assert not SeedGroup(_cfgs(**{"train.steps": 2})[:2], prepared).fused
     assert not SeedGroup(_cfgs(**{"train.steps": 2})[:1], prepared).fused
 
