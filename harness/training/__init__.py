@@ -1,5 +1,6 @@
 """Training: the loop (device, bf16 autocast, evaluation every k steps, best-dev checkpoint, resume),
-which yields records and knows nothing of Ray or MLflow; the data a trial needs prepared once; the
+which yields records and knows nothing of Ray or MLflow; a configuration's seeds trained together,
+as one fused model where it pays (``SeedGroup``); the data a trial needs prepared once; the
 BERT_pred / BERT_loss teacher.
 """
 
@@ -11,6 +12,7 @@ __all__ = [
     "EvalRecord",
     "FinalRecord",
     "PreparedData",
+    "SeedGroup",
     "StepRecord",
     "Trainer",
     "difficulty_scores",
@@ -23,6 +25,7 @@ __getattr__, __dir__ = face(__name__, {
     "FinalRecord": "loop",
     "prepare_data": "tokenized",
     "PreparedData": "tokenized",
+    "SeedGroup": "fused",
     "StepRecord": "loop",
     "Trainer": "loop",
 })
