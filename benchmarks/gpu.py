@@ -138,7 +138,7 @@ def datasheet_peak(name: str | None) -> float | None:
 
 def run_trainers(args: argparse.Namespace, root: Path, peak: float | None,
                  measured: float | None) -> list[dict[str, Any]]:
-    rows = []
+    jobs = []
     for model in args.models:
         path = model_dir(model, root)
         dims = dims_of(path)
@@ -146,21 +146,55 @@ def run_trainers(args: argparse.Namespace, root: Path, peak: float | None,
             for name in args.trainers:
                 if name == "hf-compile" and model not in args.compile_models:
                     continue
-                cmd = _side_cmd(args, name, path, length, args.steps)
-                print(f"[gpu bench] {model} length {length}: {name} ...", file=sys.stderr, flush=True)
-                t0 = time.perf_counter()
-                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                res = _result(proc, proc.stdout, proc.stderr)
-                if "error" in res:
-                    print(f"[gpu bench]   failed: {res['error']}\n{proc.stderr[-3000:]}", file=sys.stderr,
-                          flush=True)
-                else:
-                    res.update(utilisation(dims, res, peak, measured))
-                    print(f"[gpu bench]   {res['pairs_per_s']:.0f} pairs/s, {res['model_tflops']:.1f} TFLOP/s",
-                          file=sys.stderr, flush=True)
-                rows.append({"model": model, "length": length, "trainer": name, **dims,
-                             "process_s": time.perf_counter() - t0, **res})
+                jobs.append(({"model": model, "length": length, "trainer": name, **dims},
+                             [_side_cmd(args, name, path, length, args.steps)]))
+    rows = []
+    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead):
+        (res,) = results
+        label = f"{meta['model']} length {meta['length']}: {meta['trainer']}"
+        if "error" in res:
+            print(f"[gpu bench] {label} failed: {res['error']}", file=sys.stderr, flush=True)
+        else:
+            res.update(utilisation(meta, res, peak, measured))
+            print(f"[gpu bench] {label}: {res['pairs_per_s']:.0f} pairs/s, {res['model_tflops']:.1f} TFLOP/s",
+                  file=sys.stderr, flush=True)
+        rows.append({**meta, "process_s": seconds, **res})
     return rows
+
+
+def pipeline(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path,
+             ahead: int = 1) -> Any:
+    """Run ``jobs`` (each: its metadata and the commands of its processes) one at a time on the GPU,
+    with the next ``ahead`` jobs' processes already started: they import, load the data and build
+    their model, then wait for their turn (``peers.wait_turn``) while the current job times its
+    steps. Yields (metadata, one result per process, seconds from its turn to its end)."""
+    started: list[tuple[Path, list[subprocess.Popen[str]]]] = []
+
+    def start(i: int) -> None:
+        go = root / f"go-{i}"
+        cmds = jobs[i][1]
+        started.append((go, [subprocess.Popen([*c, "--go", str(go)], stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True) for c in cmds]))
+
+    for i in range(min(len(jobs), 1 + ahead)):
+        start(i)
+    for i, (meta, _) in enumerate(jobs):
+        go, procs = started[i]
+        print(f"[gpu bench] {meta.get('label') or meta['trainer']} ({meta['model']}, length {meta['length']}"
+              f"{', ' + str(len(procs)) + ' trials' if len(procs) > 1 else ''}) ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        go.touch()
+        results = []
+        for proc in procs:
+            out, err = proc.communicate()
+            res = _result(proc, out, err)
+            if "error" in res:
+                print(err[-3000:], file=sys.stderr, flush=True)
+            results.append(res)
+        seconds = time.perf_counter() - t0
+        if i + 1 + ahead < len(jobs):
+            start(i + 1 + ahead)
+        yield meta, results, seconds
 
 
 def utilisation(dims: dict[str, int], res: dict[str, Any], peak: float | None,
@@ -192,41 +226,36 @@ def run_packing(args: argparse.Namespace, root: Path, peak: float | None,
     """N trials on one GPU (fractional ``resources.gpus`` = 1/N: Ray gives each trial the same device),
     each a trainer process of its own, with and without fused seeds: N processes start together and
     time the same steps at once (``peers.barrier``); aggregate pairs/s and the sum of their peak
-    memories (each process's ``max_memory_allocated``; the driver's CUDA context is not counted)."""
-    rows = []
+    memories (each process's ``max_memory_allocated``; CUDA contexts are not counted)."""
     path = model_dir(args.packing_model, root)
     dims = dims_of(path)
+    jobs = []
     for trainer in ("harness", "harness-fused"):
         for n in args.packing:
             gate = Path(tempfile.mkdtemp(prefix="pack-", dir=root))
-            cmd = _side_cmd(args, trainer, path, args.packing_length, args.packing_steps)
-            cmd += ["--barrier", str(gate), str(n)]
-            print(f"[gpu bench] packing: {n} x {trainer} on one GPU ...", file=sys.stderr, flush=True)
-            t0 = time.perf_counter()
-            procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                     for _ in range(n)]
-            results = []
-            for proc in procs:
-                out, err = proc.communicate()
-                results.append(_result(proc, out, err))
-            row: dict[str, Any] = {"model": args.packing_model, "length": args.packing_length, "trainer": trainer,
-                                   "trials_per_gpu": n, "seeds_per_trial": args.fused if trainer == "harness-fused" else 1,
-                                   "process_s": time.perf_counter() - t0}
-            failed = [r["error"] for r in results if "error" in r]
-            if failed:
-                row["error"] = failed[0]
-                print(f"[gpu bench]   failed: {failed[0]}", file=sys.stderr, flush=True)
-            else:
-                total = {k: sum(r[k] for r in results) for k in ("pairs", "sum_len", "sum_len_sq")}
-                # the processes time the same window (the barrier); the slowest one bounds it
-                total["timed_s"] = max(r["timed_s"] for r in results)
-                row.update(total, pairs_per_s=total["pairs"] / total["timed_s"],
-                           per_trial_pairs_per_s=[r["pairs_per_s"] for r in results],
-                           peak_gpu_mem_gb=sum(r.get("peak_gpu_mem_gb", 0.0) for r in results),
-                           **utilisation(dims, total, peak, measured))
-                print(f"[gpu bench]   {row['pairs_per_s']:.0f} pairs/s together, "
-                      f"{row['peak_gpu_mem_gb']:.1f} GiB", file=sys.stderr, flush=True)
-            rows.append(row)
+            cmd = [*_side_cmd(args, trainer, path, args.packing_length, args.packing_steps),
+                   "--barrier", str(gate), str(n)]
+            meta = {"model": args.packing_model, "length": args.packing_length, "trainer": trainer,
+                    "trials_per_gpu": n, "seeds_per_trial": args.fused if trainer == "harness-fused" else 1}
+            jobs.append((meta, [cmd] * n))
+    rows = []
+    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead):
+        row: dict[str, Any] = {**meta, "process_s": seconds}
+        failed = [r["error"] for r in results if "error" in r]
+        if failed:
+            row["error"] = failed[0]
+            print(f"[gpu bench]   failed: {failed[0]}", file=sys.stderr, flush=True)
+        else:
+            total = {k: sum(r[k] for r in results) for k in ("pairs", "sum_len", "sum_len_sq")}
+            # the processes time the same window (the barrier); the slowest one bounds it
+            total["timed_s"] = max(r["timed_s"] for r in results)
+            row.update(total, pairs_per_s=total["pairs"] / total["timed_s"],
+                       per_trial_pairs_per_s=[r["pairs_per_s"] for r in results],
+                       peak_gpu_mem_gb=sum(r.get("peak_gpu_mem_gb", 0.0) for r in results),
+                       **utilisation(dims, total, peak, measured))
+            print(f"[gpu bench]   {row['pairs_per_s']:.0f} pairs/s together, {row['peak_gpu_mem_gb']:.1f} GiB",
+                  file=sys.stderr, flush=True)
+        rows.append(row)
     return rows
 
 
@@ -360,7 +389,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="CPU check: tiny model, length 32, 30 conversations, 2 warm-up + 1 timed step, results in a "
                         "temp folder")
     p.add_argument("--out", type=Path, default=None, help="output path without suffix (default results/gpu)")
+    p.add_argument("--ahead", type=int, default=1,
+                   help="trainer processes started ahead of their turn (start-up overlaps the timed steps)")
     p.add_argument("--side", choices=GPU_TRAINERS, help=argparse.SUPPRESS)
+    p.add_argument("--go", help=argparse.SUPPRESS)
     p.add_argument("--barrier", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--model-path", help=argparse.SUPPRESS)
     p.add_argument("--length", type=int, help=argparse.SUPPRESS)

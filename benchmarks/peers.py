@@ -206,6 +206,18 @@ def _timed_steps(args: argparse.Namespace, meter: Meter, records: Any, step_of: 
             break
 
 
+def wait_turn(args: argparse.Namespace, timeout_s: float = 900.0) -> None:
+    """With ``--go FILE`` (benchmarks/gpu.py's pipeline): the trainer is built, and waits here until
+    FILE exists before its first step, so the next trainer's start-up (imports, data, model) overlaps
+    the current one's timed steps without sharing the GPU's time with them."""
+    go = getattr(args, "go", None)
+    if not go:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not Path(go).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def barrier(args: argparse.Namespace, timeout_s: float = 600.0) -> None:
     """Trainers that share a GPU (``--barrier DIR N``) start timing together: each leaves a file in
     DIR and waits until N are there, so the timed windows overlap."""
@@ -232,6 +244,7 @@ def run_harness(args: argparse.Namespace, meter: Meter) -> None:
     # bf16). Set it explicitly so each precision is measured as named, whatever that rule says.
     trainer.autocast = bf16
     trainer.collator.collate = _counted(meter, trainer.collator.collate)
+    wait_turn(args)
     _timed_steps(args, meter, trainer.run(), lambda r: r.step if isinstance(r, StepRecord) else None)
 
 
@@ -249,6 +262,7 @@ def run_harness_fused(args: argparse.Namespace, meter: Meter) -> None:
     for member in group.members:
         member.autocast = args.precision == "bf16"
     count_group(group, meter)
+    wait_turn(args)
     last = len(group.members) - 1
     # a step is over when the last member reports it
     _timed_steps(args, meter, group.run(),
@@ -323,6 +337,7 @@ def run_hf(args: argparse.Namespace, meter: Meter) -> None:
         trainer = Trainer(model=model, args=targs, train_dataset=Pairs(),
                           data_collator=_counted(meter, collator),
                           callbacks=[_Callback(meter, args.warmup, args.warmup + args.steps)])
+        wait_turn(args)
         trainer.train()
 
 
@@ -347,6 +362,7 @@ def run_st(args: argparse.Namespace, meter: Meter) -> None:
         trainer = CrossEncoderTrainer(model=model, args=targs, train_dataset=data,
                                       loss=BinaryCrossEntropyLoss(model),
                                       callbacks=[_Callback(meter, args.warmup, args.warmup + args.steps)])
+        wait_turn(args)
         trainer.train()
 
 
