@@ -21,10 +21,14 @@ over the peak, directly comparable between trainers. Peak: the GPU's dense bf16 
 Evaluation (the harness row): pairs/s of ``harness.model.scoring.score_candidates`` with the trained
 model, length-sorted batches of ``--eval-batch``, inference mode, bf16 as in training.
 
+Trials sharing a GPU: ``--packing`` N = 1, 2, 4, 8 trainer processes on the one GPU (what a fractional
+``resources.gpus`` of 1/N gives Ray trials), ``harness`` and ``harness-fused``, timing the same steps
+together: aggregate pairs/s, MFU and the sum of their peak memories.
+
 Cascade: ``benchmarks/cascade.py``'s measurement on the GPU under bf16 autocast, per model and
 length (batch 128 candidates of one query; speed-ups from synchronised wall clock).
 
-    python benchmarks/gpu.py                   # on a CUDA machine: everything, ~5 minutes on an H100
+    python benchmarks/gpu.py                   # on a CUDA machine: everything, ~9 minutes on an H100 (one unattended command)
     python benchmarks/gpu.py --smoke           # CPU check: tiny model, 30 conversations, 2+1 steps, into a temp folder
 Results: benchmarks/results/gpu.{json,md} with the GPU's name, driver and the machine.
 """
@@ -45,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 import peers
-from peers import RUNNERS, Meter, dims_of, model_dir, train_flops
+from peers import GPU_TRAINERS, RUNNERS, Meter, dims_of, model_dir, train_flops
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -72,7 +76,7 @@ def side(args: argparse.Namespace) -> int:
     try:
         trainer = RUNNERS[args.side](args, meter)
         out = meter.result(args.batch, args.steps)
-        if args.side == "harness":
+        if args.side in ("harness", "harness-eager"):
             out.update(eval_rate(trainer, args))
         if args.device.startswith("cuda"):
             out["peak_gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
@@ -172,38 +176,125 @@ def datasheet_peak(name: str | None) -> float | None:
 
 def run_trainers(args: argparse.Namespace, root: Path, peak: float | None,
                  measured: float | None) -> list[dict[str, Any]]:
-    rows = []
+    jobs = []
     for model in args.models:
         path = model_dir(model, root)
         dims = dims_of(path)
         for length in args.lengths:
             for name in args.trainers:
-                cmd = [sys.executable, __file__, "--side", name, "--model-path", str(path), "--length",
-                       str(length), "--batch", str(args.batch), "--steps", str(args.steps), "--warmup",
-                       str(args.warmup), "--device", args.device, "--eval-batch", str(args.eval_batch),
-                       "--eval-pairs", str(args.eval_pairs),
-                       "--conversations", str(peers.DATA["data.conversations"])]
-                print(f"[gpu bench] {model} length {length}: {name} ...", file=sys.stderr, flush=True)
-                t0 = time.perf_counter()
-                proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-                lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-                if lines:
-                    res = json.loads(lines[-1][len("RESULT "):])
-                else:
-                    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                    res = {"error": f"exit {proc.returncode}: {tail[:300]}"}
-                if "error" in res:
-                    print(f"[gpu bench]   failed: {res['error']}\n{proc.stderr[-3000:]}", file=sys.stderr,
-                          flush=True)
-                else:
-                    flops = train_flops(dims, res["sum_len"], res["sum_len_sq"]) / res["timed_s"]
-                    res.update(model_tflops=flops / 1e12, flops_per_pair=flops * res["timed_s"] / res["pairs"],
-                               mfu_datasheet=None if peak is None else flops / 1e12 / peak,
-                               mfu_measured=None if measured is None else flops / 1e12 / measured)
-                    print(f"[gpu bench]   {res['pairs_per_s']:.0f} pairs/s, {res['model_tflops']:.1f} TFLOP/s",
-                          file=sys.stderr, flush=True)
-                rows.append({"model": model, "length": length, "trainer": name, **dims,
-                             "process_s": time.perf_counter() - t0, **res})
+                if name in ("hf-compile", "harness-eager") and model not in args.compile_models:
+                    continue
+                jobs.append(({"model": model, "length": length, "trainer": name, **dims},
+                             [_side_cmd(args, name, path, length, args.steps)]))
+    rows = []
+    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead):
+        (res,) = results
+        label = f"{meta['model']} length {meta['length']}: {meta['trainer']}"
+        if "error" in res:
+            print(f"[gpu bench] {label} failed: {res['error']}", file=sys.stderr, flush=True)
+        else:
+            res.update(utilisation(meta, res, peak, measured))
+            print(f"[gpu bench] {label}: {res['pairs_per_s']:.0f} pairs/s, {res['model_tflops']:.1f} TFLOP/s",
+                  file=sys.stderr, flush=True)
+        rows.append({**meta, "process_s": seconds, **res})
+    return rows
+
+
+def pipeline(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path,
+             ahead: int = 1) -> Any:
+    """Run ``jobs`` (each: its metadata and the commands of its processes) one at a time on the GPU,
+    with the next ``ahead`` jobs' processes already started: they import, load the data and build
+    their model, then wait for their turn (``peers.wait_turn``) while the current job times its
+    steps. Yields (metadata, one result per process, seconds from its turn to its end)."""
+    started: list[tuple[Path, list[subprocess.Popen[str]]]] = []
+
+    def start(i: int) -> None:
+        go = root / f"go-{i}"
+        cmds = jobs[i][1]
+        started.append((go, [subprocess.Popen([*c, "--go", str(go)], stdout=subprocess.PIPE,
+                                              stderr=subprocess.PIPE, text=True) for c in cmds]))
+
+    for i in range(min(len(jobs), 1 + ahead)):
+        start(i)
+    for i, (meta, _) in enumerate(jobs):
+        go, procs = started[i]
+        print(f"[gpu bench] {meta.get('label') or meta['trainer']} ({meta['model']}, length {meta['length']}"
+              f"{', ' + str(len(procs)) + ' trials' if len(procs) > 1 else ''}) ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        go.touch()
+        results = []
+        for proc in procs:
+            out, err = proc.communicate()
+            res = _result(proc, out, err)
+            if "error" in res:
+                print(err[-3000:], file=sys.stderr, flush=True)
+            results.append(res)
+        seconds = time.perf_counter() - t0
+        if i + 1 + ahead < len(jobs):
+            start(i + 1 + ahead)
+        yield meta, results, seconds
+
+
+def utilisation(dims: dict[str, int], res: dict[str, Any], peak: float | None,
+                measured: float | None) -> dict[str, Any]:
+    """Model TFLOP/s of a timed result and its MFU: ``mfu`` against the datasheet peak (None without
+    one), ``mfu_measured`` against the matrix product measured in the same run."""
+    flops = train_flops(dims, res["sum_len"], res["sum_len_sq"]) / res["timed_s"]
+    mfu = None if peak is None else flops / 1e12 / peak
+    return {"model_tflops": flops / 1e12, "flops_per_pair": flops * res["timed_s"] / res["pairs"],
+            "mfu": mfu, "mfu_datasheet": mfu, "mfu_measured": None if measured is None else flops / 1e12 / measured}
+
+
+def _side_cmd(args: argparse.Namespace, trainer: str, path: Path, length: int, steps: int) -> list[str]:
+    return [sys.executable, __file__, "--side", trainer, "--model-path", str(path), "--length", str(length),
+            "--batch", str(args.batch), "--steps", str(steps), "--warmup", str(args.warmup), "--device",
+            args.device, "--conversations", str(peers.DATA["data.conversations"]), "--fused", str(args.fused),
+            "--eval-batch", str(args.eval_batch), "--eval-pairs", str(args.eval_pairs)]
+
+
+def _result(proc: subprocess.CompletedProcess[str] | Any, stdout: str, stderr: str) -> dict[str, Any]:
+    lines = [ln for ln in stdout.splitlines() if ln.startswith("RESULT ")]
+    if lines:
+        return dict(json.loads(lines[-1][len("RESULT "):]))
+    tail = (stderr.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"exit {proc.returncode}: {tail[:300]}"}
+
+
+def run_packing(args: argparse.Namespace, root: Path, peak: float | None,
+                measured: float | None) -> list[dict[str, Any]]:
+    """N trials on one GPU (fractional ``resources.gpus`` = 1/N: Ray gives each trial the same device),
+    each a trainer process of its own, with and without fused seeds: N processes start together and
+    time the same steps at once (``peers.barrier``); aggregate pairs/s and the sum of their peak
+    memories (each process's ``max_memory_allocated``; CUDA contexts are not counted)."""
+    path = model_dir(args.packing_model, root)
+    dims = dims_of(path)
+    jobs = []
+    for trainer in ("harness", "harness-fused"):
+        for n in args.packing:
+            gate = Path(tempfile.mkdtemp(prefix="pack-", dir=root))
+            cmd = [*_side_cmd(args, trainer, path, args.packing_length, args.packing_steps),
+                   "--barrier", str(gate), str(n)]
+            meta = {"model": args.packing_model, "length": args.packing_length, "trainer": trainer,
+                    "trials_per_gpu": n, "seeds_per_trial": args.fused if trainer == "harness-fused" else 1}
+            jobs.append((meta, [cmd] * n))
+    rows = []
+    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead):
+        row: dict[str, Any] = {**meta, "process_s": seconds}
+        failed = [r["error"] for r in results if "error" in r]
+        if failed:
+            row["error"] = failed[0]
+            print(f"[gpu bench]   failed: {failed[0]}", file=sys.stderr, flush=True)
+        else:
+            total = {k: sum(r[k] for r in results) for k in ("pairs", "sum_len", "sum_len_sq")}
+            # the processes time the same window (the barrier); the slowest one bounds it
+            total["timed_s"] = max(r["timed_s"] for r in results)
+            row.update(total, pairs_per_s=total["pairs"] / total["timed_s"],
+                       per_trial_pairs_per_s=[r["pairs_per_s"] for r in results],
+                       peak_gpu_mem_gb=sum(r.get("peak_gpu_mem_gb", 0.0) for r in results),
+                       **utilisation(dims, total, peak, measured))
+            print(f"[gpu bench]   {row['pairs_per_s']:.0f} pairs/s together, {row['peak_gpu_mem_gb']:.1f} GiB",
+                  file=sys.stderr, flush=True)
+        rows.append(row)
     return rows
 
 
@@ -260,13 +351,18 @@ def markdown(rec: dict[str, Any]) -> str:
                      f"{r['mean_len']:.0f} | {r['model_tflops']:.1f} | {pct(r['mfu_datasheet'])} | "
                      f"{pct(r['mfu_measured'])} | {r.get('peak_gpu_mem_gb', 0):.2f} | "
                      f"{ratio} |")
-    lines += ["", ("Trainers: `harness` = harness.training.loop.Trainer; `hf` = transformers Trainer "
-              "(DataCollatorWithPadding, group_by_length, bf16); `st` = sentence-transformers "
+    lines += ["", ("Trainers: `harness` = harness.training.loop.Trainer (one seed; train.compile auto: "
+              "compiled on CUDA), `harness-eager` the same with train.compile false; `harness-fused` = "
+              f"{s.get('fused', 5)} seeds of that configuration as one fused model "
+              "(harness.training.fused.SeedGroup, pairs of every seed counted); `hf` = transformers Trainer "
+              "(DataCollatorWithPadding, group_by_length, bf16), `hf-compile` the same with torch_compile; "
+              "`st` = sentence-transformers "
               "CrossEncoderTrainer (BinaryCrossEntropyLoss, bf16). Model FLOPs count the full encoder on "
               "real tokens (3 x forward; see benchmarks/gpu.py), so MFU compares useful work per second. "
               f"Eval pairs/s (harness only): harness.model.scoring.score_candidates on {s.get('eval_pairs')} "
               f"training pairs in length-sorted batches of {s.get('eval_batch')}, inference mode, bf16 as "
               "in training, median of 3 after one untimed pass."),
+              *packing_lines(rec),
               "", "## Cascade: realised vs predicted speed-up (bf16 autocast, synchronised wall clock)", "",
               ("| model | length | setting | survivors | predicted | realised | realised / predicted "
               "| ms / batch |"), "|---|--:|---|---|--:|--:|--:|--:|"]
@@ -287,12 +383,44 @@ def markdown(rec: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def packing_lines(rec: dict[str, Any]) -> list[str]:
+    rows = rec.get("packing") or []
+    if not rows:
+        return []
+    lines = ["", "## Trials sharing one GPU (fractional resources.gpus)", "",
+             ("| trainer | trials per GPU | seeds per trial | pairs/s together | per trial | model TFLOP/s | MFU "
+              "| peak GPU mem, all trials (GiB) |"), "|---|--:|--:|--:|--:|--:|--:|--:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['trainer']} | {r['trials_per_gpu']} | {r['seeds_per_trial']} | did not run: "
+                         f"{r['error']} | | | | |")
+            continue
+        mfu = "-" if r.get("mfu") is None else f"{100 * r['mfu']:.1f}%"
+        per = "/".join(f"{x:.0f}" for x in r["per_trial_pairs_per_s"])
+        lines.append(f"| {r['trainer']} | {r['trials_per_gpu']} | {r['seeds_per_trial']} | {r['pairs_per_s']:.0f} | "
+                     f"{per} | {r['model_tflops']:.1f} | {mfu} | {r['peak_gpu_mem_gb']:.2f} |")
+    r0 = rows[0]
+    lines += ["", (f"{r0['model']} encoder, length {r0['length']}: N trainer processes on one GPU start timing "
+                   "together (a file barrier) and run the same steps; pairs/s together = all their pairs over "
+                   "the slowest one's timed window.")]
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=["packaged", "bert-base"],
                    choices=["packaged", "bert-base", "tiny"])
     p.add_argument("--lengths", type=int, nargs="+", default=[128, 512])
-    p.add_argument("--trainers", nargs="+", default=["harness", "hf", "st"], choices=["harness", "hf", "st"])
+    p.add_argument("--trainers", nargs="+", default=list(GPU_TRAINERS), choices=GPU_TRAINERS)
+    p.add_argument("--fused", type=int, default=5, help="seeds per fused model (harness-fused, packing); default 5")
+    p.add_argument("--compile-models", nargs="*", default=["bert-base"],
+                   help="models the compile comparisons run for: hf-compile, and harness-eager beside harness "
+                        "(train.compile auto compiles on CUDA)")
+    p.add_argument("--packing", type=int, nargs="*", default=[1, 2, 4, 8],
+                   help="trials per GPU to measure (each its own process, all on one GPU); empty: skip")
+    p.add_argument("--packing-model", default="packaged", choices=["packaged", "bert-base", "tiny"])
+    p.add_argument("--packing-length", type=int, default=128)
+    p.add_argument("--packing-steps", type=int, default=30, help="timed steps per packed trial")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--steps", type=int, default=60, help="timed steps (after --warmup)")
     p.add_argument("--warmup", type=int, default=10)
@@ -308,7 +436,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="CPU check: tiny model, length 32, 30 conversations, 2 warm-up + 1 timed step, results in a "
                         "temp folder")
     p.add_argument("--out", type=Path, default=None, help="output path without suffix (default results/gpu)")
-    p.add_argument("--side", choices=["harness", "hf", "st"], help=argparse.SUPPRESS)
+    p.add_argument("--ahead", type=int, default=1,
+                   help="trainer processes started ahead of their turn (start-up overlaps the timed steps)")
+    p.add_argument("--side", choices=GPU_TRAINERS, help=argparse.SUPPRESS)
+    p.add_argument("--go", help=argparse.SUPPRESS)
+    p.add_argument("--barrier", nargs=2, help=argparse.SUPPRESS)
     p.add_argument("--model-path", help=argparse.SUPPRESS)
     p.add_argument("--length", type=int, help=argparse.SUPPRESS)
     p.add_argument("--conversations", type=int, help=argparse.SUPPRESS)
@@ -328,6 +460,8 @@ def main(argv: list[str] | None = None) -> int:
         args.models, args.lengths, args.batch, args.steps, args.warmup = ["tiny"], [32], 4, 1, 2
         args.eval_pairs = min(args.eval_pairs, 64)
         args.cascade_models, args.cascade_lengths, args.cascade_batch, args.cascade_rounds = ["tiny"], [32], 8, 1
+        args.fused, args.compile_models, args.packing_model, args.packing_length = 2, [], "tiny", 32
+        args.packing, args.packing_steps = [n for n in args.packing if n <= 2], 1
         args.out = args.out or Path(tempfile.mkdtemp(prefix="gpu-smoke-")) / "gpu"
     elif not args.device.startswith("cuda"):
         print("benchmarks/gpu.py: no CUDA GPU visible (device " + args.device + "); run it on a GPU machine, "
@@ -342,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="gpu-bench-"))
     try:
         trainers = run_trainers(args, work, peak, measured)
+        packing = run_packing(args, work, peak, measured) if args.packing else []
     finally:
         shutil.rmtree(work, ignore_errors=True)
     cascades = run_cascades(args)
@@ -355,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
                         if k not in ("side", "model_path", "length")},
            "data": peers.DATA, "sentence_transformers": st_version, "trainers": trainers,
-           "cascade": cascades, "machine": describe("torch", "transformers")}
+           "packing": packing, "cascade": cascades, "machine": describe("torch", "transformers")}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(rec, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(rec))

@@ -12,7 +12,11 @@ SDPA attention:
   see the same tokens;
 - ``st``: sentence-transformers' ``CrossEncoderTrainer`` (its current major version) with
   ``BinaryCrossEntropyLoss`` on a 1-label ``CrossEncoder``, fed the text pairs (it tokenises each
-  batch itself, padding to the batch's longest pair and truncating to the same total length).
+  batch itself, padding to the batch's longest pair and truncating to the same total length);
+- GPU only (``benchmarks/gpu.py``): ``harness-fused``, K seeds of the ``harness`` configuration
+  trained as one fused model (``harness.training.fused.SeedGroup``, what ``resources.seeds_per_trial``
+  runs; every seed's pairs count), ``harness-eager`` (``train.compile: false``, beside ``harness``
+  whose ``auto`` compiles on CUDA), and ``hf-compile``, ``hf`` with ``torch_compile=True``.
 
 Precision: ``fp32``, or ``bf16`` (the harness's autocast; ``bf16=True`` for the Hugging Face peers,
 autocast on CPU through accelerate, mixed precision on CUDA).
@@ -42,7 +46,9 @@ DIMS = {  # random-init encoders (the packaged one is read from its package)
     "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
 }
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-TRAINERS = ("harness", "hf", "st")
+TRAINERS = ("harness", "hf", "st")  # the CPU benchmark's (benchmarks/trainer.py)
+# the GPU benchmark's: also K seeds fused into one model, and the HF Trainer compiled
+GPU_TRAINERS = ("harness", "harness-eager", "harness-fused", "hf", "hf-compile", "st")
 
 
 # -- models ---------------------------------------------------------------------------------------
@@ -178,19 +184,65 @@ def training_pairs(args: argparse.Namespace) -> tuple[Any, Any, list[str], list[
     return tok, ids, ctx, resp, [int(x) for x in inst.label], cfg
 
 
+def _harness_config(args: argparse.Namespace, seed: int = 1) -> Any:
+    from harness.config import TrialConfig
+
+    total = args.warmup + args.steps
+    return TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length,
+                                  "train.steps": total, "train.batch_size": args.batch,
+                                  "train.eval_every": 10**6, "train.warmup": 0.1, "train.device": args.device,
+                                  "train.bf16": args.precision == "bf16", "train.seed": seed,
+                                  "train.compile": getattr(args, "compile_mode", "auto")})
+
+
+def _timed_steps(args: argparse.Namespace, meter: Meter, records: Any, step_of: Any) -> None:
+    """Start the meter after the warm-up steps (and the ``barrier``, when trainers share a GPU) and
+    stop it after the last step; ``step_of(record)`` is the step a record closes, or None."""
+    total = args.warmup + args.steps
+    for rec in records:
+        step = step_of(rec)
+        if step == args.warmup:
+            barrier(args)
+            meter.start()
+        if step == total:
+            meter.stop()
+            break
+
+
+def wait_turn(args: argparse.Namespace, timeout_s: float = 900.0) -> None:
+    """With ``--go FILE`` (benchmarks/gpu.py's pipeline): the trainer is built, and waits here until
+    FILE exists before its first step, so the next trainer's start-up (imports, data, model) overlaps
+    the current one's timed steps without sharing the GPU's time with them."""
+    go = getattr(args, "go", None)
+    if not go:
+        return
+    deadline = time.monotonic() + timeout_s
+    while not Path(go).exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def barrier(args: argparse.Namespace, timeout_s: float = 600.0) -> None:
+    """Trainers that share a GPU (``--barrier DIR N``) start timing together: each leaves a file in
+    DIR and waits until N are there, so the timed windows overlap."""
+    spec = getattr(args, "barrier", None)
+    if not spec:
+        return
+    folder, n = Path(spec[0]), int(spec[1])
+    folder.mkdir(parents=True, exist_ok=True)
+    tempfile.NamedTemporaryFile(dir=folder, prefix="ready-", delete=False).close()
+    deadline = time.monotonic() + timeout_s
+    while len(list(folder.glob("ready-*"))) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def run_harness(args: argparse.Namespace, meter: Meter) -> Any:
     """Times the harness trainer; returns it (benchmarks/gpu.py then times its evaluation)."""
-    from harness.config import TrialConfig
     from harness.data.load import load_splits
     from harness.training.loop import StepRecord, Trainer
     from harness.training.tokenized import prepare_data
 
-    total = args.warmup + args.steps
+    cfg = _harness_config(args)
     bf16 = args.precision == "bf16"
-    cfg = TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length,
-                                 "train.steps": total, "train.batch_size": args.batch,
-                                 "train.eval_every": 10**6, "train.warmup": 0.1, "train.device": args.device,
-                                 "train.bf16": bf16})
     trainer = Trainer(cfg, prepare_data(load_splits(cfg.data), cfg.model), log_every=1)
     # train.bf16 asks for autocast; the Trainer turns it on where it pays (CUDA, CPUs with native
     # bf16). Set it explicitly so each precision is measured as named, whatever that rule says.
@@ -198,14 +250,46 @@ def run_harness(args: argparse.Namespace, meter: Meter) -> Any:
     # Count each batch when its step consumes it (on CUDA the trainer builds the next one ahead).
     step = trainer.train_step
     trainer.train_step = lambda inputs, *a: step(replace(inputs, batch=meter.count(inputs.batch)), *a)
-    for rec in trainer.run():
-        if isinstance(rec, StepRecord):
-            if rec.step == args.warmup:
-                meter.start()
-            if rec.step == total:
-                meter.stop()
-                break
+    wait_turn(args)
+    _timed_steps(args, meter, trainer.run(), lambda r: r.step if isinstance(r, StepRecord) else None)
     return trainer
+
+
+def run_harness_eager(args: argparse.Namespace, meter: Meter) -> Any:
+    """``harness`` with ``train.compile: false`` (beside ``harness``, whose ``auto`` compiles on CUDA)."""
+    args.compile_mode = "false"
+    return run_harness(args, meter)
+
+
+def run_harness_fused(args: argparse.Namespace, meter: Meter) -> None:
+    """``--fused K`` seeds of one configuration as one fused model (harness.training.fused.SeedGroup,
+    as ``resources.seeds_per_trial: K`` trains them); every seed's pairs are counted."""
+    from harness.data.load import load_splits
+    from harness.training.fused import SeedGroup
+    from harness.training.loop import StepRecord
+    from harness.training.tokenized import prepare_data
+
+    k = max(1, int(getattr(args, "fused", 0) or 5))
+    cfgs = [_harness_config(args, seed) for seed in range(1, k + 1)]
+    group = SeedGroup(cfgs, prepare_data(load_splits(cfgs[0].data), cfgs[0].model), fused=True, log_every=1)
+    for member in group.members:
+        member.autocast = args.precision == "bf16"
+    count_group(group, meter)
+    wait_turn(args)
+    last = len(group.members) - 1
+    # a step is over when the last member reports it
+    _timed_steps(args, meter, group.run(),
+                 lambda r: r[1].step if r[0] == last and isinstance(r[1], StepRecord) else None)
+
+
+def count_group(group: Any, meter: Meter) -> None:
+    """Count every batch a seed group builds: its members' collators (and the group's own, if any)."""
+    seen: set[int] = set()
+    for owner in (group, *group.members):
+        collator = getattr(owner, "collator", None)
+        if collator is not None and id(collator) not in seen:
+            seen.add(id(collator))
+            collator.collate = _counted(meter, collator.collate)
 
 
 class _Callback:
@@ -262,9 +346,11 @@ def run_hf(args: argparse.Namespace, meter: Meter) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         targs = _hf_args(args, tmp, TrainingArguments)
         targs.group_by_length = True
+        targs.torch_compile = bool(getattr(args, "compile", False))
         trainer = Trainer(model=model, args=targs, train_dataset=Pairs(),
                           data_collator=_counted(meter, collator),
                           callbacks=[_Callback(meter, args.warmup, args.warmup + args.steps)])
+        wait_turn(args)
         trainer.train()
 
 
@@ -289,7 +375,15 @@ def run_st(args: argparse.Namespace, meter: Meter) -> None:
         trainer = CrossEncoderTrainer(model=model, args=targs, train_dataset=data,
                                       loss=BinaryCrossEntropyLoss(model),
                                       callbacks=[_Callback(meter, args.warmup, args.warmup + args.steps)])
+        wait_turn(args)
         trainer.train()
 
 
-RUNNERS = {"harness": run_harness, "hf": run_hf, "st": run_st}
+def run_hf_compiled(args: argparse.Namespace, meter: Meter) -> None:
+    """The Hugging Face Trainer as ``hf`` with ``torch_compile=True`` (where compiling pays: CUDA)."""
+    args.compile = True
+    run_hf(args, meter)
+
+
+RUNNERS = {"harness": run_harness, "harness-eager": run_harness_eager, "harness-fused": run_harness_fused, "hf": run_hf,
+           "hf-compile": run_hf_compiled, "st": run_st}

@@ -49,7 +49,7 @@ def test_train_flops_counts_projections_ffn_and_quadratic_attention():
 
 @pytest.mark.slow
 def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
-    out = _run("--smoke", "--trainers", "harness", "--out", str(tmp_path / "gpu"))
+    out = _run("--smoke", "--trainers", "harness", "--packing", "2", "--out", str(tmp_path / "gpu"))
     assert out.returncode == 0, out.stderr[-2000:]
     rec = json.loads((tmp_path / "gpu.json").read_text())
     assert rec["smoke"] is True and rec["gpu"]["name"] is None
@@ -58,4 +58,10 @@ def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     assert row["trainer"] == "harness" and row["pairs"] == 4 and row["pairs_per_s"] > 0
     assert row["eval_pairs"] >= 64 and row["eval_pairs_per_s"] > 0  # score_candidates, timed
     assert rec["cascade"][0]["results"][0]["setting"] == "plain"
+    # two trials sharing the device, each process timing the same steps after the barrier
+    plain, fused = rec["packing"]
+    assert (plain["trainer"], plain["trials_per_gpu"], plain["seeds_per_trial"]) == ("harness", 2, 1)
+    assert len(plain["per_trial_pairs_per_s"]) == 2 and plain["pairs"] == 2 * 4
+    assert (fused["trainer"], fused["seeds_per_trial"]) == ("harness-fused", 2)
+    assert fused["pairs"] == 2 * 2 * 4, fused  # two trials of two fused seeds, one timed step of 4 pairs each
     assert "has not run" in (tmp_path / "gpu.md").read_text()
