@@ -196,7 +196,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
             callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
             fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
                                       finished=records.done_objectives(), hooks=hooks,
-                                      checkpoint_every_s=spec.checkpoint_every_s)
+                                      checkpoint_every_s=spec.checkpoint_every_s, fuse=spec.fuse)
             fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
             own: set[str] = set()  # this study's configurations: the ones its phases' trials ran
             if spec.seed_schedule is not None:  # seeds in rounds (harness.study._rounds)

@@ -90,11 +90,12 @@ MEET_TIMEOUT_S = 60.0
 
 
 def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
-              finished: dict[str, float], hooks: TrialHooks = NO_HOOKS, checkpoint_every_s: float = 0.0) -> None:
+              finished: dict[str, float], hooks: TrialHooks = NO_HOOKS, checkpoint_every_s: float = 0.0,
+              fuse: bool | None = None) -> None:
     ticket = TrialTicket.from_tune(config)
     if ticket.seeds:
         _group_trainable(ticket, prepared=prepared, metric=metric, finished=finished, hooks=hooks,
-                         checkpoint_every_s=checkpoint_every_s)
+                         checkpoint_every_s=checkpoint_every_s, fuse=fuse)
         return
     if ticket.key in finished:
         # Recorded as finished in MLflow by an earlier driver (the source of truth on resume), even if
@@ -134,7 +135,7 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
 
 
 def _group_trainable(ticket: TrialTicket, *, prepared: dict[str, Any], metric: str, finished: dict[str, float],
-                     hooks: TrialHooks, checkpoint_every_s: float) -> None:
+                     hooks: TrialHooks, checkpoint_every_s: float, fuse: bool | None = None) -> None:
     """``trainable`` for a seed group: replayed when every member is recorded as finished (a member
     recorded already is skipped by the driver when the group reports it again)."""
     members = ticket.members()
@@ -157,7 +158,7 @@ def _group_trainable(ticket: TrialTicket, *, prepared: dict[str, Any], metric: s
         from harness.training.fused import SeedGroup
 
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS") or 1)))
-        group = SeedGroup(cfgs, data)
+        group = SeedGroup(cfgs, data, fused=fuse)  # fuse None: where it pays (harness.training.fused)
     if ckpt is not None:
         with ckpt.as_directory() as d:
             for m, trainer in zip(members, group.members, strict=True):

@@ -143,6 +143,9 @@ class StudySpec:
     # Seeds of one configuration trained in one Ray Tune trial (resources.seeds_per_trial;
     # harness.study.grouping); 1: a trial per seed.
     seeds_per_trial: int = 1
+    # resources.fuse: whether a trial's seeds train as one fused model (harness.training.fused):
+    # None = auto (where it pays: CUDA), True / False = always / never.
+    fuse: bool | None = None
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -292,13 +295,23 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
             raise _fail("configs", f"configurations {other!r} and {nc.name!r} are identical")
         ids[nc.config.config_id()] = nc.name
 
-    res = _mapping(raw, "resources", ("cpus", "gpus", "seeds_per_trial"))
+    res = _mapping(raw, "resources", ("cpus", "gpus", "seeds_per_trial", "fuse"))
     cpus = _number(res.get("cpus", 1), "resources.cpus", "a number > 0", lambda v: v > 0)
     gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU)",
                    lambda v: 0 <= v <= 8)
     per_trial = int(_number(res.get("seeds_per_trial", 1), "resources.seeds_per_trial",
                             "an integer >= 1 (seeds of a configuration trained in one trial)",
                             lambda v: v >= 1, integer=True))
+    fuse = res.get("fuse", "auto")
+    if fuse != "auto" and not isinstance(fuse, bool):
+        raise _fail("resources.fuse", f"resources.fuse must be auto, true or false (fuse a trial's seeds into one "
+                    f"model: auto where it pays), got {fuse!r}")
+    if fuse is True:
+        for nc in (baseline, *configs):
+            if nc.config.cascade.enabled:
+                raise _fail("resources.fuse", f"resources.fuse: true, but configuration {nc.name!r} is a cascade "
+                            "ranker, whose seeds cannot train fused: use fuse: auto (it trains them one after "
+                            "another)")
     concurrency = int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1",
                               lambda v: v >= 1, integer=True))
     failure = _mapping(raw, "failure", ("max_retries", "checkpoint_every_s"))
@@ -337,7 +350,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
         max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
         early_stopping=early, models=models, checkpoint_every_s=every, seed_schedule=schedule,
-        confirm=confirm, seeds_per_trial=per_trial)
+        confirm=confirm, seeds_per_trial=per_trial, fuse=None if fuse == "auto" else fuse)
 
 
 # A grid this large is read for its best configuration (and its best of so many null ones would

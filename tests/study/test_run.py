@@ -295,15 +295,16 @@ def _seed_runs(root: Path, name: str) -> dict[str, dict]:
 
 
 def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_path):
-    """``resources.seeds_per_trial: 2`` over 3 seeds: each configuration trains as two Tune trials
-    (seeds 1+2, then 3), every trial failing once after its first checkpoint and resuming its seeds
-    from it; MLflow holds the same seed runs as the plain study's one trial per seed (names, tags,
-    parameters, metric keys, dev curves, artifacts), with the same test metrics."""
+    """``resources.seeds_per_trial: 2`` with ``fuse: true`` over 3 seeds: each configuration trains as
+    two Tune trials (seeds 1+2 as one fused model, then 3), every trial failing once after its first
+    checkpoint and resuming its seeds from it; MLflow holds the same seed runs as the plain study's
+    one trial per seed (names, tags, parameters, metric keys, dev curves, artifacts), with the same
+    test metrics and best-dev weights (fp32 on CPU: within 1e-5; harness.training.fused)."""
     root, _ = finished
     fail_dir, log = tmp_path / "fail", tmp_path / "trials.log"
     fail_dir.mkdir()
-    spec = _spec(root, "grouped", **{**PLAIN, "resources": {"seeds_per_trial": 2}})
-    assert spec.seeds_per_trial == 2
+    spec = _spec(root, "grouped", **{**PLAIN, "resources": {"seeds_per_trial": 2, "fuse": True}})
+    assert (spec.seeds_per_trial, spec.fuse) == (2, True)
     run_study(spec, tracking_uri=_uri(root), progress=lambda m: None,
               hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
     ids = [nc.config.config_id() for nc in spec.fixed_configs()]
@@ -321,9 +322,9 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_
         assert set(g["metrics"]) == set(p["metrics"]), key
         tested = {k for k in g["metrics"] if k.startswith(("test_", "dev_")) or k in ("objective", "best_step")}
         assert {k: g["metrics"][k] for k in tested} == pytest.approx({k: p["metrics"][k] for k in tested},
-                                                                    abs=1e-6), key
+                                                                    abs=1e-5), key
         assert [s for s, _ in g["curve"]] == [s for s, _ in p["curve"]]
-        assert [v for _, v in g["curve"]] == pytest.approx([v for _, v in p["curve"]], abs=1e-6)
+        assert [v for _, v in g["curve"]] == pytest.approx([v for _, v in p["curve"]], abs=1e-5)
     # Each seed's best-dev weights, as `harness export` finds them in the Tune checkpoint (a group's
     # in its member folder), are the plain study's.
     from harness.model.export import load_seed_model
@@ -331,7 +332,7 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_
     for key in (f"{ids[1]}-seed1", f"{ids[1]}-seed2", f"{ids[1]}-seed3"):
         g, p = (load_seed_model(runs[key]["id"], _uri(root), logged=False) for runs in (grouped, plain))
         assert (g.seed, g.best_step) == (p.seed, p.best_step) and sorted(g.state) == sorted(p.state)
-        assert all(float((g.state[k].float() - p.state[k].float()).abs().max()) <= 1e-6 for k in p.state), key
+        assert all(float((g.state[k].float() - p.state[k].float()).abs().max()) <= 1e-5 for k in p.state), key
 
 
 def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root):

@@ -10,6 +10,7 @@ from harness.cli import main
 from harness.errors import ConfigError
 from harness.study._space import enumerate_grid, parse_param
 from harness.study.spec import load_study
+from tests.study.conftest import write_study
 
 ROOT = Path(__file__).resolve().parents[2]
 # Text, not tests/study/conftest.py's write_study: the expected errors cite lines of this file.
@@ -74,7 +75,9 @@ def test_bad_studies(tmp_path, text, expected):
     ("resources: {cpus: x, gpus: 0}\n", r"study.yaml:10: resources.cpus must be a number > 0, got 'x'$"),
     ("resources:\n  cpus: 1\n  gpus: [1]\n", r"study.yaml:12: resources.gpus must be a number in \[0, 8\]"),
     ("resources:\n  cpus: 1\n  gpu: 1\n", r"study.yaml:12: resources: unknown key 'gpu'; did you mean gpus\?"),
-    ("resources: 2\n", r"study.yaml:10: resources must be a mapping with cpus, gpus, seeds_per_trial, got 2"),
+    ("resources: 2\n", r"study.yaml:10: resources must be a mapping with cpus, gpus, seeds_per_trial, fuse, got 2"),
+    ("resources: {fuse: yes_please}\n", r"study.yaml:10: resources.fuse must be auto, true or false .*got 'yes_please'$"),
+    ("resources:\n  fuse: 1\n", r"study.yaml:11: resources.fuse must be auto, true or false"),
     ("resources: {seeds_per_trial: 0}\n", (r"study.yaml:10: resources.seeds_per_trial must be an integer >= 1 "
                                           r"\(seeds of a configuration trained in one trial\), got 0$")),
     ("resources:\n  seeds_per_trial: 1.5\n", r"study.yaml:11: resources.seeds_per_trial must be an integer >= 1"),
@@ -212,3 +215,17 @@ def test_searcher_table_names_real_optuna_samplers_and_their_objective_counts():
         assert s.sampler is None or issubclass(getattr(optuna.samplers, s.sampler), optuna.samplers.BaseSampler)
     assert {n: s.objectives for n, s in SEARCHERS.items()} == {"tpe": 1, "random": 1, "nsga2": 2, "grid": 1}
     assert [n for n, s in SEARCHERS.items() if s.sampler is None] == ["grid"]
+
+
+def test_fuse_true_is_refused_for_a_cascade_ranker_and_auto_is_the_default(tmp_path):
+    """Cascade rankers cannot train their seeds fused (harness.training.fused): ``fuse: true`` names
+    the configuration in one line; ``auto`` (default) and ``false`` are accepted."""
+    plain = load_study(write_study(tmp_path, "plain", resources={"seeds_per_trial": 2}))
+    assert (plain.seeds_per_trial, plain.fuse) == (2, None)
+    off = load_study(write_study(tmp_path, "off", resources={"seeds_per_trial": 2, "fuse": False}))
+    assert off.fuse is False
+    with pytest.raises(ConfigError) as exc:
+        load_study(write_study(tmp_path, "casc", cascade={"enabled": True},
+                               resources={"seeds_per_trial": 2, "fuse": True}))
+    assert "resources.fuse: true, but configuration" in str(exc.value) and "cascade" in str(exc.value)
+    assert "\n" not in str(exc.value)
