@@ -28,7 +28,7 @@ together: aggregate pairs/s, MFU and the sum of their peak memories.
 Cascade: ``benchmarks/cascade.py``'s measurement on the GPU under bf16 autocast, per model and
 length (batch 128 candidates of one query; speed-ups from synchronised wall clock).
 
-    python benchmarks/gpu.py                   # on a CUDA machine: everything, ~9 minutes on an H100 (one unattended command)
+    python benchmarks/gpu.py                   # on a CUDA machine: everything, ~8 minutes on an H100 (estimated; one unattended command)
     python benchmarks/gpu.py --smoke           # CPU check: tiny model, 30 conversations, 2+1 steps, into a temp folder
 Results: benchmarks/results/gpu.{json,md} with the GPU's name, driver and the machine.
 """
@@ -187,7 +187,7 @@ def run_trainers(args: argparse.Namespace, root: Path, peak: float | None,
                 jobs.append(({"model": model, "length": length, "trainer": name, **dims},
                              [_side_cmd(args, name, path, length, args.steps)]))
     rows = []
-    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead):
+    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead, deadline=args.deadline):
         (res,) = results
         label = f"{meta['model']} length {meta['length']}: {meta['trainer']}"
         if "error" in res:
@@ -201,11 +201,14 @@ def run_trainers(args: argparse.Namespace, root: Path, peak: float | None,
 
 
 def pipeline(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path,
-             ahead: int = 1) -> Any:
+             ahead: int = 1, deadline: float | None = None) -> Any:
     """Run ``jobs`` (each: its metadata and the commands of its processes) one at a time on the GPU,
     with the next ``ahead`` jobs' processes already started: they import, load the data and build
     their model, then wait for their turn (``peers.wait_turn``) while the current job times its
-    steps. Yields (metadata, one result per process, seconds from its turn to its end)."""
+    steps. Yields (metadata, one result per process, seconds from its turn to its end).
+
+    ``deadline`` (``time.monotonic()``): a job whose turn comes after it is not run, and one still
+    running at it is killed; either yields a result with an ``error`` saying so (``--budget-s``)."""
     started: list[tuple[Path, list[subprocess.Popen[str]]]] = []
 
     def start(i: int) -> None:
@@ -218,13 +221,25 @@ def pipeline(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path,
         start(i)
     for i, (meta, _) in enumerate(jobs):
         go, procs = started[i]
+        if deadline is not None and time.monotonic() >= deadline:
+            _kill(procs)  # started ahead; the job's commands say how many results it has
+            yield meta, [{"error": OUT_OF_TIME}] * len(jobs[i][1]), 0.0
+            if i + 1 + ahead < len(jobs):
+                started.append((root / f"go-{i + 1 + ahead}", []))
+            continue
         print(f"[gpu bench] {meta.get('label') or meta['trainer']} ({meta['model']}, length {meta['length']}"
               f"{', ' + str(len(procs)) + ' trials' if len(procs) > 1 else ''}) ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         go.touch()
         results = []
         for proc in procs:
-            out, err = proc.communicate()
+            try:
+                left = None if deadline is None else max(1.0, deadline - time.monotonic())
+                out, err = proc.communicate(timeout=left)
+            except subprocess.TimeoutExpired:
+                _kill(procs)
+                results = [{"error": KILLED_AT_DEADLINE}] * len(procs)
+                break
             res = _result(proc, out, err)
             if "error" in res:
                 print(err[-3000:], file=sys.stderr, flush=True)
@@ -233,6 +248,17 @@ def pipeline(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path,
         if i + 1 + ahead < len(jobs):
             start(i + 1 + ahead)
         yield meta, results, seconds
+
+
+OUT_OF_TIME = "skipped: the time budget (--budget-s) was spent"
+KILLED_AT_DEADLINE = "stopped: still running when the time budget (--budget-s) ran out"
+
+
+def _kill(procs: list[subprocess.Popen[str]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def utilisation(dims: dict[str, int], res: dict[str, Any], peak: float | None,
@@ -278,7 +304,7 @@ def run_packing(args: argparse.Namespace, root: Path, peak: float | None,
                     "trials_per_gpu": n, "seeds_per_trial": args.fused if trainer == "harness-fused" else 1}
             jobs.append((meta, [cmd] * n))
     rows = []
-    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead):
+    for meta, results, seconds in pipeline(jobs, root, ahead=args.ahead, deadline=args.deadline):
         row: dict[str, Any] = {**meta, "process_s": seconds}
         failed = [r["error"] for r in results if "error" in r]
         if failed:
@@ -304,6 +330,9 @@ def run_cascades(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = []
     for model in args.cascade_models:
         for length in args.cascade_lengths:
+            if args.deadline is not None and time.monotonic() >= args.deadline:
+                out.append({"model": model, "seq_len": length, "error": OUT_OF_TIME})
+                continue
             print(f"[gpu bench] cascade {model} length {length} ...", file=sys.stderr, flush=True)
             ns = argparse.Namespace(model=model, batch=args.cascade_batch, seq_len=length,
                                     alphas=[0.0, 0.3, 0.4, 0.5], rounds=args.cascade_rounds,
@@ -436,6 +465,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="CPU check: tiny model, length 32, 30 conversations, 2 warm-up + 1 timed step, results in a "
                         "temp folder")
     p.add_argument("--out", type=Path, default=None, help="output path without suffix (default results/gpu)")
+    p.add_argument("--budget-s", type=float, default=480.0,
+                   help="time budget in seconds from the start (default 480, so `make bench-gpu` ends within 10 "
+                        "minutes): a measurement whose turn comes later is skipped and one still running then is "
+                        "stopped, each recorded as such in the results; 0: no budget")
     p.add_argument("--ahead", type=int, default=1,
                    help="trainer processes started ahead of their turn (start-up overlaps the timed steps)")
     p.add_argument("--side", choices=GPU_TRAINERS, help=argparse.SUPPRESS)
@@ -445,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--length", type=int, help=argparse.SUPPRESS)
     p.add_argument("--conversations", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    args.deadline = time.monotonic() + args.budget_s if args.budget_s > 0 and not args.side else None
     import torch
 
     if args.smoke and not args.conversations:
@@ -488,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     rec = {"benchmark": "GPU trainer throughput, MFU and cascade speed-up", "smoke": args.smoke,
            "device": args.device, "gpu": info, "peak_tflops_datasheet": peak, "peak_tflops_measured": measured,
            "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
-                        if k not in ("side", "model_path", "length")},
+                        if k not in ("side", "model_path", "length", "deadline")},
            "data": peers.DATA, "sentence_transformers": st_version, "trainers": trainers,
            "packing": packing, "cascade": cascades, "machine": describe("torch", "transformers")}
     out.parent.mkdir(parents=True, exist_ok=True)

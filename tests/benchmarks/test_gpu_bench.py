@@ -65,3 +65,21 @@ def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     assert (fused["trainer"], fused["seeds_per_trial"]) == ("harness-fused", 2)
     assert fused["pairs"] == 2 * 2 * 4, fused  # two trials of two fused seeds, one timed step of 4 pairs each
     assert "has not run" in (tmp_path / "gpu.md").read_text()
+
+
+def test_the_time_budget_stops_what_runs_at_it_and_skips_the_rest(tmp_path):
+    """``--budget-s``: one job ends in time, the next is still running at the deadline (stopped),
+    the last one's turn comes after it (skipped, though started ahead); each gets its result."""
+    import time
+
+    import gpu
+
+    done = [sys.executable, "-c", 'print("RESULT " + \'{"pairs": 4}\')']
+    slow = [sys.executable, "-c", "import time; time.sleep(60)"]
+    jobs = [({"trainer": name, "model": "tiny", "length": 32}, [cmd]) for name, cmd in
+            (("done", done), ("slow", slow), ("late", done))]
+    t0 = time.monotonic()
+    got = list(gpu.pipeline(jobs, tmp_path, ahead=1, deadline=t0 + 4.0))
+    assert time.monotonic() - t0 < 30
+    assert [(meta["trainer"], results) for meta, results, _ in got] == [
+        ("done", [{"pairs": 4}]), ("slow", [{"error": gpu.KILLED_AT_DEADLINE}]), ("late", [{"error": gpu.OUT_OF_TIME}])]
