@@ -220,13 +220,13 @@ def pipeline(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path,
     for i in range(min(len(jobs), 1 + ahead)):
         start(i)
     for i, (meta, _) in enumerate(jobs):
+        if _past(deadline):  # this job and every later one: end what was started ahead, skip them
+            for _, ahead_procs in started[i:]:
+                _kill(ahead_procs)
+            for later, cmds in jobs[i:]:
+                yield later, [{"error": OUT_OF_TIME}] * len(cmds), 0.0
+            return
         go, procs = started[i]
-        if deadline is not None and time.monotonic() >= deadline:
-            _kill(procs)  # started ahead; the job's commands say how many results it has
-            yield meta, [{"error": OUT_OF_TIME}] * len(jobs[i][1]), 0.0
-            if i + 1 + ahead < len(jobs):
-                started.append((root / f"go-{i + 1 + ahead}", []))
-            continue
         print(f"[gpu bench] {meta.get('label') or meta['trainer']} ({meta['model']}, length {meta['length']}"
               f"{', ' + str(len(procs)) + ' trials' if len(procs) > 1 else ''}) ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
@@ -245,13 +245,17 @@ def pipeline(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path,
                 print(err[-3000:], file=sys.stderr, flush=True)
             results.append(res)
         seconds = time.perf_counter() - t0
-        if i + 1 + ahead < len(jobs):
+        if i + 1 + ahead < len(jobs) and not _past(deadline):
             start(i + 1 + ahead)
         yield meta, results, seconds
 
 
 OUT_OF_TIME = "skipped: the time budget (--budget-s) was spent"
 KILLED_AT_DEADLINE = "stopped: still running when the time budget (--budget-s) ran out"
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _kill(procs: list[subprocess.Popen[str]]) -> None:
@@ -330,7 +334,7 @@ def run_cascades(args: argparse.Namespace) -> list[dict[str, Any]]:
     out = []
     for model in args.cascade_models:
         for length in args.cascade_lengths:
-            if args.deadline is not None and time.monotonic() >= args.deadline:
+            if _past(args.deadline):
                 out.append({"model": model, "seq_len": length, "error": OUT_OF_TIME})
                 continue
             print(f"[gpu bench] cascade {model} length {length} ...", file=sys.stderr, flush=True)
