@@ -1,6 +1,6 @@
 """Checkpoint cost per evaluation: the harness trainer's resumable checkpoint, before and now.
 
-A study checkpoints every trial at every evaluation (harness/study/_trainable.py): ``Trainer.save``
+A study checkpoints every trial at every evaluation (harness/driver/_trainable.py): ``Trainer.save``
 writes ``trainer.pt`` (model, AdamW state, scheduler, best-dev weights, curve) into a temporary
 directory, and ``tune.report`` then copies that directory into the trial's storage (Ray's
 ``persist_current_checkpoint``: a pyarrow file copy), both before training goes on. This script

@@ -1,6 +1,6 @@
 """Harness overhead per trial, and fractional-GPU packing, on real local Ray + real MLflow (SQLite).
 
-Overhead: a real study (``harness.study.runner.run_study``) of N near-no-op trials (the tiny model,
+Overhead: a real study (``harness.driver.runner.run_study``) of N near-no-op trials (the tiny model,
 a few optimizer steps, ~30 conversations, 8 dev / 8 test queries), against the same N trials'
 training done directly in this process with ``harness.training.loop.Trainer`` (warm: one untimed
 warm-up trial first; torch threads = 1, as in a trial). What the study costs beyond training::
@@ -113,7 +113,7 @@ class Timers:
 
 @contextmanager
 def instrumented(timers: Timers) -> Iterator[None]:
-    from harness.study import _orchestrate as orchestrate
+    from harness.driver import _orchestrate as orchestrate
 
     undo = [timers.wrap(orchestrate, "prepare_study", "prepare"), timers.wrap(orchestrate, "init_ray", "ray_init"),
             timers.wrap(orchestrate, "run_phase", "tune_phase"),
@@ -129,7 +129,7 @@ def instrumented(timers: Timers) -> Iterator[None]:
 
 
 def run_timed_study(spec: Any, uri: str) -> dict[str, Any]:
-    from harness.study.runner import run_study
+    from harness.driver.runner import run_study
 
     timers, log = Timers(), []
     t0 = time.time()

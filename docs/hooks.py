@@ -8,7 +8,7 @@ a page is replaced by text built from the code the docs describe, so the docs ca
   validation enforces (the message ``TrialConfig.from_flat`` gives for an invalid value), under the
   section class's docstring. The keys are checked against ``TrialConfig.keys()``.
 - ``<!-- metric-names -->`` (statistics.md): the metric names table from
-  ``harness.evaluation.metrics.METRIC_TABLE`` (harness key, ir-measures name, table label).
+  ``harness.metrics.measures.METRIC_TABLE`` (harness key, ir-measures name, table label).
 - ``<!-- study-keys:begin -->`` ... ``<!-- study-keys:end -->`` (study-file.md): a hand-written
   table of the study file's top-level keys; the build fails unless its first column names exactly
   ``harness.study.spec.TOP_KEYS``.
@@ -158,7 +158,7 @@ def config_keys_markdown() -> str:
 
 def metric_names_markdown() -> str:
     _harness()
-    from harness.evaluation.metrics import METRIC_TABLE
+    from harness.metrics.measures import METRIC_TABLE
 
     lines = ["| harness key | ir-measures | table label |", "|:--|:--|:--|"]
     lines += [f"| `{m.key}` | `{m.canonical}` | {m.label} |" for m in METRIC_TABLE]

@@ -7,7 +7,7 @@ The packages, bottom to top (each imports only those before it; nothing imports 
 (``TrialConfig``); ``model``; ``training``; ``study``; ``jobs``; ``cli``. Each package's
 ``__all__`` is its public face; modules named ``_x`` are internal to their package.
 
-From Python, a study's analysis in one call (harness.evaluation.analysis; docs/python-api.md):
+From Python, a study's analysis in one call (harness.analysis; docs/python-api.md):
 ``harness.load_study(name)`` (its MLflow experiment) or ``harness.compare(path_or_dataframe)`` (a
 long results table), then ``.table(format="md")``, ``.power()``, ``.runs()``. The names are
 resolved on first use, so ``import harness`` imports no MLflow, torch or Ray.

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.cli.job import entry
+from harness.jobs.driver import entry
 
 if __name__ == "__main__":
     sys.exit(entry())

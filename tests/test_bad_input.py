@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from harness.cli import main
-from harness.study import _orchestrate
+from harness.driver import _orchestrate
 from harness.training.loop import Trainer
 
 # The study every row varies. Line numbers: name 1, model 2, data 3, train 4, seeds 5, storage_path 6.

@@ -16,12 +16,17 @@ ROOT = Path(__file__).resolve().parents[1] / "harness"
 LAYERS = [
     {"errors", "suggest", "registry", "records", "heap", "_face", "textfile"},
     {"curriculum", "losses", "tracking"},
-    {"evaluation"},
+    {"metrics"},
+    {"results"},
+    {"stats"},
+    {"present"},
+    {"analysis"},
     {"data"},
     {"config"},
     {"model"},
     {"training"},
     {"study"},
+    {"driver"},
     {"jobs"},
     {"cli", "__init__", "__main__"},
 ]
@@ -128,3 +133,33 @@ def test_every_package_shows_a_face_whose_names_resolve(package: str) -> None:
     assert names, f"harness.{package} has no __all__"
     for name in names:
         assert getattr(module, name) is not None, name
+
+
+def _private(module: str) -> bool:
+    return any(part.startswith("_") and part != "__init__" for part in module.split(".")[1:])
+
+
+def test_no_package_imports_another_packages_private_module() -> None:
+    """``_x`` modules are internal to their package: another package imports only public ones."""
+    crossing = sorted(f"{m} -> {t}" for m, targets in _graph().items() for t in targets
+                      if _private(t) and _area(t) != _area(m) and t != "harness._face")
+    assert crossing == []
+
+
+def test_the_private_rule_is_not_vacuous() -> None:
+    edges = _graph()
+    inside = [t for m, ts in edges.items() for t in ts if _private(t) and _area(t) == _area(m)]
+    assert len(inside) > 10  # private modules exist and are used within their package
+
+
+def test_no_package_imports_another_packages_private_names() -> None:
+    """``from harness.x.y import _name`` only inside package x."""
+    crossing = []
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("harness."):
+                if _area(node.module) == _area(name):
+                    continue
+                crossing += [f"{name} -> {node.module}.{a.name}" for a in node.names
+                             if a.name.startswith("_") and not a.name.startswith("__")]
+    assert crossing == []

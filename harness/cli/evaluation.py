@@ -14,7 +14,7 @@ from an MLflow study or a long results CSV.
 --metric takes a harness key (map, mrr_10) or ir-measures' canonical name (AP, RR@10).
 
 Parse at the edge, then validate (read the source) -> execute (``analyse``, ``power_analysis``) ->
-render, through harness.evaluation.analysis: the code path of ``harness.load_study`` and
+render, through harness.analysis: the code path of ``harness.load_study`` and
 ``harness.compare``, so Python gets the commands' output.
 """
 
@@ -24,14 +24,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.evaluation.analysis import FAMILIES, StudyAnalysis, TableOptions, power_text, render_table
-from harness.evaluation.corrections import CORRECTIONS, DEFAULT_CORRECTION
-from harness.evaluation.metrics import NAME_STYLES
-from harness.evaluation.power import DEFAULT_SEEDS, FORMATS, PowerOptions
-from harness.evaluation.render import RENDERERS
-from harness.evaluation.results import StudyResults
-from harness.evaluation.significance import AUTO, TESTS
-from harness.evaluation.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
+from harness.analysis import FAMILIES, StudyAnalysis, TableOptions, power_text, render_table
+from harness.metrics.measures import NAME_STYLES
+from harness.present.render import RENDERERS
+from harness.present.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
+from harness.results.stored import StudyResults
+from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION
+from harness.stats.power import DEFAULT_SEEDS, FORMATS, PowerOptions
+from harness.stats.significance import AUTO, TESTS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -113,10 +113,10 @@ def register_power(subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 def load_results(args: argparse.Namespace) -> StudyResults:
     if args.from_file is not None:
-        from harness.evaluation.longcsv import read_long_csv
+        from harness.results.longcsv import read_long_csv
 
         return read_long_csv(args.from_file, baseline=args.baseline)
-    from harness.evaluation.mlflow_reader import read_experiment
+    from harness.results.mlflow_reader import read_experiment
 
     return read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
                            phase=getattr(args, "phase", "auto"))
@@ -131,7 +131,7 @@ def run_table(args: argparse.Namespace) -> int:
     _write(render_table(analysis, args.format, form=args.form, decimals=args.decimals, names=args.names),
            args.output)
     if args.plots is not None:
-        from harness.evaluation.plots import write_plots
+        from harness.present.plots import write_plots
 
         for path in write_plots(analysis, args.plots):
             print(f"wrote {path}", file=sys.stderr)

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.cli.job import ERROR_PREFIX
 from harness.jobs.client import TERMINAL, Jobs, JobServer, server_from
+from harness.jobs.driver import ERROR_PREFIX
 from harness.jobs.env import read_env_file
 
 ADDRESS_HELP = "the Ray job server, http://HEAD:8265 (default: $RAY_API_SERVER_ADDRESS)"

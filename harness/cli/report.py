@@ -1,4 +1,4 @@
-"""``harness report``: the one-page study report (harness.evaluation.html_report) of an MLflow
+"""``harness report``: the one-page study report (harness.present.html_report) of an MLflow
 study, written to a self-contained HTML file.
 
     harness report --experiment NAME --to FILE [--tracking-uri URI] [--baseline NAME]
@@ -36,11 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from harness.evaluation.html_report import report_html
-    from harness.evaluation.metrics import metric_key
-    from harness.evaluation.mlflow_reader import read_experiment
-    from harness.evaluation.report import study_report
-    from harness.evaluation.study_record import read_study_record
+    from harness.metrics.measures import metric_key
+    from harness.present.html_report import report_html
+    from harness.present.report import study_report
+    from harness.results.mlflow_reader import read_experiment
+    from harness.results.study_record import read_study_record
 
     metric = metric_key(args.metric) if args.metric else None
     results = read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,

@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from harness.evaluation.trec_export import export_runs
+    from harness.results.trec_export import export_runs
 
     result = export_runs(args.to, experiment=args.experiment, tracking_uri=args.tracking_uri)
     for note in result.skipped:

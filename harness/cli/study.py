@@ -61,12 +61,12 @@ def register(sub: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace, hooks: Any = None) -> int:
-    """``hooks``: the trainable's test hooks (harness.study._trainable.TrialHooks), for tests that
+    """``hooks``: the trainable's test hooks (harness.driver._trainable.TrialHooks), for tests that
     drive `harness run` in a subprocess."""
     spec = load(args.study, args.smoke, args.assign)
     # Everything validate checks but building the model, before any data is prepared or teacher trained.
     validate_study(spec, tracking_uri=args.tracking_uri, build_model=False)
-    from harness.study.runner import TrialHooks, run_study
+    from harness.driver.runner import TrialHooks, run_study
 
     run_study(spec, resume=args.resume, tracking_uri=args.tracking_uri, resume_command=resume_command(args),
               hooks=hooks or TrialHooks())
@@ -87,7 +87,7 @@ def resume_command(args: argparse.Namespace) -> str:
 def cmd_demo(args: argparse.Namespace) -> int:
     spec = load(QUICKSTART, smoke=False)
     validate_study(spec, tracking_uri=args.tracking_uri)
-    from harness.study.runner import run_study
+    from harness.driver.runner import run_study
 
     # The demo is meant to be run again and again: Tune's state of the last one goes (under the
     # study's lease, so never from under a running demo); trials already recorded in MLflow are
@@ -126,7 +126,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     else:
         print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec) - confirm_trials(spec)} trials")
     if spec.early_stopping is not None:
-        from harness.study._early_stop import rung_steps
+        from harness.study.early_stop import rung_steps
 
         es = spec.early_stopping
         base = spec.baseline.config.train
@@ -193,7 +193,7 @@ def run_forwarding_signals(cmd: list[str], grace_s: float = 10.0) -> int:
     import signal
     import subprocess
 
-    from harness.study import start_reaper
+    from harness.driver import start_reaper
 
     start_reaper()  # a SIGKILLed harness ui (no handler runs) leaves no server either
     proc = subprocess.Popen(cmd, start_new_session=True)

@@ -147,7 +147,7 @@ class _TerminalSink:
             self.trainer.save(self.checkpoint_dir)
 
     def finished(self, outcome: TrialOutcome, rec: Any) -> None:
-        from harness.evaluation.trec import qrels_artifacts, split_qrels
+        from harness.metrics.trec import qrels_artifacts, split_qrels
 
         print(f"test (best dev step {rec.best_step}): {_fmt(rec.metrics)}")
         for key in sorted(k for k in rec.cascade if k.startswith("test_exit") and k.endswith("_map")):

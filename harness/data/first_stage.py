@@ -4,7 +4,7 @@ One implementation for ``harness data stats`` and the study's reference line
 (``harness.training.baselines``); both rank the candidates a trained ranker is evaluated on.
 
 - BM25: the candidates ranked by ``Candidate.score`` (the embedded set: BM25 of the context; TREC
-  files: the run's score) under the pessimistic tie rule of ``harness.evaluation.metrics`` (a
+  files: the run's score) under the pessimistic tie rule of ``harness.metrics.measures`` (a
   positive tied with a negative ranks below it); its MAP is ``metrics.evaluate``'s.
 - random: the exact expectation of AP under a uniformly random order of each query's N
   candidates, R of them relevant (no seed, no sampling noise)::
@@ -55,7 +55,7 @@ def bm25_scores(queries: Sequence[Query]) -> list[np.ndarray]:
 
 
 def _map(queries: Sequence[Query], scores: Sequence[np.ndarray]) -> float:
-    from harness.evaluation.metrics import evaluate
+    from harness.metrics.measures import evaluate
 
     run = {q.qid: {c.doc_id: float(s) for c, s in zip(q.candidates, sc, strict=True)}
            for q, sc in zip(queries, scores, strict=True)}
@@ -88,7 +88,7 @@ def random_map(queries: Sequence[Query]) -> float:
 
 def positive_ranks(queries: Sequence[Query]) -> list[int]:
     """Per query with a positive, the first-stage rank (1 = top) of its best-ranked positive."""
-    from harness.evaluation.metrics import rank_order
+    from harness.metrics.measures import rank_order
 
     out = []
     for q, scores in zip(queries, bm25_scores(queries), strict=True):

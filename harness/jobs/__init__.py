@@ -1,6 +1,8 @@
-"""Studies as Ray Jobs on a cluster: the job-server client (``client``), what a job gets (``env``)
-and turning a study file into a submission (``submit``). The job's driver is ``harness.cli.job``
-(jobs/entrypoint.py); the commands are ``harness submit`` and ``harness jobs``.
+"""Studies as Ray Jobs on a cluster, every part of them: the job-server client (``client``), what a
+job gets (``env``), turning a study file into a submission (``submit``) and the job's own driver
+(``driver``, which jobs/entrypoint.py runs). The commands are ``harness submit`` and ``harness jobs``
+(harness/cli/jobs.py); the files a cluster needs (entrypoint, runtime_env, KubeRay manifest, image)
+are in the top-level jobs/ folder.
 """
 
 from __future__ import annotations

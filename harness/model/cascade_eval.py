@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import DataError
-from harness.evaluation.metrics import QueryMetrics, evaluate
+from harness.metrics.measures import QueryMetrics, evaluate
 from harness.model._cascade_rank import cascade_rank
 from harness.model.cascade_cost import CascadePlan
 from harness.records import Query, qrels_of

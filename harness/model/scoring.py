@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from harness.evaluation.metrics import QueryMetrics, evaluate
+from harness.metrics.measures import QueryMetrics, evaluate
 from harness.model.collate import PairCollator, TokenizedQueries
 from harness.records import Query, qrels_of
 

@@ -1,8 +1,8 @@
-"""Studies: the study file (``load_study``, one validation for validate, run and submit), the trial
-protocol (ticket in, outcome out; no Ray), one way to run a trial (``run_trial``), and the Ray Tune
-glue in small internal modules (the only ones that import ray.tune): trainable, driver callback,
-searchers, orchestration, leases, storage, early stopping; ``start_reaper`` ends a process's
-children once it is gone, however it died (its local Ray; `harness ui`'s MLflow server).
+"""Studies, as data: the study file (``load_study``; spec.py), one validation for validate, run and
+submit (validate.py), the search space (space.py), early stopping's rule (early_stop.py), seed
+rounds (rounds.py), the data/model variants a study touches (variants.py), the trial protocol
+(ticket in, outcome out; protocol.py) and one way to run a trial (``run_trial``; trial.py). No
+Ray: the runtime that runs a study on Ray Tune is harness.driver.
 """
 
 from __future__ import annotations
@@ -14,17 +14,13 @@ __all__ = [
     "TrialOutcome",
     "TrialTicket",
     "load_study",
-    "run_study",
     "run_trial",
-    "start_reaper",
     "validate_study",
 ]
 
 __getattr__, __dir__ = face(__name__, {
     "load_study": "spec",
-    "run_study": "runner",
     "run_trial": "trial",
-    "start_reaper": "_reaper",
     "StudySpec": "spec",
     "TrialOutcome": "protocol",
     "TrialTicket": "protocol",

@@ -27,7 +27,7 @@ A study file::
     failure: {max_retries: 2, checkpoint_every_s: 60}   # checkpoint: first evaluation, then >= 60 s apart
     storage_path: runs               # Ray Tune experiment storage (a path or s3://...)
     models: best                     # MLflow models at the end: best (its seeds), all, none
-    early_stopping:                  # optional, off by default (harness.study._early_stop)
+    early_stopping:                  # optional, off by default (harness.study.early_stop)
       rungs: [0.25, 0.5]             # fractions of train.steps, or whole step counts
       reduction_factor: 2            # keep the top 1/reduction_factor of configurations at a rung
       metric: map                    # dev metric compared (default: objective.metric)
@@ -53,10 +53,10 @@ from harness.config import (
     unknown_key_message,
 )
 from harness.errors import ConfigError
-from harness.evaluation.sequential import SeedSchedule
 from harness.registry import Registry
-from harness.study._early_stop import EarlyStopSettings, rung_step, rung_steps
-from harness.study._space import Param, ordered, parse_param
+from harness.stats.sequential import SeedSchedule
+from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
+from harness.study.space import Param, ordered, parse_param
 from harness.suggest import did_you_mean
 from harness.tracking.conventions import MODEL_LOGGING, name_problem
 
@@ -106,7 +106,7 @@ class SearchSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class ConfirmSpec:
-    """The confirmation phase (harness.study._confirm): the ``top`` configurations by their mean dev
+    """The confirmation phase (harness.driver._confirm): the ``top`` configurations by their mean dev
     objective and the baseline, retrained with ``seeds``, fresh seeds after every earlier one."""
 
     top: int
@@ -136,9 +136,9 @@ class StudySpec:
     early_stopping: EarlyStopSettings | None = None
     models: str = "best"
     checkpoint_every_s: float = 60.0
-    # Seeds added in rounds (harness.study._rounds); ``seeds`` then lists every seed up to max.
+    # Seeds added in rounds (harness.driver._rounds); ``seeds`` then lists every seed up to max.
     seed_schedule: SeedSchedule | None = None
-    # The confirmation phase (harness.study._confirm); None: the study picks nothing to confirm.
+    # The confirmation phase (harness.driver._confirm); None: the study picks nothing to confirm.
     confirm: ConfirmSpec | None = None
     # Seeds of one configuration trained in one Ray Tune trial (resources.seeds_per_trial;
     # harness.study.grouping); 1: a trial per seed.
@@ -277,7 +277,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
 
     search = _search(raw.get("search"), defaults, metric, mode)
     if search is not None and SEARCHERS.get(search.searcher).sampler is None:  # exhaustive grid
-        from harness.study._space import enumerate_grid
+        from harness.study.space import enumerate_grid
 
         for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat())):
             configs.append(NamedConfig(name=f"grid-{j}", role="candidate",
@@ -602,7 +602,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
 
 def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: NamedConfig,
                     configs: list[NamedConfig], search: SearchSpec | None) -> EarlyStopSettings | None:
-    """``early_stopping: {rungs, reduction_factor, metric}`` (harness.study._early_stop); absent: off."""
+    """``early_stopping: {rungs, reduction_factor, metric}`` (harness.study.early_stop); absent: off."""
     if raw.get("early_stopping") is None:
         return None
     es = _mapping(raw, "early_stopping", ("rungs", "reduction_factor", "metric"))

@@ -1,4 +1,4 @@
-"""One trial, run one way: the Tune trainable (harness.study._trainable) and ``harness train``
+"""One trial, run one way: the Tune trainable (harness.driver._trainable) and ``harness train``
 (harness.cli.train) both call ``run_trial`` and differ only in their ``TrialSink``.
 
 Lifecycle: ``run_trial`` drives ``Trainer.run()`` to its end and hands the sink, in order, a
@@ -103,8 +103,8 @@ def run_group(ticket: TrialTicket, group: SeedGroup, sink: GroupSink, *, metric:
 def write_trial_files(folder: str | Path, ticket: TrialTicket, splits: Splits, final: FinalRecord) -> list[Path]:
     """The seed run's files of its best checkpoint under ``folder``: the TREC run files
     ``runs/dev.trec`` and ``runs/test.trec`` (every candidate's score under the best-dev checkpoint,
-    tagged ``<config>.seed<seed>``; harness.evaluation.trec). Returns the files written."""
-    from harness.evaluation.trec import run_file_artifacts, run_tag, split_qrels
+    tagged ``<config>.seed<seed>``; harness.metrics.trec). Returns the files written."""
+    from harness.metrics.trec import run_file_artifacts, run_tag, split_qrels
 
     qrels = split_qrels(splits)
     runs = {s: r for s, r in final.runs.items() if s in qrels}

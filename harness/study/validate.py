@@ -140,9 +140,9 @@ def check_tracking_uri(uri: str | None) -> str:
 
 
 def schedule_plan(spec: Any) -> list[str]:
-    """What `harness validate` prints about a seed schedule (harness.study._rounds): its rounds,
+    """What `harness validate` prints about a seed schedule (harness.driver._rounds): its rounds,
     trials and rule; nothing without one."""
-    from harness.study._rounds import FAMILY_ALPHA, design
+    from harness.study.rounds import FAMILY_ALPHA, design
 
     schedule = spec.seed_schedule
     if schedule is None:
@@ -161,7 +161,7 @@ def schedule_plan(spec: Any) -> list[str]:
 
 
 def confirm_plan(spec: Any) -> list[str]:
-    """What `harness validate` prints about the confirmation phase (harness.study._confirm)."""
+    """What `harness validate` prints about the confirmation phase (harness.driver._confirm)."""
     from harness.study.variants import confirm_trials
 
     c = spec.confirm

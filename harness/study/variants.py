@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.config import TrialConfig
 from harness.errors import ConfigError
-from harness.study._space import enumerate_grid
+from harness.study.space import enumerate_grid
 from harness.study.spec import StudySpec
 
 if TYPE_CHECKING:  # torch and the tokenizers load only where data is prepared (not in validate)

@@ -110,7 +110,7 @@ REFERENCE_METRIC = "reference_{name}_map"  # study run: first-stage and random M
 # (= R10@1 with one positive among 10 candidates), nDCG@10, R-Prec.
 METRICS = ("map", "mrr", "mrr_10", "p_1", "ndcg_10", "rprec")
 
-# Early stopping (harness.study._early_stop): a stopped configuration's config run and its seed runs
+# Early stopping (harness.study.early_stop): a stopped configuration's config run and its seed runs
 # carry TAG_STOPPED=1, the rung (its step) and the reason; its seed runs end KILLED with their dev
 # curves; the table leaves it out and names it in the footnote. The study run gets the trial-steps
 # saved and run as metrics.
@@ -120,7 +120,7 @@ TAG_STOPPED_REASON = "harness.stopped_reason"
 METRIC_STEPS_SAVED = "early_stopping_steps_saved"
 METRIC_STEPS_RUN = "early_stopping_steps_run"
 METRIC_STOPPED = "early_stopping_stopped_configs"
-# Seed schedules (harness.study._rounds, harness.evaluation.sequential): each seed run carries the
+# Seed schedules (harness.driver._rounds, harness.stats.sequential): each seed run carries the
 # round that trained it; each config run why it got no more seeds ("settled: better at round 2 (6
 # seeds)", "futility at round 2 (6 seeds)", "max seeds (12): not settled"; the baseline's says how
 # many seeds the open comparisons needed), and the round and seed count where it stopped as metrics.
@@ -128,7 +128,7 @@ TAG_ROUND = "harness.round"
 TAG_SEQUENTIAL = "harness.sequential"
 METRIC_SEQUENTIAL_ROUND = "sequential_round"
 METRIC_SEQUENTIAL_SEEDS = "sequential_seeds"
-# Phases (harness.study._confirm): every config run and seed run carries the phase that made it
+# Phases (harness.driver._confirm): every config run and seed run carries the phase that made it
 # (fixed, search, confirmation); the study run names the configurations its confirmation retrains
 # (config ids, comma-separated) once they are picked.
 TAG_PHASE = "harness.phase"
@@ -139,7 +139,7 @@ TAG_CONFIRM_PICK = "harness.confirmation_pick"
 # Where a study's Tune state (trial checkpoints, result.json with the per-query values) lives, and
 # how much space it takes at the study's end (study run).
 TAG_STORAGE = "harness.storage_path"
-# On the study's experiment while a driver runs it (harness.study._store_lease): the driver's host,
+# On the study's experiment while a driver runs it (harness.driver._store_lease): the driver's host,
 # pid, start, heartbeat and resume command (JSON), so one driver runs a study from any directory.
 TAG_DRIVER = "harness.driver"
 # On a seed run that repeated a finished one of the same trial (two drivers of an older version):

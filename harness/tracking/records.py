@@ -12,7 +12,7 @@ a finished trial. All writes happen on the driver.
 
 Reading: ``iter_runs`` (the runs of one kind), ``SeedRun.of`` (a seed run's tags and metrics, the
 test metrics without their prefix) and ``read_per_query`` (the per-query artifact); the study
-writer's resume and `harness table --experiment` (harness.evaluation.mlflow_reader) both read
+writer's resume and `harness table --experiment` (harness.results.mlflow_reader) both read
 through them.
 """
 
@@ -340,7 +340,7 @@ class StudyRecords:
 
     def config_summary(self, config_id: str, summary: Mapping[str, float], seeds: Sequence[int]) -> None:
         """A configuration's summary over its seeds (``<metric>_mean``, ``<metric>_sd``: computed by
-        the caller, harness.evaluation.results.summary_metrics) and the seeds it covers onto its
+        the caller, harness.results.stored.summary_metrics) and the seeds it covers onto its
         config run; an undefined (NaN) value is not logged."""
         run = self._configs[config_id]
         self.store.log_metrics(run, summary)

@@ -2,7 +2,7 @@
 
 The members stay ordinary ``Trainer`` objects (``Member``): their samplers, signals, best-dev state,
 dev curves and evaluation code are the separate run's. The engine owns the stacked weights
-(``harness.model._fused.StackedCrossEncoder``), one AdamW over them and one schedule; a member's
+(``harness.model.stacked.StackedCrossEncoder``), one AdamW over them and one schedule; a member's
 model receives its replica's weights (``copy_out``) before it is evaluated or checkpointed, and a
 member's checkpoint carries its slice of the optimizer state in the ordinary format.
 """
@@ -17,8 +17,8 @@ import numpy as np
 import torch
 
 from harness.errors import ConfigError
-from harness.model._fused import StackedCrossEncoder, unstackable
-from harness.training.loop import Record, StepRecord, Trainer, _step_seed
+from harness.model.stacked import StackedCrossEncoder, unstackable
+from harness.training.loop import Record, StepRecord, Trainer, step_seed
 
 # Fusing pays on CUDA (one stream of large kernels instead of k of small ones). On CPU the k
 # replicas' matrix products are as large either way, and the one measurement so far
@@ -200,9 +200,9 @@ class FusedEngine:
         while self.step < total:
             s = self.step
             for g, m in zip(self.generators, members, strict=True):
-                g.manual_seed(_step_seed(m.cfg.train.seed, s))
+                g.manual_seed(step_seed(m.cfg.train.seed, s))
             if self.device.type != "cpu":
-                torch.manual_seed(_step_seed(cfg.seed, s))
+                torch.manual_seed(step_seed(cfg.seed, s))
             idxs = [m.sampler.batch(s) for m in members]
             losses = self._losses(idxs, s)
             self.optimizer.zero_grad(set_to_none=True)

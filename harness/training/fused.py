@@ -5,7 +5,7 @@ configurations that differ only in ``train.seed`` and trains them in one process
 
 - fused (``fused=True``; the default on CUDA): ONE model whose parameters are the k replicas'
   parameters stacked along a new leading axis; every step runs one forward and one backward over
-  the k replicas' batches (batched matrix products, ``harness.model._fused``) and one AdamW step
+  the k replicas' batches (batched matrix products, ``harness.model.stacked``) and one AdamW step
   over the stacked tensors. Each replica keeps its own initial weights, data order (its own
   sampler), dropout masks (its own generator, drawn as its separate run draws them), optimizer
   moments and gradient clipping (the norm of its own slice), so each seed's records are those of
@@ -19,7 +19,7 @@ are the ordinary ``trainer.pt`` of that seed, so a seed resumes alone or in a gr
 ``run()`` yields ``(i, record)`` for member i: its step, evaluation and final records as its
 ``Trainer.run`` would yield them; every member's ``FinalRecord`` comes after all other records.
 
-Only the plain cross-encoder on a BERT-like encoder fuses (``harness.model._fused.can_fuse``);
+Only the plain cross-encoder on a BERT-like encoder fuses (``harness.model.stacked.can_fuse``);
 other models interleave under ``fused=None`` and are refused under ``fused=True``.
 """
 

@@ -93,7 +93,7 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _step_seed(seed: int, step: int) -> int:
+def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step * 7_919 + 17) % (2**63 - 1)
 
 
@@ -293,7 +293,7 @@ class Trainer:
         """One optimizer step, step ``self.step``, on ``inputs`` (``step_inputs(self.step, tok)``);
         returns the loss, on the device (reading it is what waits for the GPU)."""
         s = self.step
-        torch.manual_seed(_step_seed(self.cfg.train.seed, s))
+        torch.manual_seed(step_seed(self.cfg.train.seed, s))
         loss = self._loss(inputs.idx, s, queries, tok, inputs=inputs)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

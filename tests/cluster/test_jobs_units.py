@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from harness.cli.job import build_parser
 from harness.errors import ConfigError, HarnessError
 from harness.jobs import env as E
 from harness.jobs.client import JobServer, probe, resolve_address, resolve_token
+from harness.jobs.driver import build_parser
 from harness.jobs.submit import SubmitPlan, plan_submission, submission_id
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def test_runtime_env_ships_the_project_without_caches_venvs_or_results(tmp_path:
     create_package(str(root), pkg, include_gitignore=False,
                    excludes=ray_constants.get_runtime_env_default_excludes() + renv["excludes"])
     names = zipfile.ZipFile(pkg).namelist()
-    assert {"harness/cli/__init__.py", "harness/cli/job.py", "jobs/entrypoint.py", "jobs/runtime_env.yaml",
+    assert {"harness/cli/__init__.py", "harness/jobs/driver.py", "jobs/entrypoint.py", "jobs/runtime_env.yaml",
             "search_spaces/quickstart.yaml"} <= set(names)
     for bad in (".git/", ".venv/", "mlruns/", "runs/", ".mypy_cache/", ".harness_cache/", "__pycache__/"):
         assert not any(n.startswith(bad) or f"/{bad}" in n for n in names), bad

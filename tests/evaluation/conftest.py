@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.evaluation.results import RunRecord
+from harness.results.stored import RunRecord
 
 # config -> shift of its per-query MAP against the baseline
 EFFECTS = {"base": 0.0, "better": 0.06, "same": 0.0, "worse": -0.08}
@@ -86,7 +86,7 @@ def write_study_records(uri: str, study: str, records: list[RunRecord], names: d
     metrics the means of its per-query values, as the trainer logs them); one more seed run failed,
     which the readers skip."""
     from harness.config import TrialConfig
-    from harness.evaluation.metrics import mean_of
+    from harness.metrics.measures import mean_of
     from harness.study.protocol import TrialOutcome, TrialTicket
     from harness.tracking import conventions as C
     from harness.tracking.records import StudyRecords

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import harness
+from harness import analysis as analysis_module
+from harness.analysis import StudyAnalysis
 from harness.errors import ConfigError, DataError, HarnessError
-from harness.evaluation import analysis as analysis_module
-from harness.evaluation.analysis import StudyAnalysis
 from harness.tracking.store import default_tracking_uri
 
 from .conftest import synthetic_records, write_long_csv, write_study_records

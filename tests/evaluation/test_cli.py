@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.results import RunRecord
+from harness.results.stored import RunRecord
 
 from .conftest import synthetic_records, write_long_csv
 

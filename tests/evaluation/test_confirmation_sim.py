@@ -1,4 +1,4 @@
-"""Why a study confirms its pick with fresh seeds (harness.study._confirm), by seeded simulation:
+"""Why a study confirms its pick with fresh seeds (harness.driver._confirm), by seeded simulation:
 K = 8 null candidates and a baseline, 3 seeds each, every run with its own training effect (the same
 on dev and test, as a lucky initialisation helps on both). The candidate with the best mean dev
 objective is tested against the baseline on test with the crossed test (crossed_batch), once on the
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.evaluation._crossed import crossed_batch
+from harness.stats.crossed import crossed_batch
 
 N, K, S, Q = 2000, 8, 3, 50
 RUN_SD, QUERY_SD, DEV_SD = 0.02, 0.08, 0.005

@@ -13,9 +13,9 @@ import pytest
 from scipy import stats
 
 from harness.errors import DataError
-from harness.evaluation._crossed import crossed_batch, crossed_test, mean_squares, satterthwaite
-from harness.evaluation._paired import paired_test
-from harness.evaluation.power import VarianceComponents, mde
+from harness.stats.crossed import crossed_batch, crossed_test, mean_squares, satterthwaite
+from harness.stats.paired import paired_test
+from harness.stats.power import VarianceComponents, mde
 
 
 def _fixture(seeds: int = 4, queries: int = 30, seed: int = 1) -> np.ndarray:

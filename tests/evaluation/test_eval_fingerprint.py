@@ -10,7 +10,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import DataError
-from harness.evaluation.results import EvaluationMismatch, StudyResults
+from harness.results.stored import EvaluationMismatch, StudyResults
 from harness.tracking import conventions as C
 
 from .conftest import log_seed_results, synthetic_records

@@ -10,12 +10,12 @@ import pytest
 from scipy import stats
 from statsmodels.stats.multitest import multipletests
 
-from harness.evaluation._crossed import crossed_batch
-from harness.evaluation.corrections import adjust
-from harness.evaluation.render import render
-from harness.evaluation.results import StudyResults
-from harness.evaluation.significance import AnalysisOptions, analyse
-from harness.evaluation.table import build_tables
+from harness.present.render import render
+from harness.present.table import build_tables
+from harness.results.stored import StudyResults
+from harness.stats.corrections import adjust
+from harness.stats.crossed import crossed_batch
+from harness.stats.significance import AnalysisOptions, analyse
 
 from .conftest import synthetic_records
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.evaluation.table import library_versions
+from harness.present.table import library_versions
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
@@ -50,7 +50,7 @@ def _render(run_cli: Callable[..., tuple[int, str, str]], *argv: str) -> str:
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name: str, run_cli: Callable[..., tuple[int, str, str]],
                 monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("harness.evaluation.table.library_versions", lambda: "@VERSIONS@")
+    monkeypatch.setattr("harness.present.table.library_versions", lambda: "@VERSIONS@")
     text = _render(run_cli, *CASES[name])
     path = GOLDEN / name
     if os.environ.get("HARNESS_UPDATE_GOLDEN"):
@@ -161,8 +161,8 @@ def test_html_is_well_formed(run_cli: Callable[..., tuple[int, str, str]]) -> No
 def test_a_label_opening_with_a_bracket_compiles(tmp_path: Path) -> None:
     """A configuration named "[ablation] ..." starts a row right after the previous row's \\\\, which
     would read it as \\\\'s optional [length]; in both row-per-configuration forms it prints as named."""
-    from harness.evaluation.analysis import StudyAnalysis
-    from harness.evaluation.results import RunRecord, StudyResults
+    from harness.analysis import StudyAnalysis
+    from harness.results.stored import RunRecord, StudyResults
 
     records = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100})
                for c, v in (("base", 0.5), ("[ablation] no CL", 0.6)) for s in (1, 2, 3)]

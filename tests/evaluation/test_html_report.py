@@ -1,4 +1,4 @@
-"""The one-page study report (harness.evaluation.html_report) built from StudyResults in memory: the
+"""The one-page study report (harness.present.html_report) built from StudyResults in memory: the
 forest plot's rows against scipy's paired t interval, the dev-curve bands and the power curve against
 independent arithmetic (statsmodels' noncentral t), the decisions' sentences, a self-contained page;
 and the page in headless Chromium (Debian's /usr/bin/chromium through Playwright): no console error,
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.evaluation.html_report import (
+from harness.present.html_report import (
     curve_bands,
     decisions,
     forest_rows,
@@ -27,10 +27,10 @@ from harness.evaluation.html_report import (
     power_curve,
     report_html,
 )
-from harness.evaluation.report import study_report
-from harness.evaluation.results import StudyResults
-from harness.evaluation.significance import AnalysisOptions
-from harness.evaluation.study_record import StudyRecord
+from harness.present.report import study_report
+from harness.results.stored import StudyResults
+from harness.results.study_record import StudyRecord
+from harness.stats.significance import AnalysisOptions
 
 from .conftest import synthetic_records
 
@@ -152,7 +152,7 @@ def test_the_page_is_self_contained(results, report):
 def test_a_page_without_curves_or_power_says_why(results):
     """Per-run values only (no per-query values, no dev curves): no power analysis, no curves, each
     said where its figure would be."""
-    from harness.evaluation.results import RunRecord
+    from harness.results.stored import RunRecord
 
     runs = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100})
             for c, v in (("base", 0.5), ("new", 0.6)) for s in (1, 2, 3)]

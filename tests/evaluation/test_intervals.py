@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.evaluation._paired import hodges_lehmann, paired_test, sign_flip_p, wilcoxon_interval
+from harness.stats.paired import hodges_lehmann, paired_test, sign_flip_p, wilcoxon_interval
 
 
 def _scipy_inversion(d: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:

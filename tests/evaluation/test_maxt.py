@@ -15,14 +15,14 @@ import pytest
 from scipy import stats
 
 from harness.errors import ConfigError, DataError
-from harness.evaluation import _maxt
-from harness.evaluation._crossed import crossed_batch
-from harness.evaluation.corrections import adjust
-from harness.evaluation.longcsv import read_long_frame
-from harness.evaluation.render import render
-from harness.evaluation.results import StudyResults
-from harness.evaluation.significance import AnalysisOptions, analyse
-from harness.evaluation.table import build_tables
+from harness.present.render import render
+from harness.present.table import build_tables
+from harness.results.longcsv import read_long_frame
+from harness.results.stored import StudyResults
+from harness.stats import maxt as _maxt
+from harness.stats.corrections import adjust
+from harness.stats.crossed import crossed_batch
+from harness.stats.significance import AnalysisOptions, analyse
 
 from .conftest import synthetic_records, write_long_csv
 
@@ -216,8 +216,8 @@ def test_the_csv_and_mlflow_intervals_are_the_simultaneous_ones_under_maxt():
     import csv
     import io
 
-    from harness.evaluation.report import study_report
-    from harness.evaluation.table import configs_table
+    from harness.present.report import study_report
+    from harness.present.table import configs_table
 
     res = StudyResults.build(synthetic_records())
     analysis = analyse(res, AnalysisOptions(test="crossed", correction="maxt"))

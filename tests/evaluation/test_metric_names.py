@@ -14,7 +14,7 @@ import pytest
 
 from harness.config import SELECT_METRICS
 from harness.errors import ConfigError
-from harness.evaluation.metrics import (
+from harness.metrics.measures import (
     IR_MEASURES_NAMES,
     MEASURES,
     METRIC_KEYS,

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import ConfigError, DataError
-from harness.evaluation.metrics import (
+from harness.metrics.measures import (
     IR_MEASURES_NAMES,
     MEASURES,
     evaluate,

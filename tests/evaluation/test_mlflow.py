@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
-from harness.evaluation._crossed import crossed_test
-from harness.evaluation.mlflow_reader import default_tracking_uri, read_experiment
-from harness.evaluation.report import study_report
+from harness.present.report import study_report
+from harness.results.mlflow_reader import default_tracking_uri, read_experiment
+from harness.stats.crossed import crossed_test
 from harness.tracking import conventions as C
 
 from .conftest import log_seed_results, synthetic_records

@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from harness.errors import ConfigError, DataError
-from harness.evaluation._paired import PROCEDURES, paired_test, sign_flip_p
-from harness.evaluation.corrections import CORRECTIONS, adjust, describe
+from harness.stats.corrections import CORRECTIONS, adjust, describe
+from harness.stats.paired import PROCEDURES, paired_test, sign_flip_p
 
 # R's `sleep` data: extra hours of sleep under two drugs, the same 10 patients.
 SLEEP_1 = [0.7, -1.6, -0.2, -1.2, -0.1, 3.4, 3.7, 0.8, 0.0, 2.0]
@@ -86,7 +86,7 @@ def test_randomisation_tied_magnitudes() -> None:
 
 _CHILD = """
 import json, numpy as np
-from harness.evaluation._paired import paired_test
+from harness.stats.paired import paired_test
 g = np.random.default_rng(123)
 y = g.uniform(size=60); x = np.clip(y + g.normal(0.02, 0.1, 60), 0, 1)
 r = paired_test("randomisation", x, y, rng=np.random.default_rng(42), resamples=5000)

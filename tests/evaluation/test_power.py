@@ -10,9 +10,9 @@ import pytest
 from scipy import stats
 
 from harness.errors import ConfigError
-from harness.evaluation._crossed import VarianceComponents, crossed_test
-from harness.evaluation.power import PowerOptions, mde, power_analysis, power_at, query_floor, seeds_needed
-from harness.evaluation.results import RunRecord, StudyResults
+from harness.results.stored import RunRecord, StudyResults
+from harness.stats.crossed import VarianceComponents, crossed_test
+from harness.stats.power import PowerOptions, mde, power_analysis, power_at, query_floor, seeds_needed
 
 COMPS = VarianceComponents(seed=1e-4, query=4e-3, resid=1e-2)
 

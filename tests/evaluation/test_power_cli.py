@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from harness.errors import DataError
-from harness.evaluation._crossed import VarianceComponents
-from harness.evaluation.power import mde, power_analysis
-from harness.evaluation.results import RunRecord, StudyResults
+from harness.results.stored import RunRecord, StudyResults
+from harness.stats.crossed import VarianceComponents
+from harness.stats.power import mde, power_analysis
 
 from .conftest import synthetic_records, write_long_csv
 

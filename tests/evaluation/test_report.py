@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from harness.errors import ConfigError
-from harness.evaluation.plots import write_plots
-from harness.evaluation.report import study_report
-from harness.evaluation.results import RunRecord, StudyResults
-from harness.evaluation.significance import AnalysisOptions
+from harness.present.plots import write_plots
+from harness.present.report import study_report
+from harness.results.stored import RunRecord, StudyResults
+from harness.stats.significance import AnalysisOptions
 from harness.tracking.conventions import TAG_CORRECTION, TAG_MARKER_PREFIX, TAG_NOTE, TAG_TEST
 
 

@@ -13,8 +13,8 @@ import ir_measures
 import numpy as np
 import pytest
 
-from harness.evaluation.metrics import MEASURES, evaluate
-from harness.evaluation.trec import qrels_artifacts, run_file_artifacts, run_tag
+from harness.metrics.measures import MEASURES, evaluate
+from harness.metrics.trec import qrels_artifacts, run_file_artifacts, run_tag
 from harness.records import Query, qrels_of
 from harness.tracking import conventions as C
 from tests.conftest import toy_splits

@@ -1,4 +1,4 @@
-"""The group-sequential rule of seed rounds (harness.evaluation.sequential): its boundaries against
+"""The group-sequential rule of seed rounds (harness.stats.sequential): its boundaries against
 scipy's multivariate normal and the published Lan-DeMets values, its futility bound against the
 conditional power it stands for, and, by seeded simulation of ranker-like studies, its family-wise
 error, its power against the fixed design at max seeds and the seeds it spends. docs/statistics.md
@@ -11,9 +11,9 @@ import pytest
 from scipy import stats
 
 from harness.errors import ConfigError
-from harness.evaluation._crossed import crossed_batch
-from harness.evaluation.corrections import adjust
-from harness.evaluation.sequential import (
+from harness.stats.corrections import adjust
+from harness.stats.crossed import crossed_batch
+from harness.stats.sequential import (
     CODES,
     GroupSequential,
     SeedSchedule,

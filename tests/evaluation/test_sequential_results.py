@@ -10,16 +10,16 @@ import pytest
 from scipy import stats
 
 from harness.errors import DataError
-from harness.evaluation._crossed import crossed_test
-from harness.evaluation.longcsv import long_rows
-from harness.evaluation.mlflow_reader import read_experiment
-from harness.evaluation.power import power_analysis
-from harness.evaluation.render import render
-from harness.evaluation.report import study_report
-from harness.evaluation.results import RunRecord, StudyResults
-from harness.evaluation.sequential import RULE
-from harness.evaluation.significance import AnalysisOptions, analyse
-from harness.evaluation.table import build_tables
+from harness.present.render import render
+from harness.present.report import study_report
+from harness.present.table import build_tables
+from harness.results.longcsv import long_rows
+from harness.results.mlflow_reader import read_experiment
+from harness.results.stored import RunRecord, StudyResults
+from harness.stats.crossed import crossed_test
+from harness.stats.power import power_analysis
+from harness.stats.sequential import RULE
+from harness.stats.significance import AnalysisOptions, analyse
 from harness.tracking import conventions as C
 
 from .conftest import synthetic_records

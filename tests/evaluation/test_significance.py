@@ -9,8 +9,8 @@ import pytest
 from scipy import stats
 
 from harness.errors import ConfigError, DataError
-from harness.evaluation.results import RunRecord, StudyResults
-from harness.evaluation.significance import AnalysisOptions, Markers, analyse
+from harness.results.stored import RunRecord, StudyResults
+from harness.stats.significance import AnalysisOptions, Markers, analyse
 
 from .conftest import synthetic_records
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.evaluation._crossed import crossed_batch
-from harness.evaluation.corrections import adjust
+from harness.stats.corrections import adjust
+from harness.stats.crossed import crossed_batch
 
 QUERIES = 50
 STUDIES = 2000

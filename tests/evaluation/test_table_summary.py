@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness.evaluation.analysis import StudyAnalysis, TableOptions
-from harness.evaluation.results import RunRecord, StudyResults
-from harness.evaluation.table import SUMMARY_ABOVE, resolve_form
+from harness.analysis import StudyAnalysis, TableOptions
+from harness.present.table import SUMMARY_ABOVE, resolve_form
+from harness.results.stored import RunRecord, StudyResults
 
 SEEDS = ("1", "2", "3")
 QUERIES = tuple(f"q{i}" for i in range(40))

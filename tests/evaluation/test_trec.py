@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.errors import DataError
-from harness.evaluation.metrics import MEASURES, evaluate
-from harness.evaluation.trec import (
+from harness.metrics.measures import MEASURES, evaluate
+from harness.metrics.trec import (
     format_qrels,
     format_run,
     qrels_artifacts,

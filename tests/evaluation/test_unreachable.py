@@ -26,7 +26,7 @@ def test_unreachable_tracking_server_fails_fast(tmp_path, capsys, monkeypatch, c
 def test_a_users_own_mlflow_settings_win(monkeypatch):
     import os
 
-    from harness.evaluation.mlflow_reader import FAST_FAIL_ENV, _env_defaults
+    from harness.results.mlflow_reader import FAST_FAIL_ENV, _env_defaults
 
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "9")
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_TIMEOUT", raising=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.errors import DataError
-from harness.evaluation.metrics import evaluate
+from harness.metrics.measures import evaluate
 from harness.model.cascade_eval import (
     alpha_grid,
     cascade_metrics,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from harness.errors import DataError
-from harness.evaluation.metrics import rank_order
+from harness.metrics.measures import rank_order
 from harness.model._cascade_rank import cascade_rank, keep_top
 from harness.model.cascade_cost import CascadePlan
 

@@ -15,11 +15,11 @@ from mlflow.tracking import MlflowClient
 from harness.cli import main
 from harness.config import TrialConfig
 from harness.data.load import load_splits
+from harness.driver.runner import run_study
 from harness.model.collate import PairCollator, context_text
 from harness.model.export import _ranker, load_cascade, load_seed_model
 from harness.model.mlflow_model import TAG_MODEL_URI, log_study_models, models_to_log
 from harness.model.scoring import score_candidates
-from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
@@ -220,7 +220,7 @@ def test_a_real_study_logs_run_files_and_qrels_that_give_mlflow_test_metrics(stu
 
     import ir_measures
 
-    from harness.evaluation.metrics import MEASURES
+    from harness.metrics.measures import MEASURES
 
     _, uri, _, _, runs = study
     trials = [r for r in _of(runs, C.KIND_TRIAL) if r.info.status == "FINISHED"]

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from harness.evaluation.trec import ranked_lines
+from harness.metrics.trec import ranked_lines
 from harness.model.export import SeedModel, write_model
 from harness.model.factory import build_model
 from harness.model.pyfunc_ranker import ExportedRanker

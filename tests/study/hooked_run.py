@@ -1,7 +1,7 @@
 """`harness run` with the trainable's test hooks injected, for tests that drive a study in a
 subprocess: ``python -m tests.study.hooked_run TRIAL_LOG [--hold FILE KEY] run STUDY.yaml [--resume]``
 (``--hold``: the trial KEY waits after its first checkpointed evaluation until FILE exists). The hooks
-are passed to the driver as an argument (harness.study._trainable.TrialHooks), never through the
+are passed to the driver as an argument (harness.driver._trainable.TrialHooks), never through the
 environment of a production run."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 
 from harness.cli import build_parser
 from harness.cli.study import cmd_run
+from harness.driver.runner import TrialHooks
 from harness.errors import HarnessError
-from harness.study.runner import TrialHooks
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""The confirmation phase (``confirm: {top, seeds}``; harness.study._confirm): the study file's
+"""The confirmation phase (``confirm: {top, seeds}``; harness.driver._confirm): the study file's
 spelling, defaults and refusals, and the plan `harness validate` prints. The phase through real
 Ray Tune trials and MLflow: tests/study/test_confirm_study.py."""
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.evaluation.mlflow_reader import read_experiment
-from harness.study.runner import run_study
+from harness.driver.runner import run_study
+from harness.results.mlflow_reader import read_experiment
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study

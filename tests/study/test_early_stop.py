@@ -1,10 +1,10 @@
-"""The early-stopping decisions (harness.study._early_stop) on hand-worked examples."""
+"""The early-stopping decisions (harness.study.early_stop) on hand-worked examples."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.study._early_stop import EarlyStopSettings, EarlyStopState, keep_count, rung_step, rung_steps
+from harness.study.early_stop import EarlyStopSettings, EarlyStopState, keep_count, rung_step, rung_steps
 
 
 def settings(eta: float = 2, mode: str = "max", rungs: tuple[float, ...] = (0.25, 0.5)) -> EarlyStopSettings:

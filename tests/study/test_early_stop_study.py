@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.study.runner import run_study
+from harness.driver.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
@@ -132,7 +132,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     import time
 
     from harness.cli import main
-    from harness.study._lease import TIMEOUT_ENV
+    from harness.driver._lease import TIMEOUT_ENV
     from tests.study.hooked_run import main as hooked_run
 
     root = tmp_path

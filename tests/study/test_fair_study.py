@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.study.runner import run_study
+from harness.driver.runner import run_study
 from harness.study.spec import load_study
 from harness.study.variants import prepare_study, variant_key
 from harness.tracking import conventions as C

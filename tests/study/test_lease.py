@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.driver._lease import TIMEOUT_ENV, LeaseHeld, StudyLease, lease_timeout, pid_alive
 from harness.errors import HarnessError
-from harness.study._lease import TIMEOUT_ENV, LeaseHeld, StudyLease, lease_timeout, pid_alive
 
 RESUME = "harness run s.yaml --resume"
 

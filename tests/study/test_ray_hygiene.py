@@ -1,6 +1,6 @@
 """A local study's Ray, seen from outside the driver: credentials in the driver's environment reach no
 log or store, its ports listen on loopback only, and a driver killed with SIGKILL leaves no Ray
-process behind (harness.study._orchestrate.init_ray, harness.study._reaper).
+process behind (harness.driver._orchestrate.init_ray, harness.driver._reaper).
 
 Each test runs `harness run` in a subprocess (tests/study/hooked_run.py, one trial held after its
 first evaluation while the test looks) with a Ray of its own under the test's RAY_TMPDIR, so the
@@ -127,7 +127,7 @@ def test_a_killed_driver_leaves_no_ray_process(tmp_path: Path, ray_tmp: Path) ->
 
 DRIVER = """
 import subprocess, sys, time
-from harness.study._reaper import start_reaper
+from harness.driver._reaper import start_reaper
 start_reaper()
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], env={})  # unmarked: found as a descendant
 marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.study._final_report import report_study
+from harness.driver._final_report import report_study
 from harness.study.protocol import TrialOutcome, TrialTicket
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
@@ -61,7 +61,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 for step in steps:
                     records.dev_point(ticket, step, {"map": _dev(nc.name, seed, step),
                                                      "mrr": _dev(nc.name, seed, step) + 0.1})
-                if nc.name == "slow":  # early stopping at step 6: tagged, KILLED (harness.study._early_stop_ray)
+                if nc.name == "slow":  # early stopping at step 6: tagged, KILLED (harness.driver._early_stop_ray)
                     tags = {C.TAG_STOPPED: "1", C.TAG_STOPPED_RUNG: "6", C.TAG_STOPPED_REASON: "below the baseline"}
                     run = records.trial_started(ticket)
                     store.set_tags(run, tags)
@@ -105,8 +105,8 @@ def test_the_study_run_gets_the_page(study):
 
 def test_the_curves_read_back_are_the_ones_logged(study):
     """read_study_record: every seed's dev_map history, the tested step, the stopped step."""
-    from harness.evaluation.mlflow_reader import read_experiment
-    from harness.evaluation.study_record import read_study_record
+    from harness.results.mlflow_reader import read_experiment
+    from harness.results.study_record import read_study_record
 
     results = read_experiment(NAME, tracking_uri=study["uri"])
     record = read_study_record(NAME, results, tracking_uri=study["uri"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.study._final_report import ReportUnavailable, TrialsFailed, report_study
+from harness.driver._final_report import ReportUnavailable, TrialsFailed, report_study
 from harness.study.protocol import TrialOutcome, TrialTicket
 from harness.study.spec import load_study
 from harness.tracking.conventions import TAG_REPORT_ERROR
@@ -90,7 +90,7 @@ def test_a_seed_run_two_old_drivers_both_recorded_is_named_then_repaired(tmp_pat
     table refuses in one line naming both runs and the repair; a driver's records then delete the
     later one (tagged with the run it repeats) and the table reads."""
     from harness.errors import DataError
-    from harness.evaluation.mlflow_reader import read_experiment
+    from harness.results.mlflow_reader import read_experiment
     from harness.tracking import conventions as C
 
     done = [("baseline", 1), ("baseline", 2), ("ls", 1), ("ls", 2)]
@@ -126,8 +126,8 @@ def test_a_data_load_that_fails_ends_the_study_run_failed(tmp_path):
     instead of staying RUNNING."""
     import shutil
 
+    from harness.driver.runner import run_study
     from harness.errors import HarnessError
-    from harness.study.runner import run_study
     from tests.test_bad_input_sweep import _trec
 
     data = _trec(tmp_path)

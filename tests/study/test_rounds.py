@@ -1,5 +1,5 @@
 """Seed schedules (``seeds: {start, step, max}``): the study file's spelling and refusals, the plan
-`harness validate` prints, and the rounds of harness.study._rounds against a real MLflow store:
+`harness validate` prints, and the rounds of harness.driver._rounds against a real MLflow store:
 which configurations get each round's seeds, the verdict and reason on each config run, and a
 second driver (resume) that recomputes the same rounds and records nothing twice. The rounds
 through real Ray Tune trials: tests/study/test_rounds_study.py."""
@@ -14,9 +14,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.cli import main
-from harness.evaluation._crossed import crossed_test
-from harness.evaluation.sequential import GroupSequential, SeedSchedule, Stop, signed_z
-from harness.study import _rounds
+from harness.driver import _rounds
+from harness.stats.crossed import crossed_test
+from harness.stats.sequential import GroupSequential, SeedSchedule, Stop, signed_z
 from harness.study.protocol import TrialOutcome, TrialTicket
 from harness.study.spec import load_study
 from harness.tracking import conventions as C

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.evaluation._crossed import crossed_test
-from harness.evaluation.mlflow_reader import read_experiment
-from harness.evaluation.sequential import RULE, GroupSequential, Stop, signed_z
-from harness.study.runner import run_study
+from harness.driver.runner import run_study
+from harness.results.mlflow_reader import read_experiment
+from harness.stats.crossed import crossed_test
+from harness.stats.sequential import RULE, GroupSequential, Stop, signed_z
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study

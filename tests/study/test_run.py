@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.study._final_report import TrialsFailed
-from harness.study.runner import TrialHooks, run_study
+from harness.driver._final_report import TrialsFailed
+from harness.driver.runner import TrialHooks, run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study

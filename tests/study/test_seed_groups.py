@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.study import _searchers
+from harness.driver import _searchers
 from harness.study.protocol import (
     DevPoint,
     TrialOutcome,
@@ -44,7 +44,7 @@ def test_seed_groups_keep_the_seed_order_and_end_with_the_rest(seeds, k, expecte
 
 
 def test_a_study_default_is_one_seed_per_trial_with_the_tickets_of_today(tmp_path):
-    from harness.study._orchestrate import fixed_tickets
+    from harness.driver._orchestrate import fixed_tickets
 
     spec = _spec(tmp_path, seeds=[1, 2, 3])
     assert spec.seeds_per_trial == 1
@@ -54,7 +54,7 @@ def test_a_study_default_is_one_seed_per_trial_with_the_tickets_of_today(tmp_pat
 
 
 def test_group_tickets_split_each_configuration_s_seeds_in_runs_of_k(tmp_path):
-    from harness.study._orchestrate import fixed_tickets
+    from harness.driver._orchestrate import fixed_tickets
 
     spec = _spec(tmp_path, seeds=[1, 2, 3, 4, 5], resources={"seeds_per_trial": 2})
     assert spec.seeds_per_trial == 2
@@ -100,7 +100,7 @@ def _repeater(seeds, k):
     from ray.tune.search.optuna import OptunaSearch
 
     from harness.config import TrialConfig
-    from harness.study._space import parse_param
+    from harness.study.space import parse_param
 
     space = {"smoothing.method": {"choice": ["LS"]}, "smoothing.epsilon": {"uniform": [0.05, 0.3]}}
     defaults = TrialConfig.from_flat({"model.name": "tiny", "train.steps": 6}).to_flat()
@@ -166,7 +166,7 @@ def _decisions(spec, tickets, values, uri):
     its answers per configuration, and the state it wrote."""
     from ray.tune.experiment import Trial
 
-    from harness.study._early_stop_ray import EarlyStopScheduler
+    from harness.driver._early_stop_ray import EarlyStopScheduler
     from harness.study.protocol import TrialTicket as T
 
     sched = EarlyStopScheduler(spec.early_stopping, str(uri), T.from_tune, len(spec.fixed_configs()))
@@ -195,7 +195,7 @@ def test_early_stopping_judges_a_group_s_seeds_as_separate_trials(tmp_path):
     and progress of the configurations that continue, stops the same configuration (the worst) at
     the same rung and answers STOP to every trial of it; a group's seeds are judged together (the
     decision sees both values of the group of seeds 1 and 2)."""
-    from harness.study._orchestrate import fixed_tickets
+    from harness.driver._orchestrate import fixed_tickets
 
     spec = _spec(tmp_path, seeds=[1, 2, 3], configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1},
                                                      "ls2": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
@@ -223,7 +223,7 @@ def test_early_stopping_judges_a_group_s_seeds_as_separate_trials(tmp_path):
     ({"start": 3, "step": 2, "max": 7}, 2, 2 * (2 + 1 + 1)),  # rounds add seeds 1-3, 4-5, 6-7
 ])
 def test_validate_counts_the_ray_trials_of_the_grouped_seeds(tmp_path, seeds, k, expected):
-    from harness.study._orchestrate import fixed_tickets
+    from harness.driver._orchestrate import fixed_tickets
     from harness.study.validate import ray_trials
 
     spec = _spec(tmp_path, seeds=seeds, resources={"seeds_per_trial": k})

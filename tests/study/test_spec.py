@@ -8,7 +8,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.study._space import enumerate_grid, parse_param
+from harness.study.space import enumerate_grid, parse_param
 from harness.study.spec import load_study
 from tests.study.conftest import write_study
 
@@ -149,7 +149,7 @@ def test_every_shipped_study_validates(path, capsys):
 def test_searcher_pickles_for_tune_resume(tmp_path):
     import pickle
 
-    from harness.study._searchers import make_searcher
+    from harness.driver._searchers import make_searcher
 
     text = GOOD + ("search:\n  searcher: tpe\n  num_configs: 2\n  space:\n"
                    "    curriculum.pacing: {choice: [linear, root_n]}\n"

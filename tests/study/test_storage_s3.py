@@ -10,9 +10,9 @@ import os
 import pytest
 from mlflow.tracking import MlflowClient
 
+from harness.driver.runner import run_study
 from harness.errors import HarnessError
 from harness.study.protocol import PER_QUERY_FILE
-from harness.study.runner import run_study
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
 from tests.study.conftest import local_ray, write_study
@@ -72,7 +72,7 @@ def test_exists_usage_and_remove_on_a_local_path_and_on_s3(tmp_path, s3):
     report give the same answers on a local path and in a bucket."""
     import pyarrow.fs as pafs
 
-    from harness.study import _storage as storage
+    from harness.driver import _storage as storage
 
     local = tmp_path / "runs" / "s-fixed"
     (local / "trial").mkdir(parents=True)

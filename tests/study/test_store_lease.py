@@ -1,5 +1,5 @@
 """One driver per study from any working directory: the lease on the study's MLflow experiment
-(harness.study._store_lease), on a real MLflow SQLite store, no Ray. The two-driver scenario through
+(harness.driver._store_lease), on a real MLflow SQLite store, no Ray. The two-driver scenario through
 `harness run` (a second directory, the same store): tests/study/test_early_stop_study.py."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.study._lease import LeaseHeld
-from harness.study._store_lease import StoreLease
+from harness.driver._lease import LeaseHeld
+from harness.driver._store_lease import StoreLease
 from harness.tracking.conventions import TAG_DRIVER
 
 RESUME = "harness run s.yaml --resume"

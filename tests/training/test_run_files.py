@@ -8,8 +8,8 @@ from pathlib import Path
 import ir_measures
 import pytest
 
-from harness.evaluation.metrics import MEASURES
-from harness.evaluation.trec import qrels_artifacts, run_file_artifacts, run_tag
+from harness.metrics.measures import MEASURES
+from harness.metrics.trec import qrels_artifacts, run_file_artifacts, run_tag
 from harness.records import qrels_of
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
 from harness.training.tokenized import prepare_data

@@ -7,7 +7,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.cli import main
-from harness.evaluation.mlflow_reader import read_experiment
+from harness.results.mlflow_reader import read_experiment
 from harness.tracking import conventions as C
 from tests.study.conftest import shared_cache
 

@@ -1,0 +1,256 @@
+"""A study's analysis in one call, from Python: the significance table, the power analysis and the
+runs behind them, from a study's MLflow experiment (``load_study``) or a long results table
+(``compare``: a CSV file or a pandas DataFrame).
+
+    import harness
+
+    analysis = harness.load_study("quickstart")           # ./mlruns, $MLFLOW_TRACKING_URI or tracking_uri=
+    print(analysis.table(format="md"))                     # what `harness table --experiment quickstart` prints
+    print(analysis.power())                                # what `harness power --experiment quickstart` prints
+    analysis.runs()                                        # the long format as a pandas DataFrame
+    harness.compare("results.csv").table(format="latex")   # `harness table --from results.csv --format latex`
+
+`harness table` and `harness power` (harness.cli.evaluation) run through this module: the table
+command builds a ``StudyAnalysis`` and renders its ``analyse`` with ``render_table``, the power
+command calls ``power_text``, so a table from Python is the command's output, byte for byte.
+The options carry the commands' flag names and defaults (``TableOptions``); an unknown or
+out-of-range value is refused when the analysis is made, before the source is read.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
+
+from harness.errors import ConfigError
+from harness.present.power_text import render_power
+from harness.present.render import render
+from harness.present.table import AUTO_FORM, FORMS, build_tables
+from harness.results.longcsv import COLUMNS, long_rows, read_long_csv, read_long_frame
+from harness.results.mlflow_reader import read_experiment
+from harness.results.stored import StudyResults
+from harness.stats.corrections import DEFAULT_CORRECTION
+from harness.stats.power import DEFAULT_SEEDS, PowerOptions, power_analysis
+from harness.stats.significance import AUTO, Analysis, AnalysisOptions, Markers, analyse
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FAMILIES = ("table", "metric")  # --family: the comparisons of a whole table, or of each metric
+DEFAULT_LEVELS = (0.05, 0.01)
+
+MetricNames = str | Sequence[str] | None  # one metric or several, by harness key or ir-measures name
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableOptions:
+    """What `harness table` tests and how it marks it, by its flags' names and defaults: ``metric``
+    (harness keys or ir-measures names, one or several; None: every metric found), ``test``,
+    ``correction``, ``family`` (``table``: the comparisons of one table are corrected together;
+    ``metric``: those of each metric), ``levels`` (significance levels, strictest last), and the
+    randomisation test's generator ``seed`` and ``resamples``. A bad value raises ConfigError.
+
+    >>> TableOptions(metric="AP", correction="holm").analysis_options("configs").family
+    'all'
+    >>> TableOptions(test="t-test")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    harness.errors.ConfigError: test: unknown name 't-test'; valid: auto, crossed, per-seed, ...
+    """
+
+    metric: tuple[str, ...] | None = None
+    test: str = AUTO
+    correction: str = DEFAULT_CORRECTION
+    family: str = "table"
+    levels: tuple[float, ...] = DEFAULT_LEVELS
+    seed: int = 0
+    resamples: int = 10_000
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metric", metric_names(self.metric))
+        levels: Any = self.levels
+        object.__setattr__(self, "levels", (float(levels),) if isinstance(levels, int | float)
+                           else tuple(float(a) for a in levels))
+        self.analysis_options()  # refuses a bad test, correction or levels now, not at the first table
+        if self.family not in FAMILIES:
+            raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+
+    def analysis_options(self, form: str = "seeds", metric: MetricNames = None) -> AnalysisOptions:
+        """The ``AnalysisOptions`` of a table of ``form`` (``metric``: instead of the options' own).
+        The family ``table`` is every metric in the configs form (one table for all) and each metric
+        in the seeds and summary forms (one table per metric; ``auto`` is one of these)."""
+        if form != AUTO_FORM and form not in FORMS:
+            raise ConfigError(f"form must be one of {', '.join((AUTO_FORM, *FORMS))}, got {form!r}")
+        family = "all" if self.family == "table" and form == "configs" else "metric"
+        return AnalysisOptions(
+            metrics=metric_names(metric) or self.metric, test=self.test, correction=self.correction,
+            family=family, markers=Markers(levels=self.levels), resamples=self.resamples, seed=self.seed)
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class StudyAnalysis:
+    """A study's validated results and the table options: ``table``, ``power`` and ``runs`` render
+    them as `harness table`, `harness power` and the long results format do. Made by ``load_study``
+    or ``compare``; ``with_options`` gives the same results under other options without reading
+    them again.
+
+    >>> from harness.results.stored import RunRecord
+    >>> records = [RunRecord(config=c, seed=s, values={"map": v}) for c, s, v in
+    ...            [("bm25", "1", 0.30), ("bm25", "2", 0.31), ("bert", "1", 0.35), ("bert", "2", 0.37)]]
+    >>> StudyAnalysis(results=StudyResults.build(records), options=TableOptions(correction="holm"))
+    StudyAnalysis(source='results', baseline='bm25', configs=('bm25', 'bert'), seeds=('1', '2'), \
+metrics=('map',), queries=None, test='auto', correction='holm')
+    """
+
+    results: StudyResults
+    options: TableOptions = field(default_factory=TableOptions)
+
+    def __post_init__(self) -> None:
+        self.results.select(self.options.metric)  # an unknown metric is refused now, naming the valid ones
+
+    def with_options(self, **changes: Any) -> StudyAnalysis:
+        """The same results under other table options (``TableOptions``' fields).
+
+        >>> analysis.with_options(test="per-seed", correction="holm").table()  # doctest: +SKIP
+        """
+        return replace(self, options=replace(self.options, **changes))
+
+    def analyse(self, *, form: str = AUTO_FORM, metric: MetricNames = None) -> Analysis:
+        """The executed tests behind a table of ``form`` (every comparison's mean difference,
+        confidence interval, p-values and marker): harness.stats.significance.Analysis.
+
+        >>> analysis.analyse().get("bert", "map").result.p_value  # doctest: +SKIP
+        """
+        return analyse(self.results, self.options.analysis_options(form, metric))
+
+    def table(self, format: str = "md", *, metric: MetricNames = None, form: str = AUTO_FORM,
+              decimals: int = 4, names: str = "label") -> str:
+        """The significance table as `harness table` prints it: ``format`` md, latex, csv or html;
+        ``form`` seeds (a row per seed, then AVG and SD; one table per metric), configs (a row
+        per configuration, a column per metric), summary (a row per configuration: mean, SD,
+        difference and interval; one table per metric) or auto (the default: seeds up to 6
+        configurations, summary past that); ``metric`` instead of the options' own; ``decimals``; ``names`` label
+        (MAP), ir-measures (AP) or key (map).
+
+        >>> print(analysis.table(format="latex", metric="map", form="configs"))  # doctest: +SKIP
+        """
+        return render_table(self.analyse(form=form, metric=metric), format, form=form,
+                            decimals=decimals, names=names)
+
+    def power(self, format: str = "md", *, metric: MetricNames = None, alpha: float = 0.05,
+              power: float = 0.8, seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,
+              effect: float | None = None) -> str:
+        """The power analysis as `harness power` prints it (``format`` md or json): per comparison
+        the variance components and the minimum detectable effect per seed count in ``seeds`` (the
+        study's own added) at ``queries`` (default: the study's), two-sided ``alpha`` and ``power``;
+        with ``effect``, the seeds that effect needs. ``metric``: instead of the options' own.
+
+        >>> print(analysis.power(effect=0.02, seeds=(5, 10)))  # doctest: +SKIP
+        """
+        options = PowerOptions(metrics=metric_names(metric) or self.options.metric, alpha=alpha,
+                               power=power, seeds=tuple(seeds), queries=queries, effect=effect)
+        return power_text(self.results, options, format)
+
+    def runs(self) -> pd.DataFrame:
+        """The results in the long format (columns config, seed, metric, value, query) as a pandas
+        DataFrame: for every configuration, seed and metric one row without a query (missing:
+        ``isna()``) holding its per-run value (the value of the table's seed rows), followed by one
+        row per query where per-query values are kept. Written with ``to_csv(path, index=False)``
+        it is a long results CSV; ``compare`` of it gives the same tables.
+
+        >>> runs = analysis.runs()                # doctest: +SKIP
+        >>> per_run = runs[runs["query"].isna()]  # doctest: +SKIP
+        """
+        import pandas as pd
+
+        return pd.DataFrame(long_rows(self.results), columns=list(COLUMNS))
+
+    def __repr__(self) -> str:
+        r = self.results
+        parts = [f"source={r.source!r}", f"baseline={r.baseline!r}", f"configs={r.configs!r}",
+                 f"seeds={r.seeds!r}", f"metrics={r.metrics!r}", f"queries={len(r.qids) if r.qids else None}"]
+        if r.stopped:
+            parts.append(f"stopped={tuple(r.stopped)!r}")
+        always = ("test", "correction")
+        defaults = TableOptions()
+        parts += [f"{f.name}={getattr(self.options, f.name)!r}" for f in fields(TableOptions)
+                  if f.name in always or getattr(self.options, f.name) != getattr(defaults, f.name)]
+        return f"StudyAnalysis({', '.join(parts)})"
+
+
+def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
+               metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
+               family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
+               resamples: int = 10_000) -> StudyAnalysis:
+    """Study ``name`` read back from its MLflow experiment, as `harness table --experiment NAME`
+    reads it: the finished seed runs, their test metrics and per-query values; the baseline is the
+    configuration whose role is baseline unless ``baseline`` names one. ``tracking_uri`` defaults to
+    $MLFLOW_TRACKING_URI, else the SQLite store ./mlruns/mlflow.db. The other arguments are
+    ``TableOptions``. A missing store, an unknown experiment or a bad option raises a HarnessError.
+
+    >>> analysis = load_study("quickstart", test="per-seed")  # doctest: +SKIP
+    >>> print(analysis.table(format="md"))                      # doctest: +SKIP
+    """
+    options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
+                           levels=tuple(levels), seed=seed, resamples=resamples)
+    return StudyAnalysis(results=read_experiment(name, tracking_uri=tracking_uri, baseline=baseline),
+                         options=options)
+
+
+def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,
+            metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
+            family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
+            resamples: int = 10_000) -> StudyAnalysis:
+    """Results in the long format (columns config, seed, metric, value and optionally query), from
+    a CSV file as `harness table --from FILE` reads it, or from a pandas DataFrame with those
+    columns, validated alike; the baseline is ``baseline``, else the first configuration. The other
+    arguments are ``TableOptions``. A malformed table or a bad option raises a HarnessError.
+
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"config": ["bm25", "bert"] * 3, "seed": [1, 1, 2, 2, 3, 3],
+    ...                       "metric": "map", "value": [0.30, 0.35, 0.31, 0.37, 0.29, 0.36]})
+    >>> analysis = compare(frame)
+    >>> analysis
+    StudyAnalysis(source='DataFrame', baseline='bm25', configs=('bm25', 'bert'), seeds=('1', '2', '3'), \
+metrics=('map',), queries=None, test='auto', correction='holm')
+    >>> analysis.analyse().test  # per-run values only
+    'across-seeds'
+    """
+    options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
+                           levels=tuple(levels), seed=seed, resamples=resamples)
+    return StudyAnalysis(results=read_long(source, baseline=baseline), options=options)
+
+
+def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None) -> StudyResults:
+    """A long results table from a CSV file (``read_long_csv``) or a pandas DataFrame
+    (``read_long_frame``)."""
+    if isinstance(source, str | os.PathLike):
+        return read_long_csv(source, baseline=baseline)
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        return read_long_frame(source, baseline=baseline)
+    raise ConfigError(f"compare: expected the path of a long results CSV or a pandas DataFrame, got "
+                      f"{type(source).__name__}")
+
+
+def render_table(analysis: Analysis, format: str = "md", *, form: str = AUTO_FORM, decimals: int = 4,
+                 names: str = "label") -> str:
+    """The tables of ``form`` of an executed analysis, rendered as ``format`` (md, latex, csv, html);
+    ``auto``: seeds up to table.SUMMARY_ABOVE configurations, summary past it."""
+    return render(build_tables(analysis, form, decimals, names), format)
+
+
+def power_text(results: StudyResults, options: PowerOptions, format: str = "md") -> str:
+    """The power analysis of ``results`` rendered as ``format`` (md or json)."""
+    return render_power(power_analysis(results, options), format)
+
+
+def metric_names(metric: MetricNames) -> tuple[str, ...] | None:
+    """One metric name or several as a tuple; None (every metric) when none is given."""
+    if metric is None:
+        return None
+    names = (metric,) if isinstance(metric, str) else tuple(metric)
+    return names or None

@@ -1,0 +1,327 @@
+"""Orchestration of a study on Ray Tune: the lease, MLflow's study run, data preparation, Ray setup,
+the phases and the report.
+
+Phase "confirmation" (harness.driver._confirm), after the others: the top configurations by dev
+and the baseline retrained with fresh seeds, as a grid of tickets, without early stopping.
+
+Phase "fixed": the baseline and the named (or grid) configurations, each x every study seed, as a
+Tune grid of tickets. Phase "search": an Optuna searcher proposes configurations and every proposal
+runs once per study seed (harness.driver._searchers). Each (configuration, seed) is one trial
+(harness.driver._trainable); trials checkpoint at their first evaluation and then at most every
+``failure.checkpoint_every_s`` seconds, and a failed trial is retried from its last checkpoint
+(FailureConfig). With ``resources.seeds_per_trial: k`` a trial trains k seeds of one configuration
+(``group_tickets``; the searcher's repeats are then seed groups), each with its own seed run. The
+driver callback (harness.driver._callback) is the one MLflow writer; it finds runs by their tags,
+so a resumed study adds no duplicate runs. One driver per study: ``run_study`` holds the study's lease (harness.driver._lease) from before its first MLflow write to
+its end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from harness.driver import _early_stop_ray as early_stop_ray
+from harness.driver._callback import Progress, TrackingCallback, stderr
+from harness.driver._confirm import run_confirmation
+from harness.driver._final_report import ReportUnavailable, report_study
+from harness.driver._lease import StudyLease
+from harness.driver._rounds import run_rounds
+from harness.driver._searchers import make_searcher
+from harness.driver._storage import report_storage
+from harness.driver._trainable import NO_HOOKS, TrialHooks, trainable
+from harness.errors import HarnessError
+from harness.heap import frozen
+from harness.study.protocol import TICKET, TrialTicket, group_tickets
+from harness.study.spec import StudySpec
+from harness.study.variants import prepare_study, study_params, trial_count, variant_key
+from harness.tracking.conventions import TAG_DUPLICATE_OF
+from harness.tracking.records import StudyRecords
+from harness.tracking.system_metrics import SystemMetrics
+
+# Experiment state is saved often, so a killed driver loses at most this much bookkeeping.
+os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+# Search objectives such as cascade_cost exist only in a trial's final result (they need the best
+# checkpoint); Tune would otherwise demand them in every intermediate dev report.
+os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+
+
+# Credentials Ray Tune would copy from the driver's environment into every trial actor's runtime_env
+# (ray.tune.execution.class_cache), which Ray writes in plain text to its session logs
+# (runtime_env_agent.log, raylet.out ...). Trials read credentials from their own process environment
+# instead: a local Ray's workers inherit the driver's, a cluster's workers their node's (docs/cluster.md).
+CREDENTIAL_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECURITY_TOKEN", "AWS_SESSION_TOKEN")
+
+
+def keep_credentials_out_of_runtime_env() -> None:
+    """Stop Ray Tune from copying ``CREDENTIAL_ENV`` into the runtime_env of trial actors."""
+    from ray.tune.execution import class_cache
+
+    propagated = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
+    if isinstance(propagated, set):
+        propagated.difference_update(CREDENTIAL_ENV)
+
+
+def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:
+    """Attach to the cluster at ``$RAY_ADDRESS``, else start a local Ray that listens on loopback
+    only (127.0.0.1: no port of it is reachable from another host) and is reaped when this driver
+    dies, however it dies (harness.driver._reaper)."""
+    import ray
+
+    keep_credentials_out_of_runtime_env()
+    if ray.is_initialized():
+        return
+    kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": True, "logging_level": "ERROR"}
+    if os.environ.get("RAY_ADDRESS"):
+        ray.init(**kw)
+        return
+    from ray._private import ray_constants
+
+    from harness.driver._reaper import start_reaper
+
+    start_reaper()  # before Ray starts: its processes inherit the reaper's mark
+    # ray.init turns a loopback _node_ip_address into the host's routable address unless Ray runs
+    # without cluster support (ray._private.services.resolve_ip_for_localhost); with that off for the
+    # start, GCS, raylet, agents and workers listen on 127.0.0.1 instead of 0.0.0.0.
+    cluster = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        ray.init(address="local", include_dashboard=False, num_gpus=num_gpus, _node_ip_address="127.0.0.1", **kw)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = cluster
+
+
+def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | None = None,
+              tracking_uri: str | None = None, num_gpus: float | None = None,
+              hooks: TrialHooks = NO_HOOKS, resume_command: str | None = None,
+              fresh: bool = False) -> dict[str, Any]:
+    """Run (or, with ``resume``, finish) a study; returns per-config aggregates and the MLflow ids.
+
+    One driver per study: the study's lease (harness.driver._lease) is taken before anything is
+    recorded and released at the end, so a second driver is refused (``LeaseHeld``) and writes
+    nothing. ``resume_command`` is what a refused driver is told to run once this one is gone.
+    ``fresh`` discards Tune state of an earlier run (under the lease; `harness demo`): trials already
+    recorded in MLflow are replayed from there. ``hooks``: test hooks of the trainable. Ends with
+    ``ReportUnavailable`` (after every trial is recorded and the runs are ended) when the
+    significance report could not be produced.
+    """
+    from harness.tracking.store import default_tracking_uri
+
+    log = progress or stderr
+    uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
+    base = Path(spec.storage_path) if "://" not in spec.storage_path else None
+    with contextlib.ExitStack() as held:
+        if base is None:
+            log(f"lease: Tune storage {spec.storage_path} is not a local path, so no lease file; the "
+                "lease on the study's MLflow experiment guards it against a second driver")
+        else:
+            held.enter_context(StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
+                                          resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume"))
+        held.enter_context(store_lease(spec, uri, log, resume_command))
+        try:
+            return _drive(spec, resume, log, uri, num_gpus, hooks, fresh)
+        except BaseException as exc:
+            end_open_runs(spec, uri, exc, log)
+            raise
+
+
+def store_lease(spec: StudySpec, uri: str, log: Progress, resume_command: str | None) -> Any:
+    """The study's lease in the tracking store (harness.driver._store_lease), on its experiment
+    (created here when new): what refuses a second driver started from another directory."""
+    from harness.driver._store_lease import StoreLease
+    from harness.tracking.store import TrackingStore
+
+    store = TrackingStore(uri)
+    return StoreLease(store.client, store.experiment(spec.name), study=spec.name, where=uri, log=log,
+                      resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
+
+
+def end_open_runs(spec: StudySpec, uri: str, exc: BaseException, log: Progress) -> None:
+    """The driver stops before the study's end (``exc``): every run of the study it left RUNNING
+    ends FAILED, or KILLED when it was interrupted (Ctrl-C). Only the holder of the study's lease
+    gets here, so no other driver's runs are touched."""
+    from mlflow.exceptions import MlflowException
+
+    from harness.tracking.records import end_open_runs as end_runs
+    from harness.tracking.store import TrackingStore
+
+    status = "KILLED" if isinstance(exc, KeyboardInterrupt | SystemExit) else "FAILED"
+    try:
+        ended = end_runs(TrackingStore(uri), spec.name, status)
+    except (HarnessError, MlflowException, OSError) as err:  # the store may be what failed: the original error matters
+        log(f"could not end the study's MLflow runs ({type(err).__name__}: {str(err).splitlines()[0][:200]})")
+        return
+    if ended:
+        log(f"study {spec.name}: {len(ended)} MLflow run(s) left running ended {status}")
+
+
+def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,
+           num_gpus: float | None, hooks: TrialHooks, fresh: bool) -> dict[str, Any]:
+    from harness.driver import _storage as storage
+    from harness.tracking.store import TrackingStore, default_tracking_uri
+
+    phases = spec.phases
+    if fresh:
+        for p in phases:
+            storage.remove(spec.phase_dir(p))
+    existing = [p for p in phases if storage.exists(spec.phase_dir(p))]
+    if existing and not resume:
+        raise HarnessError(f"study {spec.name!r} already has Ray Tune state at {spec.phase_dir(existing[0])}; "
+                           "use `harness run STUDY --resume` to finish it, or change storage_path")
+    uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
+    records = StudyRecords.open(TrackingStore(uri), spec.name)
+    for kept, dup in records.remove_duplicates():
+        log(f"study {spec.name}: seed run {dup.run_id} repeated finished seed run {kept.run_id} of "
+            f"{dup.name or dup.trial_key} (two drivers of an older version); deleted it (tag "
+            f"{TAG_DUPLICATE_OF}={kept.run_id}; `mlflow runs restore` brings it back)")
+    study_run = records.study_started(study_text=spec.text, params=study_params(spec, trial_count(spec)))
+    unavailable: ReportUnavailable | None = None
+    # System metrics (CPU, memory, GPU where available) sample onto the study run until it ends.
+    with SystemMetrics(study_run, uri, progress=log):
+        log(f"study {spec.name}: {'at most ' if spec.seed_schedule else ''}{trial_count(spec)} trials "
+            f"({len(spec.fixed_configs())} fixed configs"
+            f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
+            f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
+        prepared = prepare_study(spec, progress=log)
+        # From here the prepared data and the imported modules only grow older: no full collection
+        # walks them (harness.heap; benchmarks/results/driver_exit.md).
+        with frozen():
+            log_qrels(records, prepared[variant_key(spec.baseline.config)].splits)
+            init_ray(spec, num_gpus=num_gpus)
+            check_gpus(spec)
+            callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
+            fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
+                                      finished=records.done_objectives(), hooks=hooks,
+                                      checkpoint_every_s=spec.checkpoint_every_s, fuse=spec.fuse)
+            fn = tune.with_resources(fn, {"cpu": spec.cpus, "gpu": spec.gpus})
+            own: set[str] = set()  # this study's configurations: the ones its phases' trials ran
+            if spec.seed_schedule is not None:  # seeds in rounds (harness.driver._rounds)
+                own = run_rounds(spec, records, lambda phase, tickets: run_phase(
+                    spec, phase, fn, callback, resume, tickets=tickets), log)
+                callback.reload()  # rounds restored by Tune were recorded by their own callbacks
+            else:
+                for phase in phases:
+                    if phase != "confirmation":
+                        own |= run_phase(spec, phase, fn, callback, resume)
+            if spec.confirm is not None:  # the pick retrained with fresh seeds (harness.driver._confirm)
+                callback.reload()
+                own |= run_confirmation(spec, callback.records, own, lambda phase, tickets: run_phase(
+                    spec, phase, fn, callback, resume, tickets=tickets), log)
+                callback.reload()
+            callback.progress = log
+            # Early stopping: tag stopped configurations, log the trial-steps saved; then where the
+            # trials' checkpoints are and how much space they take.
+            early_stop_ray.finish(spec, records.store, records.experiment_id, study_run,
+                                  callback.records.config_runs(), log)
+            report_storage(spec, records.store, study_run, log)
+            if spec.models != "none":
+                from harness.model.mlflow_model import log_study_models
+
+                log_study_models(uri, records.experiment_id, spec.models, progress=log, config_ids=own)
+            references = reference_maps(spec, prepared, callback.records, log)
+            try:
+                results = report_study(spec, callback.records, log)
+            except ReportUnavailable as exc:
+                unavailable, results = exc, {}
+    for name, value in references.items():
+        log(f"reference on the same test queries: {name} MAP {value:.4f}")
+    if unavailable is not None:
+        raise unavailable
+    return {"experiment_id": records.experiment_id, "study_run": study_run, "configs": results,
+            "tracking_uri": uri, "references": references}
+
+
+def check_gpus(spec: StudySpec) -> None:
+    """A study whose trials ask for more GPUs than a Ray started here has would wait for them
+    forever (Tune only logs that no trial can start): refused in one line. A cluster
+    (``$RAY_ADDRESS``) is not checked: its autoscaler may add GPU nodes."""
+    import ray
+
+    if spec.gpus <= 0 or os.environ.get("RAY_ADDRESS"):
+        return
+    have = float(ray.cluster_resources().get("GPU", 0))
+    if spec.gpus > have:
+        raise HarnessError(f"study {spec.name!r}: each trial asks for resources.gpus {spec.gpus:g} but the "
+                           f"local Ray has {have:g} GPU(s); run it where there is a GPU (or on a cluster: "
+                           "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")
+
+
+def log_qrels(records: StudyRecords, splits: Any) -> None:
+    """The study's judgements as TREC qrels on the study run (``qrels/dev.qrels``,
+    ``qrels/test.qrels``): with the seed runs' run files, what trec_eval and ir_measures read. One
+    evaluation set per study (its fingerprint), so any variant's splits give the same files."""
+    import tempfile
+
+    from harness.metrics.trec import qrels_artifacts, split_qrels
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = qrels_artifacts(tmp, split_qrels(splits))
+        records.study_artifacts(files=[(f, "qrels") for f in files])
+
+
+def reference_maps(spec: StudySpec, prepared: dict[str, Any], records: StudyRecords,
+                   log: Progress) -> dict[str, float]:
+    """The first-stage (BM25) ranking and a random order on the baseline's test queries."""
+    from harness.training.baselines import reference_maps as maps
+
+    out = maps(prepared[variant_key(spec.baseline.config)].splits.test)
+    if "bm25" not in out:
+        log("reference: no BM25 MAP (candidates carry no BM25 score)")
+    records.references(out)
+    return out
+
+
+def fixed_tickets(spec: StudySpec) -> list[dict[str, Any]]:
+    """The fixed phase's trials: every fixed configuration with every study seed, as Tune configs."""
+    return [TrialTicket.of(nc.name, nc.role, nc.config, s).to_tune()
+            for nc in spec.fixed_configs() for s in spec.seeds]
+
+
+def make_scheduler(spec: StudySpec, phase: str) -> Any:
+    """The Tune trial scheduler of a phase: early stopping over configurations where the study file
+    turns it on (harness.driver._early_stop_ray), else None (Tune's FIFO, every trial runs to its
+    end). It sees each trial's DevPoint results and its ticket in ``trial.config``."""
+    return early_stop_ray.scheduler(spec)
+
+
+def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool,
+              tickets: list[dict[str, Any]] | None = None) -> set[str]:
+    """Runs (or, with ``resume``, finishes) one phase with Tune; returns the config ids of its
+    trials (those of an earlier driver included, on resume). ``tickets``: the trials of a round of
+    a seed schedule (harness.driver._rounds), run as the fixed phase runs its own."""
+    name = f"{spec.name}-{phase}"
+    path = spec.phase_dir(phase)
+    # The confirmation retrains what was picked: every trial runs to its end.
+    scheduler = None if phase == "confirmation" else make_scheduler(spec, phase)
+    if phase == "fixed" or tickets is not None:
+        # One grid axis of whole tickets: Tune's config of a trial is {"ticket": {...}}.
+        grid = group_tickets(tickets if tickets is not None else fixed_tickets(spec), spec.seeds_per_trial)
+        param_space: dict[str, Any] = {"ticket": tune.grid_search([t["ticket"] for t in grid])}
+        tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True,
+                                      scheduler=scheduler)
+    else:
+        assert spec.search is not None
+        param_space = {}
+        searcher = make_searcher(spec)
+        tune_config = tune.TuneConfig(search_alg=searcher, num_samples=spec.search.num_configs * searcher.repeat,
+                                      max_concurrent_trials=spec.concurrency, reuse_actors=True,
+                                      scheduler=scheduler)
+    if resume and tune.Tuner.can_restore(path):
+        tuner = tune.Tuner.restore(path, trainable=fn, resume_unfinished=True, resume_errored=True,
+                                   param_space=param_space)
+    else:
+        run_config = tune.RunConfig(
+            name=name, storage_path=spec.storage_path, callbacks=[callback], verbose=0,
+            failure_config=tune.FailureConfig(max_failures=spec.max_retries),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=1))
+        tuner = tune.Tuner(fn, param_space=param_space, tune_config=tune_config, run_config=run_config)
+    grid = tuner.fit()
+    errors = [r.error for r in grid if r.error is not None]
+    if errors:
+        callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: "
+                     f"{str(errors[0]).splitlines()[0][:300]}")
+    return {TrialTicket.from_tune(r.config).config_id for r in grid if r.config and TICKET in r.config}

@@ -1,0 +1,361 @@
+"""The one-page study report: a self-contained HTML page (inline CSS, figures as base64 PNG, no
+script, nothing fetched) that MLflow's artifact viewer and any browser open.
+
+Built from a ``StudyReport`` (harness.present.report: the analysis, the power analysis) and a
+``StudyRecord`` (harness.results.study_record: dev curves, tested checkpoints, decisions):
+- what the study decided: the test and its correction, the phase (a confirmation's pick), the
+  configurations early stopping stopped and the trial-steps it saved, a seed schedule's reasons;
+- the significance table, one row per configuration (``build_tables(..., "configs")`` rendered as
+  HTML), and the per-seed tables folded below it;
+- a forest plot per metric: each candidate's mean difference to the baseline with the interval the
+  table reports (``Comparison.interval``: the test's own, the simultaneous one under maxt), coloured
+  by its marker;
+- dev curves per configuration: the mean over seeds of ``dev_<metric>`` per step, a band from the
+  lowest to the highest seed, and each seed's tested checkpoint (its best-dev step) marked on its
+  own curve; a stopped configuration's panel marks the step it was stopped at;
+- the power curve per metric: the minimum detectable difference against the seed count at the
+  study's query count (``power.mde``, alpha and power of the analysis), the study's own seed count
+  marked with the value power/power.md reports, and the query floor.
+
+Figures through matplotlib's Agg canvas, created per figure as harness.present.plots does.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from harness.present.render import render
+from harness.present.report import StudyReport
+from harness.present.table import build_tables, display_name, library_versions
+from harness.results.study_record import StudyRecord, read_study_record
+from harness.stats.power import PowerAnalysis, mde
+from harness.stats.significance import BETTER, WORSE, Analysis
+
+# Seed counts the power curve is drawn through (plus the study's own).
+POWER_GRID = (3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
+COLOURS = {BETTER: "#1a7f37", WORSE: "#cf222e", "": "#57606a"}
+TICKS = (3, 5, 10, 20, 50)
+SECTIONS = ("decisions", "significance", "forest", "curves", "power")
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1f2328;margin:0;background:#f6f8fa}
+main{max-width:1180px;margin:0 auto;padding:18px 24px;background:#fff}
+h1{font-size:22px;margin:4px 0 2px}h2{font-size:17px;margin:22px 0 6px;border-bottom:1px solid #d0d7de;padding-bottom:3px}
+.sub{color:#57606a;margin:0 0 10px}
+ul.decisions{margin:4px 0 0 0;padding-left:20px}ul.decisions li{margin:2px 0}
+table.harness-table{border-collapse:collapse;margin:6px 0 10px;font-variant-numeric:tabular-nums}
+table.harness-table caption{text-align:left;font-weight:600;padding:2px 0}
+table.harness-table th,table.harness-table td{border:1px solid #d0d7de;padding:3px 8px;text-align:right}
+table.harness-table th:first-child{text-align:left}
+table.harness-table thead th{background:#f6f8fa}
+table.harness-table tfoot td{text-align:left;font-size:12px;color:#57606a;max-width:1100px}
+figure{margin:6px 0 12px}figure img{max-width:100%;height:auto}figcaption{font-size:12px;color:#57606a}
+details summary{cursor:pointer;color:#0969da}
+p.none{color:#57606a;font-style:italic}
+footer{margin-top:24px;font-size:11px;color:#6e7781}
+"""
+
+
+def report_html(report: StudyReport, record: StudyRecord | None = None, *, title: str | None = None,
+                decimals: int = 4) -> str:
+    """The page (module docstring) as one HTML string; ``record`` None: no dev curves or
+    recorded decisions (results that did not come from MLflow)."""
+    record = record or StudyRecord()
+    analysis = report.analysis
+    res = analysis.results
+    name = title or res.source
+    seeds = _count(len(res.seeds), "seed")
+    queries = f", {len(res.qids)} queries" if res.qids else ""
+    phase = f" ({res.phase})" if res.phase else ""
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(name)}: study report</title><style>{CSS}</style></head><body><main>",
+        f"<h1>{_e(name)}</h1>",
+        (f'<p class="sub">{_count(len(res.configs) - 1, "candidate")} against the baseline '
+         f"{_e(res.baseline)}, {seeds}{queries}; {_e(analysis.test)} test, "
+         f"{_e(analysis.options.correction)} correction{_e(phase)}</p>"),
+        _section("decisions", "What the study decided", _decisions(analysis, record)),
+        _section("significance", "Significance", _tables(analysis, decimals)),
+        _section("forest", "Difference to the baseline", _forest(analysis)),
+        _section("curves", "Dev curves", _curves(res.baseline, res.configs, record)),
+        _section("power", "Power: the difference the study can detect", _power(report)),
+        f"<footer>{_e(library_versions())}; made {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</footer>",
+        "</main></body></html>",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def study_page(report: StudyReport, experiment: str, *, tracking_uri: str | None = None,
+               metric: str | None = None) -> str:
+    """The page of MLflow experiment ``experiment`` whose results ``report`` analysed: its record
+    (dev curves of ``metric``, default the objective; decisions) read from the store."""
+    record = read_study_record(experiment, report.analysis.results, tracking_uri=tracking_uri, metric=metric)
+    return report_html(report, record, title=experiment)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
+
+
+def _section(key: str, heading: str, body: str) -> str:
+    return f'<section id="{key}"><h2>{_e(heading)}</h2>\n{body}\n</section>'
+
+
+def _none(text: str) -> str:
+    return f'<p class="none">{_e(text)}</p>'
+
+
+# -- decisions ----------------------------------------------------------------------------------
+
+def decisions(analysis: Analysis, record: StudyRecord) -> list[str]:
+    """What the study decided, one plain sentence each (the page's first section)."""
+    res = analysis.results
+    out = []
+    comps = [c for c in analysis.comparisons if c.seed is None]
+    if analysis.test == "per-seed":
+        out.append(f"Per-seed test: each candidate is tested against the baseline seed by seed "
+                   f"({analysis.options.correction} correction).")
+    elif comps:
+        marked = [c for c in comps if analysis.marker(c)]
+        family = comps[0].family_size
+        out.append(f"{len(marked)} of {len(comps)} comparisons significant ({analysis.test} test, "
+                   f"{analysis.options.correction} over families of {family}): "
+                   + (", ".join(f"{c.config} on {display_name(c.metric)} {analysis.marker(c)} "
+                                f"({'better' if c.direction == BETTER else 'worse'})" for c in marked) or "none")
+                   + ".")
+    if record.confirmation_pick:
+        out.append(f"Confirmation: the dev objective picked {', '.join(record.confirmation_pick)} for "
+                   "retraining with the baseline on fresh seeds.")
+    if res.phase_note:
+        out.append(res.phase_note)
+    if res.stopped or record.early_stopping:
+        stopped = "; ".join(f"{k} {v}" for k, v in res.stopped.items()) or "no configuration"
+        es = record.early_stopping
+        saved, ran = es.get("early_stopping_steps_saved"), es.get("early_stopping_steps_run")
+        steps = ""
+        if saved is not None and ran is not None and saved + ran > 0:
+            steps = (f"; {saved:.0f} of {saved + ran:.0f} trial-steps saved "
+                     f"({100 * saved / (saved + ran):.0f}%)")
+        out.append(f"Early stopping stopped {stopped}{steps}; stopped configurations are left out "
+                   "of the tables.")
+    for config, why in res.sequential.items():
+        out.append(f"Seed schedule: {config}: {why} ({len(res.seeds_of(config))} seeds tested).")
+    if record.report_error:
+        out.append(f"Report error recorded on the study run: {record.report_error}")
+    return out
+
+
+def _decisions(analysis: Analysis, record: StudyRecord) -> str:
+    items = decisions(analysis, record)
+    return '<ul class="decisions">' + "".join(f"<li>{_e(s)}</li>" for s in items) + "</ul>"
+
+
+def _tables(analysis: Analysis, decimals: int) -> str:
+    configs = render(build_tables(analysis, "configs", decimals), "html")
+    seeds = render(build_tables(analysis, "seeds", decimals), "html")
+    return f"{configs}\n<details><summary>Per-seed values (one table per metric)</summary>\n{seeds}\n</details>"
+
+
+# -- figures ------------------------------------------------------------------------------------
+
+def _figure(width: float, height: float) -> Any:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise HarnessError("the study report needs matplotlib: pip install 'matplotlib>=3.8'") from None
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _img(fig: Any, alt: str, caption: str) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return (f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{_e(caption)}</figcaption></figure>")
+
+
+def forest_rows(analysis: Analysis, metric: str) -> list[tuple[str, float, float, float, str]]:
+    """(candidate, difference, interval low, high, marker) of ``metric``'s comparisons, the
+    candidates in table order; none under the per-seed test (no single interval)."""
+    rows = []
+    for config in analysis.results.configs[1:]:
+        c = analysis.get(config, metric)
+        if c is not None:
+            rows.append((config, c.result.mean_diff, *c.interval, analysis.marker(c) or ""))
+    return rows
+
+
+def _forest(analysis: Analysis) -> str:
+    metrics = [m for m in analysis.metrics if forest_rows(analysis, m)]
+    if not metrics:
+        return _none("No interval per candidate: " + (
+            "the per-seed test tests each seed on its own." if analysis.test == "per-seed"
+            else "the study has the baseline only."))
+    n = len(analysis.results.configs) - 1
+    cols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / cols)
+    fig = _figure(3.8 * cols + 0.8, nrows * (0.32 * n + 1.3))
+    axes = fig.subplots(nrows, cols, squeeze=False)
+    for ax in axes.flat[len(metrics):]:
+        ax.set_visible(False)
+    level = analysis.options.confidence
+    for k, (ax, metric) in enumerate(zip(axes.flat, metrics, strict=False)):
+        rows = forest_rows(analysis, metric)
+        for i, (config, diff, low, high, marker) in enumerate(rows):
+            c = analysis.get(config, metric)
+            colour = COLOURS[c.direction] if marker and c is not None and c.direction in (BETTER, WORSE) else COLOURS[""]
+            y = len(rows) - 1 - i
+            ax.plot([low, high], [y, y], color=colour, lw=2, solid_capstyle="butt")
+            ax.plot([diff], [y], "o", color=colour, ms=5)
+            if marker:
+                ax.annotate(marker, (high, y), xytext=(3, -1), textcoords="offset points", va="center",
+                            fontsize=10, color=colour)
+        ax.axvline(0.0, color="0.3", lw=0.8, ls="--")
+        ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)] if k % cols == 0 else [""] * len(rows))
+        ax.set_ylim(-0.7, len(rows) - 0.3)
+        ax.set_title(display_name(metric), fontsize=10)
+        ax.set_xlabel(f"difference to {analysis.results.baseline}", fontsize=8)
+        ax.tick_params(labelsize=8)
+    interval = "simultaneous " if analysis.options.correction == "maxt" else ""
+    caption = (f"Each candidate's mean difference to the baseline {analysis.results.baseline} (point) and its "
+               f"{level:.0%} {interval}interval ({analysis.test} test), as in the table; coloured where "
+               f"the corrected test marks it (green better, red worse).")
+    return _img(fig, "forest plot of the differences to the baseline", caption)
+
+
+def _legend(fig: Any, axes: Any) -> None:
+    """One legend above the panels: every labelled line once, in the order first drawn."""
+    entries: dict[str, Any] = {}
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    if entries:
+        fig.legend(list(entries.values()), list(entries), loc="outside upper center",
+                   ncols=min(len(entries), 5), fontsize=8, frameon=False)
+
+
+def curve_bands(curves: Mapping[str, Sequence[tuple[int, float]]]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(steps, mean, low, high) over the seeds' dev curves: at each step any seed evaluated, the mean
+    and the range of the seeds that have a value there."""
+    steps = np.array(sorted({s for curve in curves.values() for s, _ in curve}), dtype=float)
+    grid = np.full((len(curves), len(steps)), np.nan)
+    index = {s: j for j, s in enumerate(steps)}
+    for i, curve in enumerate(curves.values()):
+        for s, v in curve:
+            grid[i, index[s]] = v
+    with np.errstate(all="ignore"):
+        return steps, np.nanmean(grid, axis=0), np.nanmin(grid, axis=0), np.nanmax(grid, axis=0)
+
+
+def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
+    if not record.curves or record.metric is None:
+        return _none("No dev curves: the runs have no dev_<metric> history (results read from a file, "
+                     "or training without dev evaluations).")
+    order = [c for c in (*configs, *record.stopped_at) if c in record.curves]
+    cols = min(4, len(order))
+    nrows = math.ceil(len(order) / cols)
+    fig = _figure(3.2 * cols + 0.6, 2.5 * nrows + 0.4)
+    axes = fig.subplots(nrows, cols, squeeze=False, sharex=True, sharey=True)
+    for ax in axes.flat[len(order):]:
+        ax.set_visible(False)
+    base = curve_bands(record.curves[baseline]) if baseline in record.curves else None
+    label = display_name(record.metric)
+    for k, (ax, config) in enumerate(zip(axes.flat, order, strict=False)):
+        runs = record.curves[config]
+        steps, mean, low, high = curve_bands(runs)
+        colour = "C3" if config in record.stopped_at else "C0"
+        if base is not None and config != baseline:
+            ax.plot(base[0], base[1], color="0.6", lw=1, ls="--", label=f"{baseline} (mean)")
+        ax.fill_between(steps, low, high, color=colour, alpha=0.2, lw=0, label="range over seeds")
+        ax.plot(steps, mean, color=colour, lw=1.6, label="mean over seeds")
+        tested = record.tested.get(config, {})
+        points = [(t, dict(runs[s]).get(t)) for s, t in tested.items() if s in runs]
+        points = [(t, v) for t, v in points if v is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), "*", color="k", ms=8, label="tested checkpoint (per seed)")
+        title = config
+        if config in record.stopped_at:
+            ax.axvline(record.stopped_at[config], color="C3", lw=1, ls=":")
+            title += f" (stopped at {record.stopped_at[config]})"
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(labelsize=8)
+        if k % cols == 0:
+            ax.set_ylabel(f"dev {label}", fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("step", fontsize=8)
+    _legend(fig, axes)
+    caption = (f"Dev {label} per configuration against the training step: the mean over seeds (line), "
+               "the range from the lowest to the highest seed (band), and each seed's tested checkpoint, "
+               "the best-dev step whose test values the table reports (stars).")
+    return _img(fig, "dev curves per configuration", caption)
+
+
+def power_curve(power: PowerAnalysis, config: str, metric: str) -> list[tuple[int, float]]:
+    """(seeds, minimum detectable difference) of one comparison over POWER_GRID and the study's own
+    seed count, each with Satterthwaite's df (as power/power.md's rows for other seed counts)."""
+    comp = next(c for c in power.comparisons if c.config == config and c.metric == metric)
+    o = power.options
+    queries = o.queries or power.queries
+    return [(s, mde(comp.components, s, queries, alpha=o.alpha, power=o.power).mde)
+            for s in sorted({*POWER_GRID, power.seeds})]
+
+
+def own_mde(power: PowerAnalysis, config: str, metric: str) -> float:
+    """The study's own row of power/power.md: its seed count, the df of the test it ran."""
+    comp = next(c for c in power.comparisons if c.config == config and c.metric == metric)
+    return next(r.mde for r in comp.rows if r.seeds == power.seeds)
+
+
+def _power(report: StudyReport) -> str:
+    power = report.power
+    if power is None:
+        return _none(f"No power analysis: {report.power_skipped}")
+    metrics = list(dict.fromkeys(c.metric for c in power.comparisons))
+    cols = min(3, len(metrics))
+    nrows = math.ceil(len(metrics) / cols)
+    fig = _figure(3.8 * cols + 0.8, 2.8 * nrows + 0.4)
+    axes = fig.subplots(nrows, cols, squeeze=False)
+    for ax in axes.flat[len(metrics):]:
+        ax.set_visible(False)
+    for k, (ax, metric) in enumerate(zip(axes.flat, metrics, strict=False)):
+        comps = [c for c in power.comparisons if c.metric == metric]
+        for i, comp in enumerate(comps):
+            points = power_curve(power, comp.config, metric)
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, color=f"C{i % 10}", lw=1.4, label=comp.config)
+            ax.plot([power.seeds], [own_mde(power, comp.config, metric)], "o", color=f"C{i % 10}", ms=5)
+            ax.axhline(comp.floor, color=f"C{i % 10}", lw=0.7, ls=":")
+        ax.axvline(power.seeds, color="0.5", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_xticks(TICKS, [str(s) for s in TICKS])
+        ax.set_xticks([], minor=True)
+        ax.set_title(display_name(metric), fontsize=10)
+        ax.set_xlabel("seeds", fontsize=8)
+        if k % cols == 0:
+            ax.set_ylabel("detectable difference", fontsize=8)
+        ax.tick_params(labelsize=8)
+    _legend(fig, axes)
+    o = power.options
+    caption = (f"The smallest true difference to the baseline the crossed test detects with probability "
+               f"{o.power:g} at two-sided level {o.alpha:g} and {o.queries or power.queries} queries, "
+               f"against the seed count (log scale; Satterthwaite's df); dots: this study's {power.seeds} "
+               "seeds with the df of the test it ran (as in power/power.md); dotted: the query floor that more seeds cannot go below.")
+    return _img(fig, "power curves: detectable difference against seeds", caption)

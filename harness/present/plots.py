@@ -1,0 +1,63 @@
+"""One figure per metric: each configuration's per-seed values (points), their mean with its
+confidence interval over seeds (t-interval, the analysis' confidence level), the baseline mean as a
+dashed line, and the marker of each comparison above its configuration. PNG through matplotlib's
+Agg canvas, created per figure (no pyplot, no global backend state).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+from harness.errors import HarnessError
+from harness.present.table import display_name
+from harness.stats.significance import Analysis
+
+
+def plot_metric(analysis: Analysis, metric: str, path: str | Path) -> Path:
+    """Draw ``metric`` for every configuration into the PNG ``path``."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise HarnessError("plots need matplotlib: pip install 'matplotlib>=3.8'") from None
+    res = analysis.results
+    configs = res.configs
+    fig = Figure(figsize=(max(4.0, 1.1 * len(configs) + 1.5), 3.6), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for i, config in enumerate(configs):
+        values = res.seed_values(config, metric)
+        n = len(values)  # the study's seeds, or those a seed schedule gave this configuration
+        offsets = np.linspace(-0.15, 0.15, n) if n > 1 else np.zeros(1)
+        tcrit = float(stats.t.ppf((1 + analysis.options.confidence) / 2, n - 1)) if n > 1 else math.nan
+        ax.scatter(i + offsets, values, s=14, color="0.55", zorder=2,
+                   label="per seed" if i == 0 else None)
+        half = tcrit * values.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0
+        ax.errorbar([i], [values.mean()], yerr=[[half], [half]], fmt="o", color="C0" if i else "C1",
+                    capsize=4, zorder=3, label=f"mean, {analysis.options.confidence:.0%} CI" if i == 0 else None)
+        marker = analysis.marker(analysis.get(config, metric))
+        if marker:
+            top = max(float(values.max()), float(values.mean()) + half)
+            ax.annotate(marker, (i, top), textcoords="offset points", xytext=(0, 4),
+                        ha="center", fontsize=12)
+    ax.axhline(float(res.seed_values(res.baseline, metric).mean()), color="C1", ls="--", lw=1,
+               label=f"baseline ({res.baseline})")
+    ax.set_xticks(range(len(configs)), list(configs), rotation=30 if len(configs) > 4 else 0, ha="right"
+                  if len(configs) > 4 else "center")
+    ax.set_ylabel(display_name(metric))
+    ax.set_title(f"{display_name(metric)}: {len(configs) - 1} configurations vs {res.baseline}, "
+                 f"{len(res.seeds)} seeds ({analysis.test} test)", fontsize=9)
+    ax.legend(fontsize=7, loc="best")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def write_plots(analysis: Analysis, directory: str | Path) -> list[Path]:
+    """One PNG per analysed metric, ``<directory>/<metric>.png``."""
+    return [plot_metric(analysis, m, Path(directory) / f"{m}.png") for m in analysis.metrics]

@@ -1,0 +1,266 @@
+"""Renderers: a ``Table`` to Markdown, LaTeX, CSV or HTML text. They format; they compute nothing.
+
+- ``md``: a GitHub pipe table under a bold title, the footnote below it.
+- ``latex``: a ``table`` float per table that labels itself: ``\\caption`` with the metric and the
+  test (``caption``: "MAP: mean over 3 seeds; crossed test against BERT, Holm over 6 comparisons"),
+  a ``\\label`` (``latex_label``: tab:harness-seeds-map), a booktabs ``tabular`` (no vertical rules,
+  names escaped, bold by ``\\textbf``, markers as math superscripts ``$^{\\dagger}$``) and the
+  footnote, the markers' legend included, as a ``\\footnotesize`` table note under it, so the PDF
+  says what each table is. It needs ``\\usepackage{booktabs}`` (and ``\\usepackage[T1]{fontenc}``
+  for ``<`` and ``>``), which its first comment line says.
+- ``csv``: one line per cell with its numbers (value, sd; for tested cells the direction, mean
+  difference, its confidence interval, d_z, p-value, adjusted p-value and family size), so the
+  footnote's facts are columns; a per-seed tally goes into the marker column. The last two columns
+  name the cell's metric both ways, whatever names the table shows: ``metric`` (the harness key,
+  map) and ``measure`` (ir-measures' canonical name, AP).
+- ``html``: a ``<table>`` with the footnote in its ``<tfoot>``.
+
+The summary form's interval cells show "[low, high]".
+
+Per-seed tallies (significantly better in k of S seeds) follow the value: md and CSV "†2/3",
+LaTeX ``$^{\\dagger\\,2/3}$``, HTML ``<sup>``.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import re
+import textwrap
+from collections.abc import Callable, Sequence
+
+from harness.metrics.measures import canonical_name
+from harness.present.table import Cell, Notes, Table
+from harness.registry import Registry
+
+RENDERERS: Registry[Callable[[Table], str]] = Registry("evaluation.format")
+
+# Unicode marker -> LaTeX math symbol (core LaTeX, no extra package).
+LATEX_SYMBOLS = {"\u2020": r"\dagger", "\u2021": r"\ddagger", "\u00a7": r"\S", "\u2193": r"\downarrow",
+                 "\u21d3": r"\Downarrow", "\u21ca": r"\downarrow\downarrow", "*": r"*"}
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+                  "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+                  "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                  "\u00b1": r"$\pm$", "\u00d7": r"$\times$", "\u0394": r"$\Delta$"}
+_MD_SPECIAL = "\\|*_`<>[]"  # escaped in names
+_MD_TEXT_SPECIAL = "\\*_`"     # escaped in the footnote
+DASH = "\u2013"
+
+
+def render(tables: Sequence[Table], fmt: str) -> str:
+    """Every table in one text; CSV shares one header."""
+    fn = RENDERERS.get(fmt)
+    if fmt == "csv":
+        return fn(tables[0]) + "".join(_csv_rows(t) for t in tables[1:])
+    return "\n".join(fn(t) for t in tables)
+
+
+def _the_baseline(name: str) -> str:
+    """``the baseline NAME``, or ``the baseline`` for a baseline named so (never "baseline baseline")."""
+    return "the baseline" if name == "baseline" else f"the baseline {name}"
+
+
+def _stopped(n: int) -> str:
+    if not n:
+        return ""
+    which = "a configuration" if n == 1 else f"{n} configurations"
+    return f", including those of {which} stopped early, each counted with p = 1"
+
+
+def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str]) -> str:
+    """The footnote in words: test, units, levels and markers, correction, tie rule, versions."""
+    def levels(symbols: tuple[str, ...]) -> str:
+        return ", ".join(f"{mark(s)}{text(f' p < {a:g}')}" for s, a in zip(symbols, notes.levels))
+
+    parts = [
+        text(f"{notes.test_description[0].upper()}{notes.test_description[1:]} ({notes.units}) "
+             f"against {_the_baseline(notes.baseline)}; {notes.placement}. Significantly better: "),
+        levels(notes.better), text("; significantly worse: "), levels(notes.worse),
+        text(f". {notes.correction[0].upper()}{notes.correction[1:]}, family: {notes.family} "
+             f"(m = {notes.comparisons} comparisons{_stopped(notes.stopped)}). "),
+    ]
+    if notes.per_run_only:
+        parts.append(text("Only per-run values are available, so the across-seeds test is the only "
+                          "test possible. "))
+    if notes.tally_seeds is not None:
+        n = notes.tally_seeds
+        parts += [text(f"Counts of significant seeds (p < {notes.levels[0]:g}): "), mark(notes.better[0]),
+                  text(f"k/{n} better in k of the {n} seeds, "), mark(notes.worse[0]), text(f"k/{n} worse. ")]
+    parts += [text(f"{r}. ") for r in notes.remarks]
+    if notes.effect_note:
+        parts.append(text(f"{notes.effect_note} (CSV and MLflow). "))
+    parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
+    return "".join(parts)
+
+
+def _number(value: float | None, decimals: int) -> str | None:
+    return None if value is None else f"{value:.{decimals}f}"
+
+
+def _interval(c: Cell, decimals: int) -> str | None:
+    """A confidence interval's cell text, "[-0.0040, 0.0280]"; None for any other cell."""
+    if c.interval is None:
+        return None
+    return f"[{_number(c.interval[0], decimals)}, {_number(c.interval[1], decimals)}]"
+
+
+_CORRECTION_NAMES = {"none": "no correction", "bonferroni": "Bonferroni", "holm": "Holm",
+                     "bh": "Benjamini-Hochberg", "maxt": "max-|t|"}
+_FORM_CONTENTS = {
+    "seeds": "per seed, mean (AVG) and SD over {seeds}",
+    "configs": "mean \u00b1 SD over {seeds}",
+    "summary": "mean and SD over {seeds}, difference to the baseline and its {level} interval",
+    "summary per-seed": "mean and SD over {seeds}, difference to the baseline",
+}
+
+
+def caption(table: Table) -> str:
+    """What a table is, in one line: its metric(s), what the cells are, the test and the correction:
+    "MAP: mean \u00b1 SD over 3 seeds; crossed test against BERT, Holm over 6 comparisons"."""
+    n = table.notes
+    key = "summary per-seed" if table.form == "summary" and n.test == "per-seed" else table.form
+    contents = _FORM_CONTENTS[key].format(seeds=n.seeds_text or "the seeds",
+                                                 level=f"{n.confidence:.0%}")
+    correction = _CORRECTION_NAMES.get(n.correction_name, n.correction_name)
+    family = (f"{correction} over {n.comparisons} comparison{'s' if n.comparisons != 1 else ''}"
+              if n.correction_name != "none" else f"no correction ({n.comparisons} comparisons)")
+    baseline = "the baseline" if n.baseline == "baseline" else n.baseline
+    return f"{table.title}: {contents}; {n.test} test against {baseline}, {family}"
+
+
+def latex_label(table: Table) -> str:
+    """A ``\\label`` key unique to the table's form, metrics and phase: tab:harness-seeds-map."""
+    words = [table.form, *table.metrics, *([table.title.rsplit("(", 1)[1].rstrip(")")]
+                                           if table.title.endswith(")") else [])]
+    return "tab:harness-" + "-".join(re.sub(r"[^A-Za-z0-9]+", "-", w).strip("-").lower() for w in words)
+
+
+def _tally_text(c: Cell) -> str:
+    """Per-seed counts after the value: " \u20202/3" (better in 2 of 3 seeds), both counts spaced."""
+    return "".join(f" {t.text}" for t in c.tally)
+
+
+@RENDERERS.register("md")
+def markdown(table: Table) -> str:
+    def esc(s: str) -> str:
+        return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+
+    def cell(c: Cell) -> str:
+        value = _number(c.value, table.decimals)
+        if value is None:
+            return _interval(c, table.decimals) or DASH
+        out = f"**{value}**" if c.bold else value
+        if c.sd is not None:
+            out += f" \u00b1 {_number(c.sd, table.decimals)}"
+        return out + (c.marker or "") + _tally_text(c)
+
+    lines = [f"**{esc(table.title)}**", "",
+             "| " + " | ".join(esc(h) for h in (table.corner, *table.columns)) + " |",
+             "|:--" + "|--:" * len(table.columns) + "|"]
+    lines += ["| " + " | ".join([esc(r.label), *(cell(c) for c in r.cells)]) + " |" for r in table.rows]
+    def esc_text(s: str) -> str:
+        return "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in s)
+
+    lines += ["", footnote(table.notes, esc_text, esc_text), ""]
+    return "\n".join(lines)
+
+
+def latex_escape(s: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
+
+
+def _latex_mark(symbol: str) -> str:
+    return f"$^{{{LATEX_SYMBOLS[symbol]}}}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
+
+
+@RENDERERS.register("latex")
+def latex(table: Table) -> str:
+    def cell(c: Cell) -> str:
+        value = _number(c.value, table.decimals)
+        if value is None:
+            return _interval(c, table.decimals) or "--"
+        out = rf"\textbf{{{value}}}" if c.bold else value
+        if c.sd is not None:
+            out += rf" $\pm$ {_number(c.sd, table.decimals)}"
+        out += _latex_mark(c.marker) if c.marker else ""
+        for t in c.tally:
+            symbol = LATEX_SYMBOLS.get(t.symbol)
+            out += (f"$^{{{symbol}\\,{t.count}/{t.total}}}$" if symbol
+                    else latex_escape(f" {t.text}"))
+        return out
+
+    def plain_mark(symbol: str) -> str:
+        return f"${LATEX_SYMBOLS[symbol]}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
+
+    note = footnote(table.notes, latex_escape, plain_mark)
+    lines = [(f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs "
+              r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"),
+             r"\begin{table}[tbp]", r"\centering",
+             rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{latex_label(table)}}}",
+             rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule",
+             " & ".join(latex_escape(h) for h in (table.corner, *table.columns)) + r" \\", r"\midrule"]
+    for row in table.rows:
+        if row.rule_before:
+            lines.append(r"\midrule")
+        label = latex_escape(row.label)
+        label = "{}" + label if label.startswith("[") else label  # not \\'s optional [length]
+        lines.append(" & ".join([label, *(cell(c) for c in row.cells)]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"{\footnotesize\raggedright",
+              *textwrap.wrap(note, 96, break_long_words=False, break_on_hyphens=False),
+              r"\par}", r"\end{table}", ""]
+    return "\n".join(lines)
+
+
+_CSV_HEADER = ("table", "row", "column", "value", "sd", "bold", "marker", "direction", "mean_diff",
+               "ci_low", "ci_high", "d_z", "p_value", "p_adjusted", "comparisons", "test", "correction",
+               "metric", "measure")
+
+
+def _csv_rows(table: Table) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    for row in table.rows:
+        for j, (column, c) in enumerate(zip(table.columns, row.cells, strict=True)):
+            metric = (table.metrics[0] if len(table.metrics) == 1 else
+                      table.metrics[j] if len(table.metrics) == len(table.columns) else "")
+            comp = c.comparison
+            tested = ([comp.direction, *(repr(float(v)) for v in (
+                comp.result.mean_diff, *comp.interval, comp.result.d_z,
+                comp.result.p_value, comp.p_adjusted)), comp.family_size] if comp else [""] * 8)
+            writer.writerow([
+                table.title, row.label, column, "" if c.value is None else repr(c.value),
+                "" if c.sd is None else repr(c.sd), int(c.bold),
+                (c.marker or "") + " ".join(t.text for t in c.tally), *tested,
+                table.notes.test, table.notes.correction_name, metric, canonical_name(metric)])
+    return buf.getvalue()
+
+
+@RENDERERS.register("csv")
+def csv_text(table: Table) -> str:
+    return ",".join(_CSV_HEADER) + "\n" + _csv_rows(table)
+
+
+@RENDERERS.register("html")
+def html_table(table: Table) -> str:
+    def cell(c: Cell) -> str:
+        value = _number(c.value, table.decimals)
+        if value is None:
+            return _interval(c, table.decimals) or "&ndash;"
+        out = f"<strong>{value}</strong>" if c.bold else value
+        if c.sd is not None:
+            out += f" &plusmn; {_number(c.sd, table.decimals)}"
+        out += f"<sup>{html.escape(c.marker)}</sup>" if c.marker else ""
+        return out + "".join(f" <sup>{html.escape(t.text)}</sup>" for t in c.tally)
+
+    width = len(table.columns) + 1
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in (table.corner, *table.columns))
+    lines = ['<table class="harness-table">', f"<caption>{html.escape(table.title)}</caption>",
+             f"<thead><tr>{head}</tr></thead>", "<tbody>"]
+    for row in table.rows:
+        style = ' style="border-top: 1px solid"' if row.rule_before else ""
+        cells = "".join(f'<td align="right">{cell(c)}</td>' for c in row.cells)
+        lines.append(f"<tr{style}><th>{html.escape(row.label)}</th>{cells}</tr>")
+    note = footnote(table.notes, html.escape, html.escape)
+    lines += ["</tbody>", f'<tfoot><tr><td colspan="{width}">{note}</td></tr></tfoot>', "</table>", ""]
+    return "\n".join(lines)

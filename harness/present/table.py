@@ -1,0 +1,321 @@
+"""The significance table model: what each cell shows, built from an ``Analysis``; no formatting.
+
+Three forms, and ``auto`` (the default): ``seeds`` up to ``SUMMARY_ABOVE`` (6) configurations, past
+that ``summary``, whose width does not grow with the configurations:
+- ``seeds`` (Penha & Hauff 2020, Table 5): one table per metric, one row per seed, then AVG (mean
+  over seeds) and SD (sample standard deviation over seeds, ddof = 1) rows; one column per
+  configuration, the baseline first. Under the per-seed test the markers sit on the seed rows and the
+  AVG row counts them (a tally: significantly better in k of S seeds), under every other test the
+  markers sit on the AVG row. The best value of each seed row and of AVG is bold.
+- ``configs`` (Soldaini & Moschitti 2020, Table 3; Penha & Hauff 2021, Table 1): one row per
+  configuration, one column per metric, each cell mean +- SD over seeds with its marker (its tally
+  under per-seed); the best mean of each column is bold.
+- ``summary``: one table per metric, one row per configuration (the baseline first, the others by
+  their mean, best first), columns mean, SD, the mean difference to the baseline with its marker (its
+  tally under per-seed) and the difference's confidence interval; the best mean is bold. A study of
+  20 configurations reads down one column instead of across 21.
+
+"Best" compares the values as displayed (rounded to ``decimals``), so equal-looking cells are bold
+together. Metrics are named by ``names`` (metrics.NAME_STYLES): their table label (MAP, MRR@10, the
+default), ir-measures' canonical name (AP, RR@10) or the harness key (map, mrr_10); ``Table.metrics``
+keeps the keys whatever the style.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+
+from harness import __version__
+from harness.errors import ConfigError
+from harness.metrics.measures import NAME_STYLES, TIE_RULE, label_of
+from harness.results.stored import StudyResults, seed_summary
+from harness.stats.corrections import describe
+from harness.stats.crossed import CrossedResult
+from harness.stats.sequential import RULE
+from harness.stats.significance import CROSSED, INTERVALS, TESTS, Analysis, Comparison, Tally
+
+FORMS = ("seeds", "configs", "summary")
+AUTO_FORM = "auto"
+SUMMARY_ABOVE = 6  # ``auto``: the summary form past this many configurations, the seeds form up to it
+
+
+def resolve_form(form: str, configs: int) -> str:
+    """The form a table of ``configs`` configurations gets: ``form`` itself, or for ``auto`` seeds
+    up to ``SUMMARY_ABOVE`` configurations and summary past it."""
+    if form == AUTO_FORM:
+        return "summary" if configs > SUMMARY_ABOVE else "seeds"
+    if form not in FORMS:
+        raise ConfigError(f"form must be one of {', '.join((AUTO_FORM, *FORMS))}, got {form!r}")
+    return form
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cell:
+    value: float | None
+    sd: float | None = None
+    bold: bool = False
+    marker: str | None = None
+    comparison: Comparison | None = None
+    tally: tuple[Tally, ...] = ()
+    interval: tuple[float, float] | None = None  # a confidence interval's cell (summary form)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Row:
+    label: str
+    cells: tuple[Cell, ...]
+    rule_before: bool = False  # a horizontal rule above this row (summary rows)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Notes:
+    """The footnote's facts; each renderer words and escapes them."""
+
+    test: str
+    test_description: str
+    units: str
+    baseline: str
+    placement: str
+    levels: tuple[float, ...]
+    better: tuple[str, ...]
+    worse: tuple[str, ...]
+    correction: str
+    correction_name: str
+    family: str
+    comparisons: int  # the family's size m, stopped configurations' comparisons included
+    per_run_only: bool
+    sd_note: str
+    tie_rule: str
+    versions: str
+    remarks: tuple[str, ...] = ()  # further sentences: a fallback, clamped variance components
+    stopped: int = 0  # configurations stopped early, each counted in the family with p = 1
+    tally_seeds: int | None = None  # per-seed: the AVG row counts significant seeds out of this many
+    # d_z's denominator and how the interval was made (the CSV's and MLflow's d_z, ci_low, ci_high)
+    effect_note: str = ""
+    seeds_text: str = ""  # "3 seeds", or "4 to 12 seeds (each comparison's)" under a seed schedule
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True, kw_only=True)
+class Table:
+    form: str
+    title: str
+    corner: str
+    columns: tuple[str, ...]
+    rows: tuple[Row, ...]
+    decimals: int
+    notes: Notes
+    # Harness keys of the metrics shown: the table's one metric (seeds form), one per column (configs).
+    metrics: tuple[str, ...] = ()
+
+
+def library_versions() -> str:
+    names = ("numpy", "scipy", "ir-measures")
+    return ", ".join([f"harness {__version__}", *(f"{n} {metadata.version(n)}" for n in names)])
+
+
+def display_name(metric: str, names: str = "label") -> str:
+    """How a table names ``metric`` (a harness key) in the ``names`` style (metrics.label_of)."""
+    return label_of(metric, names)
+
+
+def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = "label") -> list[Table]:
+    """The tables of one form: one per metric (seeds, summary) or one in all (configs); ``auto``
+    picks by the number of configurations (``resolve_form``)."""
+    form = resolve_form(form, len(analysis.results.configs))
+    if decimals < 0 or decimals > 10:
+        raise ConfigError(f"decimals must be in [0, 10], got {decimals}")
+    if names not in NAME_STYLES:
+        raise ConfigError(f"names must be one of {', '.join(NAME_STYLES)}, got {names!r}")
+    if form == "seeds":
+        return [seeds_table(analysis, m, decimals, names) for m in analysis.metrics]
+    if form == "summary":
+        return [summary_table(analysis, m, decimals, names) for m in analysis.metrics]
+    return [configs_table(analysis, decimals, names)]
+
+
+def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str = "label") -> Table:
+    res = analysis.results
+    values = [res.seed_values(c, metric) for c in res.configs]  # per configuration, over its seeds
+    per_seed = analysis.test == "per-seed"
+    rows = []
+    for j, seed in enumerate(res.seeds):
+        comps = [analysis.get(c, metric, seed) if per_seed else None for c in res.configs]
+        # A configuration a seed schedule stopped before this seed has an empty cell.
+        row = [float(v[j]) if j < len(v) else None for v in values]
+        rows.append(_value_row(analysis, seed, row, comps, decimals))
+    avg_comps = [None if per_seed else analysis.get(c, metric) for c in res.configs]
+    tallies = [analysis.tallies(c, metric) for c in res.configs]
+    rows.append(_value_row(analysis, "AVG", [float(v.mean()) for v in values], avg_comps, decimals,
+                           rule=True, tallies=tallies))
+    sds = [_sd(seed_summary(v)[1]) for v in values]
+    rows.append(Row(label="SD", cells=tuple(Cell(value=s) for s in sds)))
+    placement = ("markers on the seed rows, their count on the AVG row" if per_seed
+                 else "markers on the AVG row")
+    return Table(form="seeds", title=_phase_title(res, display_name(metric, names)), corner="seed", columns=res.configs,
+                 rows=tuple(rows), decimals=decimals,
+                 notes=_notes(analysis, [metric], placement, names), metrics=(metric,))
+
+
+def _sd(sd: float) -> float | None:
+    """A cell's SD: ``seed_summary``'s, None (no cell text) where one seed leaves it undefined."""
+    return None if math.isnan(sd) else sd
+
+
+def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -> Table:
+    res = analysis.results
+    per_seed = analysis.test == "per-seed"
+    summary = {(c, m): seed_summary(res.seed_values(c, m)) for c in res.configs for m in analysis.metrics}
+    means = {k: mean for k, (mean, _) in summary.items()}
+    best = {m: max(round(means[(c, m)], decimals) for c in res.configs) for m in analysis.metrics}
+    rows = []
+    for c in res.configs:
+        cells = []
+        for m in analysis.metrics:
+            comp = analysis.get(c, m)
+            cells.append(Cell(value=means[(c, m)], sd=_sd(summary[(c, m)][1]),
+                              bold=round(means[(c, m)], decimals) == best[m],
+                              marker=analysis.marker(comp), comparison=comp,
+                              tally=analysis.tallies(c, m)))
+        rows.append(Row(label=c, cells=tuple(cells)))
+    return Table(form="configs", title=_phase_title(res, ", ".join(display_name(m, names) for m in analysis.metrics)),
+                 corner="configuration", columns=tuple(display_name(m, names) for m in analysis.metrics),
+                 rows=tuple(rows), decimals=decimals,
+                 notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"
+                              + (", their significant seeds counted" if per_seed else ""), names),
+                 metrics=tuple(analysis.metrics))
+
+
+def summary_table(analysis: Analysis, metric: str, decimals: int = 4, names: str = "label") -> Table:
+    """One row per configuration: mean, SD, difference to the baseline (marked) and its interval;
+    the baseline first, then the others by mean, best first (ties keep the study's order)."""
+    res = analysis.results
+    per_seed = analysis.test == "per-seed"
+    summary = {c: seed_summary(res.seed_values(c, metric)) for c in res.configs}
+    order = [res.baseline, *sorted((c for c in res.configs if c != res.baseline),
+                                   key=lambda c: -summary[c][0])]
+    best = max(round(mean, decimals) for mean, _ in summary.values())
+    rows = []
+    for c in order:
+        mean, sd = summary[c]
+        comp = None if per_seed or c == res.baseline else analysis.get(c, metric)
+        if c == res.baseline:
+            diff = None
+        elif comp is not None:
+            diff = comp.result.mean_diff
+        else:  # per-seed: the difference of the means over the seeds the two share
+            diff = mean - float(res.seed_values(res.baseline, metric, res.seeds_of(c)).mean())
+        cells = [Cell(value=mean, bold=round(mean, decimals) == best), Cell(value=_sd(sd)),
+                 Cell(value=diff, marker=analysis.marker(comp), comparison=comp,
+                      tally=analysis.tallies(c, metric))]
+        if not per_seed:
+            cells.append(Cell(value=None, interval=comp.interval if comp is not None else None))
+        rows.append(Row(label=c, cells=tuple(cells)))
+    level = f"{analysis.options.confidence:.0%}"
+    # Per-seed: a test per seed, so no one interval; the difference carries the significant-seed count.
+    placement = ("the difference to the baseline with its significant seeds counted" if per_seed
+                 else f"markers on the difference to the baseline, its {level} confidence interval beside it")
+    columns = ("mean", "SD", "\u0394") + (() if per_seed else (f"{level} CI",))
+    return Table(form="summary", title=_phase_title(res, display_name(metric, names)), corner="configuration",
+                 columns=columns, rows=tuple(rows), decimals=decimals,
+                 notes=_notes(analysis, [metric], placement + "; rows by mean, the baseline first", names),
+                 metrics=(metric,))
+
+
+def _value_row(analysis: Analysis, label: str, values: list[float | None], comps: list[Comparison | None],
+               decimals: int, rule: bool = False,
+               tallies: list[tuple[Tally, ...]] | None = None) -> Row:
+    best = max(round(v, decimals) for v in values if v is not None)
+    cells = tuple(Cell(value=v, bold=v is not None and round(v, decimals) == best,
+                       marker=analysis.marker(comp), comparison=comp,
+                       tally=tallies[i] if tallies else ())
+                  for i, (v, comp) in enumerate(zip(values, comps, strict=True)))
+    return Row(label=label, cells=cells, rule_before=rule)
+
+
+def dropped_note(dropped: Mapping[str, Sequence[str]], kept: int) -> str:
+    """The footnote on queries some runs lack: how many, which (the first few, with the runs that
+    lack them), and that every mean and test uses the queries every run has."""
+    shown = "; ".join(f"{q} (missing from {', '.join(runs[:2])}{', ...' if len(runs) > 2 else ''})"
+                      for q, runs in list(dropped.items())[:3])
+    more = f"; and {len(dropped) - 3} more" if len(dropped) > 3 else ""
+    return (f"{len(dropped)} of {kept + len(dropped)} queries are missing from some runs and left out: "
+            f"{shown}{more}. Every mean and test here is over the {kept} queries every run has.")
+
+
+def _phase_title(res: StudyResults, title: str) -> str:
+    """A table's title with its phase (a study with a confirmation phase): "MAP (confirmatory)"."""
+    return f"{title} ({res.phase})" if res.phase else title
+
+
+def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: str,
+           names: str = "label") -> Notes:
+    res, opts = analysis.results, analysis.options
+    comps = [c for c in analysis.comparisons if c.metric in metrics]
+    queries, seeds = len(res.qids or ()), len(res.seeds)
+    counts = sorted({len(res.seeds_of(c)) for c in res.configs})
+    # A seed schedule gives each comparison its own seeds: "4 to 12 seeds".
+    seeds_text = f"{seeds} seeds" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds (each comparison's)"
+    if analysis.test == "across-seeds":
+        units = f"n = {seeds_text}"
+    elif analysis.test == CROSSED:
+        units = (f"n = {queries} queries \u00d7 {seeds_text}; variance from seeds, queries and their "
+                 f"interaction: crossed random effects, generalized p-value")
+    else:
+        units = f"n = {queries} queries"
+        if analysis.test != "per-seed":
+            units += f", {seeds} seeds"
+    remarks = [res.phase_note] if res.phase_note else []
+    remarks += list(analysis.remarks)
+    if res.dropped:
+        remarks.append(dropped_note(res.dropped, len(res.qids or ())))
+    if res.sequential:
+        remarks.append(sequential_note(res.sequential, res.baseline))
+    if res.stopped:
+        remarks.append("Stopped early by successive halving over seed-group means and left out of the "
+                       "table: " + "; ".join(f"{name} ({why})" for name, why in res.stopped.items()))
+    clamped: dict[str, list[str]] = {}
+    for c in comps:
+        if isinstance(c.result, CrossedResult):
+            for name in c.result.clamped:
+                clamped.setdefault(name, []).append(f"{c.config} on {display_name(c.metric, names)}")
+    if clamped:
+        remarks.append("Negative variance estimates, set to 0 in the effect size (the test uses them "
+                       "unclamped): " + "; ".join(
+                           f"the {name} component for {_enumerate(where)}" for name, where in clamped.items()))
+    family = "each metric" if opts.family == "metric" else "all metrics"
+    return Notes(
+        test=analysis.test, test_description=TESTS[analysis.test].description, units=units,
+        baseline=res.baseline, placement=placement, levels=opts.markers.levels,
+        better=opts.markers.better,
+        worse=opts.markers.worse, correction=describe(opts.correction), correction_name=opts.correction,
+        family=family, comparisons=max((c.family_size for c in comps), default=0), stopped=len(res.stopped),
+        per_run_only=analysis.per_run_only,
+        sd_note=(f"SD is the sample standard deviation over {seeds} seeds" if len(counts) == 1
+                 else "SD is the sample standard deviation over each configuration's seeds"),
+        tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
+        versions=library_versions(), remarks=tuple(remarks),
+        tally_seeds=seeds if analysis.test == "per-seed" else None,
+        effect_note=effect_note(analysis), seeds_text=seeds_text, confidence=opts.confidence)
+
+
+def effect_note(analysis: Analysis) -> str:
+    """The footnote's sentence on the effect size d_z and the confidence interval of each cell."""
+    design = TESTS[analysis.test]
+    interval = INTERVALS.get(analysis.test, "the t interval around the mean difference")
+    return (f"Effect size d_z: the mean difference over {design.effect_basis}; "
+            f"{analysis.options.confidence:.0%} interval: {interval}")
+
+
+def sequential_note(reasons: Mapping[str, str], baseline: str) -> str:
+    """The footnote's sentence on a seed schedule: the rule, and where each comparison stopped."""
+    stops = "; ".join(f"{c} ({why})" for c, why in reasons.items() if c != baseline)
+    return (f"Seeds were added in rounds until each comparison's verdict on the study's objective (test "
+            f"queries) was settled by {RULE}; each comparison uses every seed it received: {stops}")
+
+
+def _enumerate(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]

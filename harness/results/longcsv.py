@@ -1,0 +1,161 @@
+"""The results-exchange format (docs/exchange.md, "Long results CSV"): a long CSV with columns config, seed, metric, value and
+an optional query column.
+
+A metric is a harness key (map, mrr_10 ...) or ir-measures' canonical name (AP, RR@10 ...; the two
+name one metric, metrics.METRIC_TABLE). A row without a query (or with an empty query cell) is a
+per-run value; a row with one is a per-query value. Either or both may be given for a run; per-run values alone support the across-seeds test only.
+The baseline is ``baseline`` when given, else the first configuration in the file.
+
+    config,seed,metric,value
+    random,1,map,0.7142
+    #turns,1,map,0.7220
+
+``read_long_frame`` reads the same table from a pandas DataFrame through the same validation, and
+``long_rows`` writes a ``StudyResults`` back in this format.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError
+from harness.metrics.measures import METRIC_KEYS, metric_key
+from harness.results.stored import RunRecord, StudyResults
+from harness.textfile import read_utf8
+
+REQUIRED = ("config", "seed", "metric", "value")
+COLUMNS = (*REQUIRED, "query")
+
+
+def _located(reader: csv.DictReader, path: Path) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """Each record with ``FILE:LINE`` of the line it starts on; a quoted field that runs past its
+    line's end (an unmatched quote swallows the lines after it) is refused there."""
+    end = reader.line_num
+    for row in reader:
+        start, end = end + 1, reader.line_num
+        if any(isinstance(v, str) and "\n" in v for v in row.values()):
+            raise DataError(f"{path}:{start}: a quoted field runs past the end of its line (an unmatched "
+                            "'\"'?); a long results CSV has one record per line")
+        yield f"{path}:{start}", row
+
+
+def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResults:
+    """Read and validate a long results CSV (module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    # a byte-order mark (spreadsheet programs write one) is not part of the first column's name
+    text = read_utf8(path, "results CSV")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    try:
+        header = [h.strip() for h in reader.fieldnames or []]
+    except csv.Error as exc:
+        raise DataError(f"{path}:1: malformed CSV: {exc}") from None
+    reader.fieldnames = header
+    rows = _located(reader, path)
+    try:
+        return _read_rows(header, rows, source=str(path), kind="CSV", baseline=baseline)
+    except csv.Error as exc:
+        raise DataError(f"{path}:{reader.line_num}: malformed CSV: {exc}") from None
+
+
+def read_long_frame(frame: Any, *, baseline: str | None = None, source: str = "DataFrame") -> StudyResults:
+    """Read and validate a long results table held in a pandas DataFrame: the CSV's columns and
+    rules (module docstring), each cell read as the CSV reader reads its text, a missing cell (None,
+    NaN) as an empty one. Errors name the row by its index label.
+
+    >>> import pandas as pd
+    >>> frame = pd.DataFrame({"config": ["a", "b", "a", "b"], "seed": [1, 1, 2, 2],
+    ...                       "metric": "AP", "value": [0.50, 0.55, 0.52, 0.58]})
+    >>> results = read_long_frame(frame)
+    >>> results.baseline, results.seeds, results.metrics
+    ('a', ('1', '2'), ('map',))
+    >>> read_long_frame(frame.drop(columns="seed"))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    harness.errors.DataError: DataFrame: missing column(s) seed; a long results DataFrame has columns ...
+    """
+    import pandas as pd
+
+    header = [str(c).strip() for c in frame.columns]
+
+    def text(value: Any) -> str:
+        return "" if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) else str(value)
+
+    rows = ((f"{source} row {label}", dict(zip(header, map(text, values), strict=True)))
+            for label, values in zip(frame.index, frame.itertuples(index=False, name=None), strict=True))
+    return _read_rows(header, rows, source=source, kind="DataFrame", baseline=baseline)
+
+
+def long_rows(results: StudyResults) -> list[dict[str, Any]]:
+    """``results`` in the long format (COLUMNS), for ``read_long_csv`` or ``read_long_frame`` to
+    read back as the same results: for every configuration, seed and metric its per-run value
+    (``StudyResults.value``: the stored one, else the mean of its per-query values) with query
+    None, then its per-query values where kept, in query order.
+
+    >>> from harness.results.stored import RunRecord
+    >>> rec = RunRecord(config="a", seed="1", per_query={"map": {"q1": 0.25, "q2": 0.75}})
+    >>> for row in long_rows(StudyResults.build([rec])):
+    ...     print(row)
+    {'config': 'a', 'seed': '1', 'metric': 'map', 'value': 0.5, 'query': None}
+    {'config': 'a', 'seed': '1', 'metric': 'map', 'value': 0.25, 'query': 'q1'}
+    {'config': 'a', 'seed': '1', 'metric': 'map', 'value': 0.75, 'query': 'q2'}
+    """
+    rows: list[dict[str, Any]] = []
+    for config in results.configs:
+        for seed in results.seeds_of(config):  # a seed schedule's stopped ones: the seeds they got
+            per_query = results.runs[(config, seed)].per_query
+            for metric in results.metrics:
+                rows.append({"config": config, "seed": seed, "metric": metric,
+                             "value": results.value(config, seed, metric), "query": None})
+                values = per_query.get(metric, {})
+                rows += [{"config": config, "seed": seed, "metric": metric, "value": float(values[q]),
+                          "query": q} for q in (results.qids or ()) if q in values]
+    return rows
+
+
+def _read_rows(header: Sequence[str], rows: Iterable[tuple[str, Mapping[str, Any]]], *, source: str,
+               kind: str, baseline: str | None) -> StudyResults:
+    """The one validation of the long format: ``rows`` are (where, row), ``where`` naming the row
+    in errors (``FILE:LINE``)."""
+    missing = [c for c in REQUIRED if c not in header]
+    if missing:
+        raise DataError(f"{source}: missing column(s) {', '.join(missing)}; a long results {kind} has "
+                        f"columns config, seed, metric, value and optionally query")
+    has_query = "query" in header
+    values: dict[tuple[str, str], dict[str, float]] = {}
+    per_query: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    for where, row in rows:
+        config, seed, metric = (str(row.get(k) or "").strip() for k in ("config", "seed", "metric"))
+        if not (config and seed and metric):
+            raise DataError(f"{where}: config, seed and metric must be non-empty")
+        metric = metric_key(metric)  # ir-measures' names (AP, RR@10 ...) are the harness's keys
+        try:
+            value = float(str(row.get("value") or "").strip())
+        except ValueError:
+            raise DataError(f"{where}: value {row.get('value')!r} is not a number") from None
+        if not math.isfinite(value):
+            raise DataError(f"{where}: value {value} is not finite")
+        query = str(row.get("query") or "").strip() if has_query else ""
+        key = (config, seed)
+        if query:
+            bucket = per_query.setdefault(key, {}).setdefault(metric, {})
+            if query in bucket:
+                raise DataError(f"{where}: duplicate value for {config!r} seed {seed} "
+                                f"{metric} query {query!r}")
+            bucket[query] = value
+        else:
+            if metric in values.setdefault(key, {}):
+                raise DataError(f"{where}: duplicate value for {config!r} seed {seed} {metric}")
+            values[key][metric] = value
+        per_query.setdefault(key, {})
+    if not per_query:
+        raise DataError(f"{source}: no result rows")
+    records = [RunRecord(config=c, seed=s, values=values.get((c, s), {}), per_query=per_query[(c, s)])
+               for c, s in per_query]
+    return StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS)

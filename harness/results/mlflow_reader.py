@@ -1,0 +1,197 @@
+"""Read a study's results from MLflow through harness.tracking.records (read only).
+
+experiment = study name. Seed runs (tag harness.kind=trial) carry harness.config_id, harness.seed,
+harness.role, harness.eval_fingerprint (runs evaluated on different dev/test candidates are never
+paired: StudyResults refuses them), final metrics test_<metric> and the per-query artifact per_query/test.csv (columns qid,
+measure, value; measure as a harness metric name, ir_measures' names are accepted too). Config runs
+(harness.kind=config) name their configuration: the table labels a configuration by its config run's
+run name (by its config_id where no config run exists). The baseline is the configuration whose role
+is ``baseline`` unless one is named. Only FINISHED seed runs count. The metrics are the harness's
+(metrics.METRIC_KEYS = conventions.METRICS) and any other measure of the per-query artifact; other
+test_* keys (a cost, a loss) are not tabulated. A configuration stopped early (its config run tagged
+harness.stopped=1) is left out, even the seeds it finished; ``StudyResults.stopped`` names it for
+the table's footnote. A configuration of a seed schedule (config run tagged harness.sequential)
+may have the first of the baseline's seeds only; the tag says why it got no more.
+
+An http(s) tracking URI is pinged first and MLflow's retries are cut (FAST_FAIL_ENV): an unreachable
+server fails within seconds with "tracking URI ... is not reachable", not after minutes of retries.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError, HarnessError
+from harness.metrics.measures import METRIC_KEYS, metric_key
+from harness.results.stored import RunRecord, StudyResults
+from harness.tracking import conventions as C
+from harness.tracking.records import SeedRun, iter_runs, read_per_query
+from harness.tracking.store import check_reachable, default_tracking_uri
+
+# MLflow's client retries a failing request for minutes; a read that fails mid-way should not. A
+# user's own settings of these variables win.
+FAST_FAIL_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+
+
+PHASES = ("auto", "confirmatory", "exploratory")
+CONFIRMATORY_NOTE = ("Confirmatory: the confirmation phase's runs only, the configurations picked by their "
+                     "dev objective and the baseline retrained with fresh seeds (the runs that picked them: "
+                     "--phase exploratory).")
+EXPLORATORY_NOTE = ("Exploratory: the runs that picked the confirmed configurations, whose differences on "
+                    "them are biased upward by the pick; cite the confirmatory table (--phase confirmatory).")
+
+
+def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
+                    config_ids: Collection[str] | None = None, phase: str = "auto") -> StudyResults:
+    """The results of MLflow experiment ``name`` (module docstring); with ``config_ids``, only the
+    seed runs of those configurations (a study file edited between runs leaves the old
+    configurations in its experiment). ``phase``: in a study with a confirmation phase (config runs
+    tagged harness.phase=confirmation), ``confirmatory`` reads the confirmation's runs only,
+    ``exploratory`` every other run, ``auto`` the confirmatory one where there is one; the result
+    carries the phase (its tables' titles) and a footnote sentence on it."""
+    if phase not in PHASES:
+        raise DataError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+    client, uri = open_store(tracking_uri)
+    with _env_defaults(**FAST_FAIL_ENV):
+        return _read(client, name, uri, baseline, config_ids, phase)
+
+
+def _refuse_duplicates(trials: list[SeedRun], source: str, uri: str) -> None:
+    """One line naming a seed that has two finished seed runs (two drivers of an older version ran
+    the study at once) and how `harness run --resume` repairs it."""
+    seen: dict[tuple[str | None, str | None], SeedRun] = {}
+    for run in sorted(trials, key=lambda t: (t.start_time, t.run_id)):
+        first = seen.setdefault((run.config_id, run.seed), run)
+        if first is not run:
+            raise DataError(f"{source} at {uri}: seed {run.seed} of configuration {run.config_id} has two "
+                            f"finished seed runs, {first.run_id} and {run.run_id} (two drivers ran the study "
+                            "at once); `harness run STUDY --resume` keeps the first and deletes the other")
+
+
+def open_store(tracking_uri: str | None) -> tuple[Any, str]:
+    """A read-only ``MlflowClient`` on ``tracking_uri`` (default: default_tracking_uri()) and the
+    URI: a missing SQLite store or an unreachable server fails at once, in one line."""
+    uri = tracking_uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        db = Path(uri[len("sqlite:///"):])
+        if not db.is_file():
+            raise DataError(f"no MLflow store at {db} (tracking URI {uri}); pass --tracking-uri or set "
+                            f"MLFLOW_TRACKING_URI")
+    check_reachable(uri)
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise HarnessError("reading MLflow needs mlflow: pip install 'mlflow>=3.17,<3.19'") from None
+    return MlflowClient(tracking_uri=uri), uri
+
+
+def experiment_named(client: Any, name: str, uri: str) -> Any:
+    """The MLflow experiment ``name``; a one-line DataError listing the experiments there if none."""
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        known = sorted(e.name for e in client.search_experiments())
+        raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
+                        f"{', '.join(known) or 'none'}")
+    return exp
+
+
+def _read(client: Any, name: str, uri: str, baseline: str | None,
+          config_ids: Collection[str] | None, phase: str = "auto") -> StudyResults:
+    from mlflow.exceptions import MlflowException
+
+    source = f"MLflow experiment {name!r}"
+    try:
+        exp_id = experiment_named(client, name, uri).experiment_id
+        configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
+                   for r in iter_runs(client, exp_id, C.KIND_CONFIG)}
+        confirmed = {cid for cid, r in configs.items() if r.data.tags.get(C.TAG_PHASE) == C.PHASE_CONFIRMATION}
+        if phase == "auto":
+            phase = "confirmatory" if confirmed else ""
+        if phase == "confirmatory" and not confirmed:
+            raise DataError(f"{source} at {uri} has no confirmation runs (config runs tagged "
+                            f"{C.TAG_PHASE}={C.PHASE_CONFIRMATION}); leave out --phase")
+        if phase:
+            keep = confirmed if phase == "confirmatory" else set(configs) - confirmed
+            config_ids = keep if config_ids is None else set(config_ids) & keep
+        stopped = {cid: r for cid, r in configs.items() if r.data.tags.get(C.TAG_STOPPED) == "1"
+                   and (config_ids is None or cid in config_ids)}
+        trials = [t for t in map(SeedRun.of, iter_runs(client, exp_id, C.KIND_TRIAL)) if t.status == "FINISHED"
+                  and (config_ids is None or t.config_id in config_ids) and t.config_id not in stopped]
+        if not trials:
+            raise DataError(f"{source} at {uri} has no finished seed runs "
+                            f"({C.TAG_KIND}={C.KIND_TRIAL}); nothing to tabulate")
+        _refuse_duplicates(trials, source, uri)
+        labels = _labels(configs, trials)
+        started: dict[str, int] = {}  # study order: when each configuration's first run started
+        records, roles = [], {}
+        with tempfile.TemporaryDirectory() as tmp, _env_defaults(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
+            for run in trials:
+                config_id, seed = run.config_id, run.seed
+                if not config_id or seed is None:
+                    raise DataError(f"{source}: seed run {run.run_id} lacks the "
+                                    f"{C.TAG_CONFIG_ID} or {C.TAG_SEED} tag")
+                label = labels[config_id]
+                config_run = configs.get(config_id)
+                role = (config_run.data.tags.get(C.TAG_ROLE) if config_run else None) or run.role
+                roles[label] = role
+                first = (config_run.info.start_time or 0) if config_run else run.start_time
+                started[label] = min(started.get(label, first), first)
+                per_query = read_per_query(client, run.run_id, tmp, source, metric_key)
+                values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
+                records.append(RunRecord(config=label, seed=str(seed), values=values,
+                                         per_query=per_query, config_id=config_id,
+                                         evaluation=run.evaluation))
+    except MlflowException as exc:
+        raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+    if baseline is None:
+        bases = sorted({label for label, role in roles.items() if role == C.ROLE_BASELINE})
+        if len(bases) != 1:
+            found = f"{len(bases)} ({', '.join(bases)})" if bases else "none"
+            raise DataError(f"{source}: expected one configuration with {C.TAG_ROLE}={C.ROLE_BASELINE}, "
+                            f"found {found}; name one with --baseline")
+        baseline = bases[0]
+    records.sort(key=lambda r: (r.config != baseline, started[r.config], r.config))
+    # A seed schedule's configurations (tag harness.sequential): each has the seeds it received.
+    sequential = {labels[cid]: r.data.tags[C.TAG_SEQUENTIAL] for cid, r in
+                  sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
+                  if cid in labels and C.TAG_SEQUENTIAL in r.data.tags}
+    results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS,
+                                 sequential=sequential)
+    if phase and confirmed:
+        results = dataclasses.replace(results, phase=phase, phase_note=(
+            CONFIRMATORY_NOTE if phase == "confirmatory" else EXPLORATORY_NOTE))
+    if stopped:
+        results = dataclasses.replace(results, stopped={
+            (r.info.run_name or cid): f"at step {r.data.tags.get(C.TAG_STOPPED_RUNG, '?')}: "
+                                      f"{r.data.tags.get(C.TAG_STOPPED_REASON, 'stopped early')}"
+            for cid, r in sorted(stopped.items(), key=lambda kv: kv[1].info.start_time or 0)})
+    return results
+
+
+@contextlib.contextmanager
+def _env_defaults(**values: str) -> Iterator[None]:
+    """Set environment variables the user has not set, for the block only. Used for no
+    artifact-download progress bars (the CLI's stderr is for one-line errors) and FAST_FAIL_ENV."""
+    saved = {k: os.environ.get(k) for k in values}
+    for k, v in values.items():
+        os.environ.setdefault(k, v)
+    try:
+        yield
+    finally:
+        for k, old in saved.items():
+            if old is None:
+                os.environ.pop(k, None)
+
+
+def _labels(configs: dict[str, Any], trials: list[SeedRun]) -> dict[str, str]:
+    """config_id -> label: the config run's name, made unique with the config_id where names clash."""
+    ids = sorted({t.config_id or "" for t in trials} - {""})
+    names = {i: (configs[i].info.run_name if i in configs and configs[i].info.run_name else i) for i in ids}
+    clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
+    return {i: f"{n} [{i}]" if n in clashes else n for i, n in names.items()}

@@ -1,0 +1,214 @@
+"""``harness runs export``: every TREC run file of a study, and its qrels, from MLflow to a folder.
+
+Reads what the study logged (evaluation/trec.py): ``runs/dev.trec`` and ``runs/test.trec`` of every
+FINISHED seed run (tag harness.kind=trial) and ``qrels/dev.qrels``, ``qrels/test.qrels`` of the
+study run (harness.kind=study; of the latest one that has them). Layout of DIR:
+
+    DIR/qrels/dev.qrels, DIR/qrels/test.qrels
+    DIR/runs/dev/<config>.seed<seed>.trec, DIR/runs/test/<config>.seed<seed>.trec
+    DIR/manifest.csv   config, config_id, seed, split, file, run_id (one row per run file)
+    DIR/per_query.csv  config, seed, metric, value, query, measure, split, config_id, run_id: one
+                       row per (configuration, seed, query, metric), the seed runs' per-query test
+                       values (their per_query/test.csv artifacts); absent when no run has any
+
+``<config>`` is the configuration's label as ``harness table`` shows it (the config run's name),
+with any character outside ``A-Z a-z 0-9 . _ + = @ # -`` replaced by ``_``. One folder per split
+holds one file per configuration and seed, so a whole split evaluates in one call:
+
+    ir_measures DIR/qrels/test.qrels DIR/runs/test/<config>.seed1.trec AP RR@10 nDCG@10 P@1
+    trec_eval -m map -m recip_rank DIR/qrels/test.qrels DIR/runs/test/<config>.seed1.trec
+
+per_query.csv is the long results format (longcsv.py) with a few more columns, so
+``harness table --from DIR/per_query.csv`` gives the study's table from the export alone, and
+pandas, R or a spreadsheet read the per-query values as they are: ``metric`` is the harness key
+(map), ``measure`` ir-measures' name (AP), the value as MLflow holds it.
+
+Files are copied as logged, after a check that each parses (a malformed one fails the export,
+naming the run). A seed run without run files (logged before run files existed) is skipped with a
+note; an experiment with none at all is an error.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import DataError
+from harness.metrics.measures import canonical_name, metric_key
+from harness.metrics.trec import QRELS_ARTIFACT, RUN_ARTIFACT, SPLITS, read_qrels, read_run
+from harness.results.mlflow_reader import (
+    FAST_FAIL_ENV,
+    _env_defaults,
+    _labels,
+    experiment_named,
+    open_store,
+)
+from harness.tracking import conventions as C
+from harness.tracking.records import SeedRun, read_per_query
+from harness.tracking.records import iter_runs as _runs
+
+MANIFEST = "manifest.csv"
+MANIFEST_COLUMNS = ("config", "config_id", "seed", "split", "file", "run_id")
+PER_QUERY = "per_query.csv"
+PER_QUERY_COLUMNS = ("config", "seed", "metric", "value", "query", "measure", "split", "config_id", "run_id")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@#-]")
+
+
+@dataclass
+class Export:
+    """What an export wrote (paths relative to its folder) and what it skipped, in words."""
+
+    folder: Path
+    experiment: str
+    run_files: list[str] = field(default_factory=list)
+    qrels_files: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    per_query_rows: int = 0  # rows of per_query.csv (0: not written)
+
+    def summary(self) -> str:
+        seeds = len({f.rsplit("/", 1)[-1] for f in self.run_files})
+        qrels = f"{len(self.qrels_files)} qrels file(s)" if self.qrels_files else "no qrels (the study run has none)"
+        per_query = (f", {self.per_query_rows} per-query value(s) in {PER_QUERY}" if self.per_query_rows
+                     else ", no per-query values (no seed run logged any)")
+        return (f"exported {len(self.run_files)} run file(s) of {seeds} seed run(s){per_query} and {qrels} "
+                f"of experiment {self.experiment!r} to {self.folder}")
+
+
+def file_stem(label: str, seed: str) -> str:
+    """The file name (without .trec) of a seed run's run files.
+
+    >>> file_stem("baseline (no CL)", "3")
+    'baseline__no_CL_.seed3'
+    """
+    return _UNSAFE.sub("_", f"{label}.seed{seed}")
+
+
+def export_runs(folder: str | Path, *, experiment: str | None = None,
+                tracking_uri: str | None = None) -> Export:
+    """Copy every run file and the qrels of ``experiment`` (default: the store's only study) into
+    ``folder`` (module docstring)."""
+    from mlflow.exceptions import MlflowException
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"--to {folder}: exists and is not a folder")
+    client, uri = open_store(tracking_uri)
+    with _env_defaults(**FAST_FAIL_ENV, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
+        try:
+            exp = _experiment(client, experiment, uri)
+            return _export(client, exp, folder)
+        except MlflowException as exc:
+            raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+        except OSError as exc:
+            raise DataError(f"cannot write {exc.filename or folder}: {exc.strerror or exc}") from None
+
+
+def _experiment(client: Any, name: str | None, uri: str) -> Any:
+    if name is not None:
+        return experiment_named(client, name, uri)
+    studies = [e for e in client.search_experiments()
+               if client.search_runs([e.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_STUDY}'",
+                                     max_results=1)]
+    if len(studies) != 1:
+        names = ", ".join(sorted(e.name for e in studies)) or "none"
+        raise DataError(f"{uri} holds {len(studies)} studies ({names}); name one with --experiment")
+    return studies[0]
+
+
+def _export(client: Any, exp: Any, folder: Path) -> Export:
+    source = f"MLflow experiment {exp.name!r}"
+    out = Export(folder=folder, experiment=exp.name)
+    configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
+               for r in _runs(client, exp.experiment_id, C.KIND_CONFIG)}
+    trials = [r for r in _runs(client, exp.experiment_id, C.KIND_TRIAL) if r.info.status == "FINISHED"]
+    if not trials:
+        raise DataError(f"{source} has no finished seed runs ({C.TAG_KIND}={C.KIND_TRIAL}); nothing to export")
+    for run in trials:
+        if not run.data.tags.get(C.TAG_CONFIG_ID) or run.data.tags.get(C.TAG_SEED) is None:
+            raise DataError(f"{source}: seed run {run.info.run_id} lacks the {C.TAG_CONFIG_ID} or "
+                            f"{C.TAG_SEED} tag")
+    labels = _labels(configs, [SeedRun.of(t) for t in trials])
+    stems: dict[str, str] = {}
+    rows = []
+    per_query_rows: list[tuple[str, ...]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in sorted(trials, key=lambda r: (labels[r.data.tags[C.TAG_CONFIG_ID]], _seed_key(r))):
+            config_id, seed = run.data.tags[C.TAG_CONFIG_ID], run.data.tags[C.TAG_SEED]
+            stem = file_stem(labels[config_id], seed)
+            if stems.get(stem, run.info.run_id) != run.info.run_id:  # two labels alike once made safe
+                stem = file_stem(f"{labels[config_id]}-{config_id[:8]}", seed)
+            stems[stem] = run.info.run_id
+            per_query = read_per_query(client, run.info.run_id, tmp, source, metric_key)
+            per_query_rows += [(labels[config_id], seed, metric, repr(value), qid, canonical_name(metric),
+                                "test", config_id, run.info.run_id)
+                               for metric, values in per_query.items() for qid, value in values.items()]
+            logged = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "runs")}
+            found = [s for s in SPLITS if Path(RUN_ARTIFACT.format(split=s)).name in logged]
+            if not found:
+                out.skipped.append(f"seed run {run.info.run_id} ({labels[config_id]}, seed {seed}) "
+                                   f"has no run files")
+                continue
+            for split in found:
+                artifact = RUN_ARTIFACT.format(split=split)
+                local = Path(client.download_artifacts(run.info.run_id, artifact, str(Path(tmp) / run.info.run_id)))
+                _check(read_run, local, f"{source}: seed run {run.info.run_id} {artifact}")
+                rel = f"runs/{split}/{stem}.trec"
+                _copy(local, folder / rel)
+                out.run_files.append(rel)
+                rows.append((labels[config_id], config_id, seed, split, rel, run.info.run_id))
+        if not out.run_files:
+            raise DataError(f"{source}: none of its {len(trials)} finished seed runs holds run files "
+                            f"({RUN_ARTIFACT.format(split='test')}); nothing to export")
+        study = _study_with_qrels(client, exp.experiment_id)
+        if study is not None:
+            logged = {Path(a.path).name for a in client.list_artifacts(study.info.run_id, "qrels")}
+            for split in SPLITS:
+                artifact = QRELS_ARTIFACT.format(split=split)
+                if Path(artifact).name not in logged:
+                    continue
+                local = Path(client.download_artifacts(study.info.run_id, artifact, str(Path(tmp) / "study")))
+                _check(read_qrels, local, f"{source}: study run {study.info.run_id} {artifact}")
+                _copy(local, folder / artifact)
+                out.qrels_files.append(artifact)
+    with (folder / MANIFEST).open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(MANIFEST_COLUMNS)
+        writer.writerows(rows)
+    if per_query_rows:
+        with (folder / PER_QUERY).open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.writer(fh, lineterminator="\n")
+            writer.writerow(PER_QUERY_COLUMNS)
+            writer.writerows(per_query_rows)
+        out.per_query_rows = len(per_query_rows)
+    return out
+
+
+def _seed_key(run: Any) -> tuple[int, str]:
+    seed = str(run.data.tags.get(C.TAG_SEED))
+    return (int(seed), "") if seed.lstrip("-").isdigit() else (0, seed)
+
+
+def _study_with_qrels(client: Any, exp_id: str) -> Any:
+    studies = sorted(_runs(client, exp_id, C.KIND_STUDY), key=lambda r: r.info.start_time or 0, reverse=True)
+    for run in studies:
+        if client.list_artifacts(run.info.run_id, "qrels"):
+            return run
+    return None
+
+
+def _check(reader: Any, path: Path, where: str) -> None:
+    """Parse a downloaded file; an error names the run and artifact instead of the temporary path."""
+    try:
+        reader(path)
+    except DataError as exc:
+        raise DataError(str(exc).replace(str(path), where)) from None
+
+
+def _copy(src: Path, dst: Path) -> None:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)

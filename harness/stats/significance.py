@@ -1,0 +1,390 @@
+"""Every configuration against the baseline with the same seeds: which values are paired, which test
+runs on them, the correction over a family of comparisons, and the resulting markers.
+
+Tests (TESTS: name -> procedure and pairing):
+- ``crossed``: the crossed seeds x queries test (harness.stats.crossed) of the mean difference
+  d[seed, query]: its variance counts the seeds, the queries and their interaction, with a
+  generalized p-value that keeps its size at 2 and 3 seeds; needs per-query values and at least 2
+  seeds;
+- ``per-seed``: for each seed, a paired t-test over the test queries (Penha & Hauff 2020: one marker
+  per run and configuration); tables and the study report summarise it as "significant in k of S
+  seeds";
+- ``across-seeds``: a paired t-test of the per-seed means, paired by seed (the only test that needs
+  no per-query values; the query sample does not enter its variance);
+- ``seed-averaged``: each query averaged over seeds, then a paired t-test over queries (the WSLS code;
+  the seeds do not enter its variance);
+- ``randomisation``, ``wilcoxon``: the sign-flip randomisation test or the Wilcoxon signed-rank test
+  over seed-averaged queries.
+- ``auto``: crossed where every metric has per-query values and there are at least 2 seeds; with a
+  single seed the paired t-test over its queries (seed-averaged, said in ``Analysis.remarks``); without
+  per-query values across-seeds.
+
+Families (``AnalysisOptions.family``): ``metric`` corrects each metric's comparisons together (every
+configuration, and every seed under per-seed); ``all`` corrects every comparison of the analysis at
+once. The default correction is Holm's step-down (family-wise error control), over every
+configuration that was compared with the baseline: a configuration stopped early
+(``StudyResults.stopped``) is not in the table, yet it was compared, so it counts in its family
+with p = 1 (as many comparisons as a finished one contributes). The family size m, stopped ones
+included, is kept on each comparison.
+
+``maxt`` (harness.stats.maxt) adjusts the statistics instead of the p-values: every comparison of
+a family shares the baseline's runs, and the correlation of their statistics, estimated from the
+unit-level differences (the crossed test: from the crossed model of the difference matrices), enters
+the joint null distribution of max |T|. It also gives each comparison a simultaneous interval
+(``Comparison.simultaneous``) with the family's critical value, which excludes 0 exactly when the
+adjusted p-value is below 1 - confidence. Stopped configurations enter it by a union bound. It needs a
+statistic with a t form: the Wilcoxon and randomisation tests are refused.
+
+Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
+``better`` symbol when the mean difference is positive and the ``worse`` one when it is negative.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+import numpy as np
+from scipy import stats
+
+from harness.errors import ConfigError, DataError
+from harness.registry import Registry
+from harness.results.stored import StudyResults
+from harness.stats import maxt as _maxt
+from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION, MAXT, MAXT_TESTS, adjust
+from harness.stats.crossed import crossed_test
+from harness.stats.paired import BETTER, WORSE, PairedResult, paired_test
+
+# (seed or None, candidate, baseline): one value per query or seed, or seeds x queries (crossed)
+Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]
+PAIRINGS: Registry[Callable[[StudyResults, str, str], Pairs]] = Registry("evaluation.pairing")
+
+
+# Every pairing takes the candidate's seeds (``StudyResults.seeds_of``: all of them, or the first
+# ones where a seed schedule stopped it) from both configurations.
+@PAIRINGS.register("per-seed")
+def _per_seed(results: StudyResults, config: str, metric: str) -> Pairs:
+    return [(s, results.query_values(config, s, metric), results.query_values(results.baseline, s, metric))
+            for s in results.seeds_of(config)]
+
+
+@PAIRINGS.register("across-seeds")
+def _across_seeds(results: StudyResults, config: str, metric: str) -> Pairs:
+    return [(None, results.seed_values(config, metric),
+             results.seed_values(results.baseline, metric, results.seeds_of(config)))]
+
+
+@PAIRINGS.register("seed-averaged")
+def _seed_averaged(results: StudyResults, config: str, metric: str) -> Pairs:
+    def averaged(c: str) -> np.ndarray:
+        return np.asarray(np.mean([results.query_values(c, s, metric) for s in results.seeds_of(config)],
+                                  axis=0))
+
+    return [(None, averaged(config), averaged(results.baseline))]
+
+
+@PAIRINGS.register("crossed")
+def _crossed(results: StudyResults, config: str, metric: str) -> Pairs:
+    def matrix(c: str) -> np.ndarray:  # seeds x queries
+        return np.array([results.query_values(c, s, metric) for s in results.seeds_of(config)])
+
+    return [(None, matrix(config), matrix(results.baseline))]
+
+
+CROSSED = "crossed"
+
+
+@dataclass(frozen=True)
+class TestDesign:
+    procedure: str
+    pairing: str
+    description: str
+    # What d_z divides the mean difference by, which differs per pairing (PairedResult.effect_basis).
+    effect_basis: str = "the SD of the per-query differences"
+
+    def run(self, x: np.ndarray, y: np.ndarray, options: AnalysisOptions) -> PairedResult:
+        """The test on one pairing's values (a crossed design takes whole seeds x queries matrices)."""
+        if self.procedure == CROSSED:
+            res: PairedResult = crossed_test(x, y, confidence=options.confidence)
+        else:
+            res = paired_test(self.procedure, x, y, rng=np.random.default_rng(options.seed),
+                              resamples=options.resamples, confidence=options.confidence)
+        return replace(res, effect_basis=self.effect_basis)
+
+
+_SEED_AVERAGED_SD = "the SD of the per-query differences of seed-averaged values"
+TESTS: Mapping[str, TestDesign] = MappingProxyType({
+    CROSSED: TestDesign(CROSSED, "crossed", "crossed seeds \u00d7 queries t-test of the mean difference",
+                        "the SD of one (seed, query) difference, from the variance components"),
+    "per-seed": TestDesign("t", "per-seed", "paired t-test over queries, for each seed",
+                           "the SD of the per-query differences of that seed"),
+    "across-seeds": TestDesign("t", "across-seeds", "paired t-test over the per-seed means, paired by seed",
+                               "the SD of the per-seed mean differences"),
+    "seed-averaged": TestDesign("t", "seed-averaged", "paired t-test over queries, each query averaged "
+                                "over seeds", _SEED_AVERAGED_SD),
+    "randomisation": TestDesign("randomisation", "seed-averaged", "paired randomisation (sign-flip) test "
+                                "over queries, each query averaged over seeds", _SEED_AVERAGED_SD),
+    "wilcoxon": TestDesign("wilcoxon", "seed-averaged", "Wilcoxon signed-rank test over queries, each "
+                           "query averaged over seeds", _SEED_AVERAGED_SD),
+})
+# How each test's confidence interval is made (Notes.interval): every one inverts its test.
+INTERVALS: Mapping[str, str] = MappingProxyType({
+    CROSSED: "the values the crossed pivot does not reject",
+    "randomisation": "the shifts the sign-flip test, over its own sign vectors, does not reject",
+    "wilcoxon": "the Hodges-Lehmann interval between Walsh averages, around the Hodges-Lehmann "
+                "estimate (the median Walsh average)",
+})
+AUTO = "auto"
+FAMILIES = ("metric", "all")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Markers:
+    """Significance levels (strictly decreasing) and a symbol per level for gains and for losses."""
+
+    levels: tuple[float, ...] = (0.05, 0.01)
+    better: tuple[str, ...] = ("\u2020", "\u2021", "\u00a7")  # dagger, double dagger, section
+    worse: tuple[str, ...] = ("\u2193", "\u21d3", "\u21ca")   # down arrow, double, paired arrows
+
+    def __post_init__(self) -> None:
+        if not self.levels or any(not 0.0 < a < 1.0 for a in self.levels) \
+                or list(self.levels) != sorted(set(self.levels), reverse=True):
+            raise ConfigError(f"levels must be strictly decreasing values in (0, 1), got {list(self.levels)}")
+        if len(self.levels) > min(len(self.better), len(self.worse)):
+            raise ConfigError(f"levels: at most {min(len(self.better), len(self.worse))} levels have "
+                              f"symbols, got {len(self.levels)}")
+
+    def level_of(self, p: float) -> int | None:
+        """Index of the strictest level that ``p`` is below, None when not significant."""
+        passed = [i for i, a in enumerate(self.levels) if p < a]
+        return passed[-1] if passed else None
+
+    def symbol(self, direction: str, level: int) -> str:
+        return (self.better if direction == BETTER else self.worse)[level]
+
+
+@dataclass(frozen=True, kw_only=True)
+class AnalysisOptions:
+    """What to test and how to mark it; defaults need nothing (auto test, Holm over the family)."""
+
+    metrics: tuple[str, ...] | None = None
+    test: str = AUTO
+    correction: str = DEFAULT_CORRECTION
+    family: str = "metric"
+    markers: Markers = field(default_factory=Markers)
+    confidence: float = 0.95
+    resamples: int = 10_000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.test != AUTO and self.test not in TESTS:
+            raise ConfigError(f"test: unknown name {self.test!r}; valid: {', '.join([AUTO, *TESTS])}")
+        if self.correction not in CORRECTIONS:
+            raise ConfigError(CORRECTIONS.unknown_message(self.correction))
+        if self.correction == MAXT and self.test not in (AUTO, *MAXT_TESTS):
+            raise ConfigError(f"correction maxt needs a test statistic with a t form ({', '.join(MAXT_TESTS)}); "
+                              f"the {self.test} test has none")
+        if self.family not in FAMILIES:
+            raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
+        if self.resamples < 1:
+            raise ConfigError(f"resamples must be >= 1, got {self.resamples}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """One configuration vs the baseline on one metric (and one seed under per-seed)."""
+
+    config: str
+    metric: str
+    seed: str | None
+    result: PairedResult
+    p_adjusted: float
+    family_size: int
+    level: int | None
+    # maxt: the simultaneous interval (options.confidence) of the mean difference; None otherwise
+    simultaneous: tuple[float, float] | None = None
+
+    @property
+    def direction(self) -> str:
+        return self.result.direction
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The interval reported beside the marker: the simultaneous one under maxt (it agrees with
+        the adjusted p-value), else the test's own."""
+        return self.simultaneous or (self.result.ci_low, self.result.ci_high)
+
+    @property
+    def marked(self) -> bool:
+        return self.level is not None and self.direction in (BETTER, WORSE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Tally:
+    """Per-seed verdicts summarised: significant (``symbol``, the loosest level's) in ``count`` of
+    ``total`` seeds."""
+
+    symbol: str
+    count: int
+    total: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.symbol}{self.count}/{self.total}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Analysis:
+    """The executed tests: ``test`` is the resolved test name (never auto)."""
+
+    results: StudyResults
+    options: AnalysisOptions
+    test: str
+    metrics: tuple[str, ...]
+    comparisons: tuple[Comparison, ...]
+    per_run_only: bool
+    remarks: tuple[str, ...] = ()  # what the footnote must add (the single-seed fallback)
+
+    def get(self, config: str, metric: str, seed: str | None = None) -> Comparison | None:
+        for c in self.comparisons:
+            if c.config == config and c.metric == metric and c.seed == seed:
+                return c
+        return None
+
+    def marker(self, comparison: Comparison | None) -> str | None:
+        if comparison is None or not comparison.marked or comparison.level is None:
+            return None
+        return self.options.markers.symbol(comparison.direction, comparison.level)
+
+    def seed_tally(self, config: str, metric: str) -> tuple[int, int, int]:
+        """Under per-seed: (seeds significantly better, seeds significantly worse, seeds), at any of
+        the marker levels after correction."""
+        comps = [c for c in self.comparisons if c.config == config and c.metric == metric
+                 and c.seed is not None]
+        return (sum(c.marked and c.direction == BETTER for c in comps),
+                sum(c.marked and c.direction == WORSE for c in comps), len(comps))
+
+    def tallies(self, config: str, metric: str) -> tuple[Tally, ...]:
+        """Under per-seed: the non-zero better and worse counts of ``seed_tally`` with the loosest
+        level's symbols; empty for the baseline and under every other test."""
+        if self.test != "per-seed" or config == self.results.baseline:
+            return ()
+        better, worse, total = self.seed_tally(config, metric)
+        m = self.options.markers
+        return tuple(Tally(symbol=sym, count=k, total=total)
+                     for sym, k in ((m.better[0], better), (m.worse[0], worse)) if k)
+
+
+def resolve_test(results: StudyResults, metrics: Sequence[str], test: str) -> tuple[str, bool, str | None]:
+    """(test name, per-run only, remark): auto picks crossed when per-query values and at least 2 seeds
+    exist, the paired t-test over queries with one seed (the remark says so), else across-seeds."""
+    per_query = all(results.has_per_query(m) for m in metrics)
+    seeds = len(results.seeds)
+    if test == AUTO:
+        if not per_query:
+            return "across-seeds", True, None
+        if seeds < 2:
+            return "seed-averaged", False, (
+                f"Only one seed ({results.seeds[0]}): the crossed seeds \u00d7 queries test needs at "
+                f"least 2, so this is the paired t-test over queries and the variance between training "
+                f"runs is not counted")
+        return CROSSED, False, None
+    if TESTS[test].pairing != "across-seeds" and not per_query:
+        lacking = [m for m in metrics if not results.has_per_query(m)]
+        raise DataError(f"{results.source} has per-run values only for {', '.join(lacking)}; "
+                        f"--test {test} needs per-query values, per-run values support "
+                        f"--test across-seeds alone")
+    if test == CROSSED and seeds < 2:
+        raise DataError(f"{results.source} has one seed ({results.seeds[0]}); the crossed seeds x "
+                        f"queries test needs at least 2 (use --test seed-averaged, or auto, which falls "
+                        f"back to it and says so)")
+    return test, not per_query, None
+
+
+def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> Analysis:
+    """Run the tests of every candidate configuration against the baseline, then correct."""
+    options = options or AnalysisOptions()
+    metrics = results.select(options.metrics)
+    test, per_run_only, remark = resolve_test(results, metrics, options.test)
+    design = TESTS[test]
+    pairing = PAIRINGS.get(design.pairing)
+    raw: list[tuple[str, str, str | None, PairedResult]] = []
+    diffs: list[np.ndarray] = []
+    for metric in metrics:
+        for config in results.configs[1:]:
+            for seed, x, y in pairing(results, config, metric):
+                try:
+                    res = design.run(x, y, options)
+                except DataError as exc:
+                    where = f" seed {seed}" if seed is not None else ""
+                    raise DataError(f"{test} test of {config!r} vs {results.baseline!r} on "
+                                    f"{metric}{where}: {exc}") from None
+                raw.append((config, metric, seed, res))
+                diffs.append(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64))
+    groups: dict[str, list[int]] = {}
+    for i, (_, metric, _, _) in enumerate(raw):
+        groups.setdefault(metric if options.family == "metric" else "all", []).append(i)
+    # Each configuration stopped early counts in its family as often as a finished one does, p = 1.
+    candidates = max(len(results.configs) - 1, 1)
+    stopped = len(results.stopped)
+    adjusted = np.empty(len(raw))
+    sizes = np.empty(len(raw), dtype=int)
+    intervals: list[tuple[float, float] | None] = [None] * len(raw)
+    for members in groups.values():
+        phantom = stopped * len(members) // candidates
+        if options.correction == MAXT:
+            p_max, ints = maxt_family(test, [raw[i][3] for i in members], [diffs[i] for i in members],
+                                      phantom, options.confidence)
+            adjusted[members] = p_max
+            for i, interval in zip(members, ints, strict=True):
+                intervals[i] = interval
+        else:
+            p = [raw[i][3].p_value for i in members] + [1.0] * phantom
+            adjusted[members] = adjust(options.correction, p)[:len(members)]
+        sizes[members] = len(members) + phantom
+    comparisons = tuple(
+        Comparison(config=c, metric=m, seed=s, result=r, p_adjusted=float(adjusted[i]),
+                   family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])),
+                   simultaneous=intervals[i])
+        for i, (c, m, s, r) in enumerate(raw))
+    return Analysis(results=results, options=options, test=test, metrics=metrics,
+                    comparisons=comparisons, per_run_only=per_run_only,
+                    remarks=(remark,) if remark else ())
+
+
+def maxt_family(test: str, results: Sequence[PairedResult], differences: Sequence[np.ndarray],
+                phantoms: int, confidence: float) -> tuple[np.ndarray, list[tuple[float, float]]]:
+    """Single-step max-t over one family (harness.stats.maxt): the adjusted p-values and the
+    simultaneous intervals at ``confidence``. The crossed test's statistics are the normal scores of
+    its p-values with the crossed model's correlation; the t-tests' are their t with the correlation
+    of the unit-level differences and the family's smallest df."""
+    alpha = 1.0 - confidence
+    if test == CROSSED:
+        p = np.array([r.p_value for r in results])
+        z = np.where(p > 0, stats.norm.isf(np.maximum(p, 1e-300) / 2.0), np.inf)
+        corr = _maxt.crossed_correlation(differences)
+        p_adj = _maxt.adjusted(z, corr, math.inf, phantoms=phantoms)
+        c = _maxt.critical_value(corr, math.inf, alpha, phantoms=phantoms)
+        # The crossed interval at the level whose two-sided normal score is c inverts the same pivot
+        # as the p-value: it excludes 0 exactly when |z| > c.
+        level = 1.0 - float(2.0 * stats.norm.sf(c))
+        ints = []
+        for d in differences:
+            r = crossed_test(d, np.zeros_like(d), confidence=level)
+            ints.append((r.ci_low, r.ci_high))
+        return p_adj, ints
+    t = np.array([r.statistic for r in results])
+    df = float(min(len(d) for d in differences) - 1)
+    corr = _maxt.unit_correlation(differences)
+    p_adj = _maxt.adjusted(t, corr, df, phantoms=phantoms)
+    c = _maxt.critical_value(corr, df, alpha, phantoms=phantoms)
+    ints = []
+    for r, d in zip(results, differences, strict=True):
+        # a constant shift has t = +-inf and no spread (as paired_test): the interval is the point
+        se = 0.0 if math.isinf(r.statistic) else float(d.std(ddof=1)) / math.sqrt(len(d))
+        ints.append((r.mean_diff - c * se, r.mean_diff + c * se))
+    return p_adj, ints
