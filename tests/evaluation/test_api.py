@@ -278,3 +278,18 @@ def test_the_names_are_shown_lazily() -> None:
 
 def test_docstring_examples() -> None:
     assert doctest.testmod(analysis_module).failed == 0
+
+
+def test_the_python_api_page_runs_as_doctests() -> None:
+    """docs/python-api.md's examples (its ```python blocks of >>> lines, in order, sharing one
+    namespace) hold as written."""
+    page = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+              if b.startswith(">>> ")]
+    assert len(blocks) >= 4 and any("harness.compare(" in b for b in blocks)
+    test = doctest.DocTestParser().get_doctest("\n".join(blocks), {}, "docs/python-api.md",
+                                               str(ROOT / "docs" / "python-api.md"), 0)
+    assert len(test.examples) > 20
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0
