@@ -198,7 +198,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     ``TableOptions``. A missing store, an unknown experiment or a bad option raises a HarnessError.
 
     >>> analysis = load_study("quickstart", test="per-seed")  # doctest: +SKIP
-    >>> print(analysis.table(format="md"))                      # doctest: +SKIP
+    >>> print(analysis.table())                                 # doctest: +SKIP
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=tuple(levels), seed=seed, resamples=resamples)
