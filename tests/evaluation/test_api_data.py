@@ -5,6 +5,7 @@ raise UnknownName with the close matches and the valid names; dir(harness) is th
 from __future__ import annotations
 
 import csv
+import doctest
 import importlib
 import io
 import json
@@ -217,3 +218,7 @@ def test_power_rows_agree_with_numpy_shapes(analysis: StudyAnalysis) -> None:
     rows = analysis.power().rows()
     assert {row["metric"] for row in rows} == set(METRICS)
     assert all(np.isfinite(row["mde"]) and row["seeds_needed"] is None for row in rows)
+
+
+def test_the_errors_docstring_examples() -> None:
+    assert doctest.testmod(importlib.import_module("harness.errors")).failed == 0
