@@ -20,7 +20,8 @@ baseline first):
   ``mean`` and, under the per-seed test, that seed's own test.
 
 ``metric`` is the harness key, ``measure`` ir-measures' canonical name; ``test`` and ``correction``
-repeat on every row, so frames of several analyses concatenate.
+repeat on every row, so frames of several analyses concatenate. The renderers never read these
+rows, so a further dimension (a study's collections) is a further column, not a new renderer.
 
 >>> from harness.results.stored import RunRecord, StudyResults
 >>> from harness.stats.significance import analyse

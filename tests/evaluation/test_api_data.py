@@ -214,8 +214,9 @@ def test_dir_of_harness_is_its_public_api() -> None:
     assert "load_spec" in study.__all__ and not hasattr(study, "load_study")
 
 
-def test_power_rows_agree_with_numpy_shapes(analysis: StudyAnalysis) -> None:
+def test_power_rows_cover_every_metric_and_need_no_seeds_without_an_effect(analysis: StudyAnalysis) -> None:
     rows = analysis.power().rows()
+    assert len(rows) == len(METRICS) * 3 * 4  # 3 candidates x seed counts 3 (this study's), 5, 10, 20
     assert {row["metric"] for row in rows} == set(METRICS)
     assert all(np.isfinite(row["mde"]) and row["seeds_needed"] is None for row in rows)
 
