@@ -124,7 +124,9 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         RENDERERS.get(fmt)
     power, skipped = None, None
     try:
-        power = power_analysis(results, PowerOptions(metrics=analysis.metrics))
+        # At the level of the tables beside it: Holm's first step over the analysis's family.
+        family = max((c.family_size for c in analysis.comparisons), default=None)
+        power = power_analysis(results, PowerOptions(metrics=analysis.metrics, family_size=family))
     except DataError as exc:
         skipped = str(exc)
     if verdict_metric not in analysis.metrics:
