@@ -65,7 +65,8 @@ def test_default_test_and_power(records: list[RunRecord]) -> None:
     assert metrics["map_mde_s5"] == next(r.mde for r in power.rows if r.seeds == 5)
     assert set(report.artifacts) == {*report.tables, "power/power.md", "power/power.json"}
     assert "| 3 (this study) | 40 |" in report.artifacts["power/power.md"]
-    assert "Crossed seeds \u00d7 queries t-test" in report.tables["tables/seeds.md"]
+    assert "Crossed seeds \u00d7 queries test of the mean difference" in report.tables["tables/seeds.md"]
+    assert "generalized p-value" in report.tables["tables/seeds.md"]
 
 
 def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
@@ -74,7 +75,8 @@ def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
     report = study_report(StudyResults.build(one), formats=("md",))
     assert math.isnan(report.outcomes["b"].metrics["map_sd"])
     assert "| SD | \u2013 | \u2013 |" in report.tables["tables/seeds.md"]
-    assert "Only one seed (1): the crossed" in report.tables["tables/seeds.md"]
+    assert "No significance markers: one seed (1)" in report.tables["tables/seeds.md"]
+    assert report.analysis.untested and report.outcomes["b"].markers == {}
     assert report.power is None and "has one seed (1)" in (report.power_skipped or "")
     # Per-seed verdicts are summarised: significant in k of S seeds.
     per_seed = study_report(StudyResults.build(records), AnalysisOptions(test="per-seed"), formats=("md",))
