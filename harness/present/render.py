@@ -75,7 +75,7 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
 
     if notes.untested:
         parts = [text(f"{notes.untested}. Cells show the values over {notes.units[4:]} against "
-                      f"{_the_baseline(notes.baseline)}; {notes.placement}. ")]
+                      f"{_the_baseline(notes.baseline)}. ")]
         parts += [text(f"{r}. ") for r in notes.remarks]
         parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
         return "".join(parts)

@@ -34,6 +34,7 @@ from harness.metrics.measures import NAME_STYLES, TIE_RULE, label_of
 from harness.results.stored import StudyResults, seed_summary
 from harness.stats.corrections import describe
 from harness.stats.crossed import CrossedResult
+from harness.stats.power import one_seed_seeds
 from harness.stats.sequential import RULE
 from harness.stats.significance import (
     CROSSED,
@@ -334,12 +335,31 @@ def untested_note(analysis: Analysis) -> str:
     """Why a one-seed table has no markers, and what to do: "" where a test ran."""
     if not analysis.untested:
         return ""
-    return (f"No significance markers: one seed ({analysis.results.seeds[0]}), and {ONE_SEED_REASON}. "
-            f"The crossed seeds \u00d7 queries test needs at least 2 seeds; `harness power` on a pilot "
-            f"of 2 or more gives the seeds each difference needs at this table's corrected level. "
-            f"--one-seed-test query runs the paired t-test over this seed's queries, marked with "
-            f"{analysis.options.markers.query_better[0]} (better) and "
-            f"{analysis.options.markers.query_worse[0]} (worse)")
+    return (f"No significance markers: this study has one seed ({analysis.results.seeds[0]}); "
+            f"{ONE_SEED_REASON}. "
+            f"The crossed seeds \u00d7 queries test needs at least 2 seeds; {_seeds_suggested(analysis)}"
+            f"`harness power` on a pilot of 2 or more gives the seeds each difference needs at this "
+            f"table's corrected level. "
+            f"--one-seed-test query runs the paired t-test over this seed's queries, with markers of "
+            f"its own (stars, not daggers)")
+
+
+def _seeds_suggested(analysis: Analysis) -> str:
+    """The one-seed lower bounds of the first metric's largest differences (power.one_seed_seeds)
+    at Holm's first step over the table's candidates, power 0.8."""
+    res = analysis.results
+    metric, seed = analysis.metrics[0], res.seeds[0]
+    level = analysis.options.markers.levels[0] / max(len(res.configs) - 1 + len(res.stopped), 1)
+    diffs = {c: res.query_values(c, seed, metric) - res.query_values(res.baseline, seed, metric)
+             for c in res.configs[1:]}
+    largest = sorted(diffs, key=lambda c: -abs(float(diffs[c].mean())))[:3]
+    bounds = [(c, float(diffs[c].mean()), one_seed_seeds(diffs[c], level=level)) for c in largest]
+    said = "; ".join(f"{c} ({d:+.4f}): at least {n}" for c, d, n in bounds if n is not None)
+    if not said:
+        return ""
+    return (f"counting no training variance (the most optimistic case), the power analysis of this "
+            f"seed's {display_name(metric)} differences at {level:.3g} (Holm's first step) with power "
+            f"0.8 suggests {said} seeds; ")
 
 
 # How the interval beside a marker relates to the correction (Comparison.interval).
@@ -347,10 +367,10 @@ _INTERVAL_LEVELS = {
     "none": "per comparison, not corrected for the family",
     "maxt": "simultaneous over the family (the max-|t| critical value), so it excludes 0 exactly when "
             "the adjusted p-value is below {a:g}",
-    "bonferroni": "at the Bonferroni level 1 \u2212 {a:g}/m, simultaneous over the family, so it "
+    "bonferroni": "at the Bonferroni level 1 - {a:g}/m, simultaneous over the family, so it "
                   "excludes 0 exactly when the adjusted p-value is below {a:g}",
 }
-_STEP_LEVEL = ("each at the per-comparison level its {name} step implies (1 \u2212 {a:g}\u00b7p/p_adjusted), "
+_STEP_LEVEL = ("each at the per-comparison level its {name} step implies (1 - {a:g} p / p_adjusted), "
                "so it excludes 0 exactly when the adjusted p-value is below {a:g}; not a simultaneous "
                "confidence region")
 

@@ -243,6 +243,20 @@ def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, leve
     return hi
 
 
+def one_seed_seeds(differences: np.ndarray, *, level: float, power: float = 0.8) -> int | None:
+    """A lower bound on the seeds a one-seed study's difference needs: its per-query differences'
+    variance v taken as all residual and no training variance counted (the most optimistic split
+    one seed cannot rule out), with the normal quantiles, S >= v (z_{1-level/2} + z_power)^2 / (Q d^2),
+    at least 2; None where the mean difference d is 0. The crossed test counts the training variance
+    it cannot see here, so a study needs at least this many (docs/statistics.md)."""
+    d = np.asarray(differences, dtype=np.float64)
+    mean = float(d.mean())
+    if mean == 0.0 or len(d) < 2:
+        return None
+    lam = float(stats.norm.isf(level / 2.0) + stats.norm.ppf(power))
+    return max(2, math.ceil(float(d.var(ddof=1)) * lam * lam / (len(d) * mean * mean)))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ComparisonPower:
     """One configuration vs the baseline on one metric: the observed crossed test, its variance

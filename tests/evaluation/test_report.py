@@ -75,7 +75,7 @@ def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
     report = study_report(StudyResults.build(one), formats=("md",))
     assert math.isnan(report.outcomes["b"].metrics["map_sd"])
     assert "| SD | \u2013 | \u2013 |" in report.tables["tables/seeds.md"]
-    assert "No significance markers: one seed (1)" in report.tables["tables/seeds.md"]
+    assert "No significance markers: this study has one seed (1)" in report.tables["tables/seeds.md"]
     assert report.analysis.untested and report.outcomes["b"].markers == {}
     assert report.power is None and "has one seed (1)" in (report.power_skipped or "")
     # Per-seed verdicts are summarised: significant in k of S seeds.
