@@ -8,7 +8,7 @@ Built from a ``StudyReport`` (harness.present.report: the analysis, the power an
 - the significance table, one row per configuration (``build_tables(..., "configs")`` rendered as
   HTML), and the per-seed tables folded below it;
 - a forest plot per metric: each candidate's mean difference to the baseline with the interval the
-  table reports (``Comparison.interval``: the test's own, the simultaneous one under maxt), coloured
+  table reports (``Comparison.estimate`` and ``interval``: the correction's level, simultaneous under maxt), coloured
   by its marker;
 - dev curves per configuration: the mean over seeds of ``dev_<metric>`` per step, a band from the
   lowest to the highest seed, and each seed's tested checkpoint (its best-dev step) marked on its
@@ -130,6 +130,9 @@ def decisions(analysis: Analysis, record: StudyRecord) -> list[str]:
     if analysis.test == "per-seed":
         out.append(f"Per-seed test: each candidate is tested against the baseline seed by seed "
                    f"({analysis.options.correction} correction).")
+    elif analysis.untested:
+        out.append("No significance test: one seed, and training variance cannot be estimated from "
+                   "one run (the table's footnote says how many seeds the power analysis suggests).")
     elif comps:
         marked = [c for c in comps if analysis.marker(c)]
         family = comps[0].family_size
@@ -199,7 +202,7 @@ def forest_rows(analysis: Analysis, metric: str) -> list[tuple[str, float, float
     for config in analysis.results.configs[1:]:
         c = analysis.get(config, metric)
         if c is not None:
-            rows.append((config, c.result.mean_diff, *c.interval, analysis.marker(c) or ""))
+            rows.append((config, c.estimate, *c.interval, analysis.marker(c) or ""))
     return rows
 
 
@@ -208,6 +211,7 @@ def _forest(analysis: Analysis) -> str:
     if not metrics:
         return _none("No interval per candidate: " + (
             "the per-seed test tests each seed on its own." if analysis.test == "per-seed"
+            else "one seed, no test." if analysis.untested
             else "the study has the baseline only."))
     n = len(analysis.results.configs) - 1
     cols = min(3, len(metrics))

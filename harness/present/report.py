@@ -187,7 +187,8 @@ def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 3) -> 
     low, high = comp.interval
     marker = analysis.marker(comp)
     decided = "ns" if marker is None else f"{marker} {comp.direction}"
-    return (f"{decided}: {name} {_num(comp.result.mean_diff, decimals, sign=True)} [{_num(low, decimals)}, "
+    estimate = " (HL)" if analysis.test == "wilcoxon" else ""  # the estimate the interval is around
+    return (f"{decided}: {name}{estimate} {_num(comp.estimate, decimals, sign=True)} [{_num(low, decimals)}, "
             f"{_num(high, decimals)}], {_p(comp.p_adjusted)}; {analysis.test}, {correction} over "
             f"{comp.family_size}")
 
