@@ -28,7 +28,7 @@ def test_outcomes_per_config(records: list[RunRecord]) -> None:
     assert {k for k in better.metrics if k.startswith("map_")} == {
         "map_mean", "map_sd", "map_delta", "map_p", "map_ci_low", "map_ci_high", "map_dz",
         "map_var_seed", "map_var_query", "map_var_resid", "map_mde_s3", "map_mde_s5", "map_mde_s10",
-        "map_mde_s20"}
+        "map_mde_s20", "map_mde_level"}
     res = report.analysis.results
     assert better.metrics["map_mean"] == pytest.approx(res.seed_values("better", "map").mean())
     assert better.metrics["map_sd"] == pytest.approx(res.seed_values("better", "map").std(ddof=1))
