@@ -55,7 +55,8 @@ class TableOptions:
     (harness keys or ir-measures names, one or several; None: every metric found), ``test``,
     ``correction``, ``family`` (``table``: the comparisons of one table are corrected together;
     ``metric``: those of each metric), ``levels`` (significance levels, strictest last), and the
-    randomisation test's generator ``seed`` and ``resamples``. A bad value raises ConfigError, an
+    randomisation test's generator ``seed`` and ``resamples``, and ``one_seed_test`` (a one-seed
+    study: None, no markers; "query", the query-only test). A bad value raises ConfigError, an
     unknown name its subclass UnknownName.
 
     >>> TableOptions(metric="AP", correction="holm").analysis_options("configs").family
@@ -73,6 +74,7 @@ class TableOptions:
     levels: tuple[float, ...] = DEFAULT_LEVELS
     seed: int = 0
     resamples: int = 10_000
+    one_seed_test: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", metric_names(self.metric))
@@ -91,7 +93,8 @@ class TableOptions:
         family = "all" if self.family == "table" and form == "configs" else "metric"
         return AnalysisOptions(
             metrics=metric_names(metric) or self.metric, test=self.test, correction=self.correction,
-            family=family, markers=Markers(levels=self.levels), resamples=self.resamples, seed=self.seed)
+            family=family, markers=Markers(levels=self.levels), resamples=self.resamples, seed=self.seed,
+            one_seed_test=self.one_seed_test)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -146,18 +149,20 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
     def power(self, *, metric: MetricNames = None, alpha: float = 0.05, power: float = 0.8,
               seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,
-              effect: float | None = None) -> PowerReport:
+              effect: float | None = None, family_size: int | None = None) -> PowerReport:
         """The power analysis (a ``PowerReport``; ``str()`` is what `harness power` prints,
         ``.to_json()`` its ``--format json``, ``.to_frame()`` its rows): per comparison the
         variance components and the minimum detectable effect per seed count in ``seeds`` (the
         study's own added) at ``queries`` (default: the study's), two-sided ``alpha`` and
-        ``power``; with ``effect``, the seeds that effect needs. ``metric``: instead of the
-        options' own.
+        ``power``; with ``effect``, the seeds that effect needs. The figures are the crossed
+        test's at alpha / ``family_size`` (Holm's first step; default: the study's candidates).
+        ``metric``: instead of the options' own.
 
         >>> print(analysis.power(effect=0.02, seeds=(5, 10)))  # doctest: +SKIP
         """
         options = PowerOptions(metrics=metric_names(metric) or self.options.metric, alpha=alpha,
-                               power=power, seeds=tuple(seeds), queries=queries, effect=effect)
+                               power=power, seeds=tuple(seeds), queries=queries, effect=effect,
+                               family_size=family_size)
         return PowerReport.build(self.results, options)
 
     def runs(self) -> pd.DataFrame:
