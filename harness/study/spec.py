@@ -197,16 +197,59 @@ def _fail(key: str, msg: str) -> ConfigError:
 
 
 def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> StudySpec:
+    """The study file, one section at a time (each ``_<section>`` below reads and checks its own
+    keys); the cross-section rules (one evaluation set, teacher seeds, distinct configurations)
+    follow the sections they relate."""
+    _check_top_keys(raw)
+    name = _name(raw)
+    seeds, schedule = _seeds(raw)
+    metric, mode = _objective(raw)
+    defaults = _defaults(raw, metric)
+    baseline = _baseline(raw, defaults)
+    configs = _configs(raw, defaults)
+    search = _search(raw.get("search"), defaults, metric, mode)
+    configs, search = _expand_grid(search, configs, defaults)
+    _check_one_evaluation_set(baseline, configs, search)
+    confirm = _confirm(raw, configs, search, seeds, schedule is not None)
+    _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
+    _check_distinct(baseline, configs)
+    resources = _resources(raw, baseline, configs)
+    concurrency = _concurrency(raw)
+    failure = _failure(raw)
+    storage_path, tracking_uri, description = _storage_path(raw), _tracking_uri(raw), _description(raw)
+    smoke = _smoke(raw, defaults)
+    if schedule is not None:
+        _check_schedule(metric, configs, search, raw.get("early_stopping"))
+    early = _early_stopping(raw, metric, mode, baseline, configs, search)
+    models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
+    return StudySpec(
+        name=name, description=description, path=str(path.resolve()), text=text, defaults=defaults,
+        baseline=baseline, configs=tuple(configs), search=search, seeds=tuple(seeds), metric=metric,
+        mode=mode, concurrency=concurrency, storage_path=storage_path, tracking_uri=tracking_uri,
+        smoke=smoke, early_stopping=early, models=models, seed_schedule=schedule, confirm=confirm,
+        **resources, **failure)
+
+
+def _check_top_keys(raw: dict[str, Any]) -> None:
     for key in raw:
         if key not in TOP_KEYS:
             hint = did_you_mean(key, TOP_KEYS, style="; ", otherwise=f"; valid: {', '.join(TOP_KEYS)}")
             raise _fail(str(key), f"unknown study key {key!r}{hint}")
+
+
+def _name(raw: dict[str, Any]) -> str:
+    """``name``: the MLflow and Ray Tune experiment name; it becomes directories (Tune state, MLflow
+    artifacts, the lease), so a name, never a path."""
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
         raise _fail("name", "name must be a non-empty string (the MLflow experiment name)")
     if name_problem(name):
-        # The name becomes directories (Tune state, MLflow artifacts, the lease): a name, never a path.
         raise _fail("name", f"name: {name_problem(name)} (the MLflow experiment and Ray Tune experiment name)")
+    return name
+
+
+def _seeds(raw: dict[str, Any]) -> tuple[list[int], SeedSchedule | None]:
+    """``seeds``: a list of distinct integer seeds, or a seed schedule (``_seed_schedule``)."""
     seeds = raw.get("seeds")
     schedule = None
     if isinstance(seeds, dict):  # a seed schedule: {start, step, max, first}
@@ -222,11 +265,21 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
     dup = sorted({s for s in seeds if seeds.count(s) > 1})
     if dup:
         raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
+    return seeds, schedule
 
+
+def _objective(raw: dict[str, Any]) -> tuple[str, str]:
+    """``objective: {metric, mode}``: the dev metric the searcher optimises and its direction."""
     objective = _mapping(raw, "objective", ("metric", "mode"))
     metric = _choice(objective.get("metric", "map"), "objective.metric", METRICS)
     mode = _choice(objective.get("mode", "max"), "objective.mode", ("max", "min"))
+    return metric, mode
 
+
+def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
+    """The study's defaults from its sections (data, model, train, ...) and its ``defaults:``
+    mapping; an error names the key where the file sets it (curriculum.delta, or
+    defaults.curriculum.delta). The objective's metric selects every config's best-dev checkpoint."""
     flat: dict[str, Any] = {}
     origin: dict[str, str] = {}  # flat key -> its path in the study file (for the line number)
     for section in SECTION_KEYS:
@@ -249,13 +302,27 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
                         f"train.select_metric={flat['train.select_metric']!r} differs from objective.metric="
                         f"{metric!r}; the study's objective selects the best-dev checkpoint")
         flat["train.select_metric"] = metric
-    defaults = _defaults(flat, origin)
+    try:
+        return TrialConfig.from_flat(flat)
+    except ConfigError as exc:
+        key = exc.key or ""
+        where = origin.get(key)
+        if where is None:
+            where = next((p for k, p in origin.items() if k.split(".")[0] == key.split(".")[0]), "defaults")
+        prefix = "defaults: " if where.startswith("defaults") else ""
+        raise _fail(where, f"{prefix}{exc}") from None
 
+
+def _baseline(raw: dict[str, Any], defaults: TrialConfig) -> NamedConfig:
+    """``baseline``: overrides of the defaults that make the baseline (absent or {}: the defaults)."""
     base_raw = raw.get("baseline") or {}
     if not isinstance(base_raw, dict):
         raise _fail("baseline", "baseline must be a mapping of config keys (may be empty)")
-    baseline = NamedConfig(name="baseline", role="baseline",
-                           config=_config(flatten(base_raw), "baseline", defaults))
+    return NamedConfig(name="baseline", role="baseline", config=_config(flatten(base_raw), "baseline", defaults))
+
+
+def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
+    """``configs``: named candidates, each ``{name, set}`` over the defaults; names are distinct."""
     configs: list[NamedConfig] = []
     names = {"baseline"}
     for i, item in enumerate(raw.get("configs") or []):
@@ -274,27 +341,33 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         names.add(cname)
         cfg = _config(flatten(item.get("set") or {}), f"configs.{i}.set", defaults)
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg))
+    return configs
 
-    search = _search(raw.get("search"), defaults, metric, mode)
-    if search is not None and SEARCHERS.get(search.searcher).sampler is None:  # exhaustive grid
-        from harness.study.space import enumerate_grid
 
-        for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat())):
-            configs.append(NamedConfig(name=f"grid-{j}", role="candidate",
-                                       config=_config(point, "search.space", defaults)))
-        search = None
+def _expand_grid(search: SearchSpec | None, configs: list[NamedConfig],
+                 defaults: TrialConfig) -> tuple[list[NamedConfig], SearchSpec | None]:
+    """An exhaustive grid is no search: its points join the listed configurations (grid-0, ...)."""
+    if search is None or SEARCHERS.get(search.searcher).sampler is not None:
+        return configs, search
+    from harness.study.space import enumerate_grid
 
-    _check_one_evaluation_set(baseline, configs, search)
-    confirm = _confirm(raw, configs, search, seeds, schedule is not None)
-    _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
+    grid = [NamedConfig(name=f"grid-{j}", role="candidate", config=_config(point, "search.space", defaults))
+            for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat()))]
+    return [*configs, *grid], None
 
-    ids = {}
+
+def _check_distinct(baseline: NamedConfig, configs: list[NamedConfig]) -> None:
+    """No two configurations (the baseline included) are the same configuration under two names."""
+    ids: dict[str, str] = {}
     for nc in (baseline, *configs):
         other = ids.get(nc.config.config_id())
         if other:
             raise _fail("configs", f"configurations {other!r} and {nc.name!r} are identical")
         ids[nc.config.config_id()] = nc.name
 
+
+def _resources(raw: dict[str, Any], baseline: NamedConfig, configs: list[NamedConfig]) -> dict[str, Any]:
+    """``resources: {cpus, gpus, seeds_per_trial, fuse}``: per trial; as StudySpec's fields."""
     res = _mapping(raw, "resources", ("cpus", "gpus", "seeds_per_trial", "fuse"))
     cpus = _number(res.get("cpus", 1), "resources.cpus", "a number > 0", lambda v: v > 0)
     gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU)",
@@ -312,45 +385,62 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
                 raise _fail("resources.fuse", f"resources.fuse: true, but configuration {nc.name!r} is a cascade "
                             "ranker, whose seeds cannot train fused: use fuse: auto (it trains them one after "
                             "another)")
-    concurrency = int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1",
-                              lambda v: v >= 1, integer=True))
+    return {"cpus": cpus, "gpus": gpus, "seeds_per_trial": per_trial, "fuse": None if fuse == "auto" else fuse}
+
+
+def _concurrency(raw: dict[str, Any]) -> int:
+    """``concurrency``: trials Ray Tune runs at once."""
+    return int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1", lambda v: v >= 1, integer=True))
+
+
+def _failure(raw: dict[str, Any]) -> dict[str, Any]:
+    """``failure: {max_retries, checkpoint_every_s}``: as StudySpec's fields."""
     failure = _mapping(raw, "failure", ("max_retries", "checkpoint_every_s"))
     retries = int(_number(failure.get("max_retries", 1), "failure.max_retries", "an integer >= 0",
                           lambda v: v >= 0, integer=True))
     every = float(_number(failure.get("checkpoint_every_s", 60), "failure.checkpoint_every_s",
                           "a number of seconds >= 0 (0: at every evaluation)", lambda v: v >= 0))
+    return {"max_retries": retries, "checkpoint_every_s": every}
+
+
+def _storage_path(raw: dict[str, Any]) -> str:
+    """``storage_path``: Ray Tune's experiment storage, a local path (made absolute) or a URI."""
     storage = raw.get("storage_path", "runs")
     if not isinstance(storage, str) or not storage.strip():
         raise _fail("storage_path", f"storage_path must be a path or a URI (s3://...), got {storage!r}")
     if "://" not in storage:
-        storage = str(Path(storage).resolve())
-    elif not _URI.fullmatch(storage):
+        return str(Path(storage).resolve())
+    if not _URI.fullmatch(storage):
         raise _fail("storage_path", f"storage_path {storage!r} is not a URI: percent-encode a space "
                     "(%20), '%' (%25), non-ASCII letters and the other characters a URI cannot hold, "
                     "or give a local path")
+    return storage
+
+
+def _tracking_uri(raw: dict[str, Any]) -> str | None:
+    """``tracking_uri``: the MLflow store (absent: the CLI's or the default)."""
     tracking_uri = raw.get("tracking_uri")
     if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri.strip()):
         raise _fail("tracking_uri", f"tracking_uri must be a URI (http://HOST:5000, sqlite:////abs/path), "
                     f"got {tracking_uri!r}")
+    return tracking_uri
+
+
+def _description(raw: dict[str, Any]) -> str:
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise _fail("description", f"description must be a string, got {description!r}")
+    return description
+
+
+def _smoke(raw: dict[str, Any], defaults: TrialConfig) -> dict[str, Any]:
+    """``smoke``: flat overrides for ``--smoke`` runs, checked against the defaults now."""
     smoke = raw.get("smoke") or {}
     if not isinstance(smoke, dict):
         raise _fail("smoke", "smoke must be a mapping of config keys")
     smoke_flat = flatten(smoke)
     _config(smoke_flat, "smoke", defaults)
-    if schedule is not None:
-        _check_schedule(metric, configs, search, raw.get("early_stopping"))
-    early = _early_stopping(raw, metric, mode, baseline, configs, search)
-    models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
-    return StudySpec(
-        name=name, description=description, path=str(path.resolve()),
-        text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
-        seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
-        max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
-        early_stopping=early, models=models, checkpoint_every_s=every, seed_schedule=schedule,
-        confirm=confirm, seeds_per_trial=per_trial, fuse=None if fuse == "auto" else fuse)
+    return smoke_flat
 
 
 # A grid this large is read for its best configuration (and its best of so many null ones would
@@ -521,20 +611,6 @@ def _number(value: Any, key: str, rule: str, ok: Callable[[float], bool], *, int
             or not ok(value)):
         raise _fail(key, f"{key} must be {rule}, got {value!r}")
     return float(value)
-
-
-def _defaults(flat: dict[str, Any], origin: dict[str, str]) -> TrialConfig:
-    """The study's defaults from its sections and its defaults: mapping; an error names the
-    key where the file sets it (curriculum.delta, or defaults.curriculum.delta)."""
-    try:
-        return TrialConfig.from_flat(flat)
-    except ConfigError as exc:
-        key = exc.key or ""
-        where = origin.get(key)
-        if where is None:
-            where = next((p for k, p in origin.items() if k.split(".")[0] == key.split(".")[0]), "defaults")
-        prefix = "defaults: " if where.startswith("defaults") else ""
-        raise _fail(where, f"{prefix}{exc}") from None
 
 
 def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSpec | None:
