@@ -177,7 +177,7 @@ study_case("configs-identical", ["@P", "identical"],
 study_case("seed-negative", ["@P:5:", "seeds", "-1"], seeds="[1, -1]")
 study_case("seed-2-to-the-32", ["@P:5:", "seeds", "4294967296"], seeds="[4294967296]")
 study_case("seeds-empty", ["@P:5:", "seeds"], seeds="[]")
-study_case("seeds-twice", ["@P:5:", "seeds", "must not repeat"], seeds="[1, 1]")
+study_case("seeds-twice", ["@P:5:", "seeds must be a list of distinct integers", "duplicated: [1]"], seeds="[1, 1]")
 study_case("seed-a-float", ["@P:5:", "seeds", "1.5"], seeds="[1.5]")
 study_case("seed-a-bool", ["@P:5:", "seeds", "True"], seeds="[true, 2]")
 study_case("seed-a-string", ["@P:5:", "seeds"], seeds="[one]")

@@ -35,7 +35,9 @@ A study file::
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -48,11 +50,13 @@ from harness.config import (
     SELECT_METRICS,
     KeyLines,
     TrialConfig,
+    as_bool,
     flatten,
     read_yaml,
+    text_value,
     unknown_key_message,
 )
-from harness.errors import ConfigError
+from harness.errors import ConfigError, refuse, shown
 from harness.registry import Registry
 from harness.stats.sequential import SeedSchedule
 from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
@@ -87,6 +91,13 @@ METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
 _URI = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
 # Data keys that change the training split only; every other data key defines the evaluation set.
 TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
+# What one study may ask for, refused before any of it is built (docs/study-file.md, "Limits"):
+# seeds per configuration (listed, or a schedule's max; confirmation seeds too), rounds of a seed
+# schedule, and configurations (listed, a grid's, a searcher's proposals, each counted alone).
+# Each is far beyond what a study trains in practice, and keeps validate's work small.
+MAX_SEEDS = 1000
+MAX_ROUNDS = 100
+MAX_CONFIGS = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -257,14 +268,17 @@ def _seeds(raw: dict[str, Any]) -> tuple[list[int], SeedSchedule | None]:
     if not isinstance(seeds, list) or not seeds:
         raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3], or a seed "
                     "schedule {start: 4, step: 2, max: 12}")
+    if len(seeds) > MAX_SEEDS:
+        raise refuse("seeds", seeds, f"a list of at most {MAX_SEEDS} seeds", why=f"this one has {len(seeds)}")
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise _fail("seeds", f"seeds must be integers, got {seeds!r}")
+        raise refuse("seeds", seeds, "a list of integers")
     for i, s in enumerate(seeds):
         if not 0 <= s <= MAX_SEED:
-            raise _fail(f"seeds.{i}", f"seeds: {s} is out of range; a seed is an integer in [0, {MAX_SEED}]")
-    dup = sorted({s for s in seeds if seeds.count(s) > 1})
+            raise refuse(f"seeds.{i}", s, f"a seed, an integer in [0, {MAX_SEED}]")
+    counts = collections.Counter(seeds)
+    dup = sorted(s for s, n in counts.items() if n > 1)
     if dup:
-        raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
+        raise refuse("seeds", seeds, "a list of distinct integers", why=f"duplicated: {shown(dup)}")
     return seeds, schedule
 
 
@@ -325,7 +339,11 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
     """``configs``: named candidates, each ``{name, set}`` over the defaults; names are distinct."""
     configs: list[NamedConfig] = []
     names = {"baseline"}
-    for i, item in enumerate(raw.get("configs") or []):
+    listed = raw.get("configs") or []
+    if isinstance(listed, list) and len(listed) > MAX_CONFIGS:
+        raise refuse("configs", listed, f"a list of at most {MAX_CONFIGS} configurations",
+                     why=f"this one has {len(listed)}")
+    for i, item in enumerate(listed):
         if not isinstance(item, dict) or "name" not in item:
             raise _fail(f"configs.{i}", f"configs[{i}] must be a mapping with name and set")
         unknown = set(item) - {"name", "set"}
@@ -349,8 +367,14 @@ def _expand_grid(search: SearchSpec | None, configs: list[NamedConfig],
     """An exhaustive grid is no search: its points join the listed configurations (grid-0, ...)."""
     if search is None or SEARCHERS.get(search.searcher).sampler is not None:
         return configs, search
-    from harness.study.space import enumerate_grid
+    from harness.study.space import enumerate_grid, grid_bound
 
+    # Counted before a point is built: the product of each key's values (conditions aside).
+    size = grid_bound(search.space.values())
+    if len(configs) + size > MAX_CONFIGS:
+        raise refuse("search.space", size, f"a grid of at most {MAX_CONFIGS - len(configs)} configurations "
+                     f"({MAX_CONFIGS} per study, {len(configs)} listed)", why=f"its keys' values combine into up "
+                     f"to {size} points: give fewer values, or use a searcher (tpe, random)")
     grid = [NamedConfig(name=f"grid-{j}", role="candidate", config=_config(point, "search.space", defaults))
             for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat()))]
     return [*configs, *grid], None
@@ -376,9 +400,11 @@ def _resources(raw: dict[str, Any], baseline: NamedConfig, configs: list[NamedCo
                             "an integer >= 1 (seeds of a configuration trained in one trial)",
                             lambda v: v >= 1, integer=True))
     fuse = res.get("fuse", "auto")
+    if isinstance(fuse, str) and fuse.lower() in ("true", "false"):  # quoted, as train.bf16 takes it
+        fuse = as_bool("resources.fuse", fuse)
     if fuse != "auto" and not isinstance(fuse, bool):
-        raise _fail("resources.fuse", f"resources.fuse must be auto, true or false (fuse a trial's seeds into one "
-                    f"model: auto where it pays), got {fuse!r}")
+        raise refuse("resources.fuse", fuse, "auto, true or false (fuse a trial's seeds into one model: auto "
+                     "where it pays)")
     if fuse is True:
         for nc in (baseline, *configs):
             if nc.config.cascade.enabled:
@@ -407,7 +433,8 @@ def _storage_path(raw: dict[str, Any]) -> str:
     """``storage_path``: Ray Tune's experiment storage, a local path (made absolute) or a URI."""
     storage = raw.get("storage_path", "runs")
     if not isinstance(storage, str) or not storage.strip():
-        raise _fail("storage_path", f"storage_path must be a path or a URI (s3://...), got {storage!r}")
+        raise refuse("storage_path", storage, "a path or a URI (s3://...)")
+    text_value("storage_path", storage)
     if "://" not in storage:
         return str(Path(storage).resolve())
     if not _URI.fullmatch(storage):
@@ -421,9 +448,8 @@ def _tracking_uri(raw: dict[str, Any]) -> str | None:
     """``tracking_uri``: the MLflow store (absent: the CLI's or the default)."""
     tracking_uri = raw.get("tracking_uri")
     if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri.strip()):
-        raise _fail("tracking_uri", f"tracking_uri must be a URI (http://HOST:5000, sqlite:////abs/path), "
-                    f"got {tracking_uri!r}")
-    return tracking_uri
+        raise refuse("tracking_uri", tracking_uri, "a URI (http://HOST:5000, sqlite:////abs/path)")
+    return None if tracking_uri is None else text_value("tracking_uri", tracking_uri)
 
 
 def _description(raw: dict[str, Any]) -> str:
@@ -456,6 +482,8 @@ def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec
     every seed the earlier phases trained."""
     picks = search is not None or len(configs) >= GRID_CONFIRM_MIN
     value = raw.get("confirm", picks and not scheduled)
+    if isinstance(value, str) and value.lower() in ("true", "false"):  # quoted, as train.bf16 takes it
+        value = as_bool("confirm", value)
     if value is False or value is None:
         return None
     if value is True:
@@ -478,8 +506,8 @@ def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec
         raise _fail("confirm.top", f"confirm.top must be an integer in [1, {candidates}] (the study's "
                     f"candidate configurations), got {top!r}")
     n = value.get("seeds", len(seeds))
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise _fail("confirm.seeds", f"confirm.seeds must be an integer >= 1 (how many fresh seeds), got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
+        raise refuse("confirm.seeds", n, f"an integer in [1, {MAX_SEEDS}] (how many fresh seeds)")
     first = max(seeds) + 1
     if first + n - 1 > MAX_SEED:
         raise _fail("confirm.seeds", f"confirm.seeds: the fresh seeds {first}..{first + n - 1} go past "
@@ -499,6 +527,14 @@ def _seed_schedule(raw: dict[str, Any]) -> tuple[SeedSchedule, list[int]]:
         if k not in raw:
             raise _fail("seeds", f"seeds: a seed schedule needs start, step and max; {k} is missing")
     schedule = SeedSchedule(raw["start"], raw["step"], raw["max"])
+    # Bounded before the seed list and the rounds are built from it.
+    if schedule.max > MAX_SEEDS:
+        raise refuse("seeds.max", schedule.max, f"at most {MAX_SEEDS}",
+                     why="every configuration may train max seeds; a larger study is several studies")
+    rounds = 1 + -(-(schedule.max - schedule.start) // schedule.step)
+    if rounds > MAX_ROUNDS:
+        raise refuse("seeds.step", schedule.step, f"large enough for at most {MAX_ROUNDS} rounds",
+                     why=f"start {schedule.start}, step {schedule.step}, max {schedule.max} make {rounds}")
     first = raw.get("first", 1)
     if isinstance(first, bool) or not isinstance(first, int) or not 0 <= first <= MAX_SEED - schedule.max + 1:
         raise _fail("seeds.first", f"seeds.first must be an integer in [0, {MAX_SEED - schedule.max + 1}] "
@@ -561,16 +597,20 @@ def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: 
     negatives with that seed's student."""
     from harness.training.teacher import TEACHER_NAMES, teacher_shares_seed
 
-    checks = [(nc.name, _where(nc, configs), nc.config) for nc in (baseline, *configs)
-              if teacher_shares_seed(nc.config, seeds)]
+    # Where a configuration sits in the file is looked up for the one refused, not for every one.
+    checks: list[tuple[str, Callable[[], str], TrialConfig]] = [
+        (nc.name, functools.partial(_where, nc, configs), nc.config) for nc in (baseline, *configs)
+        if teacher_shares_seed(nc.config, seeds)]
     scoring = search.space.get("curriculum.scoring") if search is not None else None
     if scoring is not None and set(map(str, scoring.values())) & set(TEACHER_NAMES):
-        checks.append(("search", "search.space.curriculum.scoring", defaults))
-    for name, where, cfg in checks:
-        if cfg.curriculum.teacher_seed in seeds:
+        checks.append(("search", lambda: "search.space.curriculum.scoring", defaults))
+    study_seeds = set(seeds)
+    for name, where_of, cfg in checks:
+        if cfg.curriculum.teacher_seed in study_seeds:
+            where = where_of()
             raise _fail(f"{where}.curriculum.teacher_seed",
                         f"curriculum.teacher_seed {cfg.curriculum.teacher_seed} is also a study seed "
-                        f"(seeds: {seeds}; configuration {name!r}): that seed's student would share its "
+                        f"(seeds: {shown(seeds)}; configuration {name!r}): that seed's student would share its "
                         f"init and negatives with its teacher; choose a teacher seed outside the study's seeds")
 
 
@@ -607,10 +647,17 @@ def _number(value: Any, key: str, rule: str, ok: Callable[[float], bool], *, int
     """A study-level number: the right type (YAML's, never a string) and in range, else
     "<key> must be <rule>, got <value>"."""
     kinds = (int,) if integer else (int, float)
-    if (isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value)
-            or not ok(value)):
-        raise _fail(key, f"{key} must be {rule}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, kinds) or not _finite(value) or not ok(value):
+        raise refuse(key, value, rule)
     return float(value)
+
+
+def _finite(value: float) -> bool:
+    """A finite number with a float (an integer of 400 digits has none: math.isfinite would raise)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSpec | None:
@@ -644,7 +691,9 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     ordered(space)  # conditions that form a cycle are refused here, not in the first trial
     # Every value a choice can take must itself be valid for its key.
     for key, p in space.items():
-        for v in p.values():
+        # An int range is valid where its bounds are (every key's rule is an interval): checked
+        # without listing what lies between.
+        for v in (p.args if p.kind == "int" else p.values()):
             try:
                 TrialConfig.from_flat({key: v}, base=defaults)
             except ConfigError as exc:
@@ -669,10 +718,10 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
             raise _fail("search.searcher", f"search.searcher grid needs discrete values (choice, fixed, "
                         f"int); continuous keys: {', '.join(bad)}")
     n = raw.get("num_configs", 8 if kind.sampler else 0)
-    if kind.sampler and (not isinstance(n, int) or n < 1):
-        raise _fail("search.num_configs", f"search.num_configs must be an integer >= 1, got {n!r}")
-    if not math.isfinite(float(n or 0)):
-        raise _fail("search.num_configs", "search.num_configs must be finite")
+    if kind.sampler and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CONFIGS):
+        raise refuse("search.num_configs", n, f"an integer in [1, {MAX_CONFIGS}]")
+    if not kind.sampler and n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise refuse("search.num_configs", n, "an integer (a grid has as many configurations as points)")
     return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
 
 
@@ -704,7 +753,7 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
         raise _fail("early_stopping.rungs", f"early_stopping.rungs must be a non-empty list of fractions of "
                     f"train.steps in (0, 1) or step counts, got {rungs!r}")
     for r in rungs:
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0 \
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not _finite(r) or r <= 0 \
                 or (isinstance(r, float) and r >= 1 and not r.is_integer()):
             raise _fail("early_stopping.rungs", f"early_stopping.rungs: {r!r} is neither a fraction of "
                         "train.steps in (0, 1) nor a whole step count")
