@@ -755,7 +755,7 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
     for r in rungs:
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not _finite(r) or r <= 0 \
                 or (isinstance(r, float) and r >= 1 and not r.is_integer()):
-            raise _fail("early_stopping.rungs", f"early_stopping.rungs: {r!r} is neither a fraction of "
+            raise _fail("early_stopping.rungs", f"early_stopping.rungs: {shown(r)} is neither a fraction of "
                         "train.steps in (0, 1) nor a whole step count")
     if sorted(rungs) != rungs or len(set(rungs)) != len(rungs):
         raise _fail("early_stopping.rungs", f"early_stopping.rungs must increase, got {rungs}")
