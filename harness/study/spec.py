@@ -253,7 +253,7 @@ def _name(raw: dict[str, Any]) -> str:
     artifacts, the lease), so a name, never a path."""
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise _fail("name", "name must be a non-empty string (the MLflow experiment name)")
+        raise refuse("name", name, "a non-empty string (the MLflow experiment name)")
     if name_problem(name):
         raise _fail("name", f"name: {name_problem(name)} (the MLflow experiment and Ray Tune experiment name)")
     return name
@@ -299,13 +299,13 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
     for section in SECTION_KEYS:
         if section in raw:
             if not isinstance(raw[section], dict):
-                raise _fail(section, f"{section} must be a mapping of {section}.* keys")
+                raise refuse(section, raw[section], f"a mapping of {section}.* keys")
             part = flatten(raw[section], f"{section}.")
             flat.update(part)
             origin.update({k: k for k in part})
     defaults_raw = raw.get("defaults") or {}
     if not isinstance(defaults_raw, dict):
-        raise _fail("defaults", "defaults must be a mapping of config keys")
+        raise refuse("defaults", defaults_raw, "a mapping of config keys")
     part = flatten(defaults_raw)
     flat.update(part)
     origin.update({k: f"defaults.{k}" for k in part})
@@ -331,7 +331,7 @@ def _baseline(raw: dict[str, Any], defaults: TrialConfig) -> NamedConfig:
     """``baseline``: overrides of the defaults that make the baseline (absent or {}: the defaults)."""
     base_raw = raw.get("baseline") or {}
     if not isinstance(base_raw, dict):
-        raise _fail("baseline", "baseline must be a mapping of config keys (may be empty)")
+        raise refuse("baseline", base_raw, "a mapping of config keys (may be empty)")
     return NamedConfig(name="baseline", role="baseline", config=_config(flatten(base_raw), "baseline", defaults))
 
 
@@ -455,7 +455,7 @@ def _tracking_uri(raw: dict[str, Any]) -> str | None:
 def _description(raw: dict[str, Any]) -> str:
     description = raw.get("description", "")
     if not isinstance(description, str):
-        raise _fail("description", f"description must be a string, got {description!r}")
+        raise refuse("description", description, "a string")
     return description
 
 
@@ -463,7 +463,7 @@ def _smoke(raw: dict[str, Any], defaults: TrialConfig) -> dict[str, Any]:
     """``smoke``: flat overrides for ``--smoke`` runs, checked against the defaults now."""
     smoke = raw.get("smoke") or {}
     if not isinstance(smoke, dict):
-        raise _fail("smoke", "smoke must be a mapping of config keys")
+        raise refuse("smoke", smoke, "a mapping of config keys")
     smoke_flat = flatten(smoke)
     _config(smoke_flat, "smoke", defaults)
     return smoke_flat
@@ -489,7 +489,7 @@ def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec
     if value is True:
         value = {}
     if not isinstance(value, dict):
-        raise _fail("confirm", f"confirm must be a mapping {{top: k, seeds: S}}, true or false, got {value!r}")
+        raise refuse("confirm", value, "a mapping {top: k, seeds: S}, true or false")
     for k in value:
         if k not in ("top", "seeds"):
             hint = did_you_mean(str(k), ("top", "seeds"), n=2, style="; ", otherwise="; valid: top, seeds")
@@ -503,8 +503,7 @@ def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec
                     "baseline); add configs or a search, or drop confirm")
     top = value.get("top", 1)
     if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= candidates:
-        raise _fail("confirm.top", f"confirm.top must be an integer in [1, {candidates}] (the study's "
-                    f"candidate configurations), got {top!r}")
+        raise refuse("confirm.top", top, f"an integer in [1, {candidates}] (the study's candidate configurations)")
     n = value.get("seeds", len(seeds))
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
         raise refuse("confirm.seeds", n, f"an integer in [1, {MAX_SEEDS}] (how many fresh seeds)")
@@ -537,8 +536,8 @@ def _seed_schedule(raw: dict[str, Any]) -> tuple[SeedSchedule, list[int]]:
                      why=f"start {schedule.start}, step {schedule.step}, max {schedule.max} make {rounds}")
     first = raw.get("first", 1)
     if isinstance(first, bool) or not isinstance(first, int) or not 0 <= first <= MAX_SEED - schedule.max + 1:
-        raise _fail("seeds.first", f"seeds.first must be an integer in [0, {MAX_SEED - schedule.max + 1}] "
-                    f"(the seeds are first .. first + max - 1), got {first!r}")
+        raise refuse("seeds.first", first, f"an integer in [0, {MAX_SEED - schedule.max + 1}] (the seeds are "
+                     "first .. first + max - 1)")
     return schedule, list(range(first, first + schedule.max))
 
 
@@ -629,7 +628,7 @@ def _mapping(raw: dict[str, Any], key: str, valid: tuple[str, ...]) -> dict[str,
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _fail(key, f"{key} must be a mapping with {', '.join(valid)}, got {value!r}")
+        raise refuse(key, value, f"a mapping with {', '.join(valid)}")
     for k in value:
         if k not in valid:
             hint = did_you_mean(k, valid, n=2, style="; ", otherwise=f"; valid: {', '.join(valid)}")
@@ -639,7 +638,7 @@ def _mapping(raw: dict[str, Any], key: str, valid: tuple[str, ...]) -> dict[str,
 
 def _choice(value: Any, key: str, valid: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in valid:
-        raise _fail(key, f"{key} must be one of {', '.join(valid)}, got {value!r}")
+        raise refuse(key, value, f"one of {', '.join(valid)}")
     return value
 
 
@@ -664,7 +663,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise _fail("search", "search must be a mapping with searcher, num_configs and space")
+        raise refuse("search", raw, "a mapping with searcher, num_configs and space")
     unknown = set(raw) - {"searcher", "num_configs", "space", "objectives"}
     if unknown:
         raise _fail("search", f"search: unknown keys {sorted(unknown)}; "
@@ -750,8 +749,8 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
                     "configuration (the baseline); add configs or a search, or drop early_stopping")
     rungs = es.get("rungs", [0.25, 0.5])
     if not isinstance(rungs, list) or not rungs:
-        raise _fail("early_stopping.rungs", f"early_stopping.rungs must be a non-empty list of fractions of "
-                    f"train.steps in (0, 1) or step counts, got {rungs!r}")
+        raise refuse("early_stopping.rungs", rungs, "a non-empty list of fractions of train.steps in (0, 1) or "
+                     "step counts")
     for r in rungs:
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not _finite(r) or r <= 0 \
                 or (isinstance(r, float) and r >= 1 and not r.is_integer()):

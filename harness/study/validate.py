@@ -161,14 +161,15 @@ def check_tracking_uri(uri: str | None) -> str:
     db = sqlite_path(uri)
     if db is not None:
         if not db.is_absolute():
-            raise ConfigError(f"tracking URI {uri}: use an absolute path (sqlite:////abs/path/mlflow.db)")
+            raise refuse("tracking URI", uri, "an absolute path (sqlite:////abs/path/mlflow.db)")
         problem = unwritable_dir(db.parent)
         if problem:
             raise ConfigError(f"tracking URI {uri}: {db.parent}: {problem}")
     elif uri.startswith(("http://", "https://")):
         check_reachable(uri)
     elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:
-        raise ConfigError(f"tracking URI {uri}: unsupported scheme")
+        raise refuse("tracking URI", uri, "sqlite:///, http(s)://, file:, postgresql://, mysql:// or databricks",
+                     why="an unsupported scheme")
     return uri
 
 
