@@ -632,13 +632,13 @@ def test_a_byte_order_mark_in_a_results_csv_is_accepted(cmd: str, tmp_path: Path
 def test_quoted_booleans_are_accepted_everywhere(key: str, extra: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     """A quoted "false" reads as false for every boolean key of a study file, as train.bf16 reads it."""
-    from harness.study import load_study
+    from harness.study import load_spec
 
     text = _study_text(extra=extra)
     if key == "train.bf16":
         text = text.replace("train: {steps: 4, batch_size: 8, eval_every: 2, device: cpu}\n", "")
     p = _write(tmp_path / "study.yaml", text)
     assert main(["validate", str(p), "--no-model"]) == 0, capsys.readouterr().err
-    spec = load_study(p)
+    spec = load_spec(p)
     assert {"resources.fuse": spec.fuse, "confirm": spec.confirm, "train.bf16": spec.defaults.train.bf16}[key] is (
         None if key == "confirm" else False)

@@ -31,9 +31,9 @@ from harness.errors import ConfigError, refuse
 def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
     """The study file at ``path`` with its ``smoke:`` overrides (``smoke``) and ``--set`` assignments
     applied; read the same way by run, validate, submit and a Ray Job."""
-    from harness.study.spec import load_study
+    from harness.study.spec import load_spec
 
-    spec = load_study(path)
+    spec = load_spec(path)
     overrides = dict(spec.smoke) if smoke else {}
     overrides.update(parse_assignments(assign or []))
     return spec.with_overrides(overrides) if overrides else spec
@@ -62,7 +62,7 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
 @contextlib.contextmanager
 def _at_line(spec: Any, uri_key: str | None) -> Iterator[None]:
     """Prefix a ``ConfigError`` about one key (``exc.key``) with the study file and the line that
-    sets it (as ``load_study`` does); a tracking URI refusal points at ``uri_key``'s line."""
+    sets it (as ``load_spec`` does); a tracking URI refusal points at ``uri_key``'s line."""
     try:
         yield
     except ConfigError as exc:
