@@ -242,9 +242,12 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
         if a.results.stopped:
             remarks.append(f"{name}: stopped early and left out: " + ", ".join(a.results.stopped))
     k = len(analysis.collections)
+    weights = ("inverse-variance random-effects weights, tau^2 by "
+               f"{_TAU2_NAMES[analysis.tau2_method]}" if analysis.weighting == "inverse-variance"
+               else "equal weights")
     combined = (f"Combined: the random-effects combination of the {k} collections' differences "
-                f"(Hartung-Knapp-Sidik-Jonkman variance, t on k - 1 = {k - 1} df, tau^2 by "
-                f"{_TAU2_NAMES[analysis.tau2_method]}; tau^2 and I^2 in the CSV)")
+                f"(Hartung-Knapp-Sidik-Jonkman variance, t on k - 1 = {k - 1} df, {weights}; tau^2 "
+                f"and I^2 in the CSV)")
     return CollectionsNotes(
         test=analysis.test, test_description=TESTS[analysis.test].description, units=_units(analysis),
         baseline=analysis.baseline, placement=placement, levels=opts.markers.levels,

@@ -5,7 +5,11 @@ verdict per configuration and metric across the collections, and one family for 
 Each collection is analysed as a study of its own (``significance.analyse``, the same test on
 every collection); nothing is paired across collections, whose queries and trained runs differ.
 The combined verdict of a configuration on a metric is the HKSJ random-effects combination
-(harness.stats.combined) of its per-collection mean differences, each with its test's variance:
+(harness.stats.combined) of its per-collection mean differences, by default with equal weights
+(``weighting``; the one-sample t-test of the k differences on k - 1 df): inverse-variance weights
+estimated from 3 to 5 seeds carry those estimates' noise into the verdict and raise its size to
+6-9% at alpha .05 (docs/statistics.md, tests/evaluation/test_combined.py), which equal weights do
+not. Each per-collection difference comes with its test's variance (for the weights and tau^2):
 the crossed test's squared standard error; for the t-tests (across-seeds, seed-averaged) the
 squared SE behind their t interval; for tests with no one standard error (per-seed, Wilcoxon,
 randomisation) that of the paired t-test over seed-averaged queries. A configuration needs results
@@ -35,7 +39,14 @@ import numpy as np
 
 from harness.errors import ConfigError, DataError
 from harness.results.stored import StudyResults
-from harness.stats.combined import DEFAULT_TAU2, TAU2_METHODS, CombinedResult, combine, standard_error
+from harness.stats.combined import (
+    DEFAULT_TAU2,
+    TAU2_METHODS,
+    WEIGHTINGS,
+    CombinedResult,
+    combine,
+    standard_error,
+)
 from harness.stats.corrections import MAXT, adjust
 from harness.stats.crossed import CrossedResult
 from harness.stats.paired import BETTER, WORSE, paired_test
@@ -43,6 +54,7 @@ from harness.stats.significance import PAIRINGS, Analysis, AnalysisOptions, Comp
 
 FAMILIES = ("table", "metric", "collection")
 DEFAULT_FAMILY = "table"
+DEFAULT_WEIGHTING = "equal"
 COMBINED = "combined"  # the combined verdicts' family under ``collection``, and their column group
 _T_TESTS = ("across-seeds", "seed-averaged")
 
@@ -83,6 +95,7 @@ class CollectionsAnalysis:
     configs: tuple[str, ...]
     baseline: str
     tau2_method: str = DEFAULT_TAU2
+    weighting: str = DEFAULT_WEIGHTING
 
     @property
     def collections(self) -> tuple[str, ...]:
@@ -122,8 +135,8 @@ def collection_effect(analysis: Analysis, config: str, metric: str) -> tuple[flo
 
 
 def analyse_collections(collections: Mapping[str, StudyResults], options: AnalysisOptions | None = None,
-                        *, family: str = DEFAULT_FAMILY, tau2_method: str = DEFAULT_TAU2
-                        ) -> CollectionsAnalysis:
+                        *, family: str = DEFAULT_FAMILY, tau2_method: str = DEFAULT_TAU2,
+                        weighting: str = DEFAULT_WEIGHTING) -> CollectionsAnalysis:
     """Every collection's comparisons, the combined verdicts, and the correction over ``family``
     (module docstring). ``options.family`` is not used: ``family`` names the table's."""
     options = options or AnalysisOptions()
@@ -131,6 +144,8 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
         raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
     if tau2_method not in TAU2_METHODS:
         raise ConfigError(f"tau2 method must be one of {', '.join(TAU2_METHODS)}, got {tau2_method!r}")
+    if weighting not in WEIGHTINGS:
+        raise ConfigError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     if not collections:
         raise DataError("no collections to analyse")
     names = list(collections)
@@ -175,7 +190,8 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
             effects = [collection_effect(analyses[n], config, metric) for n in where]
             try:
                 result = combine([e for e, _ in effects], [v for _, v in effects],
-                                 confidence=options.confidence, tau2_method=tau2_method)
+                                 confidence=options.confidence, tau2_method=tau2_method,
+                                 weighting=weighting)
             except DataError as exc:
                 raise DataError(f"combined verdict of {config!r} on {metric}: {exc} (a difference "
                                 f"without spread on some collection)") from None
@@ -216,7 +232,7 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
         for i, (c, m, w, r) in enumerate(combined_raw))
     return CollectionsAnalysis(analyses=out, combined=combined, options=options, family=family, test=test,
                                metrics=metrics, configs=tuple(configs), baseline=baseline,
-                               tau2_method=tau2_method)
+                               tau2_method=tau2_method, weighting=weighting)
 
 
 def _family_key(family: str, collection: str | None, metric: str) -> str:

@@ -19,6 +19,12 @@ w_i = 1 / v_i and Cochran's Q = sum w_i (y_i - y_fe)^2:
 - I^2 = max(0, (Q - (k - 1)) / Q): the share of the spread between collections that the
   within-collection variances do not explain.
 
+``weighting="equal"`` gives every collection the same weight (the limit of the random-effects
+weights as tau^2 grows): mu is the plain mean of the y_i and the HKSJ variance becomes
+sum (y_i - mu)^2 / (k (k - 1)), the one-sample t-test of the k differences. Its size does not depend
+on how well each collection estimated its own variance, which few seeds estimate poorly
+(docs/statistics.md gives both procedures' sizes at 3 and 5 seeds).
+
 The HKSJ variance is the ``random effect wls`` row of statsmodels' ``combine_effects`` (its
 ``sd_eff_w_re_hksj``), which the tests compare it with.
 
@@ -40,6 +46,7 @@ from harness.errors import DataError
 from harness.stats.paired import BETTER, EQUAL, WORSE
 
 TAU2_METHODS = ("pm", "dl")
+WEIGHTINGS = ("inverse-variance", "equal")
 DEFAULT_TAU2 = "pm"
 _PM_ITERATIONS = 100
 _PM_TOLERANCE = 1e-12
@@ -64,6 +71,7 @@ class CombinedResult:
     q: float
     weights: tuple[float, ...]
     tau2_method: str = DEFAULT_TAU2
+    weighting: str = WEIGHTINGS[0]
 
     @property
     def mean_diff(self) -> float:
@@ -123,8 +131,8 @@ class CombinedBatch:
     q: np.ndarray
 
 
-def combine_batch(effects: np.ndarray, variances: np.ndarray, *, tau2_method: str = DEFAULT_TAU2
-                  ) -> CombinedBatch:
+def combine_batch(effects: np.ndarray, variances: np.ndarray, *, tau2_method: str = DEFAULT_TAU2,
+                  weighting: str = WEIGHTINGS[0]) -> CombinedBatch:
     """``combine`` vectorised over leading axes: ``effects`` and ``variances`` of shape (..., k)."""
     y = np.asarray(effects, dtype=np.float64)
     v = np.asarray(variances, dtype=np.float64)
@@ -135,13 +143,15 @@ def combine_batch(effects: np.ndarray, variances: np.ndarray, *, tau2_method: st
         raise DataError(f"a combination across collections needs at least 2 collections, got {k}")
     if tau2_method not in _TAU2:
         raise DataError(f"tau2 method must be one of {', '.join(TAU2_METHODS)}, got {tau2_method!r}")
+    if weighting not in WEIGHTINGS:
+        raise DataError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     if not (np.isfinite(y).all() and np.isfinite(v).all()) or (v <= 0).any():
         raise DataError("a combination across collections needs finite estimates and positive variances")
     w_fe = 1.0 / v
     fe = (w_fe * y).sum(axis=-1, keepdims=True) / w_fe.sum(axis=-1, keepdims=True)
     q = (w_fe * (y - fe) ** 2).sum(axis=-1)
     tau2 = _TAU2[tau2_method](y, v)
-    w = 1.0 / (v + tau2[..., None])
+    w = 1.0 / (v + tau2[..., None]) if weighting == WEIGHTINGS[0] else np.ones_like(v)
     mu = (w * y).sum(axis=-1) / w.sum(axis=-1)
     var = (w * (y - mu[..., None]) ** 2).sum(axis=-1) / ((k - 1) * w.sum(axis=-1))
     se = np.sqrt(var)
@@ -152,7 +162,7 @@ def combine_batch(effects: np.ndarray, variances: np.ndarray, *, tau2_method: st
 
 
 def combine(effects: Sequence[float], variances: Sequence[float], *, confidence: float = 0.95,
-            tau2_method: str = DEFAULT_TAU2) -> CombinedResult:
+            tau2_method: str = DEFAULT_TAU2, weighting: str = WEIGHTINGS[0]) -> CombinedResult:
     """The HKSJ random-effects combination of k >= 2 collections' estimates (module docstring).
     Equal estimates leave the HKSJ variance 0: the estimate is then exact in the model's terms
     (t = +-inf, p = 0 unless it is 0, where p = 1)."""
@@ -162,16 +172,16 @@ def combine(effects: Sequence[float], variances: Sequence[float], *, confidence:
     v = np.asarray(variances, dtype=np.float64)
     if y.ndim != 1:
         raise DataError(f"combine takes one estimate per collection, got shape {y.shape}")
-    b = combine_batch(y, v, tau2_method=tau2_method)
+    b = combine_batch(y, v, tau2_method=tau2_method, weighting=weighting)
     k = len(y)
     half = float(stats.t.ppf(0.5 + confidence / 2.0, k - 1)) * float(b.se)
     q = float(b.q)
-    w = 1.0 / (v + float(b.tau2))
+    w = 1.0 / (v + float(b.tau2)) if weighting == WEIGHTINGS[0] else np.ones_like(v)
     return CombinedResult(
         k=k, estimate=float(b.estimate), se=float(b.se), statistic=float(b.statistic), df=k - 1,
         p_value=float(b.p_value), ci_low=float(b.estimate) - half, ci_high=float(b.estimate) + half,
         confidence=confidence, tau2=float(b.tau2), i2=max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0,
-        q=q, weights=tuple(float(x) for x in w / w.sum()), tau2_method=tau2_method)
+        q=q, weights=tuple(float(x) for x in w / w.sum()), tau2_method=tau2_method, weighting=weighting)
 
 
 def standard_error(mean_diff: float, ci_low: float, ci_high: float, confidence: float, df: float) -> float:
