@@ -138,9 +138,10 @@ def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
         from harness.results.longcsv import read_long_collections
 
         return read_long_collections(args.from_file, baseline=args.baseline)
-    from harness.results.longcsv import ONE
+    from harness.results.mlflow_reader import read_experiment_collections
 
-    return {ONE: load_results(args)}
+    return read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
+                                       phase=getattr(args, "phase", "auto"))
 
 
 def run_table(args: argparse.Namespace) -> int:
