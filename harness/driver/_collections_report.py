@@ -15,7 +15,6 @@ the figures in MLflow and the exported ones are the same:
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +30,7 @@ def report_collections(spec: StudySpec, records: StudyRecords, ids: set[str] | N
     """The report of a study over several collections (module docstring); returns per
     "config@collection" its logged metrics."""
     from harness.analysis import CollectionsStudy, render_collection_table
+    from harness.present.collections_render import collections_page
     from harness.results.mlflow_reader import read_experiment_collections
 
     collections = read_experiment_collections(spec.name, tracking_uri=records.store.uri, config_ids=ids)
@@ -39,8 +39,8 @@ def report_collections(spec: StudySpec, records: StudyRecords, ids: set[str] | N
     for form in ("configs", "seeds"):
         for fmt, ext in _FORMATS.items():
             texts[f"tables/collections-{form}.{ext}"] = render_collection_table(analysis, fmt, form=form)
-    texts["report.html"] = _page(spec.name, texts["tables/collections-configs.html"],
-                                 texts["tables/collections-seeds.html"])
+    texts["report.html"] = collections_page(spec.name, texts["tables/collections-configs.html"],
+                                            texts["tables/collections-seeds.html"])
     records.study_artifacts(texts)
     out: dict[str, Any] = {}
     metric = spec.metric if spec.metric in analysis.metrics else analysis.metrics[0]
@@ -91,14 +91,3 @@ def _verdict(analysis: Any, collection: str, config: str, metric: str) -> str:
                      f"p_adj {comb.p_adjusted:.3g} ({mark}), I\u00b2 {comb.result.i2:.0%}")
     family = f"{analysis.options.correction} over the whole table (m = {analysis.comparisons})"
     return "; ".join(parts) + f"; {a.test} test, {family}"
-
-
-def _page(study: str, configs: str, seeds: str) -> str:
-    """A self-contained page: the whole table, then the per-seed tables."""
-    title = html.escape(f"{study}: the table over collections")
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + title + "</title>"
-            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-            "td,th{padding:.2em .6em}thead th{border-bottom:1px solid #888}tr.block th{text-align:left;"
-            "font-style:italic}caption{font-weight:bold;text-align:left}tfoot td{font-size:small;"
-            "max-width:60em}</style></head><body>\n<h1>" + title + "</h1>\n" + configs
-            + "\n<h2>Per seed</h2>\n" + seeds + "\n</body></html>\n")

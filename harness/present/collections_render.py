@@ -261,3 +261,15 @@ def html_table(table: CollectionsTable) -> str:
     note = footnote(table.notes, html.escape, html.escape)
     lines += ["</tbody>", f'<tfoot><tr><td colspan="{width}">{note}</td></tr></tfoot>', "</table>", ""]
     return "\n".join(lines)
+
+
+def collections_page(study: str, configs_html: str, seeds_html: str) -> str:
+    """A self-contained page (the study's report.html): the whole table, then the per-seed tables."""
+    title = html.escape(f"{study}: the table over collections")
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>" + title + "</title>"
+            "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
+            "td,th{padding:.2em .6em}thead th{border-bottom:1px solid #888}tr.block th{text-align:left;"
+            "font-style:italic}caption{font-weight:bold;text-align:left}tfoot td{font-size:small;"
+            "max-width:60em}</style></head><body>\n<h1>" + title + "</h1>\n<section id=\"collections\">"
+            + configs_html + "</section>\n<h2>Per seed</h2>\n<section id=\"per-seed\">" + seeds_html
+            + "</section>\n</body></html>\n")

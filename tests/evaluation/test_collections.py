@@ -249,3 +249,47 @@ def test_a_one_collection_file_gives_the_table_of_today(run_cli: Callable[..., t
     assert "collection" not in out
     assert isinstance(compare(path), StudyAnalysis)
 
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def test_the_table_and_report_page_in_chromium(tmp_path: Path) -> None:
+    """The study's report page (the whole table, then the per-seed blocks) opened from a file in
+    headless Chromium: no console error, the column groups span their metrics, every body row has a
+    cell per column, the markers and the footnote's family are on screen."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser test needs Playwright: pip install playwright (it drives Debian's chromium)")
+    if not CHROMIUM.exists():
+        pytest.skip(f"browser test needs {CHROMIUM}: apt-get install -y chromium")
+    from harness.present.collections_render import collections_page
+
+    analysis = analyse_collections(_collections())
+    page_html = collections_page("synthetic",
+                                 render_collections(build_collection_tables(analysis, "configs"), "html"),
+                                 render_collections(build_collection_tables(analysis, "seeds"), "html"))
+    path = tmp_path / "report.html"
+    path.write_text(page_html, encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        messages, errors = [], []
+        page.on("console", lambda m: messages.append((m.type, m.text)))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri(), wait_until="load")
+        assert errors == [] and [m for m in messages if m[0] in ("error", "warning")] == []
+        groups = page.eval_on_selector_all("#collections thead tr:first-child th[colspan]",
+                                           "els => els.map(e => [e.innerText, e.colSpan])")
+        assert groups == [["msdialog", 2], ["mantis", 2], ["combined \u0394", 2]]
+        widths = page.eval_on_selector_all("#collections tbody tr", "els => els.map(e => e.cells.length)")
+        assert widths == [7, 7, 7, 7]
+        body = page.inner_text("#collections tbody")
+        assert "\u2020" in body or "\u2021" in body  # the strong effects are marked
+        assert "every comparison in the table" in page.inner_text("#collections tfoot")
+        blocks = page.eval_on_selector_all("#per-seed tr.block th", "els => els.map(e => e.innerText)")
+        assert blocks[:3] == ["msdialog", "mantis", "combined across collections"]
+        assert page.is_visible("#per-seed table")
+        browser.close()
