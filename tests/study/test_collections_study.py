@@ -137,3 +137,33 @@ def _exported_ap(folder: Path) -> dict[tuple[str, str, str], list[float]]:
             values = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.AP], qrels, run)}
             out[(coll_dir.name, config, seed)] = [values[q] for q in sorted(values)]
     return out
+
+
+def test_validate_prints_the_plan_per_collection_and_names_one_that_does_not_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_study(tmp_path, "multi", **STUDY)
+    assert main(["validate", str(path), "--no-model"]) == 0
+    out = capsys.readouterr().out
+    assert "collections: 2 (talk-a, talk-b); every configuration on each, in one Tune run" in out
+    for name in ("talk-a", "talk-b"):
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"{name}: data.source chitchat"))
+        assert "test queries" in line and "evaluation fingerprint" in line and "2 configurations x 2 seeds = 4 trials" in line
+    broken = write_study(tmp_path, "broken", **{**STUDY, "collections": [
+        COLLECTIONS[0], {"name": "missing", "data": {"source": "msdialog", "path": str(tmp_path / "nowhere")}}]})
+    assert main(["validate", str(broken), "--no-model"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "collection 'missing'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"collections": [{"name": "a"}, {"name": "a"}]}, "duplicate collection name 'a'"),
+    ({"collections": [{"name": "a", "data": {"collection": "b"}}]}, "give it as name"),
+    ({"collections": [{"name": "a", "set": {}}]}, "unknown keys ['set']"),
+    ({"early_stopping": {"rungs": [3]}}, "early_stopping is not available over several collections yet"),
+])
+def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, message: str) -> None:
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_study(write_study(tmp_path, "bad", **{**STUDY, **extra}))
+    assert message in str(err.value) and "\n" not in str(err.value)
