@@ -39,10 +39,8 @@ def run_report(args: argparse.Namespace) -> int:
     from harness.metrics.measures import metric_key
     from harness.present.html_report import report_html
     from harness.present.report import study_report
-    from harness.results.mlflow_reader import read_experiment
+    from harness.results.mlflow_reader import read_experiment, read_experiment_collections
     from harness.results.study_record import read_study_record
-
-    from harness.results.mlflow_reader import read_experiment_collections
 
     metric = metric_key(args.metric) if args.metric else None
     collections = read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri,

@@ -101,6 +101,12 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
     arts = {a.path for a in client.list_artifacts(study_run.info.run_id, "tables")}
     assert "tables/collections-configs.md" in arts and "tables/collections-seeds.tex" in arts
 
+    # harness report writes the page the study logged (the whole table over the collections).
+    assert main(["report", "--experiment", "multi", "--tracking-uri", uri, "--to", str(root / "r.html")]) == 0
+    logged = Path(client.download_artifacts(study_run.info.run_id, "report.html", str(root / "logged")))
+    assert (root / "r.html").read_text() == logged.read_text()
+    assert 'colspan="1" scope="colgroup">talk-a</th>' in logged.read_text()
+
     # The table, from the exported per-query values of each collection, by hand.
     capsys.readouterr()
     assert main(["table", "--experiment", "multi", "--tracking-uri", uri, "--format", "csv", "--metric", "map"]) == 0
