@@ -77,6 +77,7 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
     assert held not in finished_before
     gate.touch()
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("HARNESS_LEASE_TIMEOUT_S", "5")
     assert hooked_run(cmd[3:] + ["--resume"]) == 0
     after = log.read_text().splitlines()[len(before):]
     # no finished trial trained again; the held one finished
@@ -95,7 +96,7 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
     # one evaluation fingerprint per collection
     prints: dict[str, set[str]] = {}
     for r in trials:
-        prints.setdefault(r.data.tags[C.TAG_COLLECTION], set()).add(r.data.tags[C.TAG_EVALUATION])
+        prints.setdefault(r.data.tags[C.TAG_COLLECTION], set()).add(r.data.tags[C.TAG_EVAL_FINGERPRINT])
     assert all(len(v) == 1 for v in prints.values()) and prints["talk-a"] != prints["talk-b"]
     study_run = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
     arts = {a.path for a in client.list_artifacts(study_run.info.run_id, "tables")}
