@@ -52,7 +52,7 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
     root = tmp_path
     path = write_study(root, "multi", **STUDY)
     spec = load_study(path)
-    held = next(f"{nc.config.config_id()}-seed2" for nc in spec.collection_configs("talk-b") if nc.name == "ls")
+    held = next(f"{nc.config.config_id()}-seed2" for nc in spec.collection_configs("talk-a") if nc.name == "ls")
     gate, log = root / "go", root / "trials.log"
     uri = f"sqlite:///{root / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_LEASE_TIMEOUT_S": "5"}
@@ -60,7 +60,7 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
-        deadline = time.time() + 500
+        deadline = time.time() + 900
         while time.time() < deadline:
             if log.exists() and f"{held} start" in log.read_text():
                 time.sleep(2)
