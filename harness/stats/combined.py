@@ -145,12 +145,18 @@ def combine_batch(effects: np.ndarray, variances: np.ndarray, *, tau2_method: st
         raise DataError(f"tau2 method must be one of {', '.join(TAU2_METHODS)}, got {tau2_method!r}")
     if weighting not in WEIGHTINGS:
         raise DataError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
-    if not (np.isfinite(y).all() and np.isfinite(v).all()) or (v <= 0).any():
-        raise DataError("a combination across collections needs finite estimates and positive variances")
-    w_fe = 1.0 / v
+    if not (np.isfinite(y).all() and np.isfinite(v).all()) or (v < 0).any():
+        raise DataError("a combination across collections needs finite estimates and variances >= 0")
+    spread = (v > 0).all(axis=-1)
+    if weighting == WEIGHTINGS[0] and not spread.all():
+        raise DataError("inverse-variance weights need every collection's variance > 0 (a difference "
+                        "without spread has none; equal weights do not use them)")
+    # Equal weights use the variances for the heterogeneity figures only: NaN where one is 0.
+    v_safe = np.where(spread[..., None], v, 1.0)
+    w_fe = 1.0 / v_safe
     fe = (w_fe * y).sum(axis=-1, keepdims=True) / w_fe.sum(axis=-1, keepdims=True)
-    q = (w_fe * (y - fe) ** 2).sum(axis=-1)
-    tau2 = _TAU2[tau2_method](y, v)
+    q = np.where(spread, (w_fe * (y - fe) ** 2).sum(axis=-1), np.nan)
+    tau2 = np.where(spread, _TAU2[tau2_method](y, v_safe), np.nan)
     w = 1.0 / (v + tau2[..., None]) if weighting == WEIGHTINGS[0] else np.ones_like(v)
     mu = (w * y).sum(axis=-1) / w.sum(axis=-1)
     var = (w * (y - mu[..., None]) ** 2).sum(axis=-1) / ((k - 1) * w.sum(axis=-1))
@@ -177,10 +183,11 @@ def combine(effects: Sequence[float], variances: Sequence[float], *, confidence:
     half = float(stats.t.ppf(0.5 + confidence / 2.0, k - 1)) * float(b.se)
     q = float(b.q)
     w = 1.0 / (v + float(b.tau2)) if weighting == WEIGHTINGS[0] else np.ones_like(v)
+    i2 = math.nan if math.isnan(q) else max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
     return CombinedResult(
         k=k, estimate=float(b.estimate), se=float(b.se), statistic=float(b.statistic), df=k - 1,
         p_value=float(b.p_value), ci_low=float(b.estimate) - half, ci_high=float(b.estimate) + half,
-        confidence=confidence, tau2=float(b.tau2), i2=max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0,
+        confidence=confidence, tau2=float(b.tau2), i2=i2,
         q=q, weights=tuple(float(x) for x in w / w.sum()), tau2_method=tau2_method, weighting=weighting)
 
 

@@ -99,8 +99,11 @@ def test_heterogeneity_is_reported() -> None:
 def test_bad_input_is_refused() -> None:
     with pytest.raises(DataError, match="at least 2 collections"):
         combine([0.1], [0.01])
-    with pytest.raises(DataError, match="positive variances"):
-        combine([0.1, 0.2], [0.01, 0.0])
+    with pytest.raises(DataError, match="inverse-variance weights need every collection's variance > 0"):
+        combine([0.1, 0.2], [0.01, 0.0], weighting="inverse-variance")
+    # Equal weights need no variance: a collection whose difference has no spread still combines.
+    r = combine([0.1, 0.2], [0.01, 0.0], weighting="equal")
+    assert r.estimate == pytest.approx(0.15) and math.isnan(r.i2) and math.isnan(r.tau2)
     with pytest.raises(DataError, match="tau2 method"):
         combine([0.1, 0.2], [0.01, 0.01], tau2_method="reml")
 
