@@ -120,13 +120,13 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
         ls = np.array([per_query[(collection, "ls", s)] for s in ("1", "2")])
         for config, values in (("baseline", base), ("ls", ls)):
             cell = next(r for r in table if r["collection"] == collection and r["row"] == config)
-            assert float(cell["value"]) == pytest.approx(values.mean(), abs=1e-9)
-            assert float(cell["sd"]) == pytest.approx(values.mean(axis=1).std(ddof=1), abs=1e-9)
+            assert float(cell["value"]) == pytest.approx(values.mean(), abs=1e-6)
+            assert float(cell["sd"]) == pytest.approx(values.mean(axis=1).std(ddof=1), abs=1e-6)
         diffs[collection] = (ls - base).mean()
     comb = next(r for r in table if r["collection"] == "combined" and r["row"] == "ls")
     y = [diffs["talk-a"], diffs["talk-b"]]
-    assert float(comb["mean_diff"]) == pytest.approx(np.mean(y), abs=1e-9)
-    assert float(comb["p_value"]) == pytest.approx(stats.ttest_1samp(y, 0.0).pvalue, rel=1e-6)
+    assert float(comb["mean_diff"]) == pytest.approx(np.mean(y), abs=1e-6)
+    assert float(comb["p_value"]) == pytest.approx(stats.ttest_1samp(y, 0.0).pvalue, rel=1e-3)
     assert comb["comparisons"] == "3"  # 2 collections + 1 combined verdict, one metric
 
 
