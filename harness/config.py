@@ -326,6 +326,10 @@ class TrialConfig:
             for f in fields(section):
                 v = getattr(section, f.name)
                 out[f"{s.name}.{f.name}"] = list(v) if isinstance(v, tuple) else v
+        # A one-collection study's configs carry no data.collection (their records and ids stay
+        # as they were before studies over several collections).
+        if out.get("data.collection", "") is None:
+            del out["data.collection"]
         return out
 
     def config_id(self) -> str:

@@ -26,7 +26,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis import FAMILIES, StudyAnalysis, TableOptions
+from harness.analysis import (
+    FAMILIES,
+    CollectionsStudy,
+    TableOptions,
+    render_collection_table,
+    study_of,
+)
 from harness.metrics.measures import NAME_STYLES
 from harness.present.power_text import PowerReport
 from harness.present.render import RENDERERS
@@ -46,7 +52,7 @@ def _source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--experiment", metavar="NAME", help="MLflow experiment (the study name)")
     src.add_argument("--from", dest="from_file", metavar="FILE", type=Path,
-                     help="long CSV with columns config, seed, metric, value[, query]")
+                     help="long CSV with columns config, seed, metric, value[, query][, collection]")
     p.add_argument("--tracking-uri", metavar="URI",
                    help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
     p.add_argument("--baseline", metavar="NAME",
@@ -74,7 +80,9 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    "correlation the shared baseline gives the comparisons, not for wilcoxon or "
                    "randomisation; none: each comparison at its nominal level, said in the footnote)")
     p.add_argument("--family", default="table", choices=FAMILIES,
-                   help="comparisons corrected together: the whole table, or each metric")
+                   help="comparisons corrected together: the whole table (every collection, metric and "
+                   "combined verdict), each metric (over the collections), or each collection (the "
+                   "combined verdicts then a family of their own)")
     p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",
                    help="significance levels, strictest last (default 0.05 0.01: dagger, double dagger)")
     p.add_argument("--phase", default="auto", choices=["auto", "confirmatory", "exploratory"],
@@ -133,13 +141,29 @@ def load_results(args: argparse.Namespace) -> StudyResults:
                            phase=getattr(args, "phase", "auto"))
 
 
+def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
+    """The source's results per collection (one, unnamed, for a one-collection source)."""
+    if args.from_file is not None:
+        from harness.results.longcsv import read_long_collections
+
+        return read_long_collections(args.from_file, baseline=args.baseline)
+    from harness.results.mlflow_reader import read_experiment_collections
+
+    return read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
+                                       phase=getattr(args, "phase", "auto"))
+
+
 def run_table(args: argparse.Namespace) -> int:
     # The options are refused before the source is read; the rest is harness.load_study's path.
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test)
-    table = StudyAnalysis(results=load_results(args), options=options).table(
-        form=args.form, decimals=args.decimals, names=args.names)
+    study = study_of(load_collections(args), options)
+    if isinstance(study, CollectionsStudy):
+        _write(render_collection_table(study.analyse(), args.format, form=args.form, decimals=args.decimals,
+                                       names=args.names), args.output)
+        return 0
+    table = study.table(form=args.form, decimals=args.decimals, names=args.names)
     _write(table.render(args.format), args.output)
     if args.plots is not None:
         from harness.present.plots import write_plots

@@ -189,7 +189,9 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         # From here the prepared data and the imported modules only grow older: no full collection
         # walks them (harness.heap; benchmarks/results/driver_exit.md).
         with frozen():
-            log_qrels(records, prepared[variant_key(spec.baseline.config)].splits)
+            # A study over several collections: each collection's qrels in qrels/<collection>/.
+            for nc in [spec.collection_configs(c)[0] for c in spec.collections] or [spec.baseline]:
+                log_qrels(records, prepared[variant_key(nc.config)].splits, nc.config.data.collection)
             init_ray(spec, num_gpus=num_gpus)
             check_gpus(spec)
             callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
@@ -249,17 +251,19 @@ def check_gpus(spec: StudySpec) -> None:
                            "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")
 
 
-def log_qrels(records: StudyRecords, splits: Any) -> None:
+def log_qrels(records: StudyRecords, splits: Any, collection: str | None = None) -> None:
     """The study's judgements as TREC qrels on the study run (``qrels/dev.qrels``,
-    ``qrels/test.qrels``): with the seed runs' run files, what trec_eval and ir_measures read. One
-    evaluation set per study (its fingerprint), so any variant's splits give the same files."""
+    ``qrels/test.qrels``; ``qrels/<collection>/`` for each collection of a study over several):
+    with the seed runs' run files, what trec_eval and ir_measures read. One evaluation set per
+    study (per collection), so any variant's splits give the same files."""
     import tempfile
 
     from harness.metrics.trec import qrels_artifacts, split_qrels
 
     with tempfile.TemporaryDirectory() as tmp:
         files = qrels_artifacts(tmp, split_qrels(splits))
-        records.study_artifacts(files=[(f, "qrels") for f in files])
+        folder = "qrels" if collection is None else f"qrels/{collection}"
+        records.study_artifacts(files=[(f, folder) for f in files])
 
 
 def reference_maps(spec: StudySpec, prepared: dict[str, Any], records: StudyRecords,

@@ -67,7 +67,7 @@ from harness.tracking.conventions import MODEL_LOGGING, name_problem
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
             "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping", "models",
-            "confirm")
+            "confirm", "collections")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
 
 
@@ -157,6 +157,14 @@ class StudySpec:
     # resources.fuse: whether a trial's seeds train as one fused model (harness.training.fused):
     # None = auto (where it pays: CUDA), True / False = always / never.
     fuse: bool | None = None
+    # A study over several collections (``collections:``; with_collections): their names in the
+    # file's order; () for a one-collection study. ``baseline`` is then the first collection's and
+    # ``configs`` holds every other (configuration, collection), each with its data.collection.
+    collections: tuple[str, ...] = ()
+
+    def collection_configs(self, collection: str | None) -> tuple[NamedConfig, ...]:
+        """The fixed configurations (baseline first) of one collection (None: a one-collection study)."""
+        return tuple(nc for nc in self.fixed_configs() if nc.config.data.collection == collection)
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -233,12 +241,12 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         _check_schedule(metric, configs, search, raw.get("early_stopping"))
     early = _early_stopping(raw, metric, mode, baseline, configs, search)
     models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
-    return StudySpec(
+    return with_collections(raw, StudySpec(
         name=name, description=description, path=str(path.resolve()), text=text, defaults=defaults,
         baseline=baseline, configs=tuple(configs), search=search, seeds=tuple(seeds), metric=metric,
         mode=mode, concurrency=concurrency, storage_path=storage_path, tracking_uri=tracking_uri,
         smoke=smoke, early_stopping=early, models=models, seed_schedule=schedule, confirm=confirm,
-        **resources, **failure)
+        **resources, **failure))
 
 
 def _check_top_keys(raw: dict[str, Any]) -> None:
@@ -769,3 +777,59 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
                             f"configuration {nc.name!r} (train.steps={steps}, train.eval_every={every}); "
                             "a rung must be read before the last step")
     return settings
+
+
+# What a study over several collections does not run yet (each needs its per-collection rule:
+# which collection's dev objective a rung, a round or a pick reads).
+_NOT_ACROSS_COLLECTIONS = ("search", "early_stopping", "confirm")
+
+
+def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
+    """A study over several collections (docs/study-file.md, "Collections"): ``collections`` is a
+    list of ``{name, data}``, each ``data`` the data.* keys of one source (over the study's ``data``
+    section, which the collections share). Every fixed configuration, the baseline first, is trained
+    and evaluated on each collection: one configuration per (configuration, collection), its
+    data.collection set to the collection's name (so its config id, its prepared data and its
+    evaluation fingerprint are the collection's). No ``collections`` key: ``spec`` unchanged."""
+    items = raw.get("collections")
+    if items is None:
+        return spec
+    if not isinstance(items, list) or not items:
+        raise _fail("collections", "collections must be a non-empty list of {name, data} mappings")
+    for key in _NOT_ACROSS_COLLECTIONS:
+        if raw.get(key):
+            raise _fail(key, f"{key} is not available over several collections yet; run the fixed "
+                        "configurations over the collections, or one study per collection")
+    if spec.seed_schedule is not None:
+        raise _fail("seeds", "a seed schedule is not available over several collections yet; list the seeds")
+    names: list[str] = []
+    per: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        where = f"collections.{i}"
+        if not isinstance(item, dict) or "name" not in item:
+            raise _fail(where, f"collections[{i}] must be a mapping with name and data")
+        unknown = set(item) - {"name", "data"}
+        if unknown:
+            raise _fail(where, f"collections[{i}]: unknown keys {sorted(unknown)}; valid: name, data")
+        cname = item["name"]
+        if not isinstance(cname, str) or name_problem(cname):
+            problem = name_problem(cname) if isinstance(cname, str) else "must be a string"
+            raise _fail(f"{where}.name", f"collections[{i}].name: {problem}")
+        if cname in names:
+            raise _fail(f"{where}.name", f"collections[{i}]: duplicate collection name {cname!r}")
+        data = item.get("data") or {}
+        if not isinstance(data, dict):
+            raise _fail(f"{where}.data", f"collections[{i}].data must be a mapping of data.* keys")
+        flat = flatten(data, "data.")
+        if "data.collection" in flat:
+            raise _fail(f"{where}.data", f"collections[{i}].data: data.collection is the collection's "
+                        "name; give it as name")
+        names.append(cname)
+        per.append({**flat, "data.collection": cname})
+    expanded: list[NamedConfig] = []
+    for flat, cname in zip(per, names, strict=True):
+        for nc in spec.fixed_configs():
+            cfg = _config(flat, f"collections.{names.index(cname)}.data", nc.config)
+            expanded.append(dataclasses.replace(nc, config=cfg))
+    baseline, *configs = expanded
+    return dataclasses.replace(spec, baseline=baseline, configs=tuple(configs), collections=tuple(names))

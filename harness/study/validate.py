@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import DataConfig, KeyLines, TrialConfig, parse_assignments, text_problem
-from harness.errors import ConfigError, refuse
+from harness.errors import ConfigError, HarnessError, refuse
 
 
 def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
@@ -54,7 +54,12 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
         if data:
             check_storage(spec)
             for cfg in configs:
-                check_data(cfg.data)
+                try:
+                    check_data(cfg.data)
+                except HarnessError as exc:
+                    if cfg.data.collection is None:
+                        raise
+                    raise type(exc)(f"collection {cfg.data.collection!r}: {exc}") from None
         check_cascade_depth(configs, build_model=build_model)
     return str(uri)
 
@@ -82,6 +87,31 @@ def _line_of(spec: Any, key: str) -> int | None:
         if path in lines:
             return lines[path]
     return next((n for p, n in lines.items() if p.endswith(f".set.{key}")), None)
+
+
+def collections_plan(spec: Any) -> list[str]:
+    """A study over several collections: each collection's data loaded (a collection whose data
+    does not load is refused, naming it) and its plan: queries, candidates, evaluation
+    fingerprint and trials."""
+    from harness.data.load import load_splits
+
+    head = (f"  collections: {len(spec.collections)} ({', '.join(spec.collections)}); every configuration "
+            "on each, in one Tune run")
+    lines = [head]
+    for name in spec.collections:
+        configs = spec.collection_configs(name)
+        cfg = configs[0].config
+        try:
+            splits = load_splits(cfg.data, train_sampler=cfg.train.sampler)
+        except HarnessError as exc:
+            raise type(exc)(f"collection {name!r}: its data does not load: {exc}") from None
+        candidates = [len(q.candidates) for q in splits.test]
+        mean = sum(candidates) / len(candidates) if candidates else 0.0
+        lines.append(f"    {name}: data.source {cfg.data.source}; {len(splits.train)} train / {len(splits.dev)} dev / "
+                     f"{len(splits.test)} test queries, {mean:.1f} candidates per test query; evaluation "
+                     f"fingerprint {splits.evaluation[:12]}; {len(configs)} configurations x "
+                     f"{len(spec.seeds)} seeds = {len(configs) * len(spec.seeds)} trials")
+    return lines
 
 
 def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False) -> None:

@@ -54,6 +54,10 @@ TAG_KIND = "harness.kind"
 TAG_STUDY = "harness.study"
 TAG_CONFIG_ID = "harness.config_id"
 TAG_ROLE = "harness.role"
+# A study over several collections: the collection of a config or seed run (its param
+# data.collection as well), so the UI groups and filters by it.
+TAG_COLLECTION = "harness.collection"
+COLLECTION_PARAM = "data.collection"
 TAG_SEED = "harness.seed"
 TAG_TRIAL_KEY = "harness.trial_key"
 TAG_EVAL_FINGERPRINT = "harness.eval_fingerprint"
