@@ -50,6 +50,9 @@ from typing import Any
 
 import peers
 from peers import GPU_TRAINERS, RUNNERS, Meter, dims_of, model_dir, train_flops
+from staged import block_imports
+
+block_imports()  # $HARNESS_BENCH_BLOCK: packages the device machine lacks (benchmarks/staged.py)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -68,6 +71,10 @@ PEAK_BF16_TFLOPS = {  # dense (no sparsity) bf16 tensor-core peaks from the data
 def side(args: argparse.Namespace) -> int:
     import torch
 
+    if args.compile_backend:  # the CPU rehearsal: compiled code paths without code generation
+        from harness.training import _compile
+
+        _compile.BACKEND = args.compile_backend
     meter = Meter(args.device)
     args.precision = "bf16"
     if args.device.startswith("cuda"):
@@ -76,7 +83,7 @@ def side(args: argparse.Namespace) -> int:
     try:
         trainer = RUNNERS[args.side](args, meter)
         out = meter.result(args.batch, args.steps)
-        if args.side in ("harness", "harness-eager"):
+        if args.side in ("harness", "harness-eager") and args.eval_pairs > 0:
             out.update(eval_rate(trainer, args))
         if args.device.startswith("cuda"):
             out["peak_gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
@@ -481,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-path", help=argparse.SUPPRESS)
     p.add_argument("--length", type=int, help=argparse.SUPPRESS)
     p.add_argument("--conversations", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--compile-backend", help=argparse.SUPPRESS)  # torch.compile's backend in a side
+    p.add_argument("--compile-mode", help=argparse.SUPPRESS)  # train.compile in a side (default auto)
     args = p.parse_args(argv)
     args.deadline = time.monotonic() + args.budget_s if args.budget_s > 0 and not args.side else None
     import torch

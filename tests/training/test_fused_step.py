@@ -1,0 +1,114 @@
+"""The fused step has no host stall: its forward and losses, and its gradient clip, each compile as
+ONE graph (``torch.compile(fullgraph=True)`` raises at a graph break, which is what a host read of a
+device value such as ``.item()``, ``.tolist()``, ``bool(tensor)`` or a data-dependent ``nonzero``
+becomes); the step's inputs are built on the host ahead of it; and the foreach clip is each
+replica's ``clip_grad_norm_``.
+
+Graphs are captured with the ``eager`` backend (dynamo's capture without code generation: what is
+checked is the capture, not the kernels)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from harness.training import _compile
+from harness.training.fused import SeedGroup
+from harness.training.tokenized import prepare_data
+from tests.conftest import tiny_config, toy_splits
+
+FLAT = {"train.steps": 4, "train.eval_every": 4, "train.batch_size": 4, "train.bf16": False}
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo() -> Iterator[None]:
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.fixture(scope="module")
+def prepared():
+    return prepare_data(toy_splits(n_train=24, n_dev=4, n_test=4), tiny_config().model)
+
+
+def _engine(prepared, **flat):
+    cfgs = [tiny_config(**{**FLAT, **flat, "train.seed": s}) for s in (1, 2)]
+    return SeedGroup(cfgs, prepared, fused=True)._engine
+
+
+def test_a_host_read_is_a_graph_break_that_fullgraph_refuses():
+    """The detector itself: on this torch, reading a device value back breaks the graph."""
+    for read in (lambda x: x.sum().item(), lambda x: x.sum().tolist(), lambda x: x[x > 0]):
+        with pytest.raises(Exception):  # noqa: B017 -- dynamo's Unsupported / UserError, by version
+            torch.compile(read, fullgraph=True, backend="eager")(torch.ones(3))
+        torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("flat", [{}, {"train.loss": "pairwise"}, {"train.compile": "true"}],
+                         ids=["pointwise", "pairwise", "compiled-layout"])
+def test_the_fused_step_compiles_to_one_graph(prepared, monkeypatch, flat):
+    monkeypatch.setattr(_compile, "BACKEND", "eager")
+    engine = _engine(prepared, **flat)
+    inputs = engine.step_inputs(0)
+    assert inputs.stacked.ids.shape[0] == 2
+    if engine.compiled is not None:  # the dense layout of one padded width: N = B' * L per replica
+        rows = inputs.stacked.ids.shape[1]
+        assert rows == inputs.stacked.keep.shape[0] // 2 * inputs.stacked.keep.shape[-1]
+    stacked = inputs.stacked.to(engine.device)
+    args = (*stacked.tensors(), engine._upload(inputs.weights), engine._upload(inputs.targets))
+    torch.manual_seed(0)
+    want = engine.losses(*args)
+    torch.manual_seed(0)
+    got = torch.compile(engine.losses, fullgraph=True, backend="eager")(*args)
+    assert got.shape == (2,) and torch.isfinite(got).all()
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+    got.sum().backward()
+    torch.compile(engine.clip, fullgraph=True, backend="eager")(1.0)
+
+
+def test_the_foreach_clip_is_each_replicas_clip_grad_norm(prepared):
+    engine = _engine(prepared)
+    torch.manual_seed(0)
+    for p in engine.params:
+        p.grad = torch.randn_like(p) * (3.0 if p.ndim > 1 else 0.01)
+    small = engine.params[-1]
+    small.grad[1].zero_()  # replica 1's norm differs from replica 0's
+    want = []
+    for r in range(engine.k):
+        grads = [p.grad[r].clone() for p in engine.params]
+        torch.nn.utils.clip_grad_norm_(grads_as_params(grads), 0.5)
+        want.append(grads)
+    engine.clip(0.5)
+    for r in range(engine.k):
+        for p, g in zip(engine.params, want[r], strict=True):
+            torch.testing.assert_close(p.grad[r], g, rtol=1e-5, atol=1e-7)
+
+
+def grads_as_params(grads):
+    """Parameters whose gradients are ``grads`` (clip_grad_norm_ scales them in place)."""
+    out = []
+    for g in grads:
+        p = torch.nn.Parameter(torch.zeros_like(g))
+        p.grad = g
+        out.append(p)
+    return out
+
+
+def test_compiled_fused_steps_count_one_compile_per_width(prepared, monkeypatch):
+    """Compiled, every member's pairs share one padded width (a multiple of WIDTH_MULTIPLE): steps
+    of one width reuse one graph, and the engine counts its compiles."""
+    monkeypatch.setattr(_compile, "BACKEND", "eager")
+    engine = _engine(prepared, **{"train.compile": "true"})
+    widths = set()
+    for s in range(3):
+        inputs = engine.step_inputs(s)
+        widths.add(inputs.stacked.keep.shape[-1])
+        assert inputs.stacked.keep.shape[-1] % _compile.WIDTH_MULTIPLE == 0
+        losses = engine.train_step(inputs)
+        assert torch.isfinite(losses).all()
+    assert engine.compiled.effective
+    assert engine.compiled.compiles == len(widths)
+    assert engine.step == 3 and all(m.step == 3 for m in engine.members)
