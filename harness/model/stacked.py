@@ -333,10 +333,10 @@ class StackedCrossEncoder(nn.Module):
         read back to the host, so it compiles to one graph per shape (``torch.compile(fullgraph=True)``
         holds: tests/training/test_fused_step.py)."""
         lay = _Layout(ids, src, dest, first, keep, full)
-        # An additive mask, built once for every layer: 0 where a key is kept, the dtype's lowest
-        # value where it is padding (row 0 of every pair is real, so no row is fully masked).
+        # An additive mask, built once for every layer: 0 where a key is kept, the lowest bf16 (finite
+        # in float32 and bf16) where it is padding; row 0 of every pair is real, none is fully masked.
         bias = torch.zeros(keep.shape, dtype=torch.float32, device=keep.device).masked_fill(
-            ~keep, torch.finfo(torch.float32).min)
+            ~keep, float(torch.finfo(torch.bfloat16).min))
         x = self._embed(ids, types, positions, lay)
         for i in range(self.layers):
             x = self._layer(i, x, lay, bias, first_only=i == self.layers - 1)
