@@ -21,6 +21,7 @@ fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   "$PY" -c 'import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__)' 2>&1
   "$PY" -c 'import sentence_transformers as s; print("sentence-transformers", s.__version__)' 2>&1 | tail -1
+  echo "C compiler (inductor, triton): $(command -v gcc || command -v cc || echo none)"
 } > "$OUT/env.txt"
 "$PY" benchmarks/device.py --stage-dir "$STAGE" --out "$OUT" "$@" 2> >(tee "$OUT/log.txt" >&2)
 rc=$?

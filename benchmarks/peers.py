@@ -287,9 +287,10 @@ def run_harness_eager(args: argparse.Namespace, meter: Meter) -> Any:
     return run_harness(args, meter)
 
 
-def run_harness_fused(args: argparse.Namespace, meter: Meter) -> None:
+def run_harness_fused(args: argparse.Namespace, meter: Meter) -> Any:
     """``--fused K`` seeds of one configuration as one fused model (harness.training.fused.SeedGroup,
-    as ``resources.seeds_per_trial: K`` trains them); every seed's pairs are counted."""
+    as ``resources.seeds_per_trial: K`` trains them); every seed's pairs are counted. Returns the
+    fused engine."""
     from staged import load_splits
 
     from harness.training.fused import SeedGroup
@@ -306,6 +307,7 @@ def run_harness_fused(args: argparse.Namespace, meter: Meter) -> None:
     # every seed's pairs: the stacked batch's rows, each real length from its attention keys
     time_steps(args, meter, group._engine,
                lambda inputs: {"attention_mask": inputs.stacked.keep.flatten(1)}, group.run())
+    return group._engine
 
 
 class _Callback:
