@@ -7,7 +7,13 @@
 # benchmarks/device.py (e.g. --budget-s 420).
 set -u
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then  # the first python that has torch
+  for c in python3 python; do
+    if command -v "$c" >/dev/null && "$c" -c 'import torch' 2>/dev/null; then PY=$c; break; fi
+  done
+  PY=${PY:-python3}
+fi
 STAGE=${HARNESS_BENCH_STAGE:-$PWD/.device-stage}
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT"

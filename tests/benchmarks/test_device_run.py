@@ -105,11 +105,15 @@ def test_the_rehearsal_runs_every_row_of_the_plan(stage, tmp_path):
     import device
 
     assert len(rows) == len(device.plan(rehearse=True))
-    assert [x for x in rows if "error" in x] == []
+    ours = [x for x in rows if x["kind"] == "cascade" or x["trainer"].startswith("harness")]
+    assert [x for x in ours if "error" in x] == []
+    # a peer may lack its own packages here (the Hugging Face Trainer needs accelerate,
+    # sentence-transformers' trainer datasets): reported as such, never a crash of the run
+    assert all("ImportError" in x["error"] or "ModuleNotFoundError" in x["error"] for x in rows if "error" in x)
     trainers = [x for x in rows if x["kind"] == "trainer"]
     assert [(x["trainer"], x["model"]) for x in trainers[:3]] == [
         ("harness", "tiny"), ("harness-fused", "tiny"), ("harness", "packaged")]
-    for x in trainers:
+    for x in (x for x in trainers if "error" not in x):
         assert x["pairs_per_s"] > 0 and x["step_ms"] > 0 and "mfu" in x and "gpu" in x
     fused = trainers[1]
     assert fused["pairs"] == 2 * 4 * 2  # 2 seeds x batch 4 x 2 timed steps, every seed counted
