@@ -6,16 +6,18 @@ from an MLflow study or a long results CSV.
                   [--correction none|bonferroni|holm|bh|maxt] [--family metric|table]
                   [--levels 0.05 0.01] [--format md|latex|csv|html] [--form auto|seeds|configs|summary]
                   [--output FILE] [--baseline NAME] [--plots DIR] [--names label|ir-measures|key]
-                  [--phase auto|confirmatory|exploratory]
+                  [--phase auto|confirmatory|exploratory] [--one-seed-test query]
     harness power (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
                   [--alpha 0.05] [--power 0.8] [--seeds 3 5 10 20] [--queries Q] [--effect E]
+                  [--family-size M]
                   [--format md|json] [--output FILE] [--baseline NAME]
 
 --metric takes a harness key (map, mrr_10) or ir-measures' canonical name (AP, RR@10).
 
 Parse at the edge, then validate (read the source) -> execute (``analyse``, ``power_analysis``) ->
 render, through harness.analysis: the code path of ``harness.load_study`` and
-``harness.compare``, so Python gets the commands' output.
+``harness.compare``. The commands print the objects Python gets (``StudyAnalysis.table()``, a
+``SignificanceTable``; ``StudyAnalysis.power()``, a ``PowerReport``) rendered in ``--format``.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis import FAMILIES, StudyAnalysis, TableOptions, power_text, render_table
+from harness.analysis import FAMILIES, StudyAnalysis, TableOptions
 from harness.metrics.measures import NAME_STYLES
+from harness.present.power_text import PowerReport
 from harness.present.render import RENDERERS
 from harness.present.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
 from harness.results.stored import StudyResults
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from harness.stats.power import DEFAULT_SEEDS, FORMATS, PowerOptions
-from harness.stats.significance import AUTO, TESTS
+from harness.stats.significance import AUTO, ONE_SEED_TESTS, TESTS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -64,7 +67,7 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    "or key (map, mrr_10); CSV rows always carry the key and the ir-measures name")
     p.add_argument("--test", default=AUTO, choices=[AUTO, *TESTS],
                    help="auto: crossed (seeds x queries) with per-query values and 2+ seeds; with one "
-                   "seed the paired t-test over queries; with per-run values only across-seeds")
+                   "seed none (see --one-seed-test); with per-run values only across-seeds")
     p.add_argument("--correction", default=DEFAULT_CORRECTION, choices=CORRECTIONS.names(),
                    help="multiple-comparison correction over the family (default holm: family-wise "
                    "error control; maxt: single-step max-|t| (Dunnett), family-wise, using the "
@@ -77,6 +80,10 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--phase", default="auto", choices=["auto", "confirmatory", "exploratory"],
                    help="a study with a confirmation phase: its confirmatory table (auto's choice) or "
                         "the exploratory one of the runs that picked")
+    p.add_argument("--one-seed-test", choices=list(ONE_SEED_TESTS),
+                   help="a study with one seed gets no markers (training variance cannot be estimated "
+                   "from one run); query: the paired t-test over its queries, marked * and \u2193* "
+                   "(not the multi-seed symbols)")
     p.add_argument("--format", default="md", choices=list(RENDERERS))
     p.add_argument("--form", default=AUTO_FORM, choices=[AUTO_FORM, *FORMS],
                    help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config, "
@@ -99,7 +106,11 @@ def register_power(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     _source(p)
     p.add_argument("--metric", nargs="+", metavar="M",
                    help="metrics to analyse, as harness keys or ir-measures names (default: all found)")
-    p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (0.05)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="two-sided significance level before the correction (0.05)")
+    p.add_argument("--family-size", type=int, metavar="M",
+                   help="comparisons the table corrects over: the figures are at alpha / M, Holm's "
+                   "first step (default: the study's candidates, stopped ones included; 1: uncorrected)")
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting the effect (0.8)")
     p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS), metavar="S",
                    help="seed counts to project (default 3 5 10 20; the study's own is added)")
@@ -126,14 +137,14 @@ def run_table(args: argparse.Namespace) -> int:
     # The options are refused before the source is read; the rest is harness.load_study's path.
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
-                           seed=args.seed, resamples=args.resamples)
-    analysis = StudyAnalysis(results=load_results(args), options=options).analyse(form=args.form)
-    _write(render_table(analysis, args.format, form=args.form, decimals=args.decimals, names=args.names),
-           args.output)
+                           seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test)
+    table = StudyAnalysis(results=load_results(args), options=options).table(
+        form=args.form, decimals=args.decimals, names=args.names)
+    _write(table.render(args.format), args.output)
     if args.plots is not None:
         from harness.present.plots import write_plots
 
-        for path in write_plots(analysis, args.plots):
+        for path in write_plots(table.analysis, args.plots):
             print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -141,8 +152,8 @@ def run_table(args: argparse.Namespace) -> int:
 def run_power(args: argparse.Namespace) -> int:
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
-                           effect=args.effect)
-    _write(power_text(load_results(args), options, args.format), args.output)
+                           effect=args.effect, family_size=args.family_size)
+    _write(PowerReport.build(load_results(args), options).render(args.format), args.output)
     return 0
 
 

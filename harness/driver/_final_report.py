@@ -169,7 +169,7 @@ def _log_report_page(spec: StudySpec, records: StudyRecords, report: StudyReport
 def _power_summary(power: PowerAnalysis) -> str:
     """One line per comparison of the first metric: the MDE now and with the largest seed count."""
     first = power.comparisons[0].metric
-    lines = [(f"power ({first}, alpha {power.options.alpha:g}, power {power.options.power:g}, "
+    lines = [(f"power ({first}, crossed test at level {power.level:.3g}, power {power.options.power:g}, "
               f"{power.queries} queries; power/power.md has every metric):")]
     for c in power.comparisons:
         if c.metric != first:

@@ -47,9 +47,10 @@ from dataclasses import dataclass
 
 from harness.errors import DataError
 from harness.metrics.measures import label_of
-from harness.present.power_text import render_power
-from harness.present.render import RENDERERS, render
-from harness.present.table import FORMS, build_tables
+from harness.present.power_text import PowerReport
+from harness.present.render import RENDERERS
+from harness.present.significance_table import SignificanceTable
+from harness.present.table import FORMS
 from harness.results.stored import StudyResults, summary_metrics
 from harness.stats.power import (
     PowerAnalysis,
@@ -107,8 +108,9 @@ class StudyReport:
         """What goes onto the study run: the tables, and power/power.md and .json where computed."""
         out = dict(self.tables)
         if self.power is not None:
-            out["power/power.md"] = render_power(self.power, "md")
-            out["power/power.json"] = render_power(self.power, "json")
+            power = PowerReport(analysis=self.power)
+            out["power/power.md"] = power.to_markdown()
+            out["power/power.json"] = power.to_json()
         return out
 
 
@@ -124,7 +126,9 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         RENDERERS.get(fmt)
     power, skipped = None, None
     try:
-        power = power_analysis(results, PowerOptions(metrics=analysis.metrics))
+        # At the level of the tables beside it: Holm's first step over the analysis's family.
+        family = max((c.family_size for c in analysis.comparisons), default=None)
+        power = power_analysis(results, PowerOptions(metrics=analysis.metrics, family_size=family))
     except DataError as exc:
         skipped = str(exc)
     if verdict_metric not in analysis.metrics:
@@ -132,9 +136,9 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
     outcomes = {config: _outcome(analysis, config, power, verdict_metric) for config in results.configs}
     tables = {}
     for form in FORMS:
-        built = build_tables(analysis, form, decimals)
+        table = SignificanceTable.build(analysis, form, decimals)
         for fmt in formats:
-            tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = render(built, fmt)
+            tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = table.render(fmt)
     return StudyReport(analysis=analysis, outcomes=outcomes, tables=tables, power=power,
                        power_skipped=skipped)
 
@@ -185,7 +189,8 @@ def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 3) -> 
     low, high = comp.interval
     marker = analysis.marker(comp)
     decided = "ns" if marker is None else f"{marker} {comp.direction}"
-    return (f"{decided}: {name} {_num(comp.result.mean_diff, decimals, sign=True)} [{_num(low, decimals)}, "
+    estimate = " (HL)" if analysis.test == "wilcoxon" else ""  # the estimate the interval is around
+    return (f"{decided}: {name}{estimate} {_num(comp.estimate, decimals, sign=True)} [{_num(low, decimals)}, "
             f"{_num(high, decimals)}], {_p(comp.p_adjusted)}; {analysis.test}, {correction} over "
             f"{comp.family_size}")
 

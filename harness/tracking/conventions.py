@@ -139,7 +139,7 @@ TAG_CONFIRM_PICK = "harness.confirmation_pick"
 # Where a study's Tune state (trial checkpoints, result.json with the per-query values) lives, and
 # how much space it takes at the study's end (study run).
 TAG_STORAGE = "harness.storage_path"
-# On the study's experiment while a driver runs it (harness.driver._store_lease): the driver's host,
+# On the study's experiment while a driver runs it (harness.driver.lease): the driver's host,
 # pid, start, heartbeat and resume command (JSON), so one driver runs a study from any directory.
 TAG_DRIVER = "harness.driver"
 # On a seed run that repeated a finished one of the same trial (two drivers of an older version):
