@@ -136,7 +136,7 @@ def check_ray_address() -> None:
     host, sep, port = rest.rstrip("/").rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise HarnessError(f"RAY_ADDRESS={address!r} is not host:port (a cluster's GCS, e.g. 10.0.0.5:6379) "
+        raise HarnessError(f"RAY_ADDRESS={address} is not host:port (a cluster's GCS, e.g. 10.0.0.5:6379) "
                            "or ray://host:port; unset it to run on a local Ray")
     try:
         socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
@@ -162,21 +162,31 @@ def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:
         ray.init(**kw)
         install_stop_handlers()
         return
-    from ray._private import ray_constants
-
     from harness.driver._reaper import start_reaper
 
     start_reaper()  # before Ray starts: its processes inherit the reaper's mark
-    # ray.init turns a loopback _node_ip_address into the host's routable address unless Ray runs
-    # without cluster support (ray._private.services.resolve_ip_for_localhost); with that off for the
-    # start, GCS, raylet, agents and workers listen on 127.0.0.1 instead of 0.0.0.0.
+    try:
+        init_local_ray(include_dashboard=False, num_gpus=num_gpus, **kw)
+    finally:
+        install_stop_handlers()
+
+
+def init_local_ray(**kw: Any) -> None:
+    """``ray.init(address="local", **kw)`` listening on loopback only (127.0.0.1): a study's Ray and
+    the test suite's.
+
+    ray.init turns a loopback _node_ip_address into the host's routable address unless Ray runs
+    without cluster support (ray._private.services.resolve_ip_for_localhost); with that off for the
+    start, GCS, raylet, agents and workers listen on 127.0.0.1 instead of 0.0.0.0."""
+    import ray
+    from ray._private import ray_constants
+
     cluster = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(address="local", include_dashboard=False, num_gpus=num_gpus, _node_ip_address="127.0.0.1", **kw)
+        ray.init(address="local", _node_ip_address="127.0.0.1", **kw)
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = cluster
-        install_stop_handlers()
 
 
 def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | None = None,

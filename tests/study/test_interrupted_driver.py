@@ -43,19 +43,22 @@ def _drive(root: Path, ray_tmp: Path, name: str, *extra: str) -> tuple[subproces
            "run", str(path), *extra]
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    # the driver's stderr to a file: a pipe nobody reads while it runs could fill and stall it
+    err = (root / "driver.err").open("wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
     return proc, cmd, log, key
 
 
-def _wait_started(proc: subprocess.Popen[bytes], log: Path, key: str, timeout: float = 300) -> None:
+def _wait_started(proc: subprocess.Popen[bytes], log: Path, key: str, timeout: float = 900) -> None:
     deadline = time.time() + timeout
+    err = log.parent / "driver.err"
     while time.time() < deadline:
         if log.exists() and f"{key} start" in log.read_text():
             time.sleep(3)  # past the first evaluation: the trial is held, its seed run RUNNING
             return
-        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert proc.poll() is None, err.read_text()
         time.sleep(0.2)
-    raise AssertionError(f"trial {key} did not start within {timeout} s")
+    raise AssertionError(f"trial {key} did not start within {timeout} s: {err.read_text()[-3000:]}")
 
 
 def _statuses(uri: str, name: str) -> dict[str, list[str]]:
@@ -75,13 +78,13 @@ def _interrupt(tmp_path: Path, ray_tmp: Path, name: str, sig: signal.Signals, gr
             os.killpg(proc.pid, sig)  # the whole process group, as a terminal's Ctrl-C
         else:
             os.kill(proc.pid, sig)
-        _, err = proc.communicate(timeout=120)
+        proc.wait(timeout=300)
     finally:
         (tmp_path / "go").touch()
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    return proc.returncode, err.decode(), cmd
+    return proc.returncode, (tmp_path / "driver.err").read_text(), cmd
 
 
 @pytest.mark.slow
