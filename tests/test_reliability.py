@@ -31,7 +31,6 @@ import pytest
 
 from harness.cli import main
 from harness.errors import HarnessError
-from harness.textfile import write_atomic
 
 CSV = "config,seed,metric,value,query\n" + "".join(
     f"{c},{s},map,{v + 0.01 * s + 0.02 * i:.4f},q{i}\n"
@@ -128,6 +127,8 @@ def test_plots_into_a_file_and_a_full_disk_are_one_line(tmp_path, results_csv):
 
 
 def test_write_atomic_replaces_whole_keeps_the_mode_and_writes_a_fifo_in_place(tmp_path):
+    from harness.textfile import write_atomic
+
     target = tmp_path / "a.txt"
     target.write_text("old")
     target.chmod(0o640)

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from harness.driver._final_report import ReportUnavailable, report_study
 from harness.driver._lease import StudyLease
 from harness.driver._rounds import run_rounds
 from harness.driver._searchers import make_searcher
+from harness.driver._signals import deferred_stops, install_stop_handlers, interrupts
 from harness.driver._storage import report_storage
 from harness.driver._trainable import NO_HOOKS, TrialHooks, trainable
 from harness.errors import HarnessError
@@ -71,52 +70,6 @@ def keep_credentials_out_of_runtime_env() -> None:
     propagated = getattr(class_cache, "ENV_VARS_TO_PROPAGATE", None)
     if isinstance(propagated, set):
         propagated.difference_update(CREDENTIAL_ENV)
-
-
-class StudyInterrupted(KeyboardInterrupt):
-    """The driver got a stop signal (SIGINT from Ctrl-C or its process group, SIGTERM, SIGHUP);
-    ``signum`` says which, so the command exits 128 + signum."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-
-
-def _raise_interrupted(signum: int, _frame: object) -> None:
-    raise StudyInterrupted(signum)
-
-
-def install_stop_handlers() -> None:
-    """Every stop signal raises ``StudyInterrupted`` in the driver's main thread. Installed again
-    after ``ray.init``, which sets its own SIGTERM handler (a bare exit that ends no MLflow run)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for name in STOP_SIGNALS:
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), _raise_interrupted)
-
-
-@contextlib.contextmanager
-def interrupts() -> Iterator[None]:
-    """``install_stop_handlers`` for the block, the previous handlers restored after it."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    sigs = [getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)]
-    previous = {s: signal.getsignal(s) for s in sigs}
-    install_stop_handlers()
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 RAY_CONNECT_TIMEOUT_S = 5.0
@@ -224,31 +177,11 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
         try:
             return _drive(spec, resume, log, uri, num_gpus, hooks, fresh)
         except BaseException as exc:
-            with _deferred_stops():  # a second Ctrl-C must not leave the runs half-ended
+            with deferred_stops():  # a second Ctrl-C must not leave the runs half-ended
                 end_open_runs(spec, uri, exc, log)
                 if isinstance(exc, KeyboardInterrupt | PhaseIncomplete):
                     log(f"study {spec.name}: interrupted before its end; finish it with: {resume_line}")
             raise
-
-
-@contextlib.contextmanager
-def _deferred_stops() -> Iterator[None]:
-    """Stop signals wait until the block ends (then the latest one is raised)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    got: list[int] = []
-    sigs = [getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)]
-    previous = {s: signal.signal(s, lambda signum, _f: got.append(signum)) for s in sigs}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-    if got:
-        raise StudyInterrupted(got[-1])
 
 
 class PhaseIncomplete(HarnessError):
