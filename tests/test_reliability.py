@@ -365,3 +365,46 @@ def test_a_lone_surrogate_in_a_path_argument_is_one_line(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "validate", name], capture_output=True,
                           timeout=60, check=False)
     _one_line_error(proc, "not valid UTF-8")
+
+
+# -- trust in Tune's state (the rule without Ray; through Ray: tests/study/test_resume_trust.py) -----------
+
+def test_tune_state_verifies_only_as_its_driver_signed_it(tmp_path, monkeypatch):
+    import pickle
+
+    from harness.driver import _state_trust as trust
+    from harness.tracking import conventions as C
+    from harness.tracking.store import TrackingStore
+
+    monkeypatch.delenv(trust.KEY_ENV, raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    store = TrackingStore(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    run = store.start_run(store.experiment("s"), "s", {C.TAG_KIND: C.KIND_STUDY})
+    state = tmp_path / "runs" / "s-fixed"
+    state.mkdir(parents=True)
+    signer = trust.Signer(store, run, "fixed")
+    for version in range(4):  # four saves: the last KEEP=3 verify, the first no longer does
+        (state / "tuner.pkl").write_bytes(f"genuine {version}".encode())
+        trust.sign_storage(signer, str(state))
+    key = tmp_path / "config" / "harness" / "state.key"
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 64
+    for version in (1, 2, 3):
+        (state / "tuner.pkl").write_bytes(f"genuine {version}".encode())
+        assert trust.verify(store, run, "fixed", str(state))["tuner.pkl"]
+    refused = {
+        "an old save": lambda: (state / "tuner.pkl").write_bytes(b"genuine 0"),
+        "a planted pickle": lambda: (state / "tuner.pkl").write_bytes(pickle.dumps(print)),
+        "an added file": lambda: (state / "searcher-state-x.pkl").write_bytes(b"x"),
+    }
+    for what, plant in refused.items():
+        plant()
+        with pytest.raises(HarnessError, match="is not one the study's driver wrote") as info:
+            trust.verify(store, run, "fixed", str(state))
+        assert "so it is refused; delete" in str(info.value), what
+        (state / "searcher-state-x.pkl").unlink(missing_ok=True)
+        (state / "tuner.pkl").write_bytes(b"genuine 3")
+    with pytest.raises(HarnessError, match="carries no signature"):
+        trust.verify(store, run, "search", str(state))
+    monkeypatch.setenv(trust.KEY_ENV, "another key")
+    with pytest.raises(HarnessError, match="does not verify under this driver's key"):
+        trust.verify(store, run, "fixed", str(state))
