@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
     ui.add_argument("--tracking-uri")
     ui.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)")
-    ui.add_argument("--port", type=port_number, default=5000, help="TCP port, 1-65535 (default 5000)")
+    ui.add_argument("--port", type=int, default=5000, help="TCP port, 1-65535 (default 5000)")
     ui.add_argument("--allow-remote", action="store_true",
                     help="listen on a non-loopback --host: anyone who reaches it can read and change "
                     "every study in the store")
@@ -161,17 +161,6 @@ def _diff(base: dict[str, Any], flat: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in flat.items() if base.get(k) != v and k != "train.seed")
 
 
-def port_number(text: str) -> int:
-    """A TCP port for argparse: 1-65535, else argparse's one-line usage error."""
-    try:
-        port = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number 1-65535, got {text!r}") from None
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"must be in 1-65535, got {port}")
-    return port
-
-
 def is_loopback(host: str) -> bool:
     """``host`` names this machine's loopback interface only (localhost, 127.0.0.0/8, ::1)."""
     import ipaddress
@@ -188,6 +177,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
     from harness.redact import redact_uri
 
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port must be a TCP port in 1-65535, got {args.port}")
     if not is_loopback(args.host):
         if not getattr(args, "allow_remote", False):
             raise ConfigError(f"--host {args.host} is not a loopback address: the MLflow UI serves the store's "
