@@ -77,12 +77,14 @@ def _mac(files: dict[str, list[str]], key: bytes) -> str:
 
 
 def _top_files(fs: Any, path: str) -> dict[str, str]:
-    """name -> SHA-256 of every regular file directly under ``path`` of pyarrow filesystem ``fs``."""
+    """name -> SHA-256 of every regular file directly under ``path`` of pyarrow filesystem ``fs``,
+    but hidden ones: Tune reads no state from them (its ``.validate_storage_marker``, an empty
+    file made in storage at each start, is only looked for), and none matches a name it restores."""
     import pyarrow.fs as pafs
 
     out = {}
     for info in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
-        if info.type == pafs.FileType.File:
+        if info.type == pafs.FileType.File and not info.base_name.startswith("."):
             with fs.open_input_stream(info.path) as fh:
                 out[info.base_name] = hashlib.sha256(fh.read()).hexdigest()
     return out
