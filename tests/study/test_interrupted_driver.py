@@ -19,7 +19,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.cli import main
-from harness.study import load_study
+from harness.study import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
@@ -37,7 +37,7 @@ def _drive(root: Path, ray_tmp: Path, name: str, *extra: str) -> tuple[subproces
     held after its first evaluation until ``root/go`` exists; returns (driver, its argv, trial log,
     the held trial's key)."""
     path = write_study(root, name, seeds=[1, 2], concurrency=1)
-    key = f"{load_study(path).baseline.config.config_id()}-seed1"
+    key = f"{load_spec(path).baseline.config.config_id()}-seed1"
     log = root / "trials.log"
     cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(root / "go"), key,
            "run", str(path), *extra]
