@@ -23,6 +23,6 @@ __all__ = ["TrialConfig", "__version__", "compare", "load_study"]
 
 __getattr__, __dir__ = face(__name__, {
     "TrialConfig": "config",
-    "compare": "evaluation.analysis",
-    "load_study": "evaluation.analysis",
+    "compare": "analysis",
+    "load_study": "analysis",
 })
