@@ -136,6 +136,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
         >>> print(analysis.table(format="latex", metric="map", form="configs"))  # doctest: +SKIP
         """
+        form = form_for(form, format)
         return render_table(self.analyse(form=form, metric=metric), format, form=form,
                             decimals=decimals, names=names)
 
@@ -234,6 +235,12 @@ def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | 
         return read_long_frame(source, baseline=baseline)
     raise ConfigError(f"compare: expected the path of a long results CSV or a pandas DataFrame, got "
                       f"{type(source).__name__}")
+
+
+def form_for(form: str, format: str) -> str:
+    """The table form a ``format`` gets: ``form`` itself, but ``auto`` in LaTeX is ``configs``, one
+    float for the whole study (a paper's table), whatever the number of configurations."""
+    return "configs" if form == AUTO_FORM and format == "latex" else form
 
 
 def render_table(analysis: Analysis, format: str = "md", *, form: str = AUTO_FORM, decimals: int = 4,

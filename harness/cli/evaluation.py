@@ -24,7 +24,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis import FAMILIES, StudyAnalysis, TableOptions, power_text, render_table
+from harness.analysis import FAMILIES, StudyAnalysis, TableOptions, form_for, power_text, render_table
 from harness.metrics.measures import NAME_STYLES
 from harness.present.render import RENDERERS
 from harness.present.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
@@ -81,7 +81,8 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--form", default=AUTO_FORM, choices=[AUTO_FORM, *FORMS],
                    help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config, "
                    "column per metric; summary: row per config (mean, SD, difference, interval), one "
-                   f"table per metric; auto (default): seeds up to {SUMMARY_ABOVE} configs, summary past that")
+                   f"table per metric; auto (default): seeds up to {SUMMARY_ABOVE} configs, summary past that; "
+                   "in LaTeX configs (one float)")
     p.add_argument("--decimals", type=int, default=4)
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test's generator")
     p.add_argument("--resamples", type=int, default=10_000, help="randomisation test resamples")
@@ -127,8 +128,9 @@ def run_table(args: argparse.Namespace) -> int:
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples)
-    analysis = StudyAnalysis(results=load_results(args), options=options).analyse(form=args.form)
-    _write(render_table(analysis, args.format, form=args.form, decimals=args.decimals, names=args.names),
+    form = form_for(args.form, args.format)
+    analysis = StudyAnalysis(results=load_results(args), options=options).analyse(form=form)
+    _write(render_table(analysis, args.format, form=form, decimals=args.decimals, names=args.names),
            args.output)
     if args.plots is not None:
         from harness.present.plots import write_plots

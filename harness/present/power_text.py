@@ -7,6 +7,7 @@ import json
 import math
 
 from harness.errors import ConfigError
+from harness.present.render import the_baseline
 from harness.present.table import display_name
 from harness.stats.crossed import COMPONENTS, VarianceComponents
 from harness.stats.power import FORMATS, MAX_SEEDS, ComparisonPower, PowerAnalysis
@@ -21,7 +22,7 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     opts = analysis.options
     queries = opts.queries or analysis.queries
     left_out = f" (and {analysis.dropped} that some runs lack, left out)" if analysis.dropped else ""
-    intro = (f"Baseline {analysis.baseline}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
+    intro = (f"Against {the_baseline(analysis.baseline)}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
              f"queries{left_out}; \u03b1 = {opts.alpha:g} (two-sided), power {opts.power:g}. MDE: the smallest true "
              f"mean difference the crossed seeds \u00d7 queries test detects with that power, "
              f"\u03bb \u00b7 SE with \u03bb from the noncentral t (df degrees of freedom) and "
@@ -32,8 +33,13 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     clamped = []
     for c in analysis.comparisons:
         comps, res = c.components, c.observed
-        lines += [f"**{c.config} vs {analysis.baseline}, {display_name(c.metric)}**: observed difference "
-                  f"{res.mean_diff:+.4f} (crossed test p = {res.p_value:.3g}); variance components: "
+        head = (f"**{c.config} vs {analysis.baseline}, {display_name(c.metric)}**: observed difference "
+                f"{res.mean_diff:+.4f} (crossed test p = {res.p_value:.3g})")
+        why = not_estimable(c)
+        if why is not None:
+            lines += [f"{head}; MDE not estimable: {why}.", ""]
+            continue
+        lines += [f"{head}; variance components: "
                   + ", ".join(_component(comps, name) for name in COMPONENTS) + ".", "",
                   "| seeds | queries | SE | df | MDE |", "|--:|--:|--:|--:|--:|"]
         for row in c.rows:
@@ -49,6 +55,21 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
                 "variance between those units than the residual alone implies.")
         lines += [note, ""]
     return "\n".join(lines)
+
+
+def not_estimable(c: ComparisonPower) -> str | None:
+    """Why no minimum detectable effect can be given for ``c``, None where it can: every variance
+    component 0 (the differences d[seed, query] are one constant, so there is no standard error),
+    or degrees of freedom that are undefined."""
+    comps = c.components
+    if comps.seed <= 0 and comps.query <= 0 and comps.resid <= 0:
+        if c.observed.mean_diff == 0:
+            return ("the configuration's per-query values equal the baseline's in every run, so the "
+                    "differences have no variance")
+        return "every difference d[seed, query] is the same, so the differences have no variance"
+    if any(not math.isfinite(r.df) or not math.isfinite(r.mde) for r in c.rows):
+        return "the degrees of freedom of its standard error are undefined"
+    return None
 
 
 def _component(comps: VarianceComponents, name: str) -> str:
@@ -79,6 +100,8 @@ def _as_dict(analysis: PowerAnalysis) -> dict[str, object]:
             "components": {"seed": c.components.seed, "query": c.components.query,
                            "residual": c.components.resid},
             "clamped": list(c.components.clamped), "query_floor": c.floor, "seeds_needed": c.needed,
-            "mde": [{"seeds": r.seeds, "queries": r.queries, "se": r.se,
-                     "df": None if math.isnan(r.df) else r.df, "mde": r.mde} for r in c.rows],
+            "not_estimable": not_estimable(c),
+            "mde": [] if not_estimable(c) else [
+                {"seeds": r.seeds, "queries": r.queries, "se": r.se,
+                 "df": None if math.isnan(r.df) else r.df, "mde": r.mde} for r in c.rows],
         } for c in analysis.comparisons]}

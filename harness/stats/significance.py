@@ -25,7 +25,10 @@ once. The default correction is Holm's step-down (family-wise error control), ov
 configuration that was compared with the baseline: a configuration stopped early
 (``StudyResults.stopped``) is not in the table, yet it was compared, so it counts in its family
 with p = 1 (as many comparisons as a finished one contributes). The family size m, stopped ones
-included, is kept on each comparison.
+included, is kept on each comparison. Metrics identical by construction (equal per-query values in
+every run, harness.stats.identical: MAP = MRR with one relevant document per query) are tested
+once, as their first member, so the family counts distinct comparisons only
+(``AnalysisOptions.merge_identical``; ``Analysis.identical`` names the groups).
 
 ``maxt`` (harness.stats.maxt) adjusts the statistics instead of the p-values: every comparison of
 a family shares the baseline's runs, and the correlation of their statistics, estimated from the
@@ -55,6 +58,7 @@ from harness.results.stored import StudyResults
 from harness.stats import maxt as _maxt
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION, MAXT, MAXT_TESTS, adjust
 from harness.stats.crossed import crossed_test
+from harness.stats.identical import identical_groups
 from harness.stats.paired import BETTER, WORSE, PairedResult, paired_test
 
 # (seed or None, candidate, baseline): one value per query or seed, or seeds x queries (crossed)
@@ -177,6 +181,8 @@ class AnalysisOptions:
     confidence: float = 0.95
     resamples: int = 10_000
     seed: int = 0
+    # Metrics with equal per-query values in every run (harness.stats.identical) tested and shown once.
+    merge_identical: bool = True
 
     def __post_init__(self) -> None:
         if self.test != AUTO and self.test not in TESTS:
@@ -248,6 +254,13 @@ class Analysis:
     comparisons: tuple[Comparison, ...]
     per_run_only: bool
     remarks: tuple[str, ...] = ()  # what the footnote must add (the single-seed fallback)
+    # Groups of metrics identical in every run (harness.stats.identical), the shown one first; each
+    # group's first member is in ``metrics``, the others are not tested.
+    identical: tuple[tuple[str, ...], ...] = ()
+
+    def aliases(self, metric: str) -> tuple[str, ...]:
+        """The metrics ``metric`` stands for (itself first): its identical group, or itself."""
+        return next((g for g in self.identical if g[0] == metric), (metric,))
 
     def get(self, config: str, metric: str, seed: str | None = None) -> Comparison | None:
         for c in self.comparisons:
@@ -310,6 +323,11 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     options = options or AnalysisOptions()
     metrics = results.select(options.metrics)
     test, per_run_only, remark = resolve_test(results, metrics, options.test)
+    identical: tuple[tuple[str, ...], ...] = ()
+    if options.merge_identical:
+        groups = identical_groups(results, metrics)
+        metrics = tuple(g[0] for g in groups)
+        identical = tuple(g for g in groups if len(g) > 1)
     design = TESTS[test]
     pairing = PAIRINGS.get(design.pairing)
     raw: list[tuple[str, str, str | None, PairedResult]] = []
@@ -353,7 +371,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
         for i, (c, m, s, r) in enumerate(raw))
     return Analysis(results=results, options=options, test=test, metrics=metrics,
                     comparisons=comparisons, per_run_only=per_run_only,
-                    remarks=(remark,) if remark else ())
+                    remarks=(remark,) if remark else (), identical=identical)
 
 
 def maxt_family(test: str, results: Sequence[PairedResult], differences: Sequence[np.ndarray],
