@@ -3,8 +3,9 @@ baselines, MLflow records, paired significance tests).
 
 The packages, bottom to top (each imports only those before it; nothing imports ``harness.cli``):
 ``records`` and the ground floor (``errors``, ``registry``, ``suggest``, ``heap``); ``curriculum``,
-``losses`` (pure math) and ``tracking`` (MLflow records); ``evaluation``; ``data``; ``config``
-(``TrialConfig``); ``model``; ``training``; ``study``; ``jobs``; ``cli``. Each package's
+``losses`` (pure math) and ``tracking`` (MLflow records); ``metrics``; ``results``; ``stats``;
+``present``; ``analysis``; ``data``; ``config`` (``TrialConfig``); ``model``; ``training``;
+``study`` (a study as data); ``driver`` (the Ray runtime); ``jobs``; ``cli``. Each package's
 ``__all__`` is its public face; modules named ``_x`` are internal to their package.
 
 From Python, a study's analysis in one call (harness.analysis; docs/python-api.md):

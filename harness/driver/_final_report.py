@@ -1,7 +1,7 @@
 """End of a study: aggregates, paired tests against the seeded baseline, tables, plots and the power
 analysis into MLflow.
 
-The statistics live in harness.evaluation (read the experiment back exactly as `harness table
+The statistics live in harness.stats and the tables in harness.present (read the experiment back exactly as `harness table
 --experiment` and `harness power --experiment` do, so the figures in MLflow and the exported ones are
 the same); this module only moves the outcome onto the runs:
 - each config run: <metric>_mean/_sd/_delta/_p, test_<metric> (the mean again, under the seed

@@ -269,8 +269,8 @@ def test_the_names_are_shown_lazily() -> None:
                          cwd=ROOT).stdout
     assert out.strip() == f"[] [] {ROOT / 'harness' / '__init__.py'}"
     assert {"compare", "load_study"} <= set(harness.__all__) <= set(dir(harness))
-    assert harness.compare is harness.evaluation.compare is analysis_module.compare
-    assert harness.load_study is harness.evaluation.load_study is analysis_module.load_study
+    assert harness.compare is analysis_module.compare
+    assert harness.load_study is analysis_module.load_study
 
 
 def test_docstring_examples() -> None:

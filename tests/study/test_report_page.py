@@ -161,7 +161,7 @@ def test_the_python_api_block_builds_the_same_page(study, monkeypatch):
     import runpy
 
     docs = (Path(__file__).parents[2] / "docs" / "python-api.md").read_text(encoding="utf-8")
-    block = re.search(r"```python\n(from harness.evaluation import read_experiment.*?)```", docs, re.DOTALL).group(1)
+    block = re.search(r"```python\n(from harness.present import report_html.*?)```", docs, re.DOTALL).group(1)
     script = study["tmp"] / "api_block.py"
     script.write_text(block.replace('"quickstart"', repr(NAME)), encoding="utf-8")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
