@@ -142,7 +142,7 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                 roles[label] = role
                 first = (config_run.info.start_time or 0) if config_run else run.start_time
                 started[label] = min(started.get(label, first), first)
-                per_query = read_per_query(client, run.run_id, tmp, source, metric_key)
+                per_query = read_per_query(client, run.run_id, tmp, source, metric_key, run.artifact_uri)
                 values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
                                          per_query=per_query, config_id=config_id,
