@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from harness.errors import ConfigError
 from harness.present.power_text import render_power
 from harness.present.render import render
-from harness.present.table import AUTO_FORM, FORMS, build_tables
+from harness.present.table import AUTO_FORM, FORMS, build_tables, resolve_form
 from harness.results.longcsv import COLUMNS, long_rows, read_long_csv, read_long_frame
 from harness.results.mlflow_reader import read_experiment
 from harness.results.stored import StudyResults
@@ -136,7 +136,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
         >>> print(analysis.table(format="latex", metric="map", form="configs"))  # doctest: +SKIP
         """
-        form = form_for(form, format)
+        form = form_for(form, format, len(self.results.configs))
         return render_table(self.analyse(form=form, metric=metric), format, form=form,
                             decimals=decimals, names=names)
 
@@ -237,10 +237,13 @@ def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | 
                       f"{type(source).__name__}")
 
 
-def form_for(form: str, format: str) -> str:
-    """The table form a ``format`` gets: ``form`` itself, but ``auto`` in LaTeX is ``configs``, one
-    float for the whole study (a paper's table), whatever the number of configurations."""
-    return "configs" if form == AUTO_FORM and format == "latex" else form
+def form_for(form: str, format: str, configs: int) -> str:
+    """The table form a ``format`` gets for ``configs`` configurations: ``form`` itself, but
+    ``auto`` in LaTeX is ``configs`` (one float for the whole study, a paper's table) where
+    ``auto`` would give one seeds table per metric, and summary past SUMMARY_ABOVE."""
+    if form == AUTO_FORM and format == "latex" and resolve_form(AUTO_FORM, configs) == "seeds":
+        return "configs"
+    return form
 
 
 def render_table(analysis: Analysis, format: str = "md", *, form: str = AUTO_FORM, decimals: int = 4,

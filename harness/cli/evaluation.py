@@ -82,7 +82,7 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config, "
                    "column per metric; summary: row per config (mean, SD, difference, interval), one "
                    f"table per metric; auto (default): seeds up to {SUMMARY_ABOVE} configs, summary past that; "
-                   "in LaTeX configs (one float)")
+                   "in LaTeX configs (one float) where it would be seeds")
     p.add_argument("--decimals", type=int, default=4)
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test's generator")
     p.add_argument("--resamples", type=int, default=10_000, help="randomisation test resamples")
@@ -128,8 +128,9 @@ def run_table(args: argparse.Namespace) -> int:
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples)
-    form = form_for(args.form, args.format)
-    analysis = StudyAnalysis(results=load_results(args), options=options).analyse(form=form)
+    results = load_results(args)
+    form = form_for(args.form, args.format, len(results.configs))
+    analysis = StudyAnalysis(results=results, options=options).analyse(form=form)
     _write(render_table(analysis, args.format, form=form, decimals=args.decimals, names=args.names),
            args.output)
     if args.plots is not None:

@@ -44,8 +44,12 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
                   "| seeds | queries | SE | df | MDE |", "|--:|--:|--:|--:|--:|"]
         for row in c.rows:
             mark = " (this study)" if row.seeds == analysis.seeds and queries == analysis.queries else ""
-            lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | {row.df:.1f} | "
-                         f"{row.mde:.4f} |")
+            if math.isfinite(row.df) and math.isfinite(row.mde):
+                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | {row.df:.1f} | "
+                             f"{row.mde:.4f} |")
+            else:  # never "df nan": the row says what it is
+                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | undefined | "
+                             "not estimable |")
         lines.append("")
         if opts.effect is not None:
             lines += [_needed_line(c, opts.effect, queries), ""]
@@ -60,15 +64,15 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
 def not_estimable(c: ComparisonPower) -> str | None:
     """Why no minimum detectable effect can be given for ``c``, None where it can: every variance
     component 0 (the differences d[seed, query] are one constant, so there is no standard error),
-    or degrees of freedom that are undefined."""
+    or degrees of freedom undefined at every seed count (a single such row says so in its row)."""
     comps = c.components
     if comps.seed <= 0 and comps.query <= 0 and comps.resid <= 0:
         if c.observed.mean_diff == 0:
             return ("the configuration's per-query values equal the baseline's in every run, so the "
                     "differences have no variance")
         return "every difference d[seed, query] is the same, so the differences have no variance"
-    if any(not math.isfinite(r.df) or not math.isfinite(r.mde) for r in c.rows):
-        return "the degrees of freedom of its standard error are undefined"
+    if all(not math.isfinite(r.df) or not math.isfinite(r.mde) for r in c.rows):
+        return "the degrees of freedom of its standard error are undefined at every seed count"
     return None
 
 
