@@ -17,6 +17,7 @@ from harness.cli import main
 from harness.driver import _rounds
 from harness.stats.crossed import crossed_test
 from harness.stats.sequential import GroupSequential, SeedSchedule, Stop, signed_z
+from harness.study import rounds
 from harness.study.protocol import TrialOutcome, TrialTicket
 from harness.study.spec import load_study
 from harness.tracking import conventions as C
@@ -49,14 +50,14 @@ def test_a_schedule_lists_every_seed_and_runs_its_rounds_as_phases(tmp_path):
     assert spec.seed_schedule == SeedSchedule(3, 2, 9)
     assert spec.seeds == tuple(range(1, 10))
     assert spec.phases == ("fixed", "round2", "round3", "round4")
-    assert [_rounds.round_of(spec, s) for s in spec.seeds] == [1, 1, 1, 2, 2, 3, 3, 4, 4]
-    assert _rounds.seeds_through(spec, 5) == [1, 2, 3, 4, 5]
+    assert [rounds.round_of(spec, s) for s in spec.seeds] == [1, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert rounds.seeds_through(spec, 5) == [1, 2, 3, 4, 5]
     first = load_study(_write(tmp_path, SCHEDULED.replace("max: 9}", "max: 9, first: 11}")))
     assert first.seeds == tuple(range(11, 20))
     # A plain list keeps the fixed design.
     fixed = load_study(_write(tmp_path, SCHEDULED.replace("{start: 3, step: 2, max: 9}", "[1, 2, 3]")))
     assert fixed.seed_schedule is None and fixed.phases == ("fixed",)
-    assert _rounds.seeds_through(fixed, 2) == [1, 2, 3]
+    assert rounds.seeds_through(fixed, 2) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("change, expected", [
@@ -121,7 +122,7 @@ def _synthetic_round(spec: Any, store: TrackingStore, exp: str, runs: list[str])
         records = StudyRecords(store, exp, spec.name)
         for t in map(TrialTicket.from_tune, tickets):
             runs.append(t.key)
-            k = _rounds.round_of(spec, t.seed)
+            k = rounds.round_of(spec, t.seed)
             records.trial_started(t, tags={C.TAG_ROUND: str(k)})
             values = _values(t.name, t.seed)
             outcome = TrialOutcome(t.key, 0.5, test={"map": float(np.mean(list(values.values())))})
@@ -183,7 +184,7 @@ def test_rounds_give_seeds_to_open_comparisons_only_and_record_why_each_stopped(
     assert seeds["baseline"] == list(spec.seeds[:spec.seed_schedule.looks[last - 1]])
     assert configs["baseline"].data.tags[C.TAG_SEQUENTIAL].startswith(
         f"baseline: {spec.seed_schedule.looks[last - 1]} seeds over {last} rounds")
-    assert all(t.data.tags[C.TAG_ROUND] == str(_rounds.round_of(spec, int(t.data.tags[C.TAG_SEED])))
+    assert all(t.data.tags[C.TAG_ROUND] == str(rounds.round_of(spec, int(t.data.tags[C.TAG_SEED])))
                for t in trials)
     assert lines[0] == "round 1 of 4: 4 configurations x seeds [1, 2, 3] (3 comparisons open)"
     assert lines[1] == "round 1: better: open; same: futility at round 1 (3 seeds); slight: open"
