@@ -70,7 +70,7 @@ TRIAL_MSG = re.compile(r"\[trial\] (\S+) seed (-?\d+): (running|done)")
 
 def _spec(root: Path, name: str, *, trials: int, steps: int, evals: int, cpus: float, gpus: float,
           concurrency: int, candidate: bool) -> Any:
-    from harness.study.spec import load_study
+    from harness.study.spec import load_spec
 
     configs = 2 if candidate else 1
     if trials % configs:
@@ -80,7 +80,7 @@ def _spec(root: Path, name: str, *, trials: int, steps: int, evals: int, cpus: f
                         concurrency=concurrency, storage=root / "runs")
     path = root / f"{name}.yaml"
     path.write_text(text)
-    return load_study(path)
+    return load_spec(path)
 
 
 # -- instrumentation (wraps module attributes for the duration of one study; edits nothing) -------

@@ -1,20 +1,25 @@
 """A study's analysis in one call, from Python: the significance table, the power analysis and the
 runs behind them, from a study's MLflow experiment (``load_study``) or a long results table
-(``compare``: a CSV file or a pandas DataFrame).
+(``compare``: a CSV file or a pandas DataFrame). Results are objects that hold their data and
+render themselves (docs/python-api.md):
 
     import harness
 
     analysis = harness.load_study("quickstart")           # ./mlruns, $MLFLOW_TRACKING_URI or tracking_uri=
-    print(analysis.table(format="md"))                     # what `harness table --experiment quickstart` prints
+    table = analysis.table()                               # a SignificanceTable
+    table.frame                                            # its data: a pandas DataFrame
+    print(table)                                           # what `harness table --experiment quickstart` prints
     print(analysis.power())                                # what `harness power --experiment quickstart` prints
     analysis.runs()                                        # the long format as a pandas DataFrame
-    harness.compare("results.csv").table(format="latex")   # `harness table --from results.csv --format latex`
+    harness.compare("results.csv").table().to_latex()      # `harness table --from results.csv --format latex`
 
 `harness table` and `harness power` (harness.cli.evaluation) run through this module: the table
-command builds a ``StudyAnalysis`` and renders its ``analyse`` with ``render_table``, the power
-command calls ``power_text``, so a table from Python is the command's output, byte for byte.
-The options carry the commands' flag names and defaults (``TableOptions``); an unknown or
-out-of-range value is refused when the analysis is made, before the source is read.
+command builds a ``StudyAnalysis`` and renders its ``table`` (a ``SignificanceTable``) in the
+format asked for, the power command its ``power`` (a ``PowerReport``), so a table from Python is
+the command's output, byte for byte. The options carry the commands' flag names and defaults
+(``TableOptions``); an unknown or out-of-range value is refused when the analysis is made, before
+the source is read; an unknown name (metric, test, correction, form, format) raises
+``harness.errors.UnknownName``.
 """
 
 from __future__ import annotations
@@ -24,15 +29,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
-from harness.present.power_text import render_power
-from harness.present.render import render
-from harness.present.table import AUTO_FORM, FORMS, build_tables, resolve_form
+from harness.errors import ConfigError, UnknownName
+from harness.present.power_text import PowerReport
+from harness.present.significance_table import SignificanceTable
+from harness.present.table import AUTO_FORM, resolve_form
 from harness.results.longcsv import COLUMNS, long_rows, read_long_csv, read_long_frame
 from harness.results.mlflow_reader import read_experiment
 from harness.results.stored import StudyResults
 from harness.stats.corrections import DEFAULT_CORRECTION
-from harness.stats.power import DEFAULT_SEEDS, PowerOptions, power_analysis
+from harness.stats.power import DEFAULT_SEEDS, PowerOptions
 from harness.stats.significance import AUTO, Analysis, AnalysisOptions, Markers, analyse
 
 if TYPE_CHECKING:
@@ -50,14 +55,15 @@ class TableOptions:
     (harness keys or ir-measures names, one or several; None: every metric found), ``test``,
     ``correction``, ``family`` (``table``: the comparisons of one table are corrected together;
     ``metric``: those of each metric), ``levels`` (significance levels, strictest last), and the
-    randomisation test's generator ``seed`` and ``resamples``. A bad value raises ConfigError.
+    randomisation test's generator ``seed`` and ``resamples``. A bad value raises ConfigError, an
+    unknown name its subclass UnknownName.
 
     >>> TableOptions(metric="AP", correction="holm").analysis_options("configs").family
     'all'
-    >>> TableOptions(test="t-test")  # doctest: +ELLIPSIS
+    >>> TableOptions(test="wilcox")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    harness.errors.ConfigError: test: unknown name 't-test'; valid: auto, crossed, per-seed, ...
+    harness.errors.UnknownName: test: unknown name 'wilcox' (did you mean wilcoxon?); valid: auto, crossed, ...
     """
 
     metric: tuple[str, ...] | None = None
@@ -75,14 +81,13 @@ class TableOptions:
                            else tuple(float(a) for a in levels))
         self.analysis_options()  # refuses a bad test, correction or levels now, not at the first table
         if self.family not in FAMILIES:
-            raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+            raise UnknownName("family", self.family, FAMILIES)
 
     def analysis_options(self, form: str = "seeds", metric: MetricNames = None) -> AnalysisOptions:
         """The ``AnalysisOptions`` of a table of ``form`` (``metric``: instead of the options' own).
         The family ``table`` is every metric in the configs form (one table for all) and each metric
         in the seeds and summary forms (one table per metric; ``auto`` is one of these)."""
-        if form != AUTO_FORM and form not in FORMS:
-            raise ConfigError(f"form must be one of {', '.join((AUTO_FORM, *FORMS))}, got {form!r}")
+        resolve_form(form, 0)  # an unknown form is refused here
         family = "all" if self.family == "table" and form == "configs" else "metric"
         return AnalysisOptions(
             metrics=metric_names(metric) or self.metric, test=self.test, correction=self.correction,
@@ -91,10 +96,10 @@ class TableOptions:
 
 @dataclass(frozen=True, kw_only=True, repr=False)
 class StudyAnalysis:
-    """A study's validated results and the table options: ``table``, ``power`` and ``runs`` render
-    them as `harness table`, `harness power` and the long results format do. Made by ``load_study``
-    or ``compare``; ``with_options`` gives the same results under other options without reading
-    them again.
+    """A study's validated results and the table options: ``table`` (a ``SignificanceTable``),
+    ``power`` (a ``PowerReport``) and ``runs`` (a DataFrame) are what `harness table`, `harness
+    power` and the long results format hold. Made by ``load_study`` or ``compare``;
+    ``with_options`` gives the same results under other options without reading them again.
 
     >>> from harness.results.stored import RunRecord
     >>> records = [RunRecord(config=c, seed=s, values={"map": v}) for c, s, v in
@@ -125,34 +130,35 @@ metrics=('map',), queries=None, test='auto', correction='holm')
         """
         return analyse(self.results, self.options.analysis_options(form, metric))
 
-    def table(self, format: str = "md", *, metric: MetricNames = None, form: str = AUTO_FORM,
-              decimals: int = 4, names: str = "label") -> str:
-        """The significance table as `harness table` prints it: ``format`` md, latex, csv or html;
-        ``form`` seeds (a row per seed, then AVG and SD; one table per metric), configs (a row
-        per configuration, a column per metric), summary (a row per configuration: mean, SD,
-        difference and interval; one table per metric) or auto (the default: seeds up to 6
-        configurations, summary past that); ``metric`` instead of the options' own; ``decimals``; ``names`` label
-        (MAP), ir-measures (AP) or key (map).
+    def table(self, *, metric: MetricNames = None, form: str = AUTO_FORM, decimals: int = 4,
+              names: str = "label") -> SignificanceTable:
+        """The significance table: its data (``.frame``, ``.rows()``) and its renderings
+        (``.to_markdown()``, ``.to_latex()``, ``.to_html()``, ``.to_csv()``, ``.render(format)``:
+        what `harness table --format` prints). ``form`` seeds (a row per seed, then AVG and SD;
+        one table per metric), configs (a row per configuration, a column per metric), summary (a
+        row per configuration: mean, SD, difference and interval; one table per metric) or auto
+        (the default: seeds up to 6 configurations, summary past that); ``metric`` instead of the
+        options' own; ``decimals``; ``names`` label (MAP), ir-measures (AP) or key (map).
 
-        >>> print(analysis.table(format="latex", metric="map", form="configs"))  # doctest: +SKIP
+        >>> print(analysis.table(metric="map", form="configs").to_latex())  # doctest: +SKIP
         """
-        form = form_for(form, format, len(self.results.configs))
-        return render_table(self.analyse(form=form, metric=metric), format, form=form,
-                            decimals=decimals, names=names)
+        return SignificanceTable.build(self.analyse(form=form, metric=metric), form, decimals, names)
 
-    def power(self, format: str = "md", *, metric: MetricNames = None, alpha: float = 0.05,
-              power: float = 0.8, seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,
-              effect: float | None = None) -> str:
-        """The power analysis as `harness power` prints it (``format`` md or json): per comparison
-        the variance components and the minimum detectable effect per seed count in ``seeds`` (the
-        study's own added) at ``queries`` (default: the study's), two-sided ``alpha`` and ``power``;
-        with ``effect``, the seeds that effect needs. ``metric``: instead of the options' own.
+    def power(self, *, metric: MetricNames = None, alpha: float = 0.05, power: float = 0.8,
+              seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,
+              effect: float | None = None) -> PowerReport:
+        """The power analysis (a ``PowerReport``; ``str()`` is what `harness power` prints,
+        ``.to_json()`` its ``--format json``, ``.to_frame()`` its rows): per comparison the
+        variance components and the minimum detectable effect per seed count in ``seeds`` (the
+        study's own added) at ``queries`` (default: the study's), two-sided ``alpha`` and
+        ``power``; with ``effect``, the seeds that effect needs. ``metric``: instead of the
+        options' own.
 
         >>> print(analysis.power(effect=0.02, seeds=(5, 10)))  # doctest: +SKIP
         """
         options = PowerOptions(metrics=metric_names(metric) or self.options.metric, alpha=alpha,
                                power=power, seeds=tuple(seeds), queries=queries, effect=effect)
-        return power_text(self.results, options, format)
+        return PowerReport.build(self.results, options)
 
     def runs(self) -> pd.DataFrame:
         """The results in the long format (columns config, seed, metric, value, query) as a pandas
@@ -192,7 +198,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     ``TableOptions``. A missing store, an unknown experiment or a bad option raises a HarnessError.
 
     >>> analysis = load_study("quickstart", test="per-seed")  # doctest: +SKIP
-    >>> print(analysis.table(format="md"))                      # doctest: +SKIP
+    >>> print(analysis.table())                                 # doctest: +SKIP
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=tuple(levels), seed=seed, resamples=resamples)
@@ -218,6 +224,10 @@ def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | No
 metrics=('map',), queries=None, test='auto', correction='holm')
     >>> analysis.analyse().test  # per-run values only
     'across-seeds'
+    >>> analysis.table(form="summary").frame[["config", "mean", "delta", "p_adjusted", "marker"]].round(4)
+      config  mean  delta  p_adjusted marker
+    0   bm25  0.30    NaN         NaN    NaN
+    1   bert  0.36   0.06      0.0091      ‡
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=tuple(levels), seed=seed, resamples=resamples)
@@ -238,24 +248,12 @@ def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | 
 
 
 def form_for(form: str, format: str, configs: int) -> str:
-    """The table form a ``format`` gets for ``configs`` configurations: ``form`` itself, but
-    ``auto`` in LaTeX is ``configs`` (one float for the whole study, a paper's table) where
-    ``auto`` would give one seeds table per metric, and summary past SUMMARY_ABOVE."""
+    """The table form `harness table --format` gets for ``configs`` configurations: ``form``
+    itself, but ``auto`` in LaTeX is ``configs`` (one float for the whole study, a paper's table)
+    where ``auto`` would give one seeds table per metric, and summary past SUMMARY_ABOVE."""
     if form == AUTO_FORM and format == "latex" and resolve_form(AUTO_FORM, configs) == "seeds":
         return "configs"
     return form
-
-
-def render_table(analysis: Analysis, format: str = "md", *, form: str = AUTO_FORM, decimals: int = 4,
-                 names: str = "label") -> str:
-    """The tables of ``form`` of an executed analysis, rendered as ``format`` (md, latex, csv, html);
-    ``auto``: seeds up to table.SUMMARY_ABOVE configurations, summary past it."""
-    return render(build_tables(analysis, form, decimals, names), format)
-
-
-def power_text(results: StudyResults, options: PowerOptions, format: str = "md") -> str:
-    """The power analysis of ``results`` rendered as ``format`` (md or json)."""
-    return render_power(power_analysis(results, options), format)
 
 
 def metric_names(metric: MetricNames) -> tuple[str, ...] | None:

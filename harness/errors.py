@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from harness.suggest import did_you_mean
+
 
 class HarnessError(Exception):
     """Bad input or an unusable environment, described in words a user can act on."""
@@ -14,6 +18,41 @@ class ConfigError(HarnessError, ValueError):
     def __init__(self, message: str, *, key: str | None = None) -> None:
         super().__init__(message)
         self.key = key
+
+
+class UnknownName(ConfigError, KeyError):
+    """A name that is not among the valid ones: a metric, configuration or seed of a study, a test,
+    correction, table form or format, a registry's entry. ``kind``, ``name`` and ``valid`` hold what
+    was asked and what exists; the message (``unknown_name``) adds the close matches and lists the
+    valid names. Also a KeyError, as a lookup that fails.
+
+    >>> raise UnknownName("metric", "mapp", ["map", "mrr"], where="results.csv")
+    Traceback (most recent call last):
+    ...
+    harness.errors.UnknownName: unknown metric 'mapp' in results.csv (did you mean map?); valid: map, mrr
+    """
+
+    def __init__(self, kind: str, name: object, valid: Iterable[str], *, where: str | None = None,
+                 also: str = "", key: str | None = None) -> None:
+        self.kind, self.name, self.valid = kind, name, tuple(valid)
+        super().__init__(unknown_name(kind, name, self.valid, where=where, also=also), key=key)
+
+    # KeyError's str() is the repr of its argument; the message is meant to be read as it is.
+    __str__ = Exception.__str__
+
+
+def unknown_name(kind: str, name: object, valid: Iterable[str], *, where: str | None = None,
+                 also: str = "") -> str:
+    """The one wording of an unknown name: ``{kind}: unknown name 'x' (did you mean y?); valid: ...``
+    for an option or a registry's entry, ``unknown {kind} 'x' in {where} (...); valid: ...`` for a
+    name looked up in ``where`` (a study, a results file); ``also`` follows the list.
+
+    >>> unknown_name("evaluation.format", "tex", ["csv", "html", "latex", "md"])
+    "evaluation.format: unknown name 'tex' (did you mean latex?); valid: csv, html, latex, md"
+    """
+    valid = list(valid)
+    head = f"unknown {kind} {name!r} in {where}" if where else f"{kind}: unknown name {name!r}"
+    return f"{head}{did_you_mean(name, valid)}; valid: {', '.join(valid)}{also}"
 
 
 class DataError(HarnessError):

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
-from harness.errors import ConfigError
-from harness.suggest import did_you_mean
+from harness.errors import UnknownName, unknown_name
 
 F = TypeVar("F")
 
@@ -38,11 +37,10 @@ class Registry(Generic[F]):
         try:
             return self._items[name]
         except KeyError:
-            raise ConfigError(self.unknown_message(name)) from None
+            raise UnknownName(self.key, name, self.names()) from None
 
     def unknown_message(self, name: object) -> str:
-        hint = did_you_mean(name, self._items)
-        return f"{self.key}: unknown name {name!r}{hint}; valid: {', '.join(sorted(self._items))}"
+        return unknown_name(self.key, name, self.names())
 
     def names(self) -> list[str]:
         return sorted(self._items)

@@ -15,7 +15,8 @@ from an MLflow study or a long results CSV.
 
 Parse at the edge, then validate (read the source) -> execute (``analyse``, ``power_analysis``) ->
 render, through harness.analysis: the code path of ``harness.load_study`` and
-``harness.compare``, so Python gets the commands' output.
+``harness.compare``. The commands print the objects Python gets (``StudyAnalysis.table()``, a
+``SignificanceTable``; ``StudyAnalysis.power()``, a ``PowerReport``) rendered in ``--format``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis import FAMILIES, StudyAnalysis, TableOptions, form_for, power_text, render_table
+from harness.analysis import FAMILIES, StudyAnalysis, TableOptions, form_for
 from harness.metrics.measures import NAME_STYLES
+from harness.present.power_text import PowerReport
 from harness.present.render import RENDERERS
 from harness.present.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
 from harness.results.stored import StudyResults
@@ -129,14 +131,13 @@ def run_table(args: argparse.Namespace) -> int:
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples)
     results = load_results(args)
-    form = form_for(args.form, args.format, len(results.configs))
-    analysis = StudyAnalysis(results=results, options=options).analyse(form=form)
-    _write(render_table(analysis, args.format, form=form, decimals=args.decimals, names=args.names),
-           args.output)
+    table = StudyAnalysis(results=results, options=options).table(
+        form=form_for(args.form, args.format, len(results.configs)), decimals=args.decimals, names=args.names)
+    _write(table.render(args.format), args.output)
     if args.plots is not None:
         from harness.present.plots import write_plots
 
-        for path in write_plots(analysis, args.plots):
+        for path in write_plots(table.analysis, args.plots):
             print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -145,7 +146,7 @@ def run_power(args: argparse.Namespace) -> int:
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
                            effect=args.effect)
-    _write(power_text(load_results(args), options, args.format), args.output)
+    _write(PowerReport.build(load_results(args), options).render(args.format), args.output)
     return 0
 
 

@@ -1,9 +1,11 @@
 """Presentation: the significance table model (``table``), one renderer per format (``render``:
-Markdown, LaTeX, CSV, HTML), the power analysis as text (``power_text``), what a finished study
-puts on its runs (``report``), the one-page HTML report (``html_report``) and the figures
-(``plots``). Renderers format; they compute nothing.
+Markdown, LaTeX, CSV, HTML), the table as an object holding its data and renderings
+(``significance_table``), the power analysis as an object and as text (``power_text``), what a
+finished study puts on its runs (``report``), the one-page HTML report (``html_report``) and the
+figures (``plots``). Renderers format; they compute nothing.
 
-    text = render(build_tables(analysis, "seeds"), "latex")
+    table = SignificanceTable.build(analysis, "seeds")
+    table.to_frame(), table.to_latex()
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 from harness._face import face
 
 __all__ = [
+    "PowerReport",
+    "SignificanceTable",
     "build_tables",
     "render",
     "render_power",
@@ -19,6 +23,8 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = face(__name__, {
+    "PowerReport": "power_text",
+    "SignificanceTable": "significance_table",
     "build_tables": "table",
     "render": "render",
     "render_power": "power_text",

@@ -5,8 +5,7 @@ Built from a ``StudyReport`` (harness.present.report: the analysis, the power an
 ``StudyRecord`` (harness.results.study_record: dev curves, tested checkpoints, decisions):
 - what the study decided: the test and its correction, the phase (a confirmation's pick), the
   configurations early stopping stopped and the trial-steps it saved, a seed schedule's reasons;
-- the significance table, one row per configuration (``build_tables(..., "configs")`` rendered as
-  HTML), and the per-seed tables folded below it;
+- the significance table, one row per configuration (``SignificanceTable.build(..., "configs").to_html()``), and the per-seed tables folded below it;
 - a forest plot per metric: each candidate's mean difference to the baseline with the interval the
   table reports (``Comparison.interval``: the test's own, the simultaneous one under maxt), coloured
   by its marker;
@@ -34,9 +33,10 @@ import numpy as np
 
 from harness.errors import HarnessError
 from harness.present.power_text import not_estimable
-from harness.present.render import render, the_baseline
+from harness.present.render import the_baseline
 from harness.present.report import CORRECTION_NAMES, StudyReport
-from harness.present.table import build_tables, display_name, identical_note, library_versions, shown_name
+from harness.present.significance_table import SignificanceTable
+from harness.present.table import display_name, identical_note, library_versions, shown_name
 from harness.results.study_record import StudyRecord, read_study_record
 from harness.stats.power import PowerAnalysis, mde
 from harness.stats.significance import BETTER, WORSE, Analysis
@@ -174,8 +174,8 @@ def _decisions(analysis: Analysis, record: StudyRecord) -> str:
 
 
 def _tables(analysis: Analysis, decimals: int) -> str:
-    configs = render(build_tables(analysis, "configs", decimals), "html")
-    seeds = render(build_tables(analysis, "seeds", decimals), "html")
+    configs = SignificanceTable.build(analysis, "configs", decimals).to_html()
+    seeds = SignificanceTable.build(analysis, "seeds", decimals).to_html()
     return f"{configs}\n<details><summary>Per-seed values (one table per metric)</summary>\n{seeds}\n</details>"
 
 

@@ -1,16 +1,118 @@
-"""`harness power`'s text: a power analysis (harness.stats.power) as Markdown or JSON. It formats;
-it computes nothing."""
+"""`harness power`'s text: a power analysis (harness.stats.power) as an object (``PowerReport``)
+that holds its data and renders itself as Markdown (what `harness power` prints) or JSON. It
+formats; it computes nothing.
+
+>>> from harness.results.stored import RunRecord, StudyResults
+>>> runs = [RunRecord(config=c, seed=str(s),
+...                   per_query={"map": {f"q{q}": 0.3 + 0.05 * (c == "new") + 0.01 * ((s * q) % 5)
+...                                      + 0.02 * (q % 3) for q in range(8)}})
+...         for c in ("base", "new") for s in (1, 2, 3)]
+>>> report = PowerReport.build(StudyResults.build(runs))
+>>> report
+PowerReport(source='results', baseline='base', comparisons=1, seeds=3, queries=8)
+>>> [row["seeds"] for row in report.rows()], report.to_dict()["comparisons"][0]["config"]
+([3, 5, 10, 20], 'new')
+>>> str(report) == report.to_markdown() == report.render("md")
+True
+"""
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
+from harness.errors import UnknownName
+from harness.metrics.measures import canonical_name
 from harness.present.render import the_baseline
 from harness.present.table import display_name
+from harness.results.stored import StudyResults
 from harness.stats.crossed import COMPONENTS, VarianceComponents
-from harness.stats.power import FORMATS, MAX_SEEDS, ComparisonPower, PowerAnalysis
+from harness.stats.power import (
+    FORMATS,
+    MAX_SEEDS,
+    ComparisonPower,
+    PowerAnalysis,
+    PowerOptions,
+    power_analysis,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# One row per comparison and seed count of ``PowerReport.rows``.
+COLUMNS = ("config", "metric", "measure", "seeds", "queries", "this_study", "se", "df", "mde",
+           "mean_diff", "p_value", "var_seed", "var_query", "var_resid", "query_floor", "seeds_needed")
+
+
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class PowerReport:
+    """A power analysis and its renderings: ``analysis`` (harness.stats.power.PowerAnalysis: per
+    comparison the observed crossed test, its variance components, the MDE rows, the query floor
+    and, with an effect, the seeds needed), ``rows()``/``to_frame()`` (one row per comparison and
+    seed count), ``to_dict()``/``to_json()``, ``to_markdown()`` (``str()``: what `harness power`
+    prints). Made by ``StudyAnalysis.power()`` or ``build``."""
+
+    analysis: PowerAnalysis
+
+    @classmethod
+    def build(cls, results: StudyResults, options: PowerOptions | None = None) -> PowerReport:
+        return cls(analysis=power_analysis(results, options))
+
+    @property
+    def comparisons(self) -> tuple[ComparisonPower, ...]:
+        return self.analysis.comparisons
+
+    @property
+    def options(self) -> PowerOptions:
+        return self.analysis.options
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Per comparison, one dict per seed count (``COLUMNS``): the MDE row (``se``, ``df``,
+        ``mde``; ``this_study`` marks the study's own seeds and queries) with the comparison's
+        observed difference, p-value, variance components, query floor and seeds needed."""
+        a = self.analysis
+        queries = a.options.queries or a.queries
+        return [{"config": c.config, "metric": c.metric, "measure": canonical_name(c.metric),
+                 "seeds": r.seeds, "queries": r.queries,
+                 "this_study": r.seeds == a.seeds and queries == a.queries, "se": r.se,
+                 "df": None if math.isnan(r.df) else r.df, "mde": r.mde,
+                 "mean_diff": c.observed.mean_diff, "p_value": c.observed.p_value,
+                 "var_seed": c.components.seed, "var_query": c.components.query,
+                 "var_resid": c.components.resid, "query_floor": c.floor, "seeds_needed": c.needed}
+                for c in a.comparisons for r in c.rows]
+
+    def to_frame(self) -> pd.DataFrame:
+        """``rows()`` as a pandas DataFrame (``seeds_needed`` missing without an effect)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows(), columns=list(COLUMNS)).astype({"seeds_needed": "Int64"})
+
+    def to_dict(self) -> dict[str, object]:
+        """The analysis as plain values: what ``to_json`` writes."""
+        return _as_dict(self.analysis)
+
+    def to_json(self) -> str:
+        return self.render("json")
+
+    def to_markdown(self) -> str:
+        return self.render("md")
+
+    def render(self, format: str = "md") -> str:
+        """The analysis as ``format`` (md or json), as `harness power --format` prints it."""
+        return render_power(self.analysis, format)
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def __repr__(self) -> str:
+        a = self.analysis
+        return (f"PowerReport(source={a.source!r}, baseline={a.baseline!r}, comparisons={len(a.comparisons)}, "
+                f"seeds={a.seeds}, queries={a.queries})")
 
 
 def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
@@ -18,7 +120,7 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     if fmt == "json":
         return json.dumps(_as_dict(analysis), indent=2) + "\n"
     if fmt != "md":
-        raise ConfigError(f"format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        raise UnknownName("format", fmt, FORMATS)
     opts = analysis.options
     queries = opts.queries or analysis.queries
     left_out = f" (and {analysis.dropped} that some runs lack, left out)" if analysis.dropped else ""

@@ -47,9 +47,10 @@ from dataclasses import dataclass
 
 from harness.errors import DataError
 from harness.metrics.measures import label_of
-from harness.present.power_text import render_power
-from harness.present.render import RENDERERS, render
-from harness.present.table import FORMS, build_tables
+from harness.present.power_text import PowerReport
+from harness.present.render import RENDERERS
+from harness.present.significance_table import SignificanceTable
+from harness.present.table import FORMS
 from harness.results.stored import StudyResults, summary_metrics
 from harness.stats.power import (
     PowerAnalysis,
@@ -107,8 +108,9 @@ class StudyReport:
         """What goes onto the study run: the tables, and power/power.md and .json where computed."""
         out = dict(self.tables)
         if self.power is not None:
-            out["power/power.md"] = render_power(self.power, "md")
-            out["power/power.json"] = render_power(self.power, "json")
+            power = PowerReport(analysis=self.power)
+            out["power/power.md"] = power.to_markdown()
+            out["power/power.json"] = power.to_json()
         return out
 
 
@@ -134,9 +136,9 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
     outcomes = {config: _outcome(analysis, config, power, verdict_metric) for config in results.configs}
     tables = {}
     for form in FORMS:
-        built = build_tables(analysis, form, decimals)
+        table = SignificanceTable.build(analysis, form, decimals)
         for fmt in formats:
-            tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = render(built, fmt)
+            tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = table.render(fmt)
     return StudyReport(analysis=analysis, outcomes=outcomes, tables=tables, power=power,
                        power_skipped=skipped)
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from harness import __version__
-from harness.errors import ConfigError
+from harness.errors import ConfigError, UnknownName
 from harness.metrics.measures import NAME_STYLES, TIE_RULE, label_of
 from harness.results.stored import StudyResults, seed_summary
 from harness.stats.corrections import describe
@@ -48,7 +48,7 @@ def resolve_form(form: str, configs: int) -> str:
     if form == AUTO_FORM:
         return "summary" if configs > SUMMARY_ABOVE else "seeds"
     if form not in FORMS:
-        raise ConfigError(f"form must be one of {', '.join((AUTO_FORM, *FORMS))}, got {form!r}")
+        raise UnknownName("form", form, (AUTO_FORM, *FORMS))
     return form
 
 
@@ -145,7 +145,7 @@ def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = 
     if decimals < 0 or decimals > 10:
         raise ConfigError(f"decimals must be in [0, 10], got {decimals}")
     if names not in NAME_STYLES:
-        raise ConfigError(f"names must be one of {', '.join(NAME_STYLES)}, got {names!r}")
+        raise UnknownName("names", names, NAME_STYLES)
     if form == "seeds":
         return [seeds_table(analysis, m, decimals, names) for m in analysis.metrics]
     if form == "summary":

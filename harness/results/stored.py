@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.errors import ConfigError, DataError
+from harness.errors import DataError, UnknownName
 from harness.metrics.measures import canonical_name, metric_key
 from harness.tracking.conventions import MEAN_SUFFIX, SD_SUFFIX, TEST_PREFIX
 
@@ -95,8 +95,7 @@ class StudyResults:
         configs = list(dict.fromkeys(c for c, _ in runs))
         base = configs[0] if baseline is None else baseline
         if base not in configs:
-            raise ConfigError(f"baseline {base!r} is not a configuration of {source}; "
-                              f"valid: {', '.join(configs)}")
+            raise UnknownName("baseline", base, configs, where=source)
         configs = [base, *(c for c in configs if c != base)]
         _check_evaluation_sets(source, runs, configs)
         seeds = _order_seeds([s for c, s in runs if c == base])
@@ -172,9 +171,8 @@ class StudyResults:
             key = m if m in self.metrics else metric_key(m)
             if key not in self.metrics:
                 aliases = [canonical_name(k) for k in self.metrics if canonical_name(k) != k]
-                raise ConfigError(f"unknown metric {m!r} in {self.source}; valid: "
-                                  f"{', '.join(self.metrics)}"
-                                  + (f" (or {', '.join(aliases)})" if aliases else ""))
+                raise UnknownName("metric", m, self.metrics, where=self.source,
+                                  also=f" (or {', '.join(aliases)})" if aliases else "")
             keys.append(key)
         return tuple(dict.fromkeys(keys))
 

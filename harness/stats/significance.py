@@ -52,7 +52,7 @@ from types import MappingProxyType
 import numpy as np
 from scipy import stats
 
-from harness.errors import ConfigError, DataError
+from harness.errors import ConfigError, DataError, UnknownName
 from harness.registry import Registry
 from harness.results.stored import StudyResults
 from harness.stats import maxt as _maxt
@@ -186,14 +186,14 @@ class AnalysisOptions:
 
     def __post_init__(self) -> None:
         if self.test != AUTO and self.test not in TESTS:
-            raise ConfigError(f"test: unknown name {self.test!r}; valid: {', '.join([AUTO, *TESTS])}")
+            raise UnknownName("test", self.test, [AUTO, *TESTS])
         if self.correction not in CORRECTIONS:
-            raise ConfigError(CORRECTIONS.unknown_message(self.correction))
+            raise UnknownName(CORRECTIONS.key, self.correction, CORRECTIONS.names())
         if self.correction == MAXT and self.test not in (AUTO, *MAXT_TESTS):
             raise ConfigError(f"correction maxt needs a test statistic with a t form ({', '.join(MAXT_TESTS)}); "
                               f"the {self.test} test has none")
         if self.family not in FAMILIES:
-            raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+            raise UnknownName("family", self.family, FAMILIES)
         if not 0.0 < self.confidence < 1.0:
             raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
         if self.resamples < 1:
@@ -263,6 +263,21 @@ class Analysis:
         return next((g for g in self.identical if g[0] == metric), (metric,))
 
     def get(self, config: str, metric: str, seed: str | None = None) -> Comparison | None:
+        """The comparison of ``config`` with the baseline on ``metric`` (a harness key or an
+        ir-measures name) and, under the per-seed test, ``seed``; None where none was made (the
+        baseline; a seed without a test of its own). A configuration, metric or seed that the
+        analysis lacks raises UnknownName, naming the valid ones."""
+        res = self.results
+        if config not in res.configs:
+            raise UnknownName("configuration", config, res.configs, where=res.source)
+        if metric not in self.metrics:
+            key = res.select([metric])[0]  # an ir-measures name, or UnknownName
+            if key not in self.metrics:
+                raise UnknownName("metric", metric, self.metrics, where="this analysis")
+            metric = key
+        seed = None if seed is None else str(seed)  # seeds are labels; 1 is seed "1"
+        if seed is not None and seed not in res.seeds:
+            raise UnknownName("seed", seed, res.seeds, where=res.source)
         for c in self.comparisons:
             if c.config == config and c.metric == metric and c.seed == seed:
                 return c

@@ -180,7 +180,7 @@ class StudySpec:
                                    baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
 
 
-def load_study(path: str | Path) -> StudySpec:
+def load_spec(path: str | Path) -> StudySpec:
     p = Path(path)
     raw, text, lines = read_yaml(p, "study file")
     if not isinstance(raw, dict):
@@ -195,7 +195,7 @@ def load_study(path: str | Path) -> StudySpec:
 
 def _fail(key: str, msg: str) -> ConfigError:
     """An error about the study file's ``key`` (a dotted path in the file: configs.ls.curriculum.delta),
-    which ``load_study`` turns into the file's line."""
+    which ``load_spec`` turns into the file's line."""
     return ConfigError(msg, key=key)
 
 

@@ -29,9 +29,9 @@ from harness.errors import ConfigError
 def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
     """The study file at ``path`` with its ``smoke:`` overrides (``smoke``) and ``--set`` assignments
     applied; read the same way by run, validate, submit and a Ray Job."""
-    from harness.study.spec import load_study
+    from harness.study.spec import load_spec
 
-    spec = load_study(path)
+    spec = load_spec(path)
     overrides = dict(spec.smoke) if smoke else {}
     overrides.update(parse_assignments(assign or []))
     return spec.with_overrides(overrides) if overrides else spec

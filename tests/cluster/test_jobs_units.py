@@ -208,9 +208,9 @@ def test_rayjob_manifest_runs_the_entrypoint_with_resume_and_ships_no_secret() -
     assert "nvidia.com/gpu" in workers["resources"]["limits"]
     # The study it submits uses those GPUs: its trials ask for a share of one, and the trials that can
     # share a GPU fit a worker's CPUs.
-    from harness.study.spec import load_study
+    from harness.study.spec import load_spec
 
-    submitted = load_study(REPO / study)
+    submitted = load_spec(REPO / study)
     gpus = int(workers["resources"]["limits"]["nvidia.com/gpu"])
     assert 0 < submitted.gpus <= gpus and submitted.seeds_per_trial > 1
     sharing = min(int(1 / submitted.gpus), submitted.concurrency)

@@ -162,11 +162,11 @@ def _uninterrupted(root: Path, name: str) -> dict[str, dict[str, float]]:
     import torch
 
     from harness.study.protocol import TrialTicket
-    from harness.study.spec import load_study
+    from harness.study.spec import load_spec
     from harness.study.variants import prepare_study, variant_key
     from harness.training.loop import FinalRecord, Trainer
 
-    spec = load_study(root / f"{name}.yaml")
+    spec = load_spec(root / f"{name}.yaml")
     prepared = prepare_study(spec, progress=lambda m: None)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

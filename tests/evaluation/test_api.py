@@ -1,6 +1,7 @@
-"""The Python API (harness.load_study, harness.compare): what `harness table` and `harness power`
-print, from a real MLflow store written as a study writes it and from a long results CSV or
-DataFrame; the README's Python block runs as written."""
+"""The Python API (harness.load_study, harness.compare): objects whose renderings are what
+`harness table` and `harness power` print, from a real MLflow store written as a study writes it and
+from a long results CSV or DataFrame; the README's Python block runs as written. The tables' and the
+power analysis' data: test_api_data.py."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STUDY = "quickstart"  # the README's study
 NAMES = {"base": "baseline (no CL)", "better": "root_2 + BERT_pred", "worse": "anti-curriculum"}
 FORMATS = ("md", "latex", "csv", "html")
+TO = {"md": "to_markdown", "latex": "to_latex", "csv": "to_csv", "html": "to_html"}  # format -> method
 
 # (flags of `harness table`, the same as load_study/compare options, the same as table() arguments)
 OPTIONS: list[tuple[list[str], dict[str, Any], dict[str, Any]]] = [
@@ -104,6 +106,7 @@ def test_the_readme_block_runs_and_prints_what_the_commands_print(
     assert printed == f"{table}\n{power}\n"
     assert "| seed | baseline (no CL) | root\\_2 + BERT\\_pred | anti-curriculum |" in table
     assert isinstance(namespace["analysis"], StudyAnalysis)
+    assert isinstance(namespace["table"], harness.SignificanceTable)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -111,21 +114,21 @@ def test_the_readme_block_runs_and_prints_what_the_commands_print(
 def test_table_is_the_commands_output(fmt: str, flags: list[str], options: dict[str, Any],
                                       table_args: dict[str, Any], study_dir: Path, uri: str,
                                       run_cli: Cli) -> None:
-    from_store = harness.load_study(STUDY, tracking_uri=uri, **options)
+    table = harness.load_study(STUDY, tracking_uri=uri, **options).table(**table_args)
     expected = _ok(run_cli, "table", "--experiment", STUDY, "--tracking-uri", uri, "--format", fmt, *flags)
-    assert from_store.table(format=fmt, **table_args) == expected
+    assert getattr(table, TO[fmt])() == table.render(fmt) == expected
     csv_path = study_dir / "results.csv"
     expected = _ok(run_cli, "table", "--from", str(csv_path), "--format", fmt, *flags)
-    assert harness.compare(csv_path, **options).table(format=fmt, **table_args) == expected
-    assert harness.compare(str(csv_path), **options).table(fmt, **table_args) == expected
+    assert getattr(harness.compare(csv_path, **options).table(**table_args), TO[fmt])() == expected
+    assert harness.compare(str(csv_path), **options).table(**table_args).render(fmt) == expected
 
 
 def test_options_can_change_without_reading_again(study: StudyAnalysis, uri: str) -> None:
     changed = study.with_options(test="per-seed", correction="holm")
     assert changed.results is study.results and changed.options.test == "per-seed"
-    assert changed.table() == harness.load_study(STUDY, tracking_uri=uri, test="per-seed",
-                                                 correction="holm").table()
-    assert study.table(metric="map") == study.with_options(metric=("AP",)).table()
+    assert str(changed.table()) == str(harness.load_study(STUDY, tracking_uri=uri, test="per-seed",
+                                                         correction="holm").table())
+    assert str(study.table(metric="map")) == str(study.with_options(metric=("AP",)).table())
     assert study.analyse().test == "crossed" and changed.analyse().test == "per-seed"
 
 
@@ -134,19 +137,19 @@ def test_power_is_the_commands_output(study: StudyAnalysis, study_dir: Path, uri
     flags = ["--format", "json", "--metric", "map", "--alpha", "0.1", "--power", "0.9", "--seeds", "4", "8",
              "--queries", "50", "--effect", "0.05"]
     expected = _ok(run_cli, "power", "--experiment", STUDY, "--tracking-uri", uri, *flags)
-    assert study.power("json", metric="map", alpha=0.1, power=0.9, seeds=(4, 8), queries=50,
-                       effect=0.05) == expected
+    power = study.power(metric="map", alpha=0.1, power=0.9, seeds=(4, 8), queries=50, effect=0.05)
+    assert power.to_json() == power.render("json") == expected
     csv_path = study_dir / "results.csv"
-    assert harness.compare(csv_path).power() == _ok(run_cli, "power", "--from", str(csv_path))
+    assert str(harness.compare(csv_path).power()) == _ok(run_cli, "power", "--from", str(csv_path))
     # the options' metric is the power analysis' too, as --metric is both commands'
-    assert study.with_options(metric="map").power() == study.power(metric="map") != study.power()
+    assert str(study.with_options(metric="map").power()) == str(study.power(metric="map")) != str(study.power())
 
 
 def test_the_tracking_uri_defaults_as_the_commands_do(study: StudyAnalysis, uri: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # no ./mlruns here
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
-    assert harness.load_study(STUDY).table(format="csv") == study.table(format="csv")
+    assert harness.load_study(STUDY).table().to_csv() == study.table().to_csv()
     monkeypatch.delenv("MLFLOW_TRACKING_URI")
     with pytest.raises(HarnessError) as exc:
         harness.load_study(STUDY)
@@ -172,11 +175,11 @@ def test_runs_are_the_long_format_and_round_trip(study: StudyAnalysis, tmp_path:
     assert (back.results.baseline, back.results.configs, back.results.seeds) == (res.baseline, res.configs,
                                                                                   res.seeds)
     for fmt in FORMATS:
-        assert back.table(format=fmt) == study.table(format=fmt)
-    assert harness.compare(runs).table(form="configs") == study.table(form="configs")
+        assert back.table().render(fmt) == study.table().render(fmt)
+    assert str(harness.compare(runs).table(form="configs")) == str(study.table(form="configs"))
     # the power analysis names its source; the rest is the same
-    assert back.power().split("\n", 1)[1] == study.power().split("\n", 1)[1]
-    assert back.power().startswith(f"**Power: {path}**")
+    assert str(back.power()).split("\n", 1)[1] == str(study.power()).split("\n", 1)[1]
+    assert str(back.power()).startswith(f"**Power: {path}**")
 
 
 def test_a_dataframe_is_read_as_its_csv(study_dir: Path, tmp_path: Path) -> None:
@@ -184,11 +187,11 @@ def test_a_dataframe_is_read_as_its_csv(study_dir: Path, tmp_path: Path) -> None
     frame = pd.read_csv(csv_path)
     for flags, options, table_args in OPTIONS:
         for fmt in FORMATS:
-            assert harness.compare(frame, **options).table(format=fmt, **table_args) == \
-                harness.compare(csv_path, **options).table(format=fmt, **table_args), (flags, fmt)
+            assert harness.compare(frame, **options).table(**table_args).render(fmt) == \
+                harness.compare(csv_path, **options).table(**table_args).render(fmt), (flags, fmt)
     per_run = write_long_csv(tmp_path / "per_run.csv", synthetic_records(), per_query=False)
     from_frame = harness.compare(pd.read_csv(per_run), baseline="same")
-    assert from_frame.table(format="csv") == harness.compare(per_run, baseline="same").table(format="csv")
+    assert from_frame.table().to_csv() == harness.compare(per_run, baseline="same").table().to_csv()
     assert from_frame.results.baseline == "same" and from_frame.analyse().test == "across-seeds"
 
 
@@ -239,7 +242,7 @@ def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis,
     absent = tmp_path / "absent.csv"
     for options, message in [({"test": "t-test"}, "test: unknown name 't-test'"),
                              ({"correction": "sidak"}, "sidak"),
-                             ({"family": "all"}, "family must be one of table, metric, got 'all'"),
+                             ({"family": "all"}, "family: unknown name 'all'; valid: table, metric"),
                              ({"levels": (0.01, 0.05)}, "levels must be strictly decreasing")]:
         with pytest.raises(ConfigError) as exc:
             harness.compare(absent, **options)
@@ -247,11 +250,11 @@ def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis,
     with pytest.raises(ConfigError) as exc:
         study.with_options(metric="bleu")
     assert _one_line(exc).startswith("unknown metric 'bleu' in MLflow experiment 'quickstart'; valid: map, mrr")
-    for call, message in [(lambda: study.table(format="docx"), "docx"),
-                          (lambda: study.table(form="rows"), "form must be one of auto, seeds, configs, summary, got 'rows'"),
+    for call, message in [(lambda: study.table().render("docx"), "docx"),
+                          (lambda: study.table(form="rows"), "form: unknown name 'rows'; valid: auto, seeds, configs, summary"),
                           (lambda: study.table(decimals=11), "decimals must be in [0, 10]"),
                           (lambda: study.power(alpha=5), "alpha must be in (0, 1), got 5"),
-                          (lambda: study.power("yaml"), "format must be one of md, json, got 'yaml'")]:
+                          (lambda: study.power().render("yaml"), "format: unknown name 'yaml'; valid: md, json")]:
         with pytest.raises(ConfigError) as exc:
             call()
         assert message in _one_line(exc)
@@ -268,10 +271,25 @@ def test_the_names_are_shown_lazily() -> None:
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
                          cwd=ROOT).stdout
     assert out.strip() == f"[] [] {ROOT / 'harness' / '__init__.py'}"
-    assert {"compare", "load_study"} <= set(harness.__all__) <= set(dir(harness))
+    assert {"compare", "load_study"} <= set(harness.__all__) == set(dir(harness))
     assert harness.compare is analysis_module.compare
     assert harness.load_study is analysis_module.load_study
 
 
 def test_docstring_examples() -> None:
     assert doctest.testmod(analysis_module).failed == 0
+
+
+def test_the_python_api_page_runs_as_doctests() -> None:
+    """docs/python-api.md's examples (its ```python blocks of >>> lines, in order, sharing one
+    namespace) hold as written."""
+    page = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+              if b.startswith(">>> ")]
+    assert len(blocks) >= 4 and any("harness.compare(" in b for b in blocks)
+    test = doctest.DocTestParser().get_doctest("\n".join(blocks), {}, "docs/python-api.md",
+                                               str(ROOT / "docs" / "python-api.md"), 0)
+    assert len(test.examples) > 20
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0

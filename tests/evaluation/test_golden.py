@@ -172,5 +172,5 @@ def test_a_label_opening_with_a_bracket_compiles(tmp_path: Path) -> None:
     records = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100})
                for c, v in (("base", 0.5), ("[ablation] no CL", 0.6)) for s in (1, 2, 3)]
     analysis = StudyAnalysis(results=StudyResults.build(records))
-    tex = analysis.table(format="latex", form="summary") + "\n" + analysis.table(format="latex", form="configs")
+    tex = analysis.table(form="summary").to_latex() + "\n" + analysis.table(form="configs").to_latex()
     assert _pdf_text(tmp_path, tex).count("[ablation] no CL 0.6200") == 2

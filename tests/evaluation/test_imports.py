@@ -13,8 +13,8 @@ import pytest
 MODULES = ("metrics.measures", "metrics.trec", "stats.paired", "stats.crossed", "stats.corrections",
            "stats.maxt", "stats.significance", "stats.sequential", "stats.power", "results.stored",
            "results.longcsv", "results.mlflow_reader", "results.study_record", "results.trec_export",
-           "present.table", "present.render", "present.power_text", "present.report", "present.plots",
-           "analysis")
+           "present.table", "present.render", "present.significance_table", "present.power_text",
+           "present.report", "present.plots", "analysis")
 
 
 def test_imports_pull_in_no_framework() -> None:

@@ -47,7 +47,7 @@ def test_the_label_tag_names_the_configuration_in_every_renderer(tmp_path: Path)
     assert results.configs == ("baseline", "CL (#Uwords, root_2)")
     analysis = StudyAnalysis(results=results)
     for fmt in ("md", "latex", "csv", "html"):
-        text = analysis.table(format=fmt)
+        text = analysis.table().render(fmt)
         assert "curriculum-uwords-root_2" not in text and "root" in text, fmt
     page = report_html(study_report(results, formats=("html",)))
     assert "CL (#Uwords, root_2)" in page and "curriculum-uwords-root_2" not in page

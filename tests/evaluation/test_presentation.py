@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.analysis import StudyAnalysis, TableOptions
+from harness.analysis import StudyAnalysis, TableOptions, form_for
 from harness.present.html_report import own_mde, power_curve, report_html
 from harness.present.power_text import render_power
 from harness.present.render import render
@@ -72,13 +72,13 @@ def test_identical_metrics_are_found_from_the_data_and_counted_once(results: Stu
 
 def test_identical_metrics_are_shown_once_with_a_note(results: StudyResults) -> None:
     analysis = StudyAnalysis(results=results, options=TableOptions())
-    md = analysis.table(format="md", form="configs")
+    md = analysis.table(form="configs").to_markdown()
     header = next(line for line in md.splitlines() if line.startswith("| configuration"))
     assert header == "| configuration | MAP = MRR = MRR@10 | P@1 = R-Prec | nDCG@10 |"
     assert ("MAP = MRR = MRR@10; P@1 = R-Prec here: equal per-query values in every run (one relevant "
             "document per query), so each is shown once and counted once in the family") in md
     assert "m = 6 comparisons" in md
-    seeds = analysis.table(format="md", form="seeds")
+    seeds = analysis.table(form="seeds").to_markdown()
     assert [ln for ln in seeds.splitlines() if ln.startswith("**")] == [
         "**MAP = MRR = MRR@10**", "**P@1 = R-Prec**", "**nDCG@10**"]
     # the config runs keep every metric's columns: an identical metric carries its group's test
@@ -96,7 +96,7 @@ def test_the_report_counts_distinct_comparisons(results: StudyResults) -> None:
 
 def test_a_baseline_named_baseline_is_never_the_baseline_baseline(results: StudyResults) -> None:
     analysis = StudyAnalysis(results=results, options=TableOptions())
-    texts = {fmt: analysis.table(format=fmt) for fmt in ("md", "latex", "csv", "html")}
+    texts = {fmt: analysis.table().render(fmt) for fmt in ("md", "latex", "csv", "html")}
     report = study_report(results, formats=("md", "latex", "csv", "html"))
     texts["report"] = report_html(report)
     texts["report tables"] = "\n".join(report.tables.values())
@@ -132,11 +132,17 @@ def test_a_degenerate_comparison_is_not_estimable_in_words() -> None:
     assert "copy on MAP = MRR = MRR@10: not estimable (the configuration&#x27;s per-query values" in page
 
 
+def _latex(results: StudyResults) -> str:
+    """What `harness table --format latex` prints by default (harness.analysis.form_for)."""
+    form = form_for("auto", "latex", len(results.configs))
+    return StudyAnalysis(results=results, options=TableOptions()).table(form=form).to_latex()
+
+
 _LATEX = shutil.which("pdflatex") is None or shutil.which("pdftotext") is None
 
 
 def test_latex_is_one_float_with_a_one_line_legend(results: StudyResults) -> None:
-    tex = StudyAnalysis(results=results, options=TableOptions()).table(format="latex")
+    tex = _latex(results)
     assert tex.count(r"\begin{table}") == 1 and r"\toprule" in tex and r"\bottomrule" in tex
     body, _, comments = tex.partition(r"\end{table}")
     assert "Effect size" not in body and "numpy" not in body  # the full note stays out of the float
@@ -149,7 +155,7 @@ def test_latex_is_one_float_with_a_one_line_legend(results: StudyResults) -> Non
 
 @pytest.mark.skipif(_LATEX, reason="no pdflatex or no pdftotext on PATH (texlive-latex-recommended, poppler-utils)")
 def test_the_latex_compiles_to_one_table_with_its_legend(results: StudyResults, tmp_path: Path) -> None:
-    tex = StudyAnalysis(results=results, options=TableOptions()).table(format="latex")
+    tex = _latex(results)
     (tmp_path / "table.tex").write_text(tex, encoding="utf-8")
     doc = [r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
            r"\begin{document}", r"\input{table}", r"\end{document}", ""]

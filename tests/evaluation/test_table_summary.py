@@ -57,7 +57,7 @@ def test_twenty_configurations_default_md_is_one_row_each(twenty: StudyAnalysis)
     baseline first, then by mean (best first); mean, SD, difference and interval equal numpy's and
     scipy's paired t-test over seed-averaged queries, and the marker agrees with Holm's adjusted p."""
     res = twenty.results
-    text = twenty.table()
+    text = twenty.table().to_markdown()
     rows = _md_rows(text)
     header = next(ln for ln in text.splitlines() if ln.startswith("| configuration"))
     assert header == "| configuration | mean | SD | Δ | 95% CI |"
@@ -101,14 +101,15 @@ def test_twenty_configurations_default_md_is_one_row_each(twenty: StudyAnalysis)
 
 def test_twenty_configurations_every_format(twenty: StudyAnalysis) -> None:
     """LaTeX, HTML and CSV get the same form by default: a row per configuration, in the same order."""
-    order = [r[0] for r in _md_rows(twenty.table())]
-    latex = twenty.table(format="latex")
+    table = twenty.table()
+    order = [r[0] for r in _md_rows(table.to_markdown())]
+    latex = table.to_latex()
     body = latex[latex.index(r"\midrule") + len(r"\midrule"):latex.index(r"\bottomrule")].strip().splitlines()
     assert [ln.split(" & ")[0] for ln in body] == order and all(ln.count(" & ") == 4 for ln in body)
     assert r"\label{tab:harness-summary-map}" in latex
-    html = twenty.table(format="html")
+    html = table.to_html()
     assert re.findall(r"<tr><th>(c\d\d)</th>", html) == order
-    rows = list(csv.DictReader(io.StringIO(twenty.table(format="csv"))))
+    rows = list(csv.DictReader(io.StringIO(table.to_csv())))
     assert [r["row"] for r in rows if r["column"] == "mean"] == order
     tested = [r for r in rows if r["column"] == "\u0394" and r["row"] != "c00"]
     assert len(tested) == 19 and all(r["p_adjusted"] and r["ci_low"] for r in tested)
@@ -116,6 +117,6 @@ def test_twenty_configurations_every_format(twenty: StudyAnalysis) -> None:
 
 def test_six_configurations_keep_the_seeds_form() -> None:
     analysis = StudyAnalysis(results=_study(6), options=TableOptions(test="seed-averaged"))
-    text = analysis.table()
+    text = analysis.table().to_markdown()
     assert "| seed | c00 | c01 | c02 | c03 | c04 | c05 |" in text
-    assert text == analysis.table(form="seeds")
+    assert text == analysis.table(form="seeds").to_markdown()

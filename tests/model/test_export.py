@@ -20,7 +20,7 @@ from harness.model.collate import PairCollator, context_text
 from harness.model.export import _ranker, load_cascade, load_seed_model
 from harness.model.mlflow_model import TAG_MODEL_URI, log_study_models, models_to_log
 from harness.model.scoring import score_candidates
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
@@ -34,7 +34,7 @@ def study(ray_root):
         "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
         "cascade": {"cascade.enabled": True, "cascade.alpha": [0.3]}}, models=None)
     uri = f"sqlite:///{ray_root / 'mlruns' / 'mlflow.db'}"
-    out = run_study(load_study(path), tracking_uri=uri, progress=lambda m: None)
+    out = run_study(load_spec(path), tracking_uri=uri, progress=lambda m: None)
     client = MlflowClient(uri)
     runs = client.search_runs([out["experiment_id"]], max_results=1000)
     return ray_root, uri, out["experiment_id"], client, runs

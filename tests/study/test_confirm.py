@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.study.spec import GRID_CONFIRM_MIN, ConfirmSpec, load_study
+from harness.study.spec import GRID_CONFIRM_MIN, ConfirmSpec, load_spec
 from harness.study.variants import trial_count
 
 SEARCH = """\
@@ -38,31 +38,31 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_search_confirms_its_best_by_default_with_the_seeds_after_the_largest(tmp_path):
-    spec = load_study(_write(tmp_path, SEARCH))
+    spec = load_spec(_write(tmp_path, SEARCH))
     assert spec.confirm == ConfirmSpec(top=1, seeds=(6, 7, 8))
     assert spec.phases == ("fixed", "search", "confirmation")
     # 2 fixed + 3 proposed, x 3 seeds; then the best one and the baseline x 3 fresh seeds
     assert trial_count(spec) == 5 * 3 + 2 * 3
-    top2 = load_study(_write(tmp_path, SEARCH + "confirm: {top: 2, seeds: 5}\n"))
+    top2 = load_spec(_write(tmp_path, SEARCH + "confirm: {top: 2, seeds: 5}\n"))
     assert top2.confirm == ConfirmSpec(top=2, seeds=(6, 7, 8, 9, 10))
     assert trial_count(top2) == 5 * 3 + 3 * 5
-    assert load_study(_write(tmp_path, SEARCH + "confirm: true\n")).confirm == ConfirmSpec(top=1, seeds=(6, 7, 8))
-    off = load_study(_write(tmp_path, SEARCH + "confirm: false\n"))
+    assert load_spec(_write(tmp_path, SEARCH + "confirm: true\n")).confirm == ConfirmSpec(top=1, seeds=(6, 7, 8))
+    off = load_spec(_write(tmp_path, SEARCH + "confirm: false\n"))
     assert off.confirm is None and off.phases == ("fixed", "search") and trial_count(off) == 15
     # A study of a few listed configurations confirms only when asked ...
     listed = SEARCH.split("search:")[0] + "seeds: [1, 2, 5]\n"
-    assert load_study(_write(tmp_path, listed)).confirm is None
+    assert load_spec(_write(tmp_path, listed)).confirm is None
     # ... a grid of GRID_CONFIRM_MIN (10) candidates or more by default.
     def grid(n: int) -> str:
         return SEARCH.split("configs:")[0] + "configs:\n" + "".join(
             f"  - name: ls{i}\n    set: {{smoothing.method: LS, smoothing.epsilon: 0.{i + 1:02d}}}\n"
             for i in range(n)) + "seeds: [1, 2, 5]\n"
     assert GRID_CONFIRM_MIN == 10
-    assert load_study(_write(tmp_path, grid(9))).confirm is None
-    big = load_study(_write(tmp_path, grid(10)))
+    assert load_spec(_write(tmp_path, grid(9))).confirm is None
+    big = load_spec(_write(tmp_path, grid(10)))
     assert big.confirm == ConfirmSpec(top=1, seeds=(6, 7, 8)) and big.phases == ("fixed", "confirmation")
-    assert load_study(_write(tmp_path, grid(10) + "confirm: false\n")).confirm is None
-    asked = load_study(_write(tmp_path, listed + "confirm: {top: 1}\n"))
+    assert load_spec(_write(tmp_path, grid(10) + "confirm: false\n")).confirm is None
+    asked = load_spec(_write(tmp_path, listed + "confirm: {top: 1}\n"))
     assert asked.confirm == ConfirmSpec(top=1, seeds=(6, 7, 8)) and asked.phases == ("fixed", "confirmation")
 
 

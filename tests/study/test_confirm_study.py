@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.driver.runner import run_study
 from harness.results.mlflow_reader import read_experiment
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
@@ -28,7 +28,7 @@ CONFIRM = {"data": {"max_dev_queries": 16}, "train": {"steps": 10, "eval_every":
 @pytest.mark.slow
 def test_confirmation_through_ray_and_mlflow(ray_root, capsys):
     path = write_study(ray_root, "confirm", **CONFIRM)
-    spec = load_study(path)
+    spec = load_spec(path)
     assert spec.confirm is not None and spec.confirm.seeds == (3, 4)
     uri = f"sqlite:///{ray_root / 'confirm.db'}"
     lines: list[str] = []

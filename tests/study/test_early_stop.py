@@ -123,11 +123,11 @@ seeds: [1, 2]
 
 
 def _load(tmp_path, text):
-    from harness.study.spec import load_study
+    from harness.study.spec import load_spec
 
     p = tmp_path / "study.yaml"
     p.write_text(text)
-    return load_study(p)
+    return load_spec(p)
 
 
 def test_off_by_default_and_parsed_when_given(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.driver.runner import run_study
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
@@ -33,7 +33,7 @@ def test_a_configuration_that_cannot_learn_is_stopped_at_the_first_rung(ray_root
     root = ray_root
     path = write_study(root, "es", **ES)
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+    out = run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("es")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
@@ -88,7 +88,7 @@ def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray
         "space": {"train.lr": {"choice": [0.5]}, "smoothing.epsilon": {"uniform": [0.05, 0.3]}}},
         early_stopping={"rungs": [0.25], "reduction_factor": 2})
     uri = f"sqlite:///{root / 'mlflow.db'}"
-    out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+    out = run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("es-search")
     runs = client.search_runs([exp.experiment_id], max_results=1000)
@@ -137,7 +137,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
 
     root = tmp_path
     path = write_study(root, "es-resume", **ES)
-    spec = load_study(path)
+    spec = load_spec(path)
     ls_key = next(f"{nc.config.config_id()}-seed2" for nc in spec.configs if nc.name == "ls")
     gate = root / "go"
     uri = f"sqlite:///{root / 'mlflow.db'}"

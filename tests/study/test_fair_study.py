@@ -8,7 +8,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.driver.runner import run_study
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.study.variants import prepare_study, variant_key
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.slow
 def study(ray_root):
     path = write_study(ray_root, "fair", train={"steps": 4, "eval_every": 2}, baseline={"train.sampler": "bm25"},
                        configs={"random-negatives": {"train.sampler": "random"}}, failure={"max_retries": 0})
-    spec = load_study(path)
+    spec = load_spec(path)
     uri = f"sqlite:///{ray_root / 'mlruns' / 'mlflow.db'}"
     out = run_study(spec, tracking_uri=uri, progress=lambda m: None)
     prepared = prepare_study(spec, progress=lambda m: None)

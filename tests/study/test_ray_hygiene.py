@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.study import load_study
+from harness.study import load_spec
 from tests.study.conftest import write_study
 
 
@@ -38,7 +38,7 @@ def _start(root: Path, ray_tmp: Path, extra_env: dict[str, str]) -> tuple[subpro
     """A one-trial study driven by a subprocess (its Ray under ``ray_tmp``) whose trial waits after its
     first evaluation until the returned gate file exists; returns (driver, gate, trial log, key)."""
     path = write_study(root, "hygiene", seeds=[1], concurrency=1)
-    key = f"{load_study(path).baseline.config.config_id()}-seed1"
+    key = f"{load_spec(path).baseline.config.config_id()}-seed1"
     gate, log = root / "go", root / "trials.log"
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}",
            **extra_env}

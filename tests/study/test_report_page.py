@@ -17,7 +17,7 @@ import pytest
 from harness.cli import main
 from harness.driver._final_report import report_study
 from harness.study.protocol import TrialOutcome, TrialTicket
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from harness.tracking.records import StudyRecords
 from harness.tracking.store import TrackingStore
@@ -39,7 +39,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from mlflow.tracking._tracking_service import utils as mlflow_tracking
 
     tmp = tmp_path_factory.mktemp("report-page")
-    spec = load_study(write_study(tmp, NAME, seeds=[1, 2, 3], configs={
+    spec = load_spec(write_study(tmp, NAME, seeds=[1, 2, 3], configs={
         "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
         "ls2": {"smoothing.method": "LS", "smoothing.epsilon": 0.1},
         "slow": {"smoothing.method": "LS", "smoothing.epsilon": 0.3}}))

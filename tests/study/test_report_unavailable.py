@@ -10,7 +10,7 @@ import pytest
 
 from harness.driver._final_report import ReportUnavailable, TrialsFailed, report_study
 from harness.study.protocol import TrialOutcome, TrialTicket
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking.conventions import TAG_REPORT_ERROR
 from harness.tracking.records import StudyRecords
 from harness.tracking.store import TrackingStore
@@ -22,7 +22,7 @@ def _recorded_study(tmp_path: Path, name: str, seeds: list[int], done: list[tupl
     """Study ``name`` (the baseline and ls over ``seeds``) with its seed runs recorded as the driver
     records them, without training: those in ``done`` finished (``other_evaluation`` on other
     evaluation candidates), the others failed."""
-    spec = load_study(write_study(tmp_path, name, configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
+    spec = load_spec(write_study(tmp_path, name, configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
                                   seeds=seeds))
     store = TrackingStore(f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}")
     records = StudyRecords.open(store, name)
@@ -131,7 +131,7 @@ def test_a_data_load_that_fails_ends_the_study_run_failed(tmp_path):
     from tests.test_bad_input_sweep import _trec
 
     data = _trec(tmp_path)
-    spec = load_study(write_study(tmp_path, "gone", defaults={"data.source": "trec", "data.path": str(data)},
+    spec = load_spec(write_study(tmp_path, "gone", defaults={"data.source": "trec", "data.path": str(data)},
                                   seeds=[1, 2]))
     shutil.rmtree(data)
     uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"

@@ -19,7 +19,7 @@ from harness.stats.crossed import crossed_test
 from harness.stats.sequential import GroupSequential, SeedSchedule, Stop, signed_z
 from harness.study import rounds
 from harness.study.protocol import TrialOutcome, TrialTicket
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from harness.tracking.records import StudyRecords
 from harness.tracking.store import TrackingStore
@@ -46,16 +46,16 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_a_schedule_lists_every_seed_and_runs_its_rounds_as_phases(tmp_path):
-    spec = load_study(_write(tmp_path, SCHEDULED))
+    spec = load_spec(_write(tmp_path, SCHEDULED))
     assert spec.seed_schedule == SeedSchedule(3, 2, 9)
     assert spec.seeds == tuple(range(1, 10))
     assert spec.phases == ("fixed", "round2", "round3", "round4")
     assert [rounds.round_of(spec, s) for s in spec.seeds] == [1, 1, 1, 2, 2, 3, 3, 4, 4]
     assert rounds.seeds_through(spec, 5) == [1, 2, 3, 4, 5]
-    first = load_study(_write(tmp_path, SCHEDULED.replace("max: 9}", "max: 9, first: 11}")))
+    first = load_spec(_write(tmp_path, SCHEDULED.replace("max: 9}", "max: 9, first: 11}")))
     assert first.seeds == tuple(range(11, 20))
     # A plain list keeps the fixed design.
-    fixed = load_study(_write(tmp_path, SCHEDULED.replace("{start: 3, step: 2, max: 9}", "[1, 2, 3]")))
+    fixed = load_spec(_write(tmp_path, SCHEDULED.replace("{start: 3, step: 2, max: 9}", "[1, 2, 3]")))
     assert fixed.seed_schedule is None and fixed.phases == ("fixed",)
     assert rounds.seeds_through(fixed, 2) == [1, 2, 3]
 
@@ -144,7 +144,7 @@ def _recomputed(spec: Any, config: str, rounds: int) -> list[float]:
 
 
 def test_rounds_give_seeds_to_open_comparisons_only_and_record_why_each_stopped(tmp_path):
-    spec = load_study(_write(tmp_path, SCHEDULED.replace("ls", "better", 1).replace("wsls", "same").replace(
+    spec = load_spec(_write(tmp_path, SCHEDULED.replace("ls", "better", 1).replace("wsls", "same").replace(
         "seeds: {start", "  - name: slight\n    set: {smoothing.method: LS, smoothing.epsilon: 0.3}\nseeds: {start")))
     store = TrackingStore(f"sqlite:///{tmp_path / 'mlflow.db'}")
     records = StudyRecords.open(store, spec.name)
@@ -201,7 +201,7 @@ def test_rounds_give_seeds_to_open_comparisons_only_and_record_why_each_stopped(
 
 
 def test_a_failed_trial_stops_its_comparison_as_incomplete(tmp_path):
-    spec = load_study(_write(tmp_path, SCHEDULED.replace("ls", "slight", 1).replace("wsls", "same")))
+    spec = load_spec(_write(tmp_path, SCHEDULED.replace("ls", "slight", 1).replace("wsls", "same")))
     store = TrackingStore(f"sqlite:///{tmp_path / 'mlflow.db'}")
     records = StudyRecords.open(store, spec.name)
     records.study_started()

@@ -14,7 +14,7 @@ from harness.driver.runner import run_study
 from harness.results.mlflow_reader import read_experiment
 from harness.stats.crossed import crossed_test
 from harness.stats.sequential import RULE, GroupSequential, Stop, signed_z
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
@@ -38,7 +38,7 @@ def _by_kind(client: MlflowClient, name: str) -> dict[str, list]:
 def test_seed_rounds_through_ray_and_mlflow(ray_root, tmp_path):
     root = ray_root
     path = write_study(root, "rounds", **ROUNDS)
-    spec = load_study(path)
+    spec = load_spec(path)
     uri = f"sqlite:///{root / 'rounds.db'}"
     lines: list[str] = []
     out = run_study(spec, tracking_uri=uri, progress=lines.append)

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.driver._final_report import TrialsFailed
 from harness.driver.runner import TrialHooks, run_study
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
@@ -24,7 +24,7 @@ PLAIN = {
 
 
 def _spec(root: Path, name: str, **overrides):
-    return load_study(write_study(root, name, **overrides))
+    return load_spec(write_study(root, name, **overrides))
 
 
 def _uri(root: Path) -> str:

@@ -21,13 +21,13 @@ from harness.study.protocol import (
     member_points,
     seed_groups,
 )
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.study.variants import trial_count
 from tests.study.conftest import write_study
 
 
 def _spec(tmp_path, **overrides):
-    return load_study(write_study(tmp_path, "groups", **{
+    return load_spec(write_study(tmp_path, "groups", **{
         "configs": {"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1}}, **overrides}))
 
 

@@ -9,7 +9,7 @@ import pytest
 from harness.cli import main
 from harness.errors import ConfigError
 from harness.study.space import enumerate_grid, parse_param
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from tests.study.conftest import write_study
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,13 +34,13 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_good_study(tmp_path):
-    spec = load_study(_write(tmp_path, GOOD))
+    spec = load_spec(_write(tmp_path, GOOD))
     assert [nc.name for nc in spec.fixed_configs()] == ["baseline", "ls"]
     assert spec.seeds == (1, 2)
     assert spec.fixed_configs()[1].config.smoothing.method == "LS"
     assert spec.baseline.config.config_id() != spec.configs[0].config.config_id()
     assert spec.checkpoint_every_s == 60.0  # the default: first evaluation, then >= 60 s apart
-    every = load_study(_write(tmp_path, GOOD + "failure: {checkpoint_every_s: 0}\n"))
+    every = load_spec(_write(tmp_path, GOOD + "failure: {checkpoint_every_s: 0}\n"))
     assert every.checkpoint_every_s == 0.0 and every.max_retries == 1
 
 
@@ -65,7 +65,7 @@ def test_good_study(tmp_path):
 ])
 def test_bad_studies(tmp_path, text, expected):
     with pytest.raises(ConfigError, match=expected):
-        load_study(_write(tmp_path, text))
+        load_spec(_write(tmp_path, text))
 
 
 # Study-level settings: a wrong type is one line naming file, line and key (never a traceback).
@@ -98,7 +98,7 @@ def test_bad_studies(tmp_path, text, expected):
 ])
 def test_bad_study_settings(tmp_path, extra, expected):
     with pytest.raises(ConfigError, match=expected):
-        load_study(_write(tmp_path, GOOD + extra))
+        load_spec(_write(tmp_path, GOOD + extra))
 
 
 # A top-level section (the form the shipped study files use) is reported by its own key and line.
@@ -110,7 +110,7 @@ def test_bad_study_settings(tmp_path, extra, expected):
 ])
 def test_section_errors_name_the_section_key_and_line(tmp_path, extra, expected):
     with pytest.raises(ConfigError, match=expected) as info:
-        load_study(_write(tmp_path, GOOD + extra))
+        load_spec(_write(tmp_path, GOOD + extra))
     assert "defaults" not in str(info.value)
 
 
@@ -154,7 +154,7 @@ def test_searcher_pickles_for_tune_resume(tmp_path):
     text = GOOD + ("search:\n  searcher: tpe\n  num_configs: 2\n  space:\n"
                    "    curriculum.pacing: {choice: [linear, root_n]}\n"
                    "    curriculum.n: {int: [2, 5], when: {curriculum.pacing: root_n}}\n")
-    searcher = pickle.loads(pickle.dumps(make_searcher(load_study(_write(tmp_path, text)))))
+    searcher = pickle.loads(pickle.dumps(make_searcher(load_spec(_write(tmp_path, text)))))
     assert searcher.searcher._space.space["curriculum.n"].when == {"curriculum.pacing": ("root_n",)}
 
 
@@ -184,18 +184,18 @@ TEACHER = GOOD.replace("  - name: ls\n    set: {smoothing.method: LS, smoothing.
 ])
 def test_comparisons_stay_fair(tmp_path, text, expected):
     with pytest.raises(ConfigError, match=expected):
-        load_study(_write(tmp_path, text))
+        load_spec(_write(tmp_path, text))
 
 
 def test_teacher_seed_defaults_outside_the_study_seeds_and_objective_selects_the_checkpoint(tmp_path):
-    spec = load_study(_write(tmp_path, TEACHER.replace(", curriculum.teacher_seed: 2", "")
+    spec = load_spec(_write(tmp_path, TEACHER.replace(", curriculum.teacher_seed: 2", "")
                              + "objective: {metric: mrr, mode: max}\n"))
     cfg = spec.configs[0].config
     assert cfg.curriculum.teacher_seed not in spec.seeds
     assert {nc.config.train.select_metric for nc in spec.fixed_configs()} == {"mrr"}
     # The training split may differ between configurations; the evaluation set may not.
     ok = GOOD.replace("{smoothing.method: LS, smoothing.epsilon: 0.1}", "{data.max_train_queries: 10}")
-    assert load_study(_write(tmp_path, ok)).configs[0].config.data.max_train_queries == 10
+    assert load_spec(_write(tmp_path, ok)).configs[0].config.data.max_train_queries == 10
 
 
 def test_teacher_seed_clash_via_cli_is_one_line_and_records_nothing(tmp_path, capsys, monkeypatch):
@@ -220,12 +220,12 @@ def test_searcher_table_names_real_optuna_samplers_and_their_objective_counts():
 def test_fuse_true_is_refused_for_a_cascade_ranker_and_auto_is_the_default(tmp_path):
     """Cascade rankers cannot train their seeds fused (harness.training.fused): ``fuse: true`` names
     the configuration in one line; ``auto`` (default) and ``false`` are accepted."""
-    plain = load_study(write_study(tmp_path, "plain", resources={"seeds_per_trial": 2}))
+    plain = load_spec(write_study(tmp_path, "plain", resources={"seeds_per_trial": 2}))
     assert (plain.seeds_per_trial, plain.fuse) == (2, None)
-    off = load_study(write_study(tmp_path, "off", resources={"seeds_per_trial": 2, "fuse": False}))
+    off = load_spec(write_study(tmp_path, "off", resources={"seeds_per_trial": 2, "fuse": False}))
     assert off.fuse is False
     with pytest.raises(ConfigError) as exc:
-        load_study(write_study(tmp_path, "casc", cascade={"enabled": True},
+        load_spec(write_study(tmp_path, "casc", cascade={"enabled": True},
                                resources={"seeds_per_trial": 2, "fuse": True}))
     assert "resources.fuse: true, but configuration" in str(exc.value) and "cascade" in str(exc.value)
     assert "\n" not in str(exc.value)

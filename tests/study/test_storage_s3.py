@@ -13,7 +13,7 @@ from mlflow.tracking import MlflowClient
 from harness.driver.runner import run_study
 from harness.errors import HarnessError
 from harness.study.protocol import PER_QUERY_FILE
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import local_ray, write_study
 from tests.study.test_early_stop_study import ES
@@ -45,9 +45,9 @@ def test_a_study_on_s3_keeps_checkpoints_and_state_in_the_bucket(tmp_path, s3):
     with local_ray(tmp_path, own=True) as root:  # its workers read the AWS variables set above
         path = write_study(root, "es-s3", **ES, storage_path="s3://harness-runs/studies")
         uri = f"sqlite:///{root / 'mlflow.db'}"
-        out = run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+        out = run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
         with pytest.raises(HarnessError, match="already has Ray Tune state at s3://harness-runs/studies/es-s3-fixed"):
-            run_study(load_study(path), tracking_uri=uri, progress=lines.append)
+            run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
     assert set(out["configs"]) == {"baseline", "ls"}  # diverging-lr stopped, as on a local path
     listed = [o for page in s3.get_paginator("list_objects_v2").paginate(Bucket="harness-runs", Prefix="studies/")
               for o in page.get("Contents", [])]
