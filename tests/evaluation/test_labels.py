@@ -9,7 +9,7 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.results.mlflow_reader import read_experiment
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from harness.tracking.store import default_tracking_uri
 from tests.evaluation.conftest import synthetic_records, write_study_records
@@ -21,11 +21,11 @@ def test_a_config_label_is_parsed_and_checked(tmp_path: Path) -> None:
     text = path.read_text().replace("- name: curriculum-uwords-root_2",
                                     "- name: curriculum-uwords-root_2\n  label: 'CL (#Uwords, root_2)'")
     path.write_text(text)
-    spec = load_study(path)
+    spec = load_spec(path)
     assert [(nc.name, nc.label) for nc in spec.configs] == [("curriculum-uwords-root_2", "CL (#Uwords, root_2)")]
     path.write_text(text.replace("label: 'CL (#Uwords, root_2)'", "label: 3"))
     with pytest.raises(ConfigError, match=r"configs\[0\]\.label must be a one-line text"):
-        load_study(path)
+        load_spec(path)
 
 
 def test_the_label_tag_names_the_configuration_in_every_renderer(tmp_path: Path) -> None:
