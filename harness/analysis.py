@@ -25,17 +25,29 @@ the source is read; an unknown name (metric, test, correction, form, format) rai
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, UnknownName
+from harness.present.collections_render import render_collections
+from harness.present.collections_table import build_collection_tables
 from harness.present.power_text import PowerReport
 from harness.present.significance_table import SignificanceTable
 from harness.present.table import AUTO_FORM, resolve_form
-from harness.results.longcsv import COLUMNS, long_rows, read_long_csv, read_long_frame
+from harness.results.longcsv import (
+    COLLECTION_COLUMNS,
+    COLUMNS,
+    collection_rows,
+    long_rows,
+    read_frame_collections,
+    read_long_collections,
+    read_long_csv,
+    read_long_frame,
+)
 from harness.results.mlflow_reader import read_experiment
 from harness.results.stored import StudyResults
+from harness.stats.across import CollectionsAnalysis, analyse_collections
 from harness.stats.corrections import DEFAULT_CORRECTION
 from harness.stats.power import DEFAULT_SEEDS, PowerOptions
 from harness.stats.significance import AUTO, Analysis, AnalysisOptions, Markers, analyse
@@ -43,7 +55,9 @@ from harness.stats.significance import AUTO, Analysis, AnalysisOptions, Markers,
 if TYPE_CHECKING:
     import pandas as pd
 
-FAMILIES = ("table", "metric")  # --family: the comparisons of a whole table, or of each metric
+# --family: the comparisons of a whole table, of each metric, or of each collection (a study over
+# several collections, harness.stats.across; over one collection it is the whole table)
+FAMILIES = ("table", "metric", "collection")
 DEFAULT_LEVELS = (0.05, 0.01)
 
 MetricNames = str | Sequence[str] | None  # one metric or several, by harness key or ir-measures name
@@ -55,7 +69,8 @@ class TableOptions:
     (harness keys or ir-measures names, one or several; None: every metric found), ``test``,
     ``correction``, ``family`` (``table``: the comparisons of one table are corrected together;
     ``metric``: those of each metric), ``levels`` (significance levels, strictest last), and the
-    randomisation test's generator ``seed`` and ``resamples``. A bad value raises ConfigError, an
+    randomisation test's generator ``seed`` and ``resamples``, and ``one_seed_test`` (a one-seed
+    study: None, no markers; "query", the query-only test). A bad value raises ConfigError, an
     unknown name its subclass UnknownName.
 
     >>> TableOptions(metric="AP", correction="holm").analysis_options("configs").family
@@ -73,6 +88,7 @@ class TableOptions:
     levels: tuple[float, ...] = DEFAULT_LEVELS
     seed: int = 0
     resamples: int = 10_000
+    one_seed_test: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", metric_names(self.metric))
@@ -88,10 +104,11 @@ class TableOptions:
         The family ``table`` is every metric in the configs form (one table for all) and each metric
         in the seeds and summary forms (one table per metric; ``auto`` is one of these)."""
         resolve_form(form, 0)  # an unknown form is refused here
-        family = "all" if self.family == "table" and form == "configs" else "metric"
+        family = "all" if self.family in ("table", "collection") and form == "configs" else "metric"
         return AnalysisOptions(
             metrics=metric_names(metric) or self.metric, test=self.test, correction=self.correction,
-            family=family, markers=Markers(levels=self.levels), resamples=self.resamples, seed=self.seed)
+            family=family, markers=Markers(levels=self.levels), resamples=self.resamples, seed=self.seed,
+            one_seed_test=self.one_seed_test)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -146,18 +163,20 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
     def power(self, *, metric: MetricNames = None, alpha: float = 0.05, power: float = 0.8,
               seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,
-              effect: float | None = None) -> PowerReport:
+              effect: float | None = None, family_size: int | None = None) -> PowerReport:
         """The power analysis (a ``PowerReport``; ``str()`` is what `harness power` prints,
         ``.to_json()`` its ``--format json``, ``.to_frame()`` its rows): per comparison the
         variance components and the minimum detectable effect per seed count in ``seeds`` (the
         study's own added) at ``queries`` (default: the study's), two-sided ``alpha`` and
-        ``power``; with ``effect``, the seeds that effect needs. ``metric``: instead of the
-        options' own.
+        ``power``; with ``effect``, the seeds that effect needs. The figures are the crossed
+        test's at alpha / ``family_size`` (Holm's first step; default: the study's candidates).
+        ``metric``: instead of the options' own.
 
         >>> print(analysis.power(effect=0.02, seeds=(5, 10)))  # doctest: +SKIP
         """
         options = PowerOptions(metrics=metric_names(metric) or self.options.metric, alpha=alpha,
-                               power=power, seeds=tuple(seeds), queries=queries, effect=effect)
+                               power=power, seeds=tuple(seeds), queries=queries, effect=effect,
+                               family_size=family_size)
         return PowerReport.build(self.results, options)
 
     def runs(self) -> pd.DataFrame:
@@ -209,8 +228,9 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
 def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,
             metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
             family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
-            resamples: int = 10_000) -> StudyAnalysis:
-    """Results in the long format (columns config, seed, metric, value and optionally query), from
+            resamples: int = 10_000) -> StudyAnalysis | CollectionsStudy:
+    """Results in the long format (columns config, seed, metric, value and optionally query and
+    collection), from
     a CSV file as `harness table --from FILE` reads it, or from a pandas DataFrame with those
     columns, validated alike; the baseline is ``baseline``, else the first configuration. The other
     arguments are ``TableOptions``. A malformed table or a bad option raises a HarnessError.
@@ -231,7 +251,28 @@ metrics=('map',), queries=None, test='auto', correction='holm')
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=tuple(levels), seed=seed, resamples=resamples)
-    return StudyAnalysis(results=read_long(source, baseline=baseline), options=options)
+    return study_of(read_collections(source, baseline=baseline), options)
+
+
+def study_of(collections: Mapping[str, StudyResults], options: TableOptions) -> StudyAnalysis | CollectionsStudy:
+    """A ``StudyAnalysis`` of one collection, a ``CollectionsStudy`` of several."""
+    if len(collections) == 1:
+        return StudyAnalysis(results=next(iter(collections.values())), options=options)
+    return CollectionsStudy(collections=dict(collections), options=options)
+
+
+def read_collections(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None
+                     ) -> dict[str, StudyResults]:
+    """A long results table, collection by collection (``read_long_collections``,
+    ``read_frame_collections``); one collection without a name when it has no collection column."""
+    if isinstance(source, str | os.PathLike):
+        return read_long_collections(source, baseline=baseline)
+    import pandas as pd
+
+    if isinstance(source, pd.DataFrame):
+        return read_frame_collections(source, baseline=baseline)
+    raise ConfigError(f"compare: expected the path of a long results CSV or a pandas DataFrame, got "
+                      f"{type(source).__name__}")
 
 
 def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None) -> StudyResults:
@@ -262,3 +303,73 @@ def metric_names(metric: MetricNames) -> tuple[str, ...] | None:
         return None
     names = (metric,) if isinstance(metric, str) else tuple(metric)
     return names or None
+
+
+@dataclass(frozen=True, kw_only=True, repr=False)
+class CollectionsStudy:
+    """A study over several collections (collection -> validated results, in the study's order) and
+    the table options: ``table`` renders the whole table (a column group per collection, a combined
+    verdict across them, one family), as `harness table` prints it; ``runs`` is the long format with
+    a collection column. The family ``table`` (the default) is every comparison in the table,
+    ``metric`` each metric's over the collections, ``collection`` each collection's
+    (harness.stats.across).
+
+    >>> from harness.results.stored import RunRecord
+    >>> def results(shift):
+    ...     return StudyResults.build([RunRecord(config=c, seed=s, values={"map": v + (c == "bert") * shift})
+    ...                                for c in ("bm25", "bert") for s, v in (("1", 0.30), ("2", 0.33), ("3", 0.31))])
+    >>> study = CollectionsStudy(collections={"a": results(0.05), "b": results(0.04)})
+    >>> study
+    CollectionsStudy(collections=('a', 'b'), baseline='bm25', configs=('bm25', 'bert'), test='auto', correction='holm')
+    >>> round(study.analyse().get_combined("bert", "map").result.estimate, 4)
+    0.045
+    """
+
+    collections: Mapping[str, StudyResults]
+    options: TableOptions = field(default_factory=TableOptions)
+
+    def __post_init__(self) -> None:
+        if not self.collections:
+            raise ConfigError("a study over collections needs at least one collection")
+        for results in self.collections.values():
+            results.select(self.options.metric)
+
+    def with_options(self, **changes: Any) -> CollectionsStudy:
+        """The same results under other table options (``TableOptions``' fields)."""
+        return replace(self, options=replace(self.options, **changes))
+
+    def analyse(self, *, metric: MetricNames = None) -> CollectionsAnalysis:
+        """Every collection's tests, the combined verdicts and the correction over the family
+        (harness.stats.across.CollectionsAnalysis)."""
+        opts = self.options
+        options = AnalysisOptions(metrics=metric_names(metric) or opts.metric, test=opts.test,
+                                  correction=opts.correction, markers=Markers(levels=opts.levels),
+                                  resamples=opts.resamples, seed=opts.seed)
+        return analyse_collections(self.collections, options, family=opts.family)
+
+    def table(self, format: str = "md", *, metric: MetricNames = None, form: str = AUTO_FORM,
+              decimals: int = 4, names: str = "label") -> str:
+        """The whole table as `harness table` prints it: ``form`` configs (``auto``: rows =
+        configurations, a column group per collection, the combined verdict last), summary (the
+        same, intervals of the differences instead of SDs) or seeds (per metric a block of seed
+        rows per collection, Penha & Hauff 2020 Table 5); ``format`` md, latex, csv or html."""
+        return render_collection_table(self.analyse(metric=metric), format, form=form, decimals=decimals,
+                                       names=names)
+
+    def runs(self) -> pd.DataFrame:
+        """The long format with a ``collection`` column (``StudyAnalysis.runs``, per collection)."""
+        import pandas as pd
+
+        return pd.DataFrame(collection_rows(self.collections), columns=list(COLLECTION_COLUMNS))
+
+    def __repr__(self) -> str:
+        first = next(iter(self.collections.values()))
+        configs = tuple(dict.fromkeys(c for r in self.collections.values() for c in r.configs))
+        return (f"CollectionsStudy(collections={tuple(self.collections)!r}, baseline={first.baseline!r}, "
+                f"configs={configs!r}, test={self.options.test!r}, correction={self.options.correction!r})")
+
+
+def render_collection_table(analysis: CollectionsAnalysis, format: str = "md", *, form: str = AUTO_FORM,
+                            decimals: int = 4, names: str = "label") -> str:
+    """The tables of ``form`` of a study over several collections, rendered as ``format``."""
+    return render_collections(build_collection_tables(analysis, form, decimals, names), format)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.data.config import PROTOCOLS, TRAIN_SAMPLERS, DataConfig  # noqa: F401
-from harness.errors import ConfigError, DataError, require
+from harness.errors import ConfigError, DataError, refuse, require, shown
 from harness.losses.kinds import LOSSES
 from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
 from harness.suggest import did_you_mean
@@ -57,6 +57,14 @@ COMPILE_MODES = ("auto", "true", "false")
 TEACHER_SEED = 1000
 # Seeds are numpy's (every trial seeds numpy.random.default_rng with them): integers in [0, 2**32).
 MAX_SEED = 2**32 - 1
+# The largest integer a config key takes (a C long: what numpy, torch and the loops index with);
+# beyond it a value is a typo, and 10**400 would overflow the first float it meets.
+MAX_INT = 2**63 - 1
+# A YAML file (study or config file) is read only up to this size, and its tree, aliases expanded,
+# up to so many nodes: the work of reading it stays bounded whatever it holds (docs/reliability.md,
+# "Input bounds"). The shipped study files are a few KiB and a few hundred nodes.
+MAX_YAML_BYTES = 256 * 1024
+MAX_YAML_NODES = 100_000
 CANDIDATE_SETS = ("pair", "all")
 
 
@@ -318,6 +326,10 @@ class TrialConfig:
             for f in fields(section):
                 v = getattr(section, f.name)
                 out[f"{s.name}.{f.name}"] = list(v) if isinstance(v, tuple) else v
+        # A one-collection study's configs carry no data.collection (their records and ids stay
+        # as they were before studies over several collections).
+        if out.get("data.collection", "") is None:
+            del out["data.collection"]
         return out
 
     def config_id(self) -> str:
@@ -366,11 +378,7 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if isinstance(value, str) and value.lower() in ("inf", "infinity", "+inf") and float in args:
         return math.inf
     if bool in args:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise ConfigError(f"{key} must be true or false, got {value!r}", key=key)
+        return as_bool(key, value)
     if tuple[int, ...] in args or tuple[float, ...] in args:
         elem = int if tuple[int, ...] in args else float
         items = value if isinstance(value, list | tuple) else str(value).split(",") \
@@ -379,41 +387,71 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
         # take both silently).
         bad = [x for x in items if isinstance(x, bool)
                or (elem is int and isinstance(x, float) and not x.is_integer())]
-        try:
-            if bad:
-                raise ValueError
-            return tuple(elem(x) for x in items)
-        except (TypeError, ValueError):
-            noun = "integers" if elem is int else "numbers"
-            raise ConfigError(f"{key} must be a list of {noun}, got {value!r}", key=key) from None
-    if int in args and float in args:  # Steps
-        if isinstance(value, bool):
-            raise ConfigError(f"{key} must be a number, got {value!r}", key=key)
-        if isinstance(value, int):
-            return value
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be a number, got {value!r}", key=key) from None
+        noun = "integers" if elem is int else "numbers"
+        if bad:
+            raise refuse(key, value, f"a list of {noun}")
+        return tuple(_number(key, x, integer=elem is int, what=f"a list of {noun}") for x in items)
+    if int in args and float in args:  # Steps: an int is a step count, a float a fraction
+        if isinstance(value, int) and not isinstance(value, bool):
+            return _number(key, value, integer=True, what="a number")
+        return _number(key, value, integer=False, what="a number", allow_inf=True)
     if int in args:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise ConfigError(f"{key} must be an integer, got {value!r}", key=key)
-        try:
-            return int(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be an integer, got {value!r}", key=key) from None
+        return _number(key, value, integer=True, what="an integer")
     if float in args:
-        if isinstance(value, bool):
-            raise ConfigError(f"{key} must be a number, got {value!r}", key=key)
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise ConfigError(f"{key} must be a number, got {value!r}", key=key) from None
+        return _number(key, value, integer=False, what="a number", allow_inf=True)
     if str in args:
         if not isinstance(value, str | int | float):
-            raise ConfigError(f"{key} must be a string, got {value!r}", key=key)
-        return str(value)
+            raise refuse(key, value, "a string")
+        return text_value(key, str(value))
     return value
+
+
+def _number(key: str, value: Any, *, integer: bool, what: str, allow_inf: bool = False) -> Any:
+    """A number as written (YAML's, or a string of one from --set): an integer within ``MAX_INT``,
+    or a finite float (``inf`` only where ``allow_inf``: the key's own check then decides)."""
+    if isinstance(value, bool) or (isinstance(value, float) and integer and not value.is_integer()):
+        raise refuse(key, value, what)
+    try:
+        number = int(value) if integer else float(value)
+    except (TypeError, ValueError, OverflowError):
+        # OverflowError: an integer of 400 digits has no float, and int(inf) no integer
+        raise refuse(key, value, what) from None
+    if not integer and (math.isnan(number) or (math.isinf(number) and not allow_inf)):
+        raise refuse(key, value, f"{what}, finite")
+    if abs(number) > MAX_INT and number not in (math.inf, -math.inf):
+        raise refuse(key, value, f"{what} of at most {MAX_INT} in size")
+    return number
+
+
+def as_bool(key: str, value: Any) -> bool:
+    """A boolean as YAML or a shell writes it: true/false, or the strings "true"/"false" in any
+    case (what --set and a quoted YAML value give); every boolean key of a study reads it so."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise refuse(key, value, "true or false")
+
+
+def text_value(key: str, value: str) -> str:
+    """A string value: no NUL character (no path, URI or name can hold one) and no lone surrogate
+    (a YAML escape such as "\\ud800" or undecodable bytes on the command line; no file system or
+    URI takes one)."""
+    problem = text_problem(value)
+    if problem:
+        raise refuse(key, value, "text without NUL characters or lone surrogates", why=problem)
+    return value
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a path, a URI or a name (``text_value``), or None."""
+    if "\0" in value:
+        return f"a NUL character at position {value.index(chr(0))}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate at position {exc.start}"
+    return None
 
 
 def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -430,8 +468,11 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 class KeyLines:
-    """Line numbers of the keys of a YAML mapping tree, by dotted path (``configs.0.set``), and the
-    keys a mapping gives twice (YAML keeps the last of them without a word)."""
+    """Line numbers of the keys of a YAML mapping tree, by dotted path (``configs.0.set``), and what
+    ``read_yaml`` refuses in it: keys a mapping gives twice (YAML keeps the last of them without a
+    word; two merge keys ``<<`` merge both), the tree's size with its aliases expanded (``size``,
+    counted up to ``MAX_YAML_NODES + 1``), an alias inside its own anchor (``cycle``: its line) and
+    the first text no path or name can hold (``bad_text``: path, line, value, problem)."""
 
     def __init__(self, text: str) -> None:
         import yaml
@@ -439,12 +480,18 @@ class KeyLines:
         self.lines: dict[str, int] = {}
         # (dotted path, line of the first, line of the repeat), in the order of the file
         self.duplicates: list[tuple[str, int, int]] = []
+        self.bad_text: tuple[str, int, str, str] | None = None
+        self.cycle: int | None = None
         self._seen: set[int] = set()
         node = yaml.compose(text)
+        self.size = 0
         if node is not None:
             self._walk(node, "")
+            self.size = self._expanded(node, {}, set())
 
-    def _walk(self, node: Any, prefix: str) -> None:
+    def _walk(self, node: Any, prefix: str, record: bool = True) -> None:
+        """Record the lines of the keys under ``node`` (not those a merge brings: ``record`` False),
+        the duplicates and the first bad text."""
         import yaml
 
         # An alias is the node of its anchor: walked once, so that aliases of aliases cost nothing
@@ -455,18 +502,62 @@ class KeyLines:
         if isinstance(node, yaml.MappingNode):
             first: dict[tuple[str, str], int] = {}
             for k, v in node.value:
-                if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
-                    continue  # a merge (<<: *base) brings keys that the mapping's own keys override
-                path, line = f"{prefix}{k.value}", k.start_mark.line + 1
+                if not isinstance(k, yaml.ScalarNode):
+                    continue
+                self._check_text(f"{prefix}(a key)", k)
+                line = k.start_mark.line + 1
+                if k.tag == "tag:yaml.org,2002:merge":
+                    # A merge (<<: *base) brings keys that the mapping's own keys override; a
+                    # second one in the same mapping is a key given twice.
+                    if ("merge", "<<") in first:
+                        self.duplicates.append((f"{prefix}<<", first[("merge", "<<")], line))
+                    first.setdefault(("merge", "<<"), line)
+                    self._walk(v, prefix, record=False)
+                    continue
+                path = f"{prefix}{k.value}"
                 if (k.tag, k.value) in first:
                     self.duplicates.append((path, first[(k.tag, k.value)], line))
                 first.setdefault((k.tag, k.value), line)
-                self.lines.setdefault(path, line)
-                self._walk(v, path + ".")
+                if record:
+                    self.lines.setdefault(path, line)
+                self._walk(v, path + ".", record)
         elif isinstance(node, yaml.SequenceNode):
             for i, v in enumerate(node.value):
-                self.lines.setdefault(f"{prefix}{i}", v.start_mark.line + 1)
-                self._walk(v, f"{prefix}{i}.")
+                if record:
+                    self.lines.setdefault(f"{prefix}{i}", v.start_mark.line + 1)
+                self._walk(v, f"{prefix}{i}.", record)
+        elif isinstance(node, yaml.ScalarNode):
+            self._check_text(prefix.rstrip("."), node)
+
+    def _check_text(self, path: str, node: Any) -> None:
+        if self.bad_text is None and isinstance(node.value, str):
+            problem = text_problem(node.value)
+            if problem:
+                self.bad_text = (path, node.start_mark.line + 1, node.value, problem)
+
+    def _expanded(self, node: Any, memo: dict[int, int], active: set[int]) -> int:
+        """Nodes under ``node`` with every alias expanded (as a reader of the loaded value walks
+        them), counted once per anchor and capped past ``MAX_YAML_NODES``: linear in the file."""
+        import yaml
+
+        if id(node) in memo:
+            return memo[id(node)]
+        if id(node) in active:  # an alias inside its own anchor: the value contains itself
+            if self.cycle is None:
+                self.cycle = node.start_mark.line + 1
+            return 1
+        active.add(id(node))
+        children: list[Any] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        total = 1
+        for child in children:
+            total = min(total + self._expanded(child, memo, active), MAX_YAML_NODES + 1)
+        active.discard(id(node))
+        memo[id(node)] = total
+        return total
 
     def at(self, path: str) -> str:
         """``:LINE`` of ``path`` or of its nearest ancestor in the file; "" where none is."""
@@ -478,19 +569,27 @@ class KeyLines:
 
 
 def read_yaml(path: Path, what: str) -> tuple[Any, str, KeyLines]:
-    """Parse a YAML file: its value, its text and the lines of its keys; a missing file, a file that
-    is not UTF-8, malformed YAML or a key given twice in one mapping is one error naming the file and
-    the line."""
+    """Parse a YAML file: its value, its text and the lines of its keys. One error naming the file
+    and the line refuses: a missing file, a file larger than ``MAX_YAML_BYTES`` (before reading
+    it), one that is not UTF-8, malformed YAML, a key given twice in one mapping, a tree larger than
+    ``MAX_YAML_NODES`` with its aliases expanded, an alias inside its own anchor, and text with a
+    NUL character or a lone surrogate (``text_problem``)."""
     import yaml
 
     if path.is_dir():
         raise DataError(f"{path}: is a directory, not a {what}")
     if not path.is_file():
         raise DataError(f"{path}: {what} not found")
+    size = path.stat().st_size
+    if size > MAX_YAML_BYTES:
+        raise ConfigError(f"{path}: a {what} holds at most {MAX_YAML_BYTES // 1024} KiB, this one {size} "
+                          "bytes; list fewer configurations or seeds, or split the study")
     text = read_utf8(path, what, ConfigError)
+    raw = None
     try:
         lines = KeyLines(text)
-        raw = yaml.safe_load(text)
+        if lines.cycle is None and lines.size <= MAX_YAML_NODES:
+            raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -499,8 +598,20 @@ def read_yaml(path: Path, what: str) -> tuple[Any, str, KeyLines]:
         raise ConfigError(f"{path}: malformed YAML: nested too deeply") from None
     if lines.duplicates:
         key, first, again = lines.duplicates[0]
+        if key.endswith("<<"):
+            raise ConfigError(f"{path}:{again}: duplicate merge key '<<' (first at line {first}); merge "
+                              "several mappings with one key: <<: [*a, *b]")
         raise ConfigError(f"{path}:{again}: duplicate key {key!r} (first at line {first}); YAML would keep "
                           "only the last: give each key once")
+    if lines.cycle is not None:
+        raise ConfigError(f"{path}:{lines.cycle}: an alias inside its own anchor: the value would contain itself")
+    if lines.size > MAX_YAML_NODES:
+        raise ConfigError(f"{path}: the {what} holds more than {MAX_YAML_NODES} values with its aliases "
+                          "expanded; list fewer, or use fewer aliases of aliases")
+    if lines.bad_text is not None:
+        key, line, value, problem = lines.bad_text
+        raise refuse(key or "a value", value, "text without NUL characters or lone surrogates", why=problem,
+                     where=f"{path}:{line}")
     return raw, text, lines
 
 
@@ -511,6 +622,9 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, eq, raw = item.partition("=")
+        problem = text_problem(item)
+        if problem:
+            raise ConfigError(f"--set {shown(item)}: {problem}; no config value holds one")
         if not eq or not key.strip():
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:

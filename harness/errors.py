@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterable
 
 from harness.suggest import did_you_mean
@@ -59,8 +60,43 @@ class DataError(HarnessError):
     """A data file is missing or malformed; the message names the file and, where known, the line."""
 
 
+# A refused value is shown, never echoed whole: a 10,000-element list or a 1 MB string stays one
+# short line (reprlib abbreviates with "...").
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 80
+_SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 8
+_SHOWN.maxlong = 40
+
+
+def shown(value: object) -> str:
+    """``value`` as an error message shows it: its repr, abbreviated past about 80 characters.
+
+    >>> shown(1.5), shown(list(range(100)))
+    ('1.5', '[0, 1, 2, 3, 4, 5, 6, 7, ...]')
+    """
+    return _SHOWN.repr(value)
+
+
+def refuse(key: str, value: object, rule: str, *, why: str = "", where: str = "") -> ConfigError:
+    """The one wording of a refused value: ``[where: ]{key} must be {rule}, got {value}[; {why}]``.
+
+    ``key`` is the name as the user wrote it (``curriculum.delta``, ``seeds.max``, ``--port``),
+    ``rule`` what a valid value is, ``why`` (optional) the reason or the way out, ``where`` the
+    file and line where known (``study.yaml:5``; a study file's loader adds it from ``key``).
+    Returned, to be raised: ``raise refuse(...)``.
+
+    >>> str(refuse("curriculum.delta", 1.5, "in (0, 1]"))
+    'curriculum.delta must be in (0, 1], got 1.5'
+    >>> str(refuse("seeds.max", 10**9, "at most 1000", why="a study trains every seed", where="s.yaml:5"))
+    's.yaml:5: seeds.max must be at most 1000, got 1000000000; a study trains every seed'
+    """
+    head = f"{where}: " if where else ""
+    tail = f"; {why}" if why else ""
+    return ConfigError(f"{head}{key} must be {rule}, got {shown(value)}{tail}", key=key)
+
+
 def require(cond: bool, key: str, rule: str, value: object) -> None:
-    """Refuse a config value: ``ConfigError("{key} must be {rule}, got {value!r}")`` unless ``cond``.
+    """Refuse a config value (``refuse``) unless ``cond``.
 
     >>> require(0.5 <= 1.0, "curriculum.delta", "in (0, 1]", 0.5)
     >>> require(1.5 <= 1.0, "curriculum.delta", "in (0, 1]", 1.5)
@@ -69,4 +105,4 @@ def require(cond: bool, key: str, rule: str, value: object) -> None:
     harness.errors.ConfigError: curriculum.delta must be in (0, 1], got 1.5
     """
     if not cond:
-        raise ConfigError(f"{key} must be {rule}, got {value!r}", key=key)
+        raise refuse(key, value, rule)

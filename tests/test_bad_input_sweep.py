@@ -177,7 +177,7 @@ study_case("configs-identical", ["@P", "identical"],
 study_case("seed-negative", ["@P:5:", "seeds", "-1"], seeds="[1, -1]")
 study_case("seed-2-to-the-32", ["@P:5:", "seeds", "4294967296"], seeds="[4294967296]")
 study_case("seeds-empty", ["@P:5:", "seeds"], seeds="[]")
-study_case("seeds-twice", ["@P:5:", "seeds", "must not repeat"], seeds="[1, 1]")
+study_case("seeds-twice", ["@P:5:", "seeds must be a list of distinct integers", "duplicated: [1]"], seeds="[1, 1]")
 study_case("seed-a-float", ["@P:5:", "seeds", "1.5"], seeds="[1.5]")
 study_case("seed-a-bool", ["@P:5:", "seeds", "True"], seeds="[true, 2]")
 study_case("seed-a-string", ["@P:5:", "seeds"], seeds="[one]")
@@ -352,6 +352,9 @@ SETS: list[tuple[str, str, list[str]]] = [
     ("a-mapping-for-a-number", "train.lr={a: 1}", ["train.lr"]),
     ("seed-key", "train.seed=3", ["train.seed"]),
     ("null-for-a-number", "train.batch_size=", ["train.batch_size", "null"]),
+    # undecodable bytes on a command line arrive as lone surrogates (os.fsdecode)
+    ("lone-surrogate", "data.cache_dir=/tmp/a\udcffb", ["--set", "lone surrogate"]),
+    ("steps-10-to-the-400", "train.steps=1" + "0" * 400, ["train.steps", "integer of at most"]),
 ]
 for id_, assign, frags in SETS:
     @case("--set", f"set-{id_}-run")
@@ -520,6 +523,57 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
     return ["train", "--no-mlflow", "--set", "model.name=tiny", "--checkpoint-dir", str(f)], ["@P"], f
 
 
+# --- 8. bounded input (issue 41): sizes, numbers, text, merge keys, paths, URIs -------------------
+# Every bound is checked before the work it bounds (docs/study-file.md, "Limits"); the same inputs
+# under a 1 GiB memory limit: tests/test_bad_input_bounds.py.
+
+study_case("seed-schedule-max-1e9", ["@P:5:", "seeds.max must be at most 1000", "1000000000"],
+           seeds="{start: 2, step: 1, max: 1000000000}")
+study_case("seed-schedule-too-many-rounds", ["@P:5:", "seeds.step", "at most 100 rounds"],
+           seeds="{start: 2, step: 1, max: 500}")
+study_case("seeds-over-the-limit", ["@P:5:", "seeds must be a list of at most 1000 seeds", "1500"],
+           seeds="[" + ", ".join(map(str, range(1500))) + "]")
+study_case("confirm-seeds-1e9", ["@P:7:", "confirm.seeds", "1000000000"],
+           extra="confirm: {top: 1, seeds: 1000000000}\nconfigs: [{name: c, set: {curriculum.delta: 0.5}}]\n")
+study_case("grid-10M-points", ["@P", "search.space must be a grid of at most 1000", "10000000 points"],
+           extra="search:\n  searcher: grid\n  space:\n"
+           + "".join(f"    {k}: {{int: [1, {n}]}}\n" for k, n in
+                     (("train.batch_size", 100), ("train.eval_every", 100), ("data.max_train_queries", 1000))))
+study_case("num-configs-1e9", ["@P", "search.num_configs", "[1, 1000]"],
+           extra="search: {searcher: random, num_configs: 1000000000, space: {curriculum.delta: {uniform: [0.1, 0.9]}}}\n")
+study_case("search-int-range-1e9-variants", ["search.space", "data and model variants", "1000000000"],
+           extra="search: {searcher: tpe, space: {data.max_train_queries: {int: [1, 1000000000]}}}\n")
+study_case("steps-10-to-the-400", ["@P:7:", "train.steps", "integer of at most"],
+           extra="defaults: {train.steps: 1" + "0" * 400 + "}\n")
+study_case("lr-10-to-the-400", ["@P:7:", "train.lr", "a number"],
+           extra="defaults: {train.lr: 1" + "0" * 400 + "}\n")
+study_case("lr-1e400-float", ["@P:7:", "train.lr", "inf"], extra="defaults: {train.lr: 1.0e+400}\n")
+study_case("concurrency-10-to-the-400", ["@P:7:", "concurrency"], extra="concurrency: 1" + "0" * 400 + "\n")
+study_case("rung-10-to-the-400", ["@P:7:", "early_stopping.rungs"],
+           extra="early_stopping: {rungs: [1" + "0" * 400 + "]}\nconfigs: [{name: c, set: {curriculum.delta: 0.5}}]\n")
+study_case("nul-in-cache-dir", ["@P:7:", "data.cache_dir", "NUL"], extra='defaults: {data.cache_dir: "/tmp/a\\0b"}\n')
+study_case("nul-in-tracking-uri", ["@P:7:", "tracking_uri", "NUL"], extra='tracking_uri: "sqlite:////tmp/a\\0b.db"\n')
+study_case("surrogate-in-data-path", ["@P:7:", "data.path", "lone surrogate"],
+           extra='defaults: {data.path: "/tmp/a\\ud800b"}\n')
+study_case("nul-in-storage-path", ["@P:6:", "storage_path", "NUL"], storage='"/tmp/a\\0b"')
+study_case("two-merge-keys", ["@P:4:", "duplicate merge key", "first at line 3"],
+           text=_study_text().replace("model: {name: tiny, max_length: 32}\n",
+                                      "model:\n  <<: {name: tiny}\n  <<: {max_length: 32}\n"))
+study_case("aliases-of-aliases", ["@P", "more than 100000 values"],
+           text="a0: &a0 [1, 1]\n" + "".join(f"a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 40))
+           + _study_text())
+study_case("alias-inside-its-anchor", ["@P:7:", "its own anchor"], extra="defaults: &d {train: *d}\n")
+study_case("study-file-over-256-KiB", ["@P", "at most 256 KiB"], extra="description: '" + "x" * 300_000 + "'\n")
+study_case("chitchat-data-path-missing", ["@P:7:", "data.path", "no such file"],
+           extra="defaults: {data.path: /nonexistent/conversations.json}\n")
+study_case("chitchat-data-path-a-directory", ["@P:7:", "data.path", "a directory"], extra="defaults: {data.path: /tmp}\n")
+for _id, _uri, _why in (("no-host", "http://", "no host"), ("bad-port", "http://localhost:99999", "port"),
+                        ("missing-colon", "http//localhost:5000", "without ':'"),
+                        ("sqlite-two-slashes", "sqlite://x.db", "sqlite:///"),
+                        ("host-port-no-scheme", "localhost:5000", "without '://'")):
+    study_case(f"tracking-uri-{_id}", ["@P:7:", "tracking URI", _uri, _why], extra=f"tracking_uri: '{_uri}'\n")
+
+
 # --- the sweep ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("c", CASES, ids=[f"{c.area}:{c.id}".replace(" ", "-") for c in CASES])
@@ -568,3 +622,23 @@ def test_a_byte_order_mark_in_a_results_csv_is_accepted(cmd: str, tmp_path: Path
     p = _write(tmp_path / "results.csv", "\ufeff" + per_query)
     assert main([cmd, "--from", str(p)]) == 0, capsys.readouterr().err
     assert "ls" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("key, extra", [
+    ("resources.fuse", "resources: {fuse: 'false'}\n"),
+    ("confirm", "confirm: 'false'\nconfigs: [{name: c, set: {curriculum.delta: 0.5}}]\n"),
+    ("train.bf16", "train: {steps: 4, batch_size: 8, eval_every: 2, device: cpu, bf16: 'false'}\n"),
+])
+def test_quoted_booleans_are_accepted_everywhere(key: str, extra: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A quoted "false" reads as false for every boolean key of a study file, as train.bf16 reads it."""
+    from harness.study import load_spec
+
+    text = _study_text(extra=extra)
+    if key == "train.bf16":
+        text = text.replace("train: {steps: 4, batch_size: 8, eval_every: 2, device: cpu}\n", "")
+    p = _write(tmp_path / "study.yaml", text)
+    assert main(["validate", str(p), "--no-model"]) == 0, capsys.readouterr().err
+    spec = load_spec(p)
+    assert {"resources.fuse": spec.fuse, "confirm": spec.confirm, "train.bf16": spec.defaults.train.bf16}[key] is (
+        None if key == "confirm" else False)

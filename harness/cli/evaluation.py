@@ -6,9 +6,10 @@ from an MLflow study or a long results CSV.
                   [--correction none|bonferroni|holm|bh|maxt] [--family metric|table]
                   [--levels 0.05 0.01] [--format md|latex|csv|html] [--form auto|seeds|configs|summary]
                   [--output FILE] [--baseline NAME] [--plots DIR] [--names label|ir-measures|key]
-                  [--phase auto|confirmatory|exploratory]
+                  [--phase auto|confirmatory|exploratory] [--one-seed-test query]
     harness power (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
                   [--alpha 0.05] [--power 0.8] [--seeds 3 5 10 20] [--queries Q] [--effect E]
+                  [--family-size M]
                   [--format md|json] [--output FILE] [--baseline NAME]
 
 --metric takes a harness key (map, mrr_10) or ir-measures' canonical name (AP, RR@10).
@@ -25,7 +26,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.analysis import FAMILIES, StudyAnalysis, TableOptions, form_for
+from harness.analysis import (
+    FAMILIES,
+    CollectionsStudy,
+    TableOptions,
+    form_for,
+    render_collection_table,
+    study_of,
+)
 from harness.metrics.measures import NAME_STYLES
 from harness.present.power_text import PowerReport
 from harness.present.render import RENDERERS
@@ -33,7 +41,7 @@ from harness.present.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
 from harness.results.stored import StudyResults
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from harness.stats.power import DEFAULT_SEEDS, FORMATS, PowerOptions
-from harness.stats.significance import AUTO, TESTS
+from harness.stats.significance import AUTO, ONE_SEED_TESTS, TESTS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,7 +53,7 @@ def _source(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--experiment", metavar="NAME", help="MLflow experiment (the study name)")
     src.add_argument("--from", dest="from_file", metavar="FILE", type=Path,
-                     help="long CSV with columns config, seed, metric, value[, query]")
+                     help="long CSV with columns config, seed, metric, value[, query][, collection]")
     p.add_argument("--tracking-uri", metavar="URI",
                    help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
     p.add_argument("--baseline", metavar="NAME",
@@ -66,19 +74,25 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    "or key (map, mrr_10); CSV rows always carry the key and the ir-measures name")
     p.add_argument("--test", default=AUTO, choices=[AUTO, *TESTS],
                    help="auto: crossed (seeds x queries) with per-query values and 2+ seeds; with one "
-                   "seed the paired t-test over queries; with per-run values only across-seeds")
+                   "seed none (see --one-seed-test); with per-run values only across-seeds")
     p.add_argument("--correction", default=DEFAULT_CORRECTION, choices=CORRECTIONS.names(),
                    help="multiple-comparison correction over the family (default holm: family-wise "
                    "error control; maxt: single-step max-|t| (Dunnett), family-wise, using the "
                    "correlation the shared baseline gives the comparisons, not for wilcoxon or "
                    "randomisation; none: each comparison at its nominal level, said in the footnote)")
     p.add_argument("--family", default="table", choices=FAMILIES,
-                   help="comparisons corrected together: the whole table, or each metric")
+                   help="comparisons corrected together: the whole table (every collection, metric and "
+                   "combined verdict), each metric (over the collections), or each collection (the "
+                   "combined verdicts then a family of their own)")
     p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",
                    help="significance levels, strictest last (default 0.05 0.01: dagger, double dagger)")
     p.add_argument("--phase", default="auto", choices=["auto", "confirmatory", "exploratory"],
                    help="a study with a confirmation phase: its confirmatory table (auto's choice) or "
                         "the exploratory one of the runs that picked")
+    p.add_argument("--one-seed-test", choices=list(ONE_SEED_TESTS),
+                   help="a study with one seed gets no markers (training variance cannot be estimated "
+                   "from one run); query: the paired t-test over its queries, marked * and \u2193* "
+                   "(not the multi-seed symbols)")
     p.add_argument("--format", default="md", choices=list(RENDERERS))
     p.add_argument("--form", default=AUTO_FORM, choices=[AUTO_FORM, *FORMS],
                    help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config, "
@@ -102,7 +116,11 @@ def register_power(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     _source(p)
     p.add_argument("--metric", nargs="+", metavar="M",
                    help="metrics to analyse, as harness keys or ir-measures names (default: all found)")
-    p.add_argument("--alpha", type=float, default=0.05, help="two-sided significance level (0.05)")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="two-sided significance level before the correction (0.05)")
+    p.add_argument("--family-size", type=int, metavar="M",
+                   help="comparisons the table corrects over: the figures are at alpha / M, Holm's "
+                   "first step (default: the study's candidates, stopped ones included; 1: uncorrected)")
     p.add_argument("--power", type=float, default=0.8, help="probability of detecting the effect (0.8)")
     p.add_argument("--seeds", nargs="+", type=int, default=list(DEFAULT_SEEDS), metavar="S",
                    help="seed counts to project (default 3 5 10 20; the study's own is added)")
@@ -125,14 +143,30 @@ def load_results(args: argparse.Namespace) -> StudyResults:
                            phase=getattr(args, "phase", "auto"))
 
 
+def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
+    """The source's results per collection (one, unnamed, for a one-collection source)."""
+    if args.from_file is not None:
+        from harness.results.longcsv import read_long_collections
+
+        return read_long_collections(args.from_file, baseline=args.baseline)
+    from harness.results.mlflow_reader import read_experiment_collections
+
+    return read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
+                                       phase=getattr(args, "phase", "auto"))
+
+
 def run_table(args: argparse.Namespace) -> int:
     # The options are refused before the source is read; the rest is harness.load_study's path.
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
-                           seed=args.seed, resamples=args.resamples)
-    results = load_results(args)
-    table = StudyAnalysis(results=results, options=options).table(
-        form=form_for(args.form, args.format, len(results.configs)), decimals=args.decimals, names=args.names)
+                           seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test)
+    study = study_of(load_collections(args), options)
+    if isinstance(study, CollectionsStudy):
+        _write(render_collection_table(study.analyse(), args.format, form=args.form, decimals=args.decimals,
+                                       names=args.names), args.output)
+        return 0
+    table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
+                        decimals=args.decimals, names=args.names)
     _write(table.render(args.format), args.output)
     if args.plots is not None:
         from harness.present.plots import write_plots
@@ -145,7 +179,7 @@ def run_table(args: argparse.Namespace) -> int:
 def run_power(args: argparse.Namespace) -> int:
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
-                           effect=args.effect)
+                           effect=args.effect, family_size=args.family_size)
     _write(PowerReport.build(load_results(args), options).render(args.format), args.output)
     return 0
 

@@ -39,15 +39,20 @@ def run_report(args: argparse.Namespace) -> int:
     from harness.metrics.measures import metric_key
     from harness.present.html_report import report_html
     from harness.present.report import study_report
-    from harness.results.mlflow_reader import read_experiment
+    from harness.results.mlflow_reader import read_experiment, read_experiment_collections
     from harness.results.study_record import read_study_record
 
     metric = metric_key(args.metric) if args.metric else None
-    results = read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
-                              phase=args.phase)
-    # The record first: a --metric without dev curves is refused before the tests run.
-    record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
-    page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
+    collections = read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri,
+                                              baseline=args.baseline, phase=args.phase)
+    if len(collections) > 1:  # a study over several collections: its whole table (its report.html)
+        page = _collections_page(args.experiment, collections)
+    else:
+        results = read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
+                                  phase=args.phase)
+        # The record first: a --metric without dev curves is refused before the tests run.
+        record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
+        page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
     try:
         args.to.parent.mkdir(parents=True, exist_ok=True)
         args.to.write_text(page, encoding="utf-8")
@@ -55,3 +60,14 @@ def run_report(args: argparse.Namespace) -> int:
         raise DataError(f"{args.to}: cannot write the report: {exc.strerror or exc}") from None
     print(f"wrote {args.to}", file=sys.stderr)
     return 0
+
+
+def _collections_page(study: str, collections: dict) -> str:  # type: ignore[type-arg]
+    """The page a study over several collections logs as its report.html (the whole table and the
+    per-seed blocks, harness.driver._collections_report)."""
+    from harness.analysis import CollectionsStudy, render_collection_table
+    from harness.present.collections_render import collections_page
+
+    analysis = CollectionsStudy(collections=collections).analyse()
+    return collections_page(study, render_collection_table(analysis, "html", form="configs"),
+                            render_collection_table(analysis, "html", form="seeds"))

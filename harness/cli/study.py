@@ -116,6 +116,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     for nc in spec.fixed_configs():
         changed = _diff(spec.defaults.to_flat(), nc.config.to_flat())
         print(f"    {nc.role:9s} {nc.name}: {changed or 'the defaults'}")
+    if spec.collections:
+        from harness.study.validate import collections_plan
+
+        print("\n".join(collections_plan(spec)))
     if spec.search:
         print(f"  search space: {', '.join(spec.search.space)}; objectives: "
               f"{', '.join(f'{m}/{md}' for m, md in spec.search.objectives)}")

@@ -40,6 +40,9 @@ class DataConfig:
     ``split_seed``, ``dev_fraction`` and ``test_fraction``, or three comma-separated ids, the train,
     dev and test sets. ``irds_register``: a Python module name or ``.py`` file imported first, which
     registers local data sets in ir_datasets (``harness.data._irds``).
+
+    ``collection``: the name of the collection these keys define in a study over several
+    collections (the study file's ``collections:`` list sets it); None in a one-collection study.
     """
 
     source: str = "chitchat"
@@ -58,6 +61,7 @@ class DataConfig:
     cache_dir: str | None = None
     irds_id: str | None = None
     irds_register: str | None = None
+    collection: str | None = None
 
     def __post_init__(self) -> None:
         require(self.source != "irds" or bool(self.irds_id), "data.irds_id",

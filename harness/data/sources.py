@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.data.config import DataConfig
-from harness.errors import ConfigError, DataError, HarnessError, require
+from harness.errors import ConfigError, DataError, HarnessError, refuse, require
 from harness.registry import Registry
 
 if TYPE_CHECKING:
@@ -77,6 +77,13 @@ def _chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) ->
 
 
 def _check_chitchat(cfg: DataConfig) -> None:
+    if cfg.path is not None:  # a chitchat-format file in place of the packaged one
+        path = Path(str(cfg.path)).expanduser()
+        if not path.is_file():
+            why = ("it is a directory" if path.is_dir() else "it is not a regular file" if path.exists()
+                   else "no such file")
+            raise refuse("data.path", cfg.path, "a chitchat-format file for data.source=chitchat", why=why)
+        return
     try:
         import chitchat_dataset  # noqa: F401
     except ImportError:

@@ -100,6 +100,17 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
     # ... and their confirmation runs (harness.driver._confirm), whose trials must have finished too.
     check_trials(spec, records, None if ids is None else ids | {f"{cid}-confirm" for cid in ids})
+    if spec.collections:  # a study over several collections: one table over all of them
+        from harness.driver._collections_report import report_collections
+
+        try:
+            return report_collections(spec, records, ids, log)
+        except HarnessError as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            records.report_failed(reason)
+            records.end(study_status="FAILED")
+            raise ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but the table over "
+                                    f"collections could not be produced: {reason}") from None
     try:
         confirmed = {cid for cid in records.config_runs() if cid.endswith("-confirm")}
         exploratory = None
@@ -169,7 +180,7 @@ def _log_report_page(spec: StudySpec, records: StudyRecords, report: StudyReport
 def _power_summary(power: PowerAnalysis) -> str:
     """One line per comparison of the first metric: the MDE now and with the largest seed count."""
     first = power.comparisons[0].metric
-    lines = [(f"power ({first}, alpha {power.options.alpha:g}, power {power.options.power:g}, "
+    lines = [(f"power ({first}, crossed test at level {power.level:.3g}, power {power.options.power:g}, "
               f"{power.queries} queries; power/power.md has every metric):")]
     for c in power.comparisons:
         if c.metric != first:

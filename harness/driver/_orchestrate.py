@@ -12,7 +12,7 @@ runs once per study seed (harness.driver._searchers). Each (configuration, seed)
 (FailureConfig). With ``resources.seeds_per_trial: k`` a trial trains k seeds of one configuration
 (``group_tickets``; the searcher's repeats are then seed groups), each with its own seed run. The
 driver callback (harness.driver._callback) is the one MLflow writer; it finds runs by their tags,
-so a resumed study adds no duplicate runs. One driver per study: ``run_study`` holds the study's lease (harness.driver._lease) from before its first MLflow write to
+so a resumed study adds no duplicate runs. One driver per study: ``run_study`` holds the study's leases (harness.driver.lease) from before its first MLflow write to
 its end.
 """
 
@@ -29,11 +29,11 @@ from harness.driver import _early_stop_ray as early_stop_ray
 from harness.driver._callback import Progress, TrackingCallback, stderr
 from harness.driver._confirm import run_confirmation
 from harness.driver._final_report import ReportUnavailable, report_study
-from harness.driver._lease import StudyLease
 from harness.driver._rounds import run_rounds
 from harness.driver._searchers import make_searcher
 from harness.driver._storage import report_storage
 from harness.driver._trainable import NO_HOOKS, TrialHooks, trainable
+from harness.driver.lease import Lease
 from harness.errors import HarnessError
 from harness.heap import frozen
 from harness.study.protocol import TICKET, TrialTicket, group_tickets
@@ -101,7 +101,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
               fresh: bool = False) -> dict[str, Any]:
     """Run (or, with ``resume``, finish) a study; returns per-config aggregates and the MLflow ids.
 
-    One driver per study: the study's lease (harness.driver._lease) is taken before anything is
+    One driver per study: the study's lease (harness.driver.lease) is taken before anything is
     recorded and released at the end, so a second driver is refused (``LeaseHeld``) and writes
     nothing. ``resume_command`` is what a refused driver is told to run once this one is gone.
     ``fresh`` discards Tune state of an earlier run (under the lease; `harness demo`): trials already
@@ -119,7 +119,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
             log(f"lease: Tune storage {spec.storage_path} is not a local path, so no lease file; the "
                 "lease on the study's MLflow experiment guards it against a second driver")
         else:
-            held.enter_context(StudyLease(base / f"{spec.name}.lease", study=spec.name, log=log,
+            held.enter_context(Lease.on_file(base / f"{spec.name}.lease", study=spec.name, log=log,
                                           resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume"))
         held.enter_context(store_lease(spec, uri, log, resume_command))
         try:
@@ -130,13 +130,12 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
 
 
 def store_lease(spec: StudySpec, uri: str, log: Progress, resume_command: str | None) -> Any:
-    """The study's lease in the tracking store (harness.driver._store_lease), on its experiment
+    """The study's lease in the tracking store (harness.driver.lease), on its experiment
     (created here when new): what refuses a second driver started from another directory."""
-    from harness.driver._store_lease import StoreLease
     from harness.tracking.store import TrackingStore
 
     store = TrackingStore(uri)
-    return StoreLease(store.client, store.experiment(spec.name), study=spec.name, where=uri, log=log,
+    return Lease.on_experiment(store.client, store.experiment(spec.name), study=spec.name, where=uri, log=log,
                       resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
 
 
@@ -190,7 +189,9 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         # From here the prepared data and the imported modules only grow older: no full collection
         # walks them (harness.heap; benchmarks/results/driver_exit.md).
         with frozen():
-            log_qrels(records, prepared[variant_key(spec.baseline.config)].splits)
+            # A study over several collections: each collection's qrels in qrels/<collection>/.
+            for nc in [spec.collection_configs(c)[0] for c in spec.collections] or [spec.baseline]:
+                log_qrels(records, prepared[variant_key(nc.config)].splits, nc.config.data.collection)
             init_ray(spec, num_gpus=num_gpus)
             check_gpus(spec)
             callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
@@ -250,17 +251,19 @@ def check_gpus(spec: StudySpec) -> None:
                            "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")
 
 
-def log_qrels(records: StudyRecords, splits: Any) -> None:
+def log_qrels(records: StudyRecords, splits: Any, collection: str | None = None) -> None:
     """The study's judgements as TREC qrels on the study run (``qrels/dev.qrels``,
-    ``qrels/test.qrels``): with the seed runs' run files, what trec_eval and ir_measures read. One
-    evaluation set per study (its fingerprint), so any variant's splits give the same files."""
+    ``qrels/test.qrels``; ``qrels/<collection>/`` for each collection of a study over several):
+    with the seed runs' run files, what trec_eval and ir_measures read. One evaluation set per
+    study (per collection), so any variant's splits give the same files."""
     import tempfile
 
     from harness.metrics.trec import qrels_artifacts, split_qrels
 
     with tempfile.TemporaryDirectory() as tmp:
         files = qrels_artifacts(tmp, split_qrels(splits))
-        records.study_artifacts(files=[(f, "qrels") for f in files])
+        folder = "qrels" if collection is None else f"qrels/{collection}"
+        records.study_artifacts(files=[(f, folder) for f in files])
 
 
 def reference_maps(spec: StudySpec, prepared: dict[str, Any], records: StudyRecords,

@@ -7,14 +7,15 @@ Built from a ``StudyReport`` (harness.present.report: the analysis, the power an
   configurations early stopping stopped and the trial-steps it saved, a seed schedule's reasons;
 - the significance table, one row per configuration (``SignificanceTable.build(..., "configs").to_html()``), and the per-seed tables folded below it;
 - a forest plot per metric: each candidate's mean difference to the baseline with the interval the
-  table reports (``Comparison.interval``: the test's own, the simultaneous one under maxt), coloured
+  table reports (``Comparison.estimate`` and ``interval``: the correction's level, simultaneous under maxt), coloured
   by its marker;
 - dev curves per configuration: the mean over seeds of ``dev_<metric>`` per step, a band from the
   lowest to the highest seed, and each seed's tested checkpoint (its best-dev step) marked on its
   own curve; a stopped configuration's panel marks the step it was stopped at;
 - the power curve per metric: the minimum detectable difference against the seed count at the
-  study's query count (``power.mde``, alpha and power of the analysis), the study's own seed count
-  marked with the value power/power.md reports, and the query floor.
+  study's query count (``power.mde``: the table's crossed test at the corrected level alpha / m of
+  the analysis), the study's own seed count marked with the value power/power.md reports, and the
+  query floor.
 
 Figures through matplotlib's Agg canvas, created per figure as harness.present.plots does.
 """
@@ -135,6 +136,9 @@ def decisions(analysis: Analysis, record: StudyRecord) -> list[str]:
     if analysis.test == "per-seed":
         out.append(f"Per-seed test: each candidate is tested against the baseline seed by seed "
                    f"({_correction(analysis)} correction).")
+    elif analysis.untested:
+        out.append("No significance test: one seed, and training variance cannot be estimated from "
+                   "one run (the table's footnote says how many seeds the power analysis suggests).")
     elif comps:
         marked = [c for c in comps if analysis.marker(c)]
         family = comps[0].family_size
@@ -207,7 +211,7 @@ def forest_rows(analysis: Analysis, metric: str) -> list[tuple[str, float, float
     for config in analysis.results.configs[1:]:
         c = analysis.get(config, metric)
         if c is not None:
-            rows.append((config, c.result.mean_diff, *c.interval, analysis.marker(c) or ""))
+            rows.append((config, c.estimate, *c.interval, analysis.marker(c) or ""))
     return rows
 
 
@@ -216,6 +220,7 @@ def _forest(analysis: Analysis) -> str:
     if not metrics:
         return _none("No interval per candidate: " + (
             "the per-seed test tests each seed on its own." if analysis.test == "per-seed"
+            else "one seed, no test." if analysis.untested
             else "the study has the baseline only."))
     n = len(analysis.results.configs) - 1
     cols = min(3, len(metrics))
@@ -319,18 +324,18 @@ def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
 
 def power_curve(power: PowerAnalysis, config: str, metric: str) -> list[tuple[int, float]]:
     """(seeds, minimum detectable difference) of one comparison over POWER_GRID and the study's own
-    seed count, every point with one df rule, Satterthwaite's (harness.stats.power.mde), so the
-    study's own point (``own_mde``) lies on its curve."""
+    seed count, for the crossed test at the analysis's corrected level (as power/power.md's rows)."""
     comp = next(c for c in power.comparisons if c.config == config and c.metric == metric)
     o = power.options
     queries = o.queries or power.queries
-    return [(s, mde(comp.components, s, queries, alpha=o.alpha, power=o.power).mde)
+    return [(s, mde(comp.components, s, queries, level=power.level, power=o.power).mde)
             for s in sorted({*POWER_GRID, power.seeds})]
 
 
 def own_mde(power: PowerAnalysis, config: str, metric: str) -> float:
-    """The curve's point at the study's own seed count (the dot drawn on it)."""
-    return dict(power_curve(power, config, metric))[power.seeds]
+    """The study's own row of power/power.md: its seed count."""
+    comp = next(c for c in power.comparisons if c.config == config and c.metric == metric)
+    return next(r.mde for r in comp.rows if r.seeds == power.seeds)
 
 
 def _power(report: StudyReport) -> str:
@@ -377,11 +382,12 @@ def _power(report: StudyReport) -> str:
         ax.tick_params(labelsize=8)
     _legend(fig, axes)
     o = power.options
-    caption = (f"The smallest true difference to {the_baseline(power.baseline)} the crossed test detects "
-               f"with probability {o.power:g} at two-sided level {o.alpha:g} and {o.queries or power.queries} "
-               f"queries, against the seed count (log scale). One df rule throughout: Satterthwaite's, "
-               f"at every seed count; dots: this study's {power.seeds} seeds on their curve; dotted: the "
-               "query floor that more seeds cannot go below.")
+    level = (f"{o.alpha:g}/{power.family_size} (Holm's first step over the table's {power.family_size} "
+             f"comparisons)" if power.family_size > 1 else f"{o.alpha:g}")
+    caption = (f"The smallest true difference to {the_baseline(power.baseline)} that the table's crossed test detects with "
+               f"probability {o.power:g} at two-sided level {level} and {o.queries or power.queries} "
+               f"queries, against the seed count (log scale); dots: this study's {power.seeds} seeds (as in "
+               "power/power.md); dotted: the query floor that more seeds cannot go below.")
     notes = "".join(f"<li>{_e(s)}.</li>" for s in said)
     return (_img(fig, "power curves: detectable difference against seeds", caption)
             + (f'<ul class="decisions">{notes}</ul>' if notes else ""))

@@ -124,13 +124,16 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     opts = analysis.options
     queries = opts.queries or analysis.queries
     left_out = f" (and {analysis.dropped} that some runs lack, left out)" if analysis.dropped else ""
+    m = analysis.family_size
+    level = (f"\u03b1/m = {opts.alpha:g}/{m} = {analysis.level:.4g}, the first step of Holm's correction over "
+             f"the table's {m} comparisons" if m > 1 else f"\u03b1 = {opts.alpha:g}, one comparison")
     intro = (f"Against {the_baseline(analysis.baseline)}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
-             f"queries{left_out}; \u03b1 = {opts.alpha:g} (two-sided), power {opts.power:g}. MDE: the smallest true "
-             f"mean difference the crossed seeds \u00d7 queries test detects with that power, "
-             f"\u03bb \u00b7 SE with \u03bb from the noncentral t (df degrees of freedom) and "
-             f"SE\u00b2 = \u03c3\u00b2_seed/S + \u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q); "
-             f"df: the test's own in the row of this study, else Satterthwaite's; variance components from the two-way ANOVA of "
-             f"d[seed, query] = configuration \u2212 baseline.")
+             f"queries{left_out}; power {opts.power:g} at the two-sided level {level}. MDE: the smallest "
+             f"true mean difference that the table's test, the crossed seeds \u00d7 queries test with its "
+             f"generalized p-value, detects with that power at that level (a seeded simulation of the "
+             f"study's mean squares from its variance components); SE\u00b2 = \u03c3\u00b2_seed/S + "
+             f"\u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q); variance components from the two-way "
+             f"ANOVA of d[seed, query] = configuration \u2212 baseline.")
     lines = [f"**Power: {analysis.source}**", "", intro, ""]
     clamped = []
     for c in analysis.comparisons:
@@ -143,15 +146,13 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
             continue
         lines += [f"{head}; variance components: "
                   + ", ".join(_component(comps, name) for name in COMPONENTS) + ".", "",
-                  "| seeds | queries | SE | df | MDE |", "|--:|--:|--:|--:|--:|"]
+                  "| seeds | queries | SE | MDE |", "|--:|--:|--:|--:|"]
         for row in c.rows:
             mark = " (this study)" if row.seeds == analysis.seeds and queries == analysis.queries else ""
-            if math.isfinite(row.df) and math.isfinite(row.mde):
-                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | {row.df:.1f} | "
-                             f"{row.mde:.4f} |")
-            else:  # never "df nan": the row says what it is
-                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | undefined | "
-                             "not estimable |")
+            if math.isfinite(row.mde):
+                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | {row.mde:.4f} |")
+            else:  # never "MDE nan": the row says what it is
+                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | not estimable |")
         lines.append("")
         if opts.effect is not None:
             lines += [_needed_line(c, opts.effect, queries), ""]
@@ -166,15 +167,15 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
 def not_estimable(c: ComparisonPower) -> str | None:
     """Why no minimum detectable effect can be given for ``c``, None where it can: every variance
     component 0 (the differences d[seed, query] are one constant, so there is no standard error),
-    or degrees of freedom undefined at every seed count (a single such row says so in its row)."""
+    or no finite MDE at any seed count (a single such row says so in its row)."""
     comps = c.components
     if comps.seed <= 0 and comps.query <= 0 and comps.resid <= 0:
         if c.observed.mean_diff == 0:
             return ("the configuration's per-query values equal the baseline's in every run, so the "
                     "differences have no variance")
         return "every difference d[seed, query] is the same, so the differences have no variance"
-    if all(not math.isfinite(r.df) or not math.isfinite(r.mde) for r in c.rows):
-        return "the degrees of freedom of its standard error are undefined at every seed count"
+    if all(not math.isfinite(r.mde) for r in c.rows):
+        return "no seed count gives a finite MDE"
     return None
 
 
@@ -200,6 +201,7 @@ def _as_dict(analysis: PowerAnalysis) -> dict[str, object]:
     return {
         "source": analysis.source, "baseline": analysis.baseline, "seeds": analysis.seeds,
         "queries": analysis.queries, "alpha": opts.alpha, "power": opts.power, "effect": opts.effect,
+        "family_size": analysis.family_size, "level": analysis.level, "test": "crossed",
         "comparisons": [{
             "config": c.config, "metric": c.metric, "mean_diff": c.observed.mean_diff,
             "p_value": c.observed.p_value,

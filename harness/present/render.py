@@ -75,6 +75,12 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
     def levels(symbols: tuple[str, ...]) -> str:
         return ", ".join(f"{mark(s)}{text(f' p < {a:g}')}" for s, a in zip(symbols, notes.levels))
 
+    if notes.untested:
+        parts = [text(f"{notes.untested}. Cells show the values over {notes.units[4:]} against "
+                      f"{the_baseline(notes.baseline)}. ")]
+        parts += [text(f"{r}. ") for r in notes.remarks]
+        parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
+        return "".join(parts)
     parts = [
         text(f"{notes.test_description[0].upper()}{notes.test_description[1:]} ({notes.units}) "
              f"against {the_baseline(notes.baseline)}; {notes.placement}. Significantly better: "),
@@ -145,6 +151,8 @@ def caption(table: Table) -> str:
     family = (f"{correction} over {n.comparisons} comparison{'s' if n.comparisons != 1 else ''}"
               if n.correction_name != "none" else f"no correction ({n.comparisons} comparisons)")
     baseline = "the baseline" if n.baseline == "baseline" else n.baseline
+    if n.untested:
+        return f"{table.title}: {contents}; against {baseline}, no significance test (one seed)"
     return f"{table.title}: {contents}; {n.test} test against {baseline}, {family}"
 
 
@@ -190,7 +198,11 @@ def latex_escape(s: str) -> str:
 
 
 def _latex_mark(symbol: str) -> str:
-    return f"$^{{{LATEX_SYMBOLS[symbol]}}}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
+    if symbol in LATEX_SYMBOLS:
+        return f"$^{{{LATEX_SYMBOLS[symbol]}}}$"
+    if all(ch in LATEX_SYMBOLS for ch in symbol):  # the query-only "\u2193*": one superscript
+        return "$^{" + "".join(LATEX_SYMBOLS[ch] for ch in symbol) + "}$"
+    return latex_escape(symbol)
 
 
 @RENDERERS.register("latex")
@@ -210,7 +222,9 @@ def latex(table: Table) -> str:
         return out
 
     def plain_mark(symbol: str) -> str:
-        return f"${LATEX_SYMBOLS[symbol]}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
+        if symbol and all(ch in LATEX_SYMBOLS for ch in symbol):
+            return "$" + "".join(LATEX_SYMBOLS[ch] for ch in symbol) + "$"
+        return latex_escape(symbol)
 
     lines = [(f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs "
               r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"),

@@ -126,7 +126,9 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         RENDERERS.get(fmt)
     power, skipped = None, None
     try:
-        power = power_analysis(results, PowerOptions(metrics=analysis.metrics))
+        # At the level of the tables beside it: Holm's first step over the analysis's family.
+        family = max((c.family_size for c in analysis.comparisons), default=None)
+        power = power_analysis(results, PowerOptions(metrics=analysis.metrics, family_size=family))
     except DataError as exc:
         skipped = str(exc)
     # An objective identical to a shown metric (MRR@10 = MAP here) is judged as that metric.
@@ -189,7 +191,8 @@ def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 3) -> 
     low, high = comp.interval
     marker = analysis.marker(comp)
     decided = "ns" if marker is None else f"{marker} {comp.direction}"
-    return (f"{decided}: {name} {_num(comp.result.mean_diff, decimals, sign=True)} [{_num(low, decimals)}, "
+    estimate = " (HL)" if analysis.test == "wilcoxon" else ""  # the estimate the interval is around
+    return (f"{decided}: {name}{estimate} {_num(comp.estimate, decimals, sign=True)} [{_num(low, decimals)}, "
             f"{_num(high, decimals)}], {_p(comp.p_adjusted)}; {analysis.test}, {correction} over "
             f"{comp.family_size}")
 

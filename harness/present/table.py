@@ -34,8 +34,17 @@ from harness.metrics.measures import NAME_STYLES, TIE_RULE, label_of
 from harness.results.stored import StudyResults, seed_summary
 from harness.stats.corrections import describe
 from harness.stats.crossed import CrossedResult
+from harness.stats.power import one_seed_seeds
 from harness.stats.sequential import RULE
-from harness.stats.significance import CROSSED, INTERVALS, TESTS, Analysis, Comparison, Tally
+from harness.stats.significance import (
+    CROSSED,
+    INTERVALS,
+    ONE_SEED_REASON,
+    TESTS,
+    Analysis,
+    Comparison,
+    Tally,
+)
 
 FORMS = ("seeds", "configs", "summary")
 AUTO_FORM = "auto"
@@ -97,6 +106,8 @@ class Notes:
     effect_note: str = ""
     seeds_text: str = ""  # "3 seeds", or "4 to 12 seeds (each comparison's)" under a seed schedule
     confidence: float = 0.95
+    # No test ran (one seed, no opt-in): why, in a sentence; the footnote then has no legend.
+    untested: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,20 +232,24 @@ def summary_table(analysis: Analysis, metric: str, decimals: int = 4, names: str
         if c == res.baseline:
             diff = None
         elif comp is not None:
-            diff = comp.result.mean_diff
+            diff = comp.estimate  # the estimate the marker and the interval are of
         else:  # per-seed: the difference of the means over the seeds the two share
             diff = mean - float(res.seed_values(res.baseline, metric, res.seeds_of(c)).mean())
         cells = [Cell(value=mean, bold=round(mean, decimals) == best), Cell(value=_sd(sd)),
                  Cell(value=diff, marker=analysis.marker(comp), comparison=comp,
                       tally=analysis.tallies(c, metric))]
-        if not per_seed:
+        if not per_seed and not analysis.untested:
             cells.append(Cell(value=None, interval=comp.interval if comp is not None else None))
         rows.append(Row(label=c, cells=tuple(cells)))
     level = f"{analysis.options.confidence:.0%}"
     # Per-seed: a test per seed, so no one interval; the difference carries the significant-seed count.
     placement = ("the difference to the baseline with its significant seeds counted" if per_seed
+                 else "the difference to the baseline" if analysis.untested
                  else f"markers on the difference to the baseline, its {level} confidence interval beside it")
-    columns = ("mean", "SD", "\u0394") + (() if per_seed else (f"{level} CI",))
+    if analysis.test == "wilcoxon":
+        placement += " (\u0394 (HL): the Hodges-Lehmann estimate the test and its interval are of)"
+    delta = "\u0394 (HL)" if analysis.test == "wilcoxon" else "\u0394"
+    columns = ("mean", "SD", delta) + (() if per_seed or analysis.untested else (f"{level} CI",))
     return Table(form="summary", title=_phase_title(res, shown_name(analysis, metric, names)), corner="configuration",
                  columns=columns, rows=tuple(rows), decimals=decimals,
                  notes=_notes(analysis, [metric], placement + "; rows by mean, the baseline first", names),
@@ -275,7 +290,9 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
     counts = sorted({len(res.seeds_of(c)) for c in res.configs})
     # A seed schedule gives each comparison its own seeds: "4 to 12 seeds".
     seeds_text = f"{seeds} seeds" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds (each comparison's)"
-    if analysis.test == "across-seeds":
+    if analysis.untested:
+        units = f"n = {queries} queries, 1 seed"
+    elif analysis.test == "across-seeds":
         units = f"n = {seeds_text}"
     elif analysis.test == CROSSED:
         units = (f"n = {queries} queries \u00d7 {seeds_text}; variance from seeds, queries and their "
@@ -306,11 +323,16 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
                        "unclamped): " + "; ".join(
                            f"the {name} component for {_enumerate(where)}" for name, where in clamped.items()))
     family = "each metric" if opts.family == "metric" else "all metrics"
+    marks = opts.markers
+    if analysis.test == "wilcoxon" and not placement.startswith("markers on the difference"):
+        remarks.append("Markers point the way the Hodges-Lehmann estimate does, which can differ in "
+                       "sign from the difference of the means shown")
     return Notes(
-        test=analysis.test, test_description=TESTS[analysis.test].description, units=units,
-        baseline=res.baseline, placement=placement, levels=opts.markers.levels,
-        better=opts.markers.better,
-        worse=opts.markers.worse, correction=describe(opts.correction), correction_name=opts.correction,
+        test=analysis.test, test_description=_description(analysis), units=units,
+        baseline=res.baseline, placement=placement, levels=marks.levels,
+        better=marks.query_better if analysis.query_only else marks.better,
+        worse=marks.query_worse if analysis.query_only else marks.worse,
+        correction=describe(opts.correction), correction_name=opts.correction,
         family=family, comparisons=max((c.family_size for c in comps), default=0), stopped=len(res.stopped),
         per_run_only=analysis.per_run_only,
         sd_note=(f"SD is the sample standard deviation over {seeds} seeds" if len(counts) == 1
@@ -318,15 +340,78 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
         versions=library_versions(), remarks=tuple(remarks),
         tally_seeds=seeds if analysis.test == "per-seed" else None,
-        effect_note=effect_note(analysis), seeds_text=seeds_text, confidence=opts.confidence)
+        effect_note=effect_note(analysis), seeds_text=seeds_text, confidence=opts.confidence,
+        untested=untested_note(analysis))
+
+
+def _description(analysis: Analysis) -> str:
+    if analysis.untested:
+        return "no significance test"
+    return TESTS[analysis.test].description
+
+
+def untested_note(analysis: Analysis) -> str:
+    """Why a one-seed table has no markers, and what to do: "" where a test ran."""
+    if not analysis.untested:
+        return ""
+    return (f"No significance markers: this study has one seed ({analysis.results.seeds[0]}); "
+            f"{ONE_SEED_REASON}. "
+            f"The crossed seeds \u00d7 queries test needs at least 2 seeds; {_seeds_suggested(analysis)}"
+            f"`harness power` on a pilot of 2 or more gives the seeds each difference needs at this "
+            f"table's corrected level. "
+            f"--one-seed-test query runs the paired t-test over this seed's queries, with markers of "
+            f"its own (stars, not daggers)")
+
+
+def _seeds_suggested(analysis: Analysis) -> str:
+    """The one-seed lower bounds of the first metric's largest differences (power.one_seed_seeds)
+    at Holm's first step over the table's candidates, power 0.8."""
+    res = analysis.results
+    metric, seed = analysis.metrics[0], res.seeds[0]
+    level = analysis.options.markers.levels[0] / max(len(res.configs) - 1 + len(res.stopped), 1)
+    diffs = {c: res.query_values(c, seed, metric) - res.query_values(res.baseline, seed, metric)
+             for c in res.configs[1:]}
+    largest = sorted(diffs, key=lambda c: -abs(float(diffs[c].mean())))[:3]
+    bounds = [(c, float(diffs[c].mean()), one_seed_seeds(diffs[c], level=level)) for c in largest]
+    said = "; ".join(f"{c} ({d:+.4f}): at least {n}" for c, d, n in bounds if n is not None)
+    if not said:
+        return ""
+    return (f"counting no training variance (the most optimistic case), the power analysis of this "
+            f"seed's {display_name(metric)} differences at {level:.3g} (Holm's first step) with power "
+            f"0.8 suggests {said} seeds; ")
+
+
+# How the interval beside a marker relates to the correction (Comparison.interval).
+_INTERVAL_LEVELS = {
+    "none": "per comparison, not corrected for the family",
+    "maxt": "simultaneous over the family (the max-|t| critical value), so it excludes 0 exactly when "
+            "the adjusted p-value is below {a:g}",
+    "bonferroni": "at the Bonferroni level 1 - {a:g}/m, simultaneous over the family, so it "
+                  "excludes 0 exactly when the adjusted p-value is below {a:g}",
+}
+_STEP_LEVEL = ("each at the per-comparison level its {name} step implies (1 - {a:g} p / p_adjusted), "
+               "so it excludes 0 exactly when the adjusted p-value is below {a:g}; not a simultaneous "
+               "confidence region")
+
+
+def interval_level_note(analysis: Analysis) -> str:
+    """The footnote's words on the level of the interval beside each marker."""
+    opts = analysis.options
+    a = 1.0 - opts.confidence
+    names = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
+    text = _INTERVAL_LEVELS.get(opts.correction) or _STEP_LEVEL.replace(
+        "{name}", names.get(opts.correction, opts.correction))
+    return text.format(a=a)
 
 
 def effect_note(analysis: Analysis) -> str:
     """The footnote's sentence on the effect size d_z and the confidence interval of each cell."""
+    if analysis.untested:
+        return ""
     design = TESTS[analysis.test]
     interval = INTERVALS.get(analysis.test, "the t interval around the mean difference")
     return (f"Effect size d_z: the mean difference over {design.effect_basis}; "
-            f"{analysis.options.confidence:.0%} interval: {interval}")
+            f"{analysis.options.confidence:.0%} interval: {interval}, {interval_level_note(analysis)}")
 
 
 def sequential_note(reasons: Mapping[str, str], baseline: str) -> str:

@@ -1,5 +1,5 @@
 """The results-exchange format (docs/exchange.md, "Long results CSV"): a long CSV with columns config, seed, metric, value and
-an optional query column.
+optional query and collection columns.
 
 A metric is a harness key (map, mrr_10 ...) or ir-measures' canonical name (AP, RR@10 ...; the two
 name one metric, metrics.METRIC_TABLE). A row without a query (or with an empty query cell) is a
@@ -10,8 +10,14 @@ The baseline is ``baseline`` when given, else the first configuration in the fil
     random,1,map,0.7142
     #turns,1,map,0.7220
 
+A ``collection`` column splits the rows into collections (a study over several collections,
+docs/concepts.md): each collection's rows are validated as a table of their own, and
+``read_long_collections`` returns them as an ordered mapping collection -> StudyResults, in the
+order the collections first appear. Without the column (or with every cell of it empty) the file is
+one collection, named ``""``; a file mixing empty and named collection cells is refused.
+
 ``read_long_frame`` reads the same table from a pandas DataFrame through the same validation, and
-``long_rows`` writes a ``StudyResults`` back in this format.
+``long_rows`` writes a ``StudyResults`` back in this format (``collection_rows``: several).
 """
 
 from __future__ import annotations
@@ -30,6 +36,9 @@ from harness.textfile import read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
 COLUMNS = (*REQUIRED, "query")
+COLLECTION = "collection"
+COLLECTION_COLUMNS = (*COLUMNS, COLLECTION)
+ONE = ""  # the collection of a file without a collection column
 
 
 def _located(reader: csv.DictReader, path: Path) -> Iterable[tuple[str, Mapping[str, Any]]]:
@@ -45,7 +54,20 @@ def _located(reader: csv.DictReader, path: Path) -> Iterable[tuple[str, Mapping[
 
 
 def read_long_csv(path: str | Path, *, baseline: str | None = None) -> StudyResults:
-    """Read and validate a long results CSV (module docstring)."""
+    """Read and validate a long results CSV of one collection (module docstring); a file with
+    several collections is refused, naming them (``read_long_collections`` reads it)."""
+    return _one(read_long_collections(path, baseline=baseline), str(path))
+
+
+def _one(collections: Mapping[str, StudyResults], source: str) -> StudyResults:
+    if len(collections) > 1:
+        raise DataError(f"{source} has {len(collections)} collections ({', '.join(collections)}); "
+                        "read it per collection (harness table --from reads them all)")
+    return next(iter(collections.values()))
+
+
+def read_long_collections(path: str | Path, *, baseline: str | None = None) -> dict[str, StudyResults]:
+    """Read and validate a long results CSV, collection by collection (module docstring)."""
     path = Path(path)
     if not path.is_file():
         raise DataError(f"{path}: no such file")
@@ -80,6 +102,13 @@ def read_long_frame(frame: Any, *, baseline: str | None = None, source: str = "D
     ...
     harness.errors.DataError: DataFrame: missing column(s) seed; a long results DataFrame has columns ...
     """
+    return _one(read_frame_collections(frame, baseline=baseline, source=source), source)
+
+
+def read_frame_collections(frame: Any, *, baseline: str | None = None, source: str = "DataFrame"
+                           ) -> dict[str, StudyResults]:
+    """``read_long_frame`` collection by collection: a DataFrame with an optional ``collection``
+    column, as ``read_long_collections`` reads a CSV."""
     import pandas as pd
 
     header = [str(c).strip() for c in frame.columns]
@@ -90,6 +119,13 @@ def read_long_frame(frame: Any, *, baseline: str | None = None, source: str = "D
     rows = ((f"{source} row {label}", dict(zip(header, map(text, values), strict=True)))
             for label, values in zip(frame.index, frame.itertuples(index=False, name=None), strict=True))
     return _read_rows(header, rows, source=source, kind="DataFrame", baseline=baseline)
+
+
+def collection_rows(collections: Mapping[str, StudyResults]) -> list[dict[str, Any]]:
+    """``long_rows`` of every collection, each row with its ``collection``; one collection named
+    ``""`` (ONE) gives rows whose collection is None (a file without the column reads back alike)."""
+    return [{**row, COLLECTION: None if name == ONE else name}
+            for name, results in collections.items() for row in long_rows(results)]
 
 
 def long_rows(results: StudyResults) -> list[dict[str, Any]]:
@@ -120,13 +156,36 @@ def long_rows(results: StudyResults) -> list[dict[str, Any]]:
 
 
 def _read_rows(header: Sequence[str], rows: Iterable[tuple[str, Mapping[str, Any]]], *, source: str,
-               kind: str, baseline: str | None) -> StudyResults:
+               kind: str, baseline: str | None) -> dict[str, StudyResults]:
     """The one validation of the long format: ``rows`` are (where, row), ``where`` naming the row
-    in errors (``FILE:LINE``)."""
+    in errors (``FILE:LINE``); split by collection, each validated alone."""
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise DataError(f"{source}: missing column(s) {', '.join(missing)}; a long results {kind} has "
-                        f"columns config, seed, metric, value and optionally query")
+                        f"columns config, seed, metric, value and optionally query and collection")
+    if COLLECTION not in header:
+        return {ONE: _read_collection(header, rows, source=source, baseline=baseline)}
+    groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    first: dict[str, str] = {}
+    for where, row in rows:
+        name = str(row.get(COLLECTION) or "").strip()
+        groups.setdefault(name, []).append((where, row))
+        first.setdefault(name, where)
+    if not groups:
+        raise DataError(f"{source}: no result rows")
+    if ONE in groups and len(groups) > 1:
+        named = next(n for n in groups if n != ONE)
+        raise DataError(f"{first[ONE]}: empty collection cell, but {first[named]} names collection "
+                        f"{named!r}; every row names its collection, or none does")
+    out = {}
+    for name, group in groups.items():
+        where = source if name == ONE else f"{source} collection {name!r}"
+        out[name] = _read_collection(header, group, source=where, baseline=baseline)
+    return out
+
+
+def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[str, Any]]], *, source: str,
+                     baseline: str | None) -> StudyResults:
     has_query = "query" in header
     values: dict[tuple[str, str], dict[str, float]] = {}
     per_query: dict[tuple[str, str], dict[str, dict[str, float]]] = {}

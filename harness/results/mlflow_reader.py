@@ -101,11 +101,39 @@ def experiment_named(client: Any, name: str, uri: str) -> Any:
     return exp
 
 
-def _read(client: Any, name: str, uri: str, baseline: str | None,
-          config_ids: Collection[str] | None, phase: str = "auto") -> StudyResults:
+def read_experiment_collections(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
+                                config_ids: Collection[str] | None = None, phase: str = "auto"
+                                ) -> dict[str, StudyResults]:
+    """``read_experiment`` per collection: a study over several collections (config runs tagged
+    harness.collection) gives collection -> its results, in the order its collections' first
+    config runs started; any other study one entry named ``""``."""
+    if phase not in PHASES:
+        raise DataError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
     from mlflow.exceptions import MlflowException
 
-    source = f"MLflow experiment {name!r}"
+    client, uri = open_store(tracking_uri)
+    with _env_defaults(**FAST_FAIL_ENV):
+        try:
+            exp_id = experiment_named(client, name, uri).experiment_id
+            runs = sorted(iter_runs(client, exp_id, C.KIND_CONFIG), key=lambda r: r.info.start_time or 0)
+        except MlflowException as exc:
+            raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+        groups: dict[str, set[str]] = {}
+        for r in runs:
+            cid = r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id)
+            if config_ids is None or cid in config_ids:
+                groups.setdefault(r.data.tags.get(C.TAG_COLLECTION, ""), set()).add(cid)
+        if set(groups) <= {""}:
+            return {"": _read(client, name, uri, baseline, config_ids, phase)}
+        return {collection: _read(client, name, uri, baseline, ids, phase, collection=collection)
+                for collection, ids in groups.items() if collection}
+
+
+def _read(client: Any, name: str, uri: str, baseline: str | None,
+          config_ids: Collection[str] | None, phase: str = "auto", collection: str = "") -> StudyResults:
+    from mlflow.exceptions import MlflowException
+
+    source = f"MLflow experiment {name!r}" + (f" collection {collection!r}" if collection else "")
     try:
         exp_id = experiment_named(client, name, uri).experiment_id
         configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r

@@ -18,6 +18,10 @@ holds one file per configuration and seed, so a whole split evaluates in one cal
     ir_measures DIR/qrels/test.qrels DIR/runs/test/<config>.seed1.trec AP RR@10 nDCG@10 P@1
     trec_eval -m map -m recip_rank DIR/qrels/test.qrels DIR/runs/test/<config>.seed1.trec
 
+A study over several collections (runs tagged harness.collection) exports each collection into
+its own folder, ``DIR/<collection>/qrels/`` and ``DIR/<collection>/runs/<split>/``, and
+manifest.csv and per_query.csv gain a ``collection`` column.
+
 per_query.csv is the long results format (longcsv.py) with a few more columns, so
 ``harness table --from DIR/per_query.csv`` gives the study's table from the export alone, and
 pandas, R or a spreadsheet read the per-query values as they are: ``metric`` is the harness key
@@ -132,20 +136,32 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
         if not run.data.tags.get(C.TAG_CONFIG_ID) or run.data.tags.get(C.TAG_SEED) is None:
             raise DataError(f"{source}: seed run {run.info.run_id} lacks the {C.TAG_CONFIG_ID} or "
                             f"{C.TAG_SEED} tag")
-    labels = _labels(configs, [SeedRun.of(t) for t in trials])
+    def collection(run: Any) -> str:
+        return str(run.data.tags.get(C.TAG_COLLECTION, ""))
+
+    # Labels per collection: each collection's configurations carry the study's names.
+    labels: dict[str, str] = {}
+    groups: dict[str, list[Any]] = {}
+    for t in trials:
+        groups.setdefault(collection(t), []).append(t)
+    for group in groups.values():
+        labels.update(_labels(configs, [SeedRun.of(t) for t in group]))
+    several = set(groups) != {""}
     stems: dict[str, str] = {}
     rows = []
     per_query_rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for run in sorted(trials, key=lambda r: (labels[r.data.tags[C.TAG_CONFIG_ID]], _seed_key(r))):
+        for run in sorted(trials, key=lambda r: (collection(r), labels[r.data.tags[C.TAG_CONFIG_ID]], _seed_key(r))):
             config_id, seed = run.data.tags[C.TAG_CONFIG_ID], run.data.tags[C.TAG_SEED]
-            stem = file_stem(labels[config_id], seed)
+            prefix = f"{_UNSAFE.sub('_', collection(run))}/" if several else ""
+            tail = (collection(run),) if several else ()
+            stem = prefix + file_stem(labels[config_id], seed)
             if stems.get(stem, run.info.run_id) != run.info.run_id:  # two labels alike once made safe
-                stem = file_stem(f"{labels[config_id]}-{config_id[:8]}", seed)
+                stem = prefix + file_stem(f"{labels[config_id]}-{config_id[:8]}", seed)
             stems[stem] = run.info.run_id
             per_query = read_per_query(client, run.info.run_id, tmp, source, metric_key)
             per_query_rows += [(labels[config_id], seed, metric, repr(value), qid, canonical_name(metric),
-                                "test", config_id, run.info.run_id)
+                                "test", config_id, run.info.run_id, *tail)
                                for metric, values in per_query.items() for qid, value in values.items()]
             logged = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "runs")}
             found = [s for s in SPLITS if Path(RUN_ARTIFACT.format(split=s)).name in logged]
@@ -157,32 +173,38 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
                 artifact = RUN_ARTIFACT.format(split=split)
                 local = Path(client.download_artifacts(run.info.run_id, artifact, str(Path(tmp) / run.info.run_id)))
                 _check(read_run, local, f"{source}: seed run {run.info.run_id} {artifact}")
-                rel = f"runs/{split}/{stem}.trec"
+                rel = (f"{prefix}runs/{split}/{stem.removeprefix(prefix)}.trec")
                 _copy(local, folder / rel)
                 out.run_files.append(rel)
-                rows.append((labels[config_id], config_id, seed, split, rel, run.info.run_id))
+                rows.append((labels[config_id], config_id, seed, split, rel, run.info.run_id, *tail))
         if not out.run_files:
             raise DataError(f"{source}: none of its {len(trials)} finished seed runs holds run files "
                             f"({RUN_ARTIFACT.format(split='test')}); nothing to export")
         study = _study_with_qrels(client, exp.experiment_id)
-        if study is not None:
-            logged = {Path(a.path).name for a in client.list_artifacts(study.info.run_id, "qrels")}
+        for name in (sorted(groups) if several else [""]):
+            if study is None:
+                break
+            # a collection's qrels are logged under qrels/<collection>/ (harness.driver._orchestrate)
+            sub = f"qrels/{name}" if several else "qrels"
+            logged = {Path(a.path).name for a in client.list_artifacts(study.info.run_id, sub)}
             for split in SPLITS:
                 artifact = QRELS_ARTIFACT.format(split=split)
                 if Path(artifact).name not in logged:
                     continue
-                local = Path(client.download_artifacts(study.info.run_id, artifact, str(Path(tmp) / "study")))
-                _check(read_qrels, local, f"{source}: study run {study.info.run_id} {artifact}")
-                _copy(local, folder / artifact)
-                out.qrels_files.append(artifact)
+                logged_at = f"{sub}/{Path(artifact).name}"
+                local = Path(client.download_artifacts(study.info.run_id, logged_at, str(Path(tmp) / "study" / name)))
+                _check(read_qrels, local, f"{source}: study run {study.info.run_id} {logged_at}")
+                rel = f"{_UNSAFE.sub('_', name)}/{artifact}" if several else artifact
+                _copy(local, folder / rel)
+                out.qrels_files.append(rel)
     with (folder / MANIFEST).open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow(MANIFEST_COLUMNS)
+        writer.writerow((*MANIFEST_COLUMNS, "collection") if several else MANIFEST_COLUMNS)
         writer.writerows(rows)
     if per_query_rows:
         with (folder / PER_QUERY).open("w", newline="", encoding="utf-8") as fh:
             writer = csv.writer(fh, lineterminator="\n")
-            writer.writerow(PER_QUERY_COLUMNS)
+            writer.writerow((*PER_QUERY_COLUMNS, "collection") if several else PER_QUERY_COLUMNS)
             writer.writerows(per_query_rows)
         out.per_query_rows = len(per_query_rows)
     return out

@@ -1,55 +1,76 @@
-"""Power analysis of a finished study (or a pilot): how many seeds a study needs.
+"""Power analysis of a finished study (or a pilot): how many seeds a study needs, for the test the
+table runs at the level the table runs it.
 
 For each comparison (configuration vs baseline, metric) the variance components of the paired
 differences d[seed, query] come from the crossed seeds x queries ANOVA (harness.stats.crossed):
 s2_seed, s2_query, s2_resid, negative estimates clamped at 0. A study with S seeds and Q queries then
-has
+has the standard error of its mean difference
 
     SE(S, Q) = sqrt(s2_seed / S + s2_query / Q + s2_resid / (S Q))
 
-and the crossed test's minimum detectable effect (MDE: the smallest true mean difference it finds
-with probability ``power`` at two-sided level ``alpha``) is MDE = lambda SE(S, Q), lambda the
-noncentrality at which a noncentral t with df degrees of freedom leaves ``power`` beyond the
-two-sided critical value c = t_{1 - alpha/2, df} (both tails: P(T' > c) + P(T' < -c), scipy.stats.nct);
-for large df this tends to the familiar (t_{1 - alpha/2, df} + t_{power, df}) SE(S, Q). The row of
-the study itself (its own S and Q) uses the df of the test the study ran (the crossed test's
-equivalent df); the other rows use df Satterthwaite's for the mean squares expected at (S, Q): E[MS_seed] = s2_resid + Q s2_seed
-(df S - 1), E[MS_query] = s2_resid + S s2_query (df Q - 1), E[MS_resid] = s2_resid (df (S-1)(Q-1)),
-combined as (MS_seed + MS_query - MS_resid) / (S Q). More seeds shrink the seed and residual terms
-only: as S grows, MDE falls towards the query floor (t_{1-alpha/2,Q-1} + t_{power,Q-1})
-sqrt(s2_query / Q) (with the noncentral t as well), so an effect at or below the floor needs more
-queries, not more seeds.
+The level. The table corrects over its family of m comparisons (Holm by default), and Holm's first
+step tests the smallest p-value at alpha / m; a comparison the table marks has passed at least
+that step's level or a later, looser one. The power figures are at ``level = alpha / m`` (m:
+``PowerOptions.family_size``, by default the study's family of one metric: every candidate, the
+stopped ones included), so a difference at the MDE is marked with at least the stated power by the
+corrected table; ``family_size=1`` gives the per-comparison figures.
 
-``seeds_needed`` is the smallest S in [2, MAX_SEEDS] whose power at ``effect`` reaches ``power``.
+The test. The table's default is the crossed test with its generalized p-value, which rejects
+exactly when |dbar| exceeds the half-width h of its interval at 1 - level; h depends on the mean
+squares the study happens to observe, so power is a simulation: DRAWS draws of the three mean
+squares at their expected values for (S, Q), E[MS_seed] = s2_resid + Q s2_seed,
+E[MS_query] = s2_resid + S s2_query, E[MS_resid] = s2_resid, each times an independent chi-square
+over its df (S - 1, Q - 1, (S-1)(Q-1)), the quantiles of one fixed Latin hypercube of uniforms
+(common random numbers: the same draws for every effect and every seed count, so power is smooth in
+both). For each draw, h is the pivot's critical half-
+width, its quadrature over the seed and query chi-squares (the residual's (S-1)(Q-1) df make it
+nearly known), tabulated once per (S, Q, level) over the share of the seed mean square and
+interpolated (``critical_table``). Given the draws, the power at a
+true difference delta is exact over the normal mean difference:
+
+    power(delta) = mean over draws of [Phi((delta - h) / SE) + Phi((-delta - h) / SE)]
+
+and the MDE solves power(MDE) = ``power``. The simulation in tests/evaluation/test_power_sim.py checks that the table's own test, run on simulated studies with a true difference equal to the MDE,
+marks it 80% +- 4 points of the time at the corrected level. More seeds shrink the seed and residual
+terms only: as S grows the MDE falls towards the query floor (z_{1-level/2} + z_{power})
+sqrt(s2_query / Q), so an effect at or below the floor needs more queries, not more seeds.
+
+``seeds_needed`` is the smallest S in [2, MAX_SEEDS] whose power at ``effect`` reaches ``power``
+(a bisection over S: power grows with S).
 
 >>> comps = VarianceComponents(seed=1e-4, query=4e-3, resid=1e-2)
->>> row = mde(comps, 5, 100, alpha=0.05, power=0.8)
->>> round(row.se, 5), round(row.df, 2), round(row.mde, 4)
-(0.00894, 14.63, 0.0269)
->>> seeds_needed(comps, 100, 0.02, alpha=0.05, power=0.8), round(query_floor(comps, 100), 4)
-(21, 0.0179)
+>>> row = mde(comps, 5, 100, level=0.05, power=0.8)
+>>> round(row.se, 5), round(row.mde, 3)
+(0.00894, 0.029)
+>>> seeds_needed(comps, 100, 0.02, level=0.05, power=0.8), round(query_floor(comps, 100), 4)
+(22, 0.0177)
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from harness.errors import ConfigError, DataError
 from harness.results.stored import StudyResults
-from harness.stats.crossed import CrossedResult, VarianceComponents, crossed_test
+from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
 
 DEFAULT_SEEDS = (3, 5, 10, 20)
 MAX_SEEDS = 10_000
 FORMATS = ("md", "json")
+DRAWS = 4000  # mean-square draws per design: the power's Monte Carlo error is below 0.5 points
+DRAWS_SEED = 39  # the generator seed of the draws (a fixed stream: the same study, the same figures)
+SHARES = 129  # grid points of the seed mean square's share in ``critical_table``
 
 
 @dataclass(frozen=True, kw_only=True)
 class PowerOptions:
-    """What to project: levels, the seed grid, the query count (None: the study's), an effect."""
+    """What to project: levels, the seed grid, the query count (None: the study's), an effect, and
+    the family the table corrects over (None: the study's candidates, stopped ones included)."""
 
     metrics: tuple[str, ...] | None = None
     alpha: float = 0.05
@@ -57,6 +78,7 @@ class PowerOptions:
     seeds: tuple[int, ...] = DEFAULT_SEEDS
     queries: int | None = None
     effect: float | None = None
+    family_size: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
@@ -69,15 +91,21 @@ class PowerOptions:
             raise ConfigError(f"queries must be >= 2, got {self.queries}")
         if self.effect is not None and not (math.isfinite(self.effect) and self.effect > 0):
             raise ConfigError(f"effect must be a positive mean difference, got {self.effect}")
+        if self.family_size is not None and self.family_size < 1:
+            raise ConfigError(f"family_size must be >= 1, got {self.family_size}")
 
 
 @dataclass(frozen=True, kw_only=True)
 class MdeRow:
+    """One seed count: the SE of the mean difference, the MDE of the crossed test at ``level``, and
+    Satterthwaite's df of the expected mean squares (a description of the design, not the test's)."""
+
     seeds: int
     queries: int
     se: float
     df: float
     mde: float
+    level: float = 0.05
 
 
 def _se_df(comps: VarianceComponents, seeds: np.ndarray, queries: int) -> tuple[np.ndarray, np.ndarray]:
@@ -109,50 +137,124 @@ def power_at(noncentrality: np.ndarray | float, df: np.ndarray | float, alpha: f
     return np.where(np.isinf(df), z_power, t_power)
 
 
-def noncentrality(df: float, alpha: float, power: float) -> float:
-    """The noncentrality at which the two-sided t-test with ``df`` has ``power`` (module docstring)."""
-    if math.isnan(df) or df <= 0:
-        return math.nan
-    start = float(stats.t.ppf(1 - alpha / 2, df) + stats.t.ppf(power, df))
-    if power <= alpha:
-        return 0.0
-    def gap(lam: float) -> float:
-        return float(power_at(lam, df, alpha)) - power
+@functools.lru_cache(maxsize=256)
+def critical_table(seeds: int, queries: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """The crossed pivot's critical value c(w) at two-sided ``level`` (module docstring), over the
+    grid w in [-1, 1] of b / (MS_seed + |b|), b = MS_query - MS_resid: with the scale
+    u = MS_seed + |b|, the pivot of S Q Var(dbar) is u ((1 - |w|) (S-1) / X_seed + w (Q-1) / X_query)
+    (the residual's many df neglected), and the test rejects where |dbar| > c(w) sqrt(u / (S Q)). A
+    node whose pivot is not positive adds nothing to the tail."""
+    ys, ws = chi2_nodes(seeds - 1, 0)
+    yq, wq = chi2_nodes(queries - 1, 1)
+    inv_s, inv_q = (a.ravel() for a in np.meshgrid(1.0 / ys, 1.0 / yq, indexing="ij"))
+    weight = np.outer(ws, wq).ravel()
+    w = np.linspace(-1.0, 1.0, SHARES)[:, None]
+    r = (1.0 - np.abs(w)) * inv_s[None, :] + w * inv_q[None, :]
+    scale = np.sqrt(np.where(r > 0, r, np.nan))
+    target = level / 2.0
 
-    high = max(start, 1.0) + 1.0
-    while gap(high) < 0:
-        high *= 1.25
-    return float(optimize.brentq(gap, 0.0, high, xtol=1e-12))
+    def tail(c: np.ndarray) -> np.ndarray:
+        return np.nansum(special.ndtr(-c[:, None] / scale) * weight, axis=1)
+
+    lo, hi = np.zeros(SHARES), np.full(SHARES, 1.0)
+    while (grow := tail(hi) > target).any():
+        hi = np.where(grow, hi * 4.0, hi)
+    for _ in range(45):  # bisection to about 1e-13 of hi
+        mid = (lo + hi) / 2.0
+        above = tail(mid) > target
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    return w[:, 0], hi
 
 
-def mde(comps: VarianceComponents, seeds: int, queries: int, *, alpha: float = 0.05,
-        power: float = 0.8, df: float | None = None) -> MdeRow:
-    """The minimum detectable effect of a study with ``seeds`` x ``queries`` (module docstring);
-    ``df``: the test's own degrees of freedom (the study's row), else Satterthwaite's."""
-    se, sat = _se_df(comps, np.array([seeds]), queries)
-    d = float(sat[0]) if df is None else float(df)
-    m = 0.0 if se[0] <= 0 else noncentrality(d, alpha, power) * float(se[0])
-    return MdeRow(seeds=seeds, queries=queries, se=float(se[0]), df=d, mde=m)
+@functools.lru_cache(maxsize=64)
+def _chi2_draws(seeds: int, queries: int) -> np.ndarray:
+    """DRAWS x 3 chi-square variables over their df (seed, query, residual): the quantiles of one
+    Latin hypercube of uniforms from DRAWS_SEED, the same for every design, so the figures of
+    neighbouring seed counts share their randomness and move smoothly with S."""
+    g = np.random.default_rng(DRAWS_SEED)
+    u = np.stack([(g.permutation(DRAWS) + g.random(DRAWS)) / DRAWS for _ in range(3)], axis=1)
+    dfs = np.array([seeds - 1, queries - 1, (seeds - 1) * (queries - 1)], dtype=np.float64)
+    return stats.chi2.ppf(u, dfs) / dfs
 
 
-def query_floor(comps: VarianceComponents, queries: int, *, alpha: float = 0.05,
+def half_widths(comps: VarianceComponents, seeds: int, queries: int, level: float) -> np.ndarray:
+    """The crossed test's critical |dbar| in each of the DRAWS simulated studies (module docstring)."""
+    x = _chi2_draws(seeds, queries)
+    ms_s = (comps.resid + queries * comps.seed) * x[:, 0]
+    b = (comps.resid + seeds * comps.query) * x[:, 1] - comps.resid * x[:, 2]
+    u = ms_s + np.abs(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        w = np.where(u > 0, b / np.where(u > 0, u, 1.0), 1.0)
+    grid, c = critical_table(seeds, queries, level)
+    return np.interp(w, grid, c) * np.sqrt(u / (seeds * queries))
+
+
+def power_of(comps: VarianceComponents, seeds: int, queries: int, effect: float, *,
+             level: float = 0.05) -> float:
+    """The crossed test's power at two-sided ``level`` against a true mean difference ``effect``."""
+    se = float(_se_df(comps, np.array([seeds]), queries)[0][0])
+    if se <= 0:
+        return 1.0 if effect > 0 else level
+    h = half_widths(comps, seeds, queries, level)
+    return float(np.mean(special.ndtr((effect - h) / se) + special.ndtr((-effect - h) / se)))
+
+
+def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0.05,
+        power: float = 0.8) -> MdeRow:
+    """The minimum detectable effect of the crossed test in a study of ``seeds`` x ``queries`` at
+    two-sided ``level`` (module docstring)."""
+    se_arr, sat = _se_df(comps, np.array([seeds]), queries)
+    se = float(se_arr[0])
+    m = 0.0
+    if se > 0:
+        h = half_widths(comps, seeds, queries, level)
+
+        def gap(delta: float) -> float:
+            return float(np.mean(special.ndtr((delta - h) / se) + special.ndtr((-delta - h) / se))) - power
+
+        high = float(h.max()) + 10.0 * se
+        while gap(high) < 0:
+            high *= 2.0
+        m = float(optimize.brentq(gap, 0.0, high, xtol=1e-10 * high)) if gap(0.0) < 0 else 0.0
+    return MdeRow(seeds=seeds, queries=queries, se=se, df=float(sat[0]), mde=m, level=level)
+
+
+def query_floor(comps: VarianceComponents, queries: int, *, level: float = 0.05,
                 power: float = 0.8) -> float:
-    """The limit of MDE(S, Q) as S grows: the query term alone (module docstring)."""
+    """The limit of MDE(S, Q) as S grows: the query term alone, known (module docstring)."""
     if comps.query <= 0:
         return 0.0
-    return noncentrality(queries - 1, alpha, power) * math.sqrt(comps.query / queries)
+    return float(stats.norm.isf(level / 2.0) + stats.norm.ppf(power)) * math.sqrt(comps.query / queries)
 
 
-def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, alpha: float = 0.05,
+def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, level: float = 0.05,
                  power: float = 0.8, max_seeds: int = MAX_SEEDS) -> int | None:
     """The smallest seed count in [2, max_seeds] whose power at ``effect`` reaches ``power``; None
-    if none does."""
-    grid = np.arange(2, max_seeds + 1)
-    se, df = _se_df(comps, grid, queries)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        achieved = np.where(se > 0, power_at(effect / np.where(se > 0, se, 1.0), df, alpha), 1.0)
-    hits = np.flatnonzero(np.nan_to_num(achieved) >= power)
-    return int(grid[hits[0]]) if len(hits) else None
+    if none does (a bisection over S: about log2(max_seeds) simulated designs)."""
+    def enough(s: int) -> bool:
+        return power_of(comps, s, queries, effect, level=level) >= power
+
+    if effect <= query_floor(comps, queries, level=level, power=power) or not enough(max_seeds):
+        return None
+    lo, hi = 1, max_seeds  # enough(hi) holds; lo is below every candidate
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if mid >= 2 and enough(mid) else (mid, hi)
+    return hi
+
+
+def one_seed_seeds(differences: np.ndarray, *, level: float, power: float = 0.8) -> int | None:
+    """A lower bound on the seeds a one-seed study's difference needs: its per-query differences'
+    variance v taken as all residual and no training variance counted (the most optimistic split
+    one seed cannot rule out), with the normal quantiles, S >= v (z_{1-level/2} + z_power)^2 / (Q d^2),
+    at least 2; None where the mean difference d is 0. The crossed test counts the training variance
+    it cannot see here, so a study needs at least this many (docs/statistics.md)."""
+    d = np.asarray(differences, dtype=np.float64)
+    mean = float(d.mean())
+    if mean == 0.0 or len(d) < 2:
+        return None
+    lam = float(stats.norm.isf(level / 2.0) + stats.norm.ppf(power))
+    return max(2, math.ceil(float(d.var(ddof=1)) * lam * lam / (len(d) * mean * mean)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,6 +283,17 @@ class PowerAnalysis:
     options: PowerOptions
     comparisons: tuple[ComparisonPower, ...]
     dropped: int = 0  # queries some runs lack, left out (StudyResults.dropped)
+    family_size: int = 1  # m: the figures are at the corrected level alpha / m
+
+    @property
+    def level(self) -> float:
+        """The two-sided level of every figure: Holm's first step, alpha / m."""
+        return self.options.alpha / self.family_size
+
+
+def study_family(results: StudyResults) -> int:
+    """The family of one metric's table: every candidate, the stopped ones included."""
+    return max(len(results.configs) - 1 + len(results.stopped), 1)
 
 
 def power_analysis(results: StudyResults, options: PowerOptions | None = None) -> PowerAnalysis:
@@ -199,6 +312,8 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
         raise DataError(f"{results.source} has only the baseline {results.baseline!r}; nothing to compare")
     s, q = len(results.seeds), len(results.qids or ())
     queries = options.queries or q
+    family = options.family_size or study_family(results)
+    level = options.alpha / family
     grid = sorted({*options.seeds, s})  # the options' seed counts and this study's own
     comparisons = []
     for metric in metrics:
@@ -211,22 +326,21 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
             except DataError as exc:
                 raise DataError(f"power of {config!r} vs {results.baseline!r} on {metric}: {exc}") from None
             comps = observed.components
-            # The study's own row: the df of the test it ran (the crossed test's equivalent df).
-            rows = tuple(mde(comps, n, queries, alpha=options.alpha, power=options.power,
-                             df=observed.df if (n == s and queries == q and observed.df > 0) else None)
-                         for n in grid)
-            needed = (seeds_needed(comps, queries, options.effect, alpha=options.alpha,
-                                   power=options.power) if options.effect is not None else None)
+            rows = tuple(mde(comps, n, queries, level=level, power=options.power) for n in grid)
+            needed = (seeds_needed(comps, queries, options.effect, level=level, power=options.power)
+                      if options.effect is not None else None)
             comparisons.append(ComparisonPower(
                 config=config, metric=metric, observed=observed, rows=rows, needed=needed,
-                floor=query_floor(comps, queries, alpha=options.alpha, power=options.power)))
+                floor=query_floor(comps, queries, level=level, power=options.power)))
     return PowerAnalysis(source=results.source, baseline=results.baseline, seeds=s, queries=q,
-                         options=options, comparisons=tuple(comparisons), dropped=len(results.dropped))
+                         options=options, comparisons=tuple(comparisons), dropped=len(results.dropped),
+                         family_size=family)
 
 
 def outcome_metrics(analysis: PowerAnalysis, config: str) -> dict[str, float]:
-    """MLflow metrics of one configuration: <m>_var_seed, <m>_var_query, <m>_var_resid and
-    <m>_mde_s<S> for every seed count of the grid."""
+    """MLflow metrics of one configuration: <m>_var_seed, <m>_var_query, <m>_var_resid,
+    <m>_mde_s<S> for every seed count of the grid (the crossed test's, at the corrected level) and
+    <m>_mde_level, that level (alpha / m)."""
     out: dict[str, float] = {}
     for c in analysis.comparisons:
         if c.config != config:
@@ -235,4 +349,5 @@ def outcome_metrics(analysis: PowerAnalysis, config: str) -> dict[str, float]:
         out.update({f"{m}_var_seed": c.components.seed, f"{m}_var_query": c.components.query,
                     f"{m}_var_resid": c.components.resid})
         out.update({f"{m}_mde_s{r.seeds}": r.mde for r in c.rows})
+        out[f"{m}_mde_level"] = analysis.level
     return out

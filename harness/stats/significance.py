@@ -15,9 +15,13 @@ Tests (TESTS: name -> procedure and pairing):
   the seeds do not enter its variance);
 - ``randomisation``, ``wilcoxon``: the sign-flip randomisation test or the Wilcoxon signed-rank test
   over seed-averaged queries.
-- ``auto``: crossed where every metric has per-query values and there are at least 2 seeds; with a
-  single seed the paired t-test over its queries (seed-averaged, said in ``Analysis.remarks``); without
-  per-query values across-seeds.
+- ``auto``: crossed where every metric has per-query values and there are at least 2 seeds; without
+  per-query values across-seeds. With a single seed no test runs by default (``UNTESTED``): the
+  variance between training runs cannot be estimated from one run, and a test over that run's
+  queries alone marked 70 of 100 null 8-candidate studies in simulation. ``AnalysisOptions.
+  one_seed_test = "query"`` opts in to the paired t-test over the seed's queries; its cells carry
+  the query-only symbols (``Markers.query_better`` / ``query_worse``), never the multi-seed ones,
+  as does any per-query test asked for by name on one seed.
 
 Families (``AnalysisOptions.family``): ``metric`` corrects each metric's comparisons together (every
 configuration, and every seed under per-seed); ``all`` corrects every comparison of the analysis at
@@ -39,7 +43,16 @@ adjusted p-value is below 1 - confidence. Stopped configurations enter it by a u
 statistic with a t form: the Wilcoxon and randomisation tests are refused.
 
 Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
-``better`` symbol when the mean difference is positive and the ``worse`` one when it is negative.
+``better`` symbol when the test's estimate (``PairedResult.point``: the mean difference, or the
+Hodges-Lehmann estimate under wilcoxon) is positive and the ``worse`` one when it is negative.
+
+Intervals (``Comparison.interval``) agree with the corrected verdict: under ``maxt`` the simultaneous
+interval; under a p-value correction the test's own interval at the per-comparison level its
+correction implies for that comparison, 1 - a p / p~ with a = 1 - confidence, p its p-value and p~
+the adjusted one (Bonferroni: a / m for every comparison; Holm: a over the multiplier of its step),
+so it excludes 0 exactly when p~ < a; under ``none`` the per-comparison interval. An interval that
+inverts its test at level 1 - a' excludes 0 exactly when p < a', and p < a p / p~ holds exactly when
+p~ < a.
 """
 
 from __future__ import annotations
@@ -120,7 +133,7 @@ class TestDesign:
 
 _SEED_AVERAGED_SD = "the SD of the per-query differences of seed-averaged values"
 TESTS: Mapping[str, TestDesign] = MappingProxyType({
-    CROSSED: TestDesign(CROSSED, "crossed", "crossed seeds \u00d7 queries t-test of the mean difference",
+    CROSSED: TestDesign(CROSSED, "crossed", "crossed seeds \u00d7 queries test of the mean difference",
                         "the SD of one (seed, query) difference, from the variance components"),
     "per-seed": TestDesign("t", "per-seed", "paired t-test over queries, for each seed",
                            "the SD of the per-query differences of that seed"),
@@ -142,6 +155,12 @@ INTERVALS: Mapping[str, str] = MappingProxyType({
 })
 AUTO = "auto"
 FAMILIES = ("metric", "all")
+# The resolved test of an analysis that ran none (one seed, no opt-in): no comparisons, no markers.
+UNTESTED = "untested"
+# --one-seed-test: the opt-in test of a one-seed study, by what its variance counts.
+ONE_SEED_TESTS: Mapping[str, str] = MappingProxyType({"query": "seed-averaged"})
+ONE_SEED_REASON = ("training variance cannot be estimated from one run, and a test over its queries "
+                   "alone treats one trained model as the configuration")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,21 +170,26 @@ class Markers:
     levels: tuple[float, ...] = (0.05, 0.01)
     better: tuple[str, ...] = ("\u2020", "\u2021", "\u00a7")  # dagger, double dagger, section
     worse: tuple[str, ...] = ("\u2193", "\u21d3", "\u21ca")   # down arrow, double, paired arrows
+    # A test over one seed's queries: symbols that cannot be read as the multi-seed ones.
+    query_better: tuple[str, ...] = ("*", "**", "***")
+    query_worse: tuple[str, ...] = ("\u2193*", "\u2193**", "\u2193***")
 
     def __post_init__(self) -> None:
         if not self.levels or any(not 0.0 < a < 1.0 for a in self.levels) \
                 or list(self.levels) != sorted(set(self.levels), reverse=True):
             raise ConfigError(f"levels must be strictly decreasing values in (0, 1), got {list(self.levels)}")
-        if len(self.levels) > min(len(self.better), len(self.worse)):
-            raise ConfigError(f"levels: at most {min(len(self.better), len(self.worse))} levels have "
-                              f"symbols, got {len(self.levels)}")
+        most = min(len(self.better), len(self.worse), len(self.query_better), len(self.query_worse))
+        if len(self.levels) > most:
+            raise ConfigError(f"levels: at most {most} levels have symbols, got {len(self.levels)}")
 
     def level_of(self, p: float) -> int | None:
         """Index of the strictest level that ``p`` is below, None when not significant."""
         passed = [i for i, a in enumerate(self.levels) if p < a]
         return passed[-1] if passed else None
 
-    def symbol(self, direction: str, level: int) -> str:
+    def symbol(self, direction: str, level: int, query_only: bool = False) -> str:
+        if query_only:
+            return (self.query_better if direction == BETTER else self.query_worse)[level]
         return (self.better if direction == BETTER else self.worse)[level]
 
 
@@ -183,10 +207,14 @@ class AnalysisOptions:
     seed: int = 0
     # Metrics with equal per-query values in every run (harness.stats.identical) tested and shown once.
     merge_identical: bool = True
+    # One seed: None runs no test (the table says why); "query" runs the query-only test, marked apart.
+    one_seed_test: str | None = None
 
     def __post_init__(self) -> None:
         if self.test != AUTO and self.test not in TESTS:
             raise UnknownName("test", self.test, [AUTO, *TESTS])
+        if self.one_seed_test is not None and self.one_seed_test not in ONE_SEED_TESTS:
+            raise UnknownName("one_seed_test", self.one_seed_test, ONE_SEED_TESTS)
         if self.correction not in CORRECTIONS:
             raise UnknownName(CORRECTIONS.key, self.correction, CORRECTIONS.names())
         if self.correction == MAXT and self.test not in (AUTO, *MAXT_TESTS):
@@ -213,6 +241,8 @@ class Comparison:
     level: int | None
     # maxt: the simultaneous interval (options.confidence) of the mean difference; None otherwise
     simultaneous: tuple[float, float] | None = None
+    # a p-value correction: the test's interval at the level the correction implies (module docstring)
+    corrected: tuple[float, float] | None = None
 
     @property
     def direction(self) -> str:
@@ -220,9 +250,16 @@ class Comparison:
 
     @property
     def interval(self) -> tuple[float, float]:
-        """The interval reported beside the marker: the simultaneous one under maxt (it agrees with
-        the adjusted p-value), else the test's own."""
-        return self.simultaneous or (self.result.ci_low, self.result.ci_high)
+        """The interval reported beside the marker, around ``estimate``: the simultaneous one under
+        maxt, the correction's under a p-value correction (both exclude 0 exactly when the adjusted
+        p-value is below 1 - confidence), else the test's own."""
+        return self.simultaneous or self.corrected or (self.result.ci_low, self.result.ci_high)
+
+    @property
+    def estimate(self) -> float:
+        """The test's point estimate, whose sign the marker's direction is: the mean difference, or
+        the Hodges-Lehmann estimate under wilcoxon."""
+        return self.result.point
 
     @property
     def marked(self) -> bool:
@@ -261,6 +298,13 @@ class Analysis:
     def aliases(self, metric: str) -> tuple[str, ...]:
         """The metrics ``metric`` stands for (itself first): its identical group, or itself."""
         return next((g for g in self.identical if g[0] == metric), (metric,))
+    # One seed: the test ran over that seed's queries only, and its markers are the query-only ones.
+    query_only: bool = False
+
+    @property
+    def untested(self) -> bool:
+        """No test ran (one seed, no opt-in): no markers; ``remarks`` says why."""
+        return self.test == UNTESTED
 
     def get(self, config: str, metric: str, seed: str | None = None) -> Comparison | None:
         """The comparison of ``config`` with the baseline on ``metric`` (a harness key or an
@@ -286,7 +330,7 @@ class Analysis:
     def marker(self, comparison: Comparison | None) -> str | None:
         if comparison is None or not comparison.marked or comparison.level is None:
             return None
-        return self.options.markers.symbol(comparison.direction, comparison.level)
+        return self.options.markers.symbol(comparison.direction, comparison.level, self.query_only)
 
     def seed_tally(self, config: str, metric: str) -> tuple[int, int, int]:
         """Under per-seed: (seeds significantly better, seeds significantly worse, seeds), at any of
@@ -307,19 +351,20 @@ class Analysis:
                      for sym, k in ((m.better[0], better), (m.worse[0], worse)) if k)
 
 
-def resolve_test(results: StudyResults, metrics: Sequence[str], test: str) -> tuple[str, bool, str | None]:
+def resolve_test(results: StudyResults, metrics: Sequence[str], test: str,
+                 one_seed_test: str | None = None) -> tuple[str, bool, str | None]:
     """(test name, per-run only, remark): auto picks crossed when per-query values and at least 2 seeds
-    exist, the paired t-test over queries with one seed (the remark says so), else across-seeds."""
+    exist, else across-seeds; with one seed none (UNTESTED), or with ``one_seed_test`` its test (the
+    remark says which and why its markers differ)."""
     per_query = all(results.has_per_query(m) for m in metrics)
     seeds = len(results.seeds)
     if test == AUTO:
         if not per_query:
             return "across-seeds", True, None
         if seeds < 2:
-            return "seed-averaged", False, (
-                f"Only one seed ({results.seeds[0]}): the crossed seeds \u00d7 queries test needs at "
-                f"least 2, so this is the paired t-test over queries and the variance between training "
-                f"runs is not counted")
+            if one_seed_test is None:
+                return UNTESTED, False, None
+            return ONE_SEED_TESTS[one_seed_test], False, _query_only_remark(results)
         return CROSSED, False, None
     if TESTS[test].pairing != "across-seeds" and not per_query:
         lacking = [m for m in metrics if not results.has_per_query(m)]
@@ -328,16 +373,28 @@ def resolve_test(results: StudyResults, metrics: Sequence[str], test: str) -> tu
                         f"--test across-seeds alone")
     if test == CROSSED and seeds < 2:
         raise DataError(f"{results.source} has one seed ({results.seeds[0]}); the crossed seeds x "
-                        f"queries test needs at least 2 (use --test seed-averaged, or auto, which falls "
-                        f"back to it and says so)")
+                        f"queries test needs at least 2 (auto marks nothing from one seed; --one-seed-test "
+                        f"query runs the query-only test, marked apart)")
+    if seeds < 2:
+        return test, not per_query, _query_only_remark(results)
     return test, not per_query, None
+
+
+def _query_only_remark(results: StudyResults) -> str:
+    return (f"Only one seed ({results.seeds[0]}): the test counts the variance between that run's "
+            f"queries only, not between training runs ({ONE_SEED_REASON}); its markers are the "
+            f"query-only ones, and a marker here says that this one trained model differs, not the "
+            f"configuration")
 
 
 def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> Analysis:
     """Run the tests of every candidate configuration against the baseline, then correct."""
     options = options or AnalysisOptions()
     metrics = results.select(options.metrics)
-    test, per_run_only, remark = resolve_test(results, metrics, options.test)
+    test, per_run_only, remark = resolve_test(results, metrics, options.test, options.one_seed_test)
+    if test == UNTESTED:
+        return Analysis(results=results, options=options, test=test, metrics=metrics, comparisons=(),
+                        per_run_only=False)
     identical: tuple[tuple[str, ...], ...] = ()
     if options.merge_identical:
         groups = identical_groups(results, metrics)
@@ -347,6 +404,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     pairing = PAIRINGS.get(design.pairing)
     raw: list[tuple[str, str, str | None, PairedResult]] = []
     diffs: list[np.ndarray] = []
+    pairs: list[tuple[np.ndarray, np.ndarray]] = []
     for metric in metrics:
         for config in results.configs[1:]:
             for seed, x, y in pairing(results, config, metric):
@@ -357,6 +415,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
                     raise DataError(f"{test} test of {config!r} vs {results.baseline!r} on "
                                     f"{metric}{where}: {exc}") from None
                 raw.append((config, metric, seed, res))
+                pairs.append((x, y))
                 diffs.append(np.asarray(x, dtype=np.float64) - np.asarray(y, dtype=np.float64))
     groups: dict[str, list[int]] = {}
     for i, (_, metric, _, _) in enumerate(raw):
@@ -379,14 +438,33 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
             p = [raw[i][3].p_value for i in members] + [1.0] * phantom
             adjusted[members] = adjust(options.correction, p)[:len(members)]
         sizes[members] = len(members) + phantom
+    corrected: list[tuple[float, float] | None] = [None] * len(raw)
+    if options.correction not in (MAXT, "none"):
+        for i, (_, _, _, r) in enumerate(raw):
+            level = corrected_confidence(options.confidence, r.p_value, float(adjusted[i]), int(sizes[i]))
+            if level != r.confidence:
+                again = design.run(*pairs[i], replace(options, confidence=level))
+                corrected[i] = (again.ci_low, again.ci_high)
     comparisons = tuple(
         Comparison(config=c, metric=m, seed=s, result=r, p_adjusted=float(adjusted[i]),
                    family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])),
-                   simultaneous=intervals[i])
+                   simultaneous=intervals[i], corrected=corrected[i])
         for i, (c, m, s, r) in enumerate(raw))
     return Analysis(results=results, options=options, test=test, metrics=metrics,
                     comparisons=comparisons, per_run_only=per_run_only,
-                    remarks=(remark,) if remark else (), identical=identical)
+                    remarks=(remark,) if remark else (), query_only=len(results.seeds) < 2,
+                    identical=identical)
+
+
+def corrected_confidence(confidence: float, p: float, p_adjusted: float, family_size: int) -> float:
+    """The confidence of a comparison's interval under a p-value correction: 1 - a p / p~ with
+    a = 1 - confidence (module docstring), so the interval excludes 0 exactly when p~ < a. Where
+    p = 0 the multiplier is undefined and the family's Bonferroni level a / m is used (the interval
+    excludes 0 at any level then)."""
+    alpha = 1.0 - confidence
+    if p <= 0.0 or p_adjusted <= 0.0:
+        return 1.0 - alpha / max(family_size, 1)
+    return 1.0 - alpha * min(1.0, p / p_adjusted)
 
 
 def maxt_family(test: str, results: Sequence[PairedResult], differences: Sequence[np.ndarray],

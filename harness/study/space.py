@@ -14,7 +14,8 @@ default) has the given value (or one of a list of values).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,14 @@ class Param:
     @property
     def discrete(self) -> bool:
         return self.kind in ("choice", "fixed", "int")
+
+    @property
+    def count(self) -> int:
+        """How many values a discrete kind takes (``values`` without listing them); 0 for a
+        continuous one."""
+        if self.kind == "int":
+            return max(0, int(self.args[1]) - int(self.args[0]) + 1)
+        return len(self.args) if self.kind == "choice" else 1 if self.kind == "fixed" else 0
 
     def values(self) -> list[Any]:
         """Every value for discrete kinds; the bounds for continuous ones (for validation)."""
@@ -146,6 +155,12 @@ def enumerate_grid(space: Mapping[str, Param], defaults: Mapping[str, Any] | Non
         if key not in seen:
             seen.add(key)
             yield point
+
+
+def grid_bound(params: Iterable[Param]) -> int:
+    """At most how many points ``enumerate_grid`` yields: the product of each discrete key's value
+    count (a conditional key counts as always active), computed without enumerating."""
+    return math.prod(max(1, p.count) for p in params)
 
 
 def grid_size(space: Mapping[str, Param]) -> int:

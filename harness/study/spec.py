@@ -35,7 +35,9 @@ A study file::
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -48,11 +50,13 @@ from harness.config import (
     SELECT_METRICS,
     KeyLines,
     TrialConfig,
+    as_bool,
     flatten,
     read_yaml,
+    text_value,
     unknown_key_message,
 )
-from harness.errors import ConfigError
+from harness.errors import ConfigError, refuse, shown
 from harness.registry import Registry
 from harness.stats.sequential import SeedSchedule
 from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
@@ -63,7 +67,7 @@ from harness.tracking.conventions import MODEL_LOGGING, name_problem
 TOP_KEYS = ("name", "description", "defaults", "data", "model", "train", "curriculum", "weighting",
             "smoothing", "cascade", "baseline", "configs", "search", "seeds", "objective", "resources",
             "concurrency", "failure", "storage_path", "tracking_uri", "smoke", "early_stopping", "models",
-            "confirm")
+            "confirm", "collections")
 SECTION_KEYS = ("data", "model", "train", "curriculum", "weighting", "smoothing", "cascade")
 
 
@@ -87,6 +91,13 @@ METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
 _URI = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
 # Data keys that change the training split only; every other data key defines the evaluation set.
 TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
+# What one study may ask for, refused before any of it is built (docs/study-file.md, "Limits"):
+# seeds per configuration (listed, or a schedule's max; confirmation seeds too), rounds of a seed
+# schedule, and configurations (listed, a grid's, a searcher's proposals, each counted alone).
+# Each is far beyond what a study trains in practice, and keeps validate's work small.
+MAX_SEEDS = 1000
+MAX_ROUNDS = 100
+MAX_CONFIGS = 1000
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,6 +160,14 @@ class StudySpec:
     # resources.fuse: whether a trial's seeds train as one fused model (harness.training.fused):
     # None = auto (where it pays: CUDA), True / False = always / never.
     fuse: bool | None = None
+    # A study over several collections (``collections:``; with_collections): their names in the
+    # file's order; () for a one-collection study. ``baseline`` is then the first collection's and
+    # ``configs`` holds every other (configuration, collection), each with its data.collection.
+    collections: tuple[str, ...] = ()
+
+    def collection_configs(self, collection: str | None) -> tuple[NamedConfig, ...]:
+        """The fixed configurations (baseline first) of one collection (None: a one-collection study)."""
+        return tuple(nc for nc in self.fixed_configs() if nc.config.data.collection == collection)
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -200,16 +219,59 @@ def _fail(key: str, msg: str) -> ConfigError:
 
 
 def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> StudySpec:
+    """The study file, one section at a time (each ``_<section>`` below reads and checks its own
+    keys); the cross-section rules (one evaluation set, teacher seeds, distinct configurations)
+    follow the sections they relate."""
+    _check_top_keys(raw)
+    name = _name(raw)
+    seeds, schedule = _seeds(raw)
+    metric, mode = _objective(raw)
+    defaults = _defaults(raw, metric)
+    baseline = _baseline(raw, defaults)
+    configs = _configs(raw, defaults)
+    search = _search(raw.get("search"), defaults, metric, mode)
+    configs, search = _expand_grid(search, configs, defaults)
+    _check_one_evaluation_set(baseline, configs, search)
+    confirm = _confirm(raw, configs, search, seeds, schedule is not None)
+    _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
+    _check_distinct(baseline, configs)
+    resources = _resources(raw, baseline, configs)
+    concurrency = _concurrency(raw)
+    failure = _failure(raw)
+    storage_path, tracking_uri, description = _storage_path(raw), _tracking_uri(raw), _description(raw)
+    smoke = _smoke(raw, defaults)
+    if schedule is not None:
+        _check_schedule(metric, configs, search, raw.get("early_stopping"))
+    early = _early_stopping(raw, metric, mode, baseline, configs, search)
+    models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
+    return with_collections(raw, StudySpec(
+        name=name, description=description, path=str(path.resolve()), text=text, defaults=defaults,
+        baseline=baseline, configs=tuple(configs), search=search, seeds=tuple(seeds), metric=metric,
+        mode=mode, concurrency=concurrency, storage_path=storage_path, tracking_uri=tracking_uri,
+        smoke=smoke, early_stopping=early, models=models, seed_schedule=schedule, confirm=confirm,
+        **resources, **failure))
+
+
+def _check_top_keys(raw: dict[str, Any]) -> None:
     for key in raw:
         if key not in TOP_KEYS:
             hint = did_you_mean(key, TOP_KEYS, style="; ", otherwise=f"; valid: {', '.join(TOP_KEYS)}")
             raise _fail(str(key), f"unknown study key {key!r}{hint}")
+
+
+def _name(raw: dict[str, Any]) -> str:
+    """``name``: the MLflow and Ray Tune experiment name; it becomes directories (Tune state, MLflow
+    artifacts, the lease), so a name, never a path."""
     name = raw.get("name")
     if not isinstance(name, str) or not name.strip():
-        raise _fail("name", "name must be a non-empty string (the MLflow experiment name)")
+        raise refuse("name", name, "a non-empty string (the MLflow experiment name)")
     if name_problem(name):
-        # The name becomes directories (Tune state, MLflow artifacts, the lease): a name, never a path.
         raise _fail("name", f"name: {name_problem(name)} (the MLflow experiment and Ray Tune experiment name)")
+    return name
+
+
+def _seeds(raw: dict[str, Any]) -> tuple[list[int], SeedSchedule | None]:
+    """``seeds``: a list of distinct integer seeds, or a seed schedule (``_seed_schedule``)."""
     seeds = raw.get("seeds")
     schedule = None
     if isinstance(seeds, dict):  # a seed schedule: {start, step, max, first}
@@ -217,31 +279,44 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
     if not isinstance(seeds, list) or not seeds:
         raise _fail("seeds", "seeds must be a non-empty list of integers, e.g. [1, 2, 3], or a seed "
                     "schedule {start: 4, step: 2, max: 12}")
+    if len(seeds) > MAX_SEEDS:
+        raise refuse("seeds", seeds, f"a list of at most {MAX_SEEDS} seeds", why=f"this one has {len(seeds)}")
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
-        raise _fail("seeds", f"seeds must be integers, got {seeds!r}")
+        raise refuse("seeds", seeds, "a list of integers")
     for i, s in enumerate(seeds):
         if not 0 <= s <= MAX_SEED:
-            raise _fail(f"seeds.{i}", f"seeds: {s} is out of range; a seed is an integer in [0, {MAX_SEED}]")
-    dup = sorted({s for s in seeds if seeds.count(s) > 1})
+            raise refuse(f"seeds.{i}", s, f"a seed, an integer in [0, {MAX_SEED}]")
+    counts = collections.Counter(seeds)
+    dup = sorted(s for s, n in counts.items() if n > 1)
     if dup:
-        raise _fail("seeds", f"seeds must not repeat; duplicated: {dup}")
+        raise refuse("seeds", seeds, "a list of distinct integers", why=f"duplicated: {shown(dup)}")
+    return seeds, schedule
 
+
+def _objective(raw: dict[str, Any]) -> tuple[str, str]:
+    """``objective: {metric, mode}``: the dev metric the searcher optimises and its direction."""
     objective = _mapping(raw, "objective", ("metric", "mode"))
     metric = _choice(objective.get("metric", "map"), "objective.metric", METRICS)
     mode = _choice(objective.get("mode", "max"), "objective.mode", ("max", "min"))
+    return metric, mode
 
+
+def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
+    """The study's defaults from its sections (data, model, train, ...) and its ``defaults:``
+    mapping; an error names the key where the file sets it (curriculum.delta, or
+    defaults.curriculum.delta). The objective's metric selects every config's best-dev checkpoint."""
     flat: dict[str, Any] = {}
     origin: dict[str, str] = {}  # flat key -> its path in the study file (for the line number)
     for section in SECTION_KEYS:
         if section in raw:
             if not isinstance(raw[section], dict):
-                raise _fail(section, f"{section} must be a mapping of {section}.* keys")
+                raise refuse(section, raw[section], f"a mapping of {section}.* keys")
             part = flatten(raw[section], f"{section}.")
             flat.update(part)
             origin.update({k: k for k in part})
     defaults_raw = raw.get("defaults") or {}
     if not isinstance(defaults_raw, dict):
-        raise _fail("defaults", "defaults must be a mapping of config keys")
+        raise refuse("defaults", defaults_raw, "a mapping of config keys")
     part = flatten(defaults_raw)
     flat.update(part)
     origin.update({k: f"defaults.{k}" for k in part})
@@ -252,16 +327,34 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
                         f"train.select_metric={flat['train.select_metric']!r} differs from objective.metric="
                         f"{metric!r}; the study's objective selects the best-dev checkpoint")
         flat["train.select_metric"] = metric
-    defaults = _defaults(flat, origin)
+    try:
+        return TrialConfig.from_flat(flat)
+    except ConfigError as exc:
+        key = exc.key or ""
+        where = origin.get(key)
+        if where is None:
+            where = next((p for k, p in origin.items() if k.split(".")[0] == key.split(".")[0]), "defaults")
+        prefix = "defaults: " if where.startswith("defaults") else ""
+        raise _fail(where, f"{prefix}{exc}") from None
 
+
+def _baseline(raw: dict[str, Any], defaults: TrialConfig) -> NamedConfig:
+    """``baseline``: overrides of the defaults that make the baseline (absent or {}: the defaults)."""
     base_raw = raw.get("baseline") or {}
     if not isinstance(base_raw, dict):
-        raise _fail("baseline", "baseline must be a mapping of config keys (may be empty)")
-    baseline = NamedConfig(name="baseline", role="baseline",
-                           config=_config(flatten(base_raw), "baseline", defaults))
+        raise refuse("baseline", base_raw, "a mapping of config keys (may be empty)")
+    return NamedConfig(name="baseline", role="baseline", config=_config(flatten(base_raw), "baseline", defaults))
+
+
+def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
+    """``configs``: named candidates, each ``{name, set}`` over the defaults; names are distinct."""
     configs: list[NamedConfig] = []
     names = {"baseline"}
-    for i, item in enumerate(raw.get("configs") or []):
+    listed = raw.get("configs") or []
+    if isinstance(listed, list) and len(listed) > MAX_CONFIGS:
+        raise refuse("configs", listed, f"a list of at most {MAX_CONFIGS} configurations",
+                     why=f"this one has {len(listed)}")
+    for i, item in enumerate(listed):
         if not isinstance(item, dict) or "name" not in item:
             raise _fail(f"configs.{i}", f"configs[{i}] must be a mapping with name and set")
         unknown = set(item) - {"name", "set", "label"}
@@ -281,27 +374,39 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         names.add(cname)
         cfg = _config(flatten(item.get("set") or {}), f"configs.{i}.set", defaults)
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg, label=label.strip()))
+    return configs
 
-    search = _search(raw.get("search"), defaults, metric, mode)
-    if search is not None and SEARCHERS.get(search.searcher).sampler is None:  # exhaustive grid
-        from harness.study.space import enumerate_grid
 
-        for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat())):
-            configs.append(NamedConfig(name=f"grid-{j}", role="candidate",
-                                       config=_config(point, "search.space", defaults)))
-        search = None
+def _expand_grid(search: SearchSpec | None, configs: list[NamedConfig],
+                 defaults: TrialConfig) -> tuple[list[NamedConfig], SearchSpec | None]:
+    """An exhaustive grid is no search: its points join the listed configurations (grid-0, ...)."""
+    if search is None or SEARCHERS.get(search.searcher).sampler is not None:
+        return configs, search
+    from harness.study.space import enumerate_grid, grid_bound
 
-    _check_one_evaluation_set(baseline, configs, search)
-    confirm = _confirm(raw, configs, search, seeds, schedule is not None)
-    _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
+    # Counted before a point is built: the product of each key's values (conditions aside).
+    size = grid_bound(search.space.values())
+    if len(configs) + size > MAX_CONFIGS:
+        raise refuse("search.space", size, f"a grid of at most {MAX_CONFIGS - len(configs)} configurations "
+                     f"({MAX_CONFIGS} per study, {len(configs)} listed)", why=f"its keys' values combine into up "
+                     f"to {size} points: give fewer values, or use a searcher (tpe, random)")
+    grid = [NamedConfig(name=f"grid-{j}", role="candidate", config=_config(point, "search.space", defaults))
+            for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat()))]
+    return [*configs, *grid], None
 
-    ids = {}
+
+def _check_distinct(baseline: NamedConfig, configs: list[NamedConfig]) -> None:
+    """No two configurations (the baseline included) are the same configuration under two names."""
+    ids: dict[str, str] = {}
     for nc in (baseline, *configs):
         other = ids.get(nc.config.config_id())
         if other:
             raise _fail("configs", f"configurations {other!r} and {nc.name!r} are identical")
         ids[nc.config.config_id()] = nc.name
 
+
+def _resources(raw: dict[str, Any], baseline: NamedConfig, configs: list[NamedConfig]) -> dict[str, Any]:
+    """``resources: {cpus, gpus, seeds_per_trial, fuse}``: per trial; as StudySpec's fields."""
     res = _mapping(raw, "resources", ("cpus", "gpus", "seeds_per_trial", "fuse"))
     cpus = _number(res.get("cpus", 1), "resources.cpus", "a number > 0", lambda v: v > 0)
     gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU)",
@@ -310,54 +415,73 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
                             "an integer >= 1 (seeds of a configuration trained in one trial)",
                             lambda v: v >= 1, integer=True))
     fuse = res.get("fuse", "auto")
+    if isinstance(fuse, str) and fuse.lower() in ("true", "false"):  # quoted, as train.bf16 takes it
+        fuse = as_bool("resources.fuse", fuse)
     if fuse != "auto" and not isinstance(fuse, bool):
-        raise _fail("resources.fuse", f"resources.fuse must be auto, true or false (fuse a trial's seeds into one "
-                    f"model: auto where it pays), got {fuse!r}")
+        raise refuse("resources.fuse", fuse, "auto, true or false (fuse a trial's seeds into one model: auto "
+                     "where it pays)")
     if fuse is True:
         for nc in (baseline, *configs):
             if nc.config.cascade.enabled:
                 raise _fail("resources.fuse", f"resources.fuse: true, but configuration {nc.name!r} is a cascade "
                             "ranker, whose seeds cannot train fused: use fuse: auto (it trains them one after "
                             "another)")
-    concurrency = int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1",
-                              lambda v: v >= 1, integer=True))
+    return {"cpus": cpus, "gpus": gpus, "seeds_per_trial": per_trial, "fuse": None if fuse == "auto" else fuse}
+
+
+def _concurrency(raw: dict[str, Any]) -> int:
+    """``concurrency``: trials Ray Tune runs at once."""
+    return int(_number(raw.get("concurrency", 1), "concurrency", "an integer >= 1", lambda v: v >= 1, integer=True))
+
+
+def _failure(raw: dict[str, Any]) -> dict[str, Any]:
+    """``failure: {max_retries, checkpoint_every_s}``: as StudySpec's fields."""
     failure = _mapping(raw, "failure", ("max_retries", "checkpoint_every_s"))
     retries = int(_number(failure.get("max_retries", 1), "failure.max_retries", "an integer >= 0",
                           lambda v: v >= 0, integer=True))
     every = float(_number(failure.get("checkpoint_every_s", 60), "failure.checkpoint_every_s",
                           "a number of seconds >= 0 (0: at every evaluation)", lambda v: v >= 0))
+    return {"max_retries": retries, "checkpoint_every_s": every}
+
+
+def _storage_path(raw: dict[str, Any]) -> str:
+    """``storage_path``: Ray Tune's experiment storage, a local path (made absolute) or a URI."""
     storage = raw.get("storage_path", "runs")
     if not isinstance(storage, str) or not storage.strip():
-        raise _fail("storage_path", f"storage_path must be a path or a URI (s3://...), got {storage!r}")
+        raise refuse("storage_path", storage, "a path or a URI (s3://...)")
+    text_value("storage_path", storage)
     if "://" not in storage:
-        storage = str(Path(storage).resolve())
-    elif not _URI.fullmatch(storage):
+        return str(Path(storage).resolve())
+    if not _URI.fullmatch(storage):
         raise _fail("storage_path", f"storage_path {storage!r} is not a URI: percent-encode a space "
                     "(%20), '%' (%25), non-ASCII letters and the other characters a URI cannot hold, "
                     "or give a local path")
+    return storage
+
+
+def _tracking_uri(raw: dict[str, Any]) -> str | None:
+    """``tracking_uri``: the MLflow store (absent: the CLI's or the default)."""
     tracking_uri = raw.get("tracking_uri")
     if tracking_uri is not None and (not isinstance(tracking_uri, str) or not tracking_uri.strip()):
-        raise _fail("tracking_uri", f"tracking_uri must be a URI (http://HOST:5000, sqlite:////abs/path), "
-                    f"got {tracking_uri!r}")
+        raise refuse("tracking_uri", tracking_uri, "a URI (http://HOST:5000, sqlite:////abs/path)")
+    return None if tracking_uri is None else text_value("tracking_uri", tracking_uri)
+
+
+def _description(raw: dict[str, Any]) -> str:
     description = raw.get("description", "")
     if not isinstance(description, str):
-        raise _fail("description", f"description must be a string, got {description!r}")
+        raise refuse("description", description, "a string")
+    return description
+
+
+def _smoke(raw: dict[str, Any], defaults: TrialConfig) -> dict[str, Any]:
+    """``smoke``: flat overrides for ``--smoke`` runs, checked against the defaults now."""
     smoke = raw.get("smoke") or {}
     if not isinstance(smoke, dict):
-        raise _fail("smoke", "smoke must be a mapping of config keys")
+        raise refuse("smoke", smoke, "a mapping of config keys")
     smoke_flat = flatten(smoke)
     _config(smoke_flat, "smoke", defaults)
-    if schedule is not None:
-        _check_schedule(metric, configs, search, raw.get("early_stopping"))
-    early = _early_stopping(raw, metric, mode, baseline, configs, search)
-    models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
-    return StudySpec(
-        name=name, description=description, path=str(path.resolve()),
-        text=text, defaults=defaults, baseline=baseline, configs=tuple(configs), search=search,
-        seeds=tuple(seeds), metric=metric, mode=mode, cpus=cpus, gpus=gpus, concurrency=concurrency,
-        max_retries=retries, storage_path=storage, tracking_uri=tracking_uri, smoke=smoke_flat,
-        early_stopping=early, models=models, checkpoint_every_s=every, seed_schedule=schedule,
-        confirm=confirm, seeds_per_trial=per_trial, fuse=None if fuse == "auto" else fuse)
+    return smoke_flat
 
 
 # A grid this large is read for its best configuration (and its best of so many null ones would
@@ -373,12 +497,14 @@ def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec
     every seed the earlier phases trained."""
     picks = search is not None or len(configs) >= GRID_CONFIRM_MIN
     value = raw.get("confirm", picks and not scheduled)
+    if isinstance(value, str) and value.lower() in ("true", "false"):  # quoted, as train.bf16 takes it
+        value = as_bool("confirm", value)
     if value is False or value is None:
         return None
     if value is True:
         value = {}
     if not isinstance(value, dict):
-        raise _fail("confirm", f"confirm must be a mapping {{top: k, seeds: S}}, true or false, got {value!r}")
+        raise refuse("confirm", value, "a mapping {top: k, seeds: S}, true or false")
     for k in value:
         if k not in ("top", "seeds"):
             hint = did_you_mean(str(k), ("top", "seeds"), n=2, style="; ", otherwise="; valid: top, seeds")
@@ -392,11 +518,10 @@ def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec
                     "baseline); add configs or a search, or drop confirm")
     top = value.get("top", 1)
     if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= candidates:
-        raise _fail("confirm.top", f"confirm.top must be an integer in [1, {candidates}] (the study's "
-                    f"candidate configurations), got {top!r}")
+        raise refuse("confirm.top", top, f"an integer in [1, {candidates}] (the study's candidate configurations)")
     n = value.get("seeds", len(seeds))
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise _fail("confirm.seeds", f"confirm.seeds must be an integer >= 1 (how many fresh seeds), got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_SEEDS:
+        raise refuse("confirm.seeds", n, f"an integer in [1, {MAX_SEEDS}] (how many fresh seeds)")
     first = max(seeds) + 1
     if first + n - 1 > MAX_SEED:
         raise _fail("confirm.seeds", f"confirm.seeds: the fresh seeds {first}..{first + n - 1} go past "
@@ -416,10 +541,18 @@ def _seed_schedule(raw: dict[str, Any]) -> tuple[SeedSchedule, list[int]]:
         if k not in raw:
             raise _fail("seeds", f"seeds: a seed schedule needs start, step and max; {k} is missing")
     schedule = SeedSchedule(raw["start"], raw["step"], raw["max"])
+    # Bounded before the seed list and the rounds are built from it.
+    if schedule.max > MAX_SEEDS:
+        raise refuse("seeds.max", schedule.max, f"at most {MAX_SEEDS}",
+                     why="every configuration may train max seeds; a larger study is several studies")
+    rounds = 1 + -(-(schedule.max - schedule.start) // schedule.step)
+    if rounds > MAX_ROUNDS:
+        raise refuse("seeds.step", schedule.step, f"large enough for at most {MAX_ROUNDS} rounds",
+                     why=f"start {schedule.start}, step {schedule.step}, max {schedule.max} make {rounds}")
     first = raw.get("first", 1)
     if isinstance(first, bool) or not isinstance(first, int) or not 0 <= first <= MAX_SEED - schedule.max + 1:
-        raise _fail("seeds.first", f"seeds.first must be an integer in [0, {MAX_SEED - schedule.max + 1}] "
-                    f"(the seeds are first .. first + max - 1), got {first!r}")
+        raise refuse("seeds.first", first, f"an integer in [0, {MAX_SEED - schedule.max + 1}] (the seeds are "
+                     "first .. first + max - 1)")
     return schedule, list(range(first, first + schedule.max))
 
 
@@ -478,16 +611,20 @@ def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: 
     negatives with that seed's student."""
     from harness.training.teacher import TEACHER_NAMES, teacher_shares_seed
 
-    checks = [(nc.name, _where(nc, configs), nc.config) for nc in (baseline, *configs)
-              if teacher_shares_seed(nc.config, seeds)]
+    # Where a configuration sits in the file is looked up for the one refused, not for every one.
+    checks: list[tuple[str, Callable[[], str], TrialConfig]] = [
+        (nc.name, functools.partial(_where, nc, configs), nc.config) for nc in (baseline, *configs)
+        if teacher_shares_seed(nc.config, seeds)]
     scoring = search.space.get("curriculum.scoring") if search is not None else None
     if scoring is not None and set(map(str, scoring.values())) & set(TEACHER_NAMES):
-        checks.append(("search", "search.space.curriculum.scoring", defaults))
-    for name, where, cfg in checks:
-        if cfg.curriculum.teacher_seed in seeds:
+        checks.append(("search", lambda: "search.space.curriculum.scoring", defaults))
+    study_seeds = set(seeds)
+    for name, where_of, cfg in checks:
+        if cfg.curriculum.teacher_seed in study_seeds:
+            where = where_of()
             raise _fail(f"{where}.curriculum.teacher_seed",
                         f"curriculum.teacher_seed {cfg.curriculum.teacher_seed} is also a study seed "
-                        f"(seeds: {seeds}; configuration {name!r}): that seed's student would share its "
+                        f"(seeds: {shown(seeds)}; configuration {name!r}): that seed's student would share its "
                         f"init and negatives with its teacher; choose a teacher seed outside the study's seeds")
 
 
@@ -506,7 +643,7 @@ def _mapping(raw: dict[str, Any], key: str, valid: tuple[str, ...]) -> dict[str,
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _fail(key, f"{key} must be a mapping with {', '.join(valid)}, got {value!r}")
+        raise refuse(key, value, f"a mapping with {', '.join(valid)}")
     for k in value:
         if k not in valid:
             hint = did_you_mean(k, valid, n=2, style="; ", otherwise=f"; valid: {', '.join(valid)}")
@@ -516,7 +653,7 @@ def _mapping(raw: dict[str, Any], key: str, valid: tuple[str, ...]) -> dict[str,
 
 def _choice(value: Any, key: str, valid: tuple[str, ...]) -> str:
     if not isinstance(value, str) or value not in valid:
-        raise _fail(key, f"{key} must be one of {', '.join(valid)}, got {value!r}")
+        raise refuse(key, value, f"one of {', '.join(valid)}")
     return value
 
 
@@ -524,31 +661,24 @@ def _number(value: Any, key: str, rule: str, ok: Callable[[float], bool], *, int
     """A study-level number: the right type (YAML's, never a string) and in range, else
     "<key> must be <rule>, got <value>"."""
     kinds = (int,) if integer else (int, float)
-    if (isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value)
-            or not ok(value)):
-        raise _fail(key, f"{key} must be {rule}, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, kinds) or not _finite(value) or not ok(value):
+        raise refuse(key, value, rule)
     return float(value)
 
 
-def _defaults(flat: dict[str, Any], origin: dict[str, str]) -> TrialConfig:
-    """The study's defaults from its sections and its defaults: mapping; an error names the
-    key where the file sets it (curriculum.delta, or defaults.curriculum.delta)."""
+def _finite(value: float) -> bool:
+    """A finite number with a float (an integer of 400 digits has none: math.isfinite would raise)."""
     try:
-        return TrialConfig.from_flat(flat)
-    except ConfigError as exc:
-        key = exc.key or ""
-        where = origin.get(key)
-        if where is None:
-            where = next((p for k, p in origin.items() if k.split(".")[0] == key.split(".")[0]), "defaults")
-        prefix = "defaults: " if where.startswith("defaults") else ""
-        raise _fail(where, f"{prefix}{exc}") from None
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSpec | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
-        raise _fail("search", "search must be a mapping with searcher, num_configs and space")
+        raise refuse("search", raw, "a mapping with searcher, num_configs and space")
     unknown = set(raw) - {"searcher", "num_configs", "space", "objectives"}
     if unknown:
         raise _fail("search", f"search: unknown keys {sorted(unknown)}; "
@@ -575,7 +705,9 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     ordered(space)  # conditions that form a cycle are refused here, not in the first trial
     # Every value a choice can take must itself be valid for its key.
     for key, p in space.items():
-        for v in p.values():
+        # An int range is valid where its bounds are (every key's rule is an interval): checked
+        # without listing what lies between.
+        for v in (p.args if p.kind == "int" else p.values()):
             try:
                 TrialConfig.from_flat({key: v}, base=defaults)
             except ConfigError as exc:
@@ -600,10 +732,10 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
             raise _fail("search.searcher", f"search.searcher grid needs discrete values (choice, fixed, "
                         f"int); continuous keys: {', '.join(bad)}")
     n = raw.get("num_configs", 8 if kind.sampler else 0)
-    if kind.sampler and (not isinstance(n, int) or n < 1):
-        raise _fail("search.num_configs", f"search.num_configs must be an integer >= 1, got {n!r}")
-    if not math.isfinite(float(n or 0)):
-        raise _fail("search.num_configs", "search.num_configs must be finite")
+    if kind.sampler and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_CONFIGS):
+        raise refuse("search.num_configs", n, f"an integer in [1, {MAX_CONFIGS}]")
+    if not kind.sampler and n is not None and (isinstance(n, bool) or not isinstance(n, int)):
+        raise refuse("search.num_configs", n, "an integer (a grid has as many configurations as points)")
     return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
 
 
@@ -632,12 +764,12 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
                     "configuration (the baseline); add configs or a search, or drop early_stopping")
     rungs = es.get("rungs", [0.25, 0.5])
     if not isinstance(rungs, list) or not rungs:
-        raise _fail("early_stopping.rungs", f"early_stopping.rungs must be a non-empty list of fractions of "
-                    f"train.steps in (0, 1) or step counts, got {rungs!r}")
+        raise refuse("early_stopping.rungs", rungs, "a non-empty list of fractions of train.steps in (0, 1) or "
+                     "step counts")
     for r in rungs:
-        if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or r <= 0 \
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not _finite(r) or r <= 0 \
                 or (isinstance(r, float) and r >= 1 and not r.is_integer()):
-            raise _fail("early_stopping.rungs", f"early_stopping.rungs: {r!r} is neither a fraction of "
+            raise _fail("early_stopping.rungs", f"early_stopping.rungs: {shown(r)} is neither a fraction of "
                         "train.steps in (0, 1) nor a whole step count")
     if sorted(rungs) != rungs or len(set(rungs)) != len(rungs):
         raise _fail("early_stopping.rungs", f"early_stopping.rungs must increase, got {rungs}")
@@ -652,3 +784,59 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
                             f"configuration {nc.name!r} (train.steps={steps}, train.eval_every={every}); "
                             "a rung must be read before the last step")
     return settings
+
+
+# What a study over several collections does not run yet (each needs its per-collection rule:
+# which collection's dev objective a rung, a round or a pick reads).
+_NOT_ACROSS_COLLECTIONS = ("search", "early_stopping", "confirm")
+
+
+def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
+    """A study over several collections (docs/study-file.md, "Collections"): ``collections`` is a
+    list of ``{name, data}``, each ``data`` the data.* keys of one source (over the study's ``data``
+    section, which the collections share). Every fixed configuration, the baseline first, is trained
+    and evaluated on each collection: one configuration per (configuration, collection), its
+    data.collection set to the collection's name (so its config id, its prepared data and its
+    evaluation fingerprint are the collection's). No ``collections`` key: ``spec`` unchanged."""
+    items = raw.get("collections")
+    if items is None:
+        return spec
+    if not isinstance(items, list) or not items:
+        raise _fail("collections", "collections must be a non-empty list of {name, data} mappings")
+    for key in _NOT_ACROSS_COLLECTIONS:
+        if raw.get(key):
+            raise _fail(key, f"{key} is not available over several collections yet; run the fixed "
+                        "configurations over the collections, or one study per collection")
+    if spec.seed_schedule is not None:
+        raise _fail("seeds", "a seed schedule is not available over several collections yet; list the seeds")
+    names: list[str] = []
+    per: list[dict[str, Any]] = []
+    for i, item in enumerate(items):
+        where = f"collections.{i}"
+        if not isinstance(item, dict) or "name" not in item:
+            raise _fail(where, f"collections[{i}] must be a mapping with name and data")
+        unknown = set(item) - {"name", "data"}
+        if unknown:
+            raise _fail(where, f"collections[{i}]: unknown keys {sorted(unknown)}; valid: name, data")
+        cname = item["name"]
+        if not isinstance(cname, str) or name_problem(cname):
+            problem = name_problem(cname) if isinstance(cname, str) else "must be a string"
+            raise _fail(f"{where}.name", f"collections[{i}].name: {problem}")
+        if cname in names:
+            raise _fail(f"{where}.name", f"collections[{i}]: duplicate collection name {cname!r}")
+        data = item.get("data") or {}
+        if not isinstance(data, dict):
+            raise _fail(f"{where}.data", f"collections[{i}].data must be a mapping of data.* keys")
+        flat = flatten(data, "data.")
+        if "data.collection" in flat:
+            raise _fail(f"{where}.data", f"collections[{i}].data: data.collection is the collection's "
+                        "name; give it as name")
+        names.append(cname)
+        per.append({**flat, "data.collection": cname})
+    expanded: list[NamedConfig] = []
+    for flat, cname in zip(per, names, strict=True):
+        for nc in spec.fixed_configs():
+            cfg = _config(flat, f"collections.{names.index(cname)}.data", nc.config)
+            expanded.append(dataclasses.replace(nc, config=cfg))
+    baseline, *configs = expanded
+    return dataclasses.replace(spec, baseline=baseline, configs=tuple(configs), collections=tuple(names))

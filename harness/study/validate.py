@@ -17,13 +17,15 @@ directory that exists and removed at once, so a check leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.config import DataConfig, KeyLines, TrialConfig, parse_assignments
-from harness.errors import ConfigError
+from harness.config import DataConfig, KeyLines, TrialConfig, parse_assignments, text_problem
+from harness.errors import ConfigError, HarnessError, refuse
 
 
 def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
@@ -44,15 +46,72 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
     from harness.tracking.store import default_tracking_uri
 
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
-    if check_tracking:
-        uri = check_tracking_uri(uri)
-    configs = possible_configs(spec)
-    if data:
-        check_storage(spec)
-        for cfg in configs:
-            check_data(cfg.data)
-    check_cascade_depth(configs, build_model=build_model)
+    # A refusal names the study file's line where the value comes from the file.
+    with _at_line(spec, None if tracking_uri else "tracking_uri"):
+        if check_tracking:
+            uri = check_tracking_uri(uri)
+        configs = possible_configs(spec)
+        if data:
+            check_storage(spec)
+            for cfg in configs:
+                try:
+                    check_data(cfg.data)
+                except HarnessError as exc:
+                    if cfg.data.collection is None:
+                        raise
+                    raise type(exc)(f"collection {cfg.data.collection!r}: {exc}") from None
+        check_cascade_depth(configs, build_model=build_model)
     return str(uri)
+
+
+@contextlib.contextmanager
+def _at_line(spec: Any, uri_key: str | None) -> Iterator[None]:
+    """Prefix a ``ConfigError`` about one key (``exc.key``) with the study file and the line that
+    sets it (as ``load_spec`` does); a tracking URI refusal points at ``uri_key``'s line."""
+    try:
+        yield
+    except ConfigError as exc:
+        key = uri_key if exc.key == "tracking URI" else exc.key
+        line = _line_of(spec, key) if key and spec.text else None
+        if line is None:
+            raise
+        raise ConfigError(f"{spec.path}:{line}: {exc}", key=exc.key) from None
+
+
+def _line_of(spec: Any, key: str) -> int | None:
+    """The line of the study file that sets ``key`` (a section key, or under defaults, baseline or a
+    configuration's set), or None when the file does not give it."""
+    lines = KeyLines(spec.text).lines
+    suffix = (key, *(f"{s}.{key}" for s in ("defaults", "baseline")))
+    for path in suffix:
+        if path in lines:
+            return lines[path]
+    return next((n for p, n in lines.items() if p.endswith(f".set.{key}")), None)
+
+
+def collections_plan(spec: Any) -> list[str]:
+    """A study over several collections: each collection's data loaded (a collection whose data
+    does not load is refused, naming it) and its plan: queries, candidates, evaluation
+    fingerprint and trials."""
+    from harness.data.load import load_splits
+
+    head = (f"  collections: {len(spec.collections)} ({', '.join(spec.collections)}); every configuration "
+            "on each, in one Tune run")
+    lines = [head]
+    for name in spec.collections:
+        configs = spec.collection_configs(name)
+        cfg = configs[0].config
+        try:
+            splits = load_splits(cfg.data, train_sampler=cfg.train.sampler)
+        except HarnessError as exc:
+            raise type(exc)(f"collection {name!r}: its data does not load: {exc}") from None
+        candidates = [len(q.candidates) for q in splits.test]
+        mean = sum(candidates) / len(candidates) if candidates else 0.0
+        lines.append(f"    {name}: data.source {cfg.data.source}; {len(splits.train)} train / {len(splits.dev)} dev / "
+                     f"{len(splits.test)} test queries, {mean:.1f} candidates per test query; evaluation "
+                     f"fingerprint {splits.evaluation[:12]}; {len(configs)} configurations x "
+                     f"{len(spec.seeds)} seeds = {len(configs) * len(spec.seeds)} trials")
+    return lines
 
 
 def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False) -> None:
@@ -125,18 +184,59 @@ def check_tracking_uri(uri: str | None) -> str:
     from harness.tracking.store import check_reachable, default_tracking_uri, sqlite_path
 
     uri = uri or default_tracking_uri()
+    problem = uri_problem(uri)
+    if problem:
+        raise refuse("tracking URI", uri, "a URI (sqlite:////abs/path/mlflow.db, http://HOST:PORT) or a path",
+                     why=problem)
     db = sqlite_path(uri)
     if db is not None:
         if not db.is_absolute():
-            raise ConfigError(f"tracking URI {uri}: use an absolute path (sqlite:////abs/path/mlflow.db)")
+            raise refuse("tracking URI", uri, "an absolute path (sqlite:////abs/path/mlflow.db)")
         problem = unwritable_dir(db.parent)
         if problem:
             raise ConfigError(f"tracking URI {uri}: {db.parent}: {problem}")
     elif uri.startswith(("http://", "https://")):
         check_reachable(uri)
     elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:
-        raise ConfigError(f"tracking URI {uri}: unsupported scheme")
+        raise refuse("tracking URI", uri, "sqlite:///, http(s)://, file:, postgresql://, mysql:// or databricks",
+                     why="an unsupported scheme")
     return uri
+
+
+# Schemes of a URI that MLflow's stores take without "//" after the colon.
+_BARE_SCHEMES = ("file", "databricks")
+
+
+def uri_problem(uri: str) -> str | None:
+    """Why ``uri`` is no tracking URI as written, or None: text no URI holds (NUL, a lone
+    surrogate, a control character; a space in an http(s) URI), an http(s) URI without a host or with a port
+    that is not one, a ``sqlite:`` URI without ``sqlite:///``, or a scheme-like prefix without its
+    ``://`` (``http//host``, ``localhost:5000``: MLflow would make a directory of that name)."""
+    from urllib.parse import urlsplit
+
+    problem = text_problem(uri)
+    if problem:
+        return problem
+    odd = next((c for c in uri if not c.isprintable()), None)
+    if odd is not None:
+        return f"it holds {odd!r} at position {uri.index(odd)}"
+    parts = urlsplit(uri)
+    scheme = parts.scheme.lower()
+    if scheme in ("http", "https"):
+        if " " in uri:
+            return f"it holds ' ' at position {uri.index(' ')}: percent-encode it (%20)"
+        try:
+            if not parts.hostname or parts.port == 0:
+                return "it names no host, or port 0"
+        except ValueError:
+            return "its port is not a number in [1, 65535]"
+    elif scheme == "sqlite" and not uri.startswith("sqlite:///"):
+        return "a SQLite store is sqlite:/// and then the database's path"
+    elif "://" not in uri and len(scheme) > 1 and scheme not in _BARE_SCHEMES:
+        return f"{parts.scheme}: reads as a scheme without '://' after it"
+    elif "://" not in uri and uri.startswith(("http//", "https//", "sqlite//")):
+        return "a scheme without ':' after it"
+    return None
 
 
 def schedule_plan(spec: Any) -> list[str]:

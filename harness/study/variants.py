@@ -10,9 +10,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from harness.config import TrialConfig
-from harness.errors import ConfigError
-from harness.study.space import enumerate_grid
-from harness.study.spec import StudySpec
+from harness.errors import ConfigError, refuse
+from harness.study.space import enumerate_grid, grid_bound
+from harness.study.spec import MAX_CONFIGS, StudySpec
 
 if TYPE_CHECKING:  # torch and the tokenizers load only where data is prepared (not in validate)
     from harness.training.tokenized import PreparedData
@@ -42,6 +42,11 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
             if not p.discrete:
                 raise ConfigError(f"search.space.{key}: data, model and curriculum-scoring keys must be "
                                   "discrete (choice/int/fixed) so the driver can prepare every variant", key=f"search.space.{key}")
+        variants = grid_bound(relevant.values())
+        if variants > MAX_CONFIGS:  # counted before a variant is built (docs/study-file.md, "Limits")
+            raise refuse("search.space", variants, f"at most {MAX_CONFIGS} data and model variants (combinations "
+                         f"of the values of {', '.join(relevant)})", why="each is prepared before the first "
+                         "trial: give fewer values")
         base = spec.defaults.to_flat()
         for point in enumerate_grid(relevant, base) if relevant else [{}]:
             configs.append(TrialConfig.from_flat(point, base=spec.defaults))

@@ -54,6 +54,10 @@ TAG_KIND = "harness.kind"
 TAG_STUDY = "harness.study"
 TAG_CONFIG_ID = "harness.config_id"
 TAG_ROLE = "harness.role"
+# A study over several collections: the collection of a config or seed run (its param
+# data.collection as well), so the UI groups and filters by it.
+TAG_COLLECTION = "harness.collection"
+COLLECTION_PARAM = "data.collection"
 TAG_SEED = "harness.seed"
 TAG_TRIAL_KEY = "harness.trial_key"
 TAG_EVAL_FINGERPRINT = "harness.eval_fingerprint"
@@ -140,7 +144,7 @@ TAG_CONFIRM_PICK = "harness.confirmation_pick"
 # Where a study's Tune state (trial checkpoints, result.json with the per-query values) lives, and
 # how much space it takes at the study's end (study run).
 TAG_STORAGE = "harness.storage_path"
-# On the study's experiment while a driver runs it (harness.driver._store_lease): the driver's host,
+# On the study's experiment while a driver runs it (harness.driver.lease): the driver's host,
 # pid, start, heartbeat and resume command (JSON), so one driver runs a study from any directory.
 TAG_DRIVER = "harness.driver"
 # On a seed run that repeated a finished one of the same trial (two drivers of an older version):

@@ -149,6 +149,12 @@ def read_per_query(client: Any, run_id: str, tmp: str, source: str,
 
 # -- writing -------------------------------------------------------------------------------------
 
+def collection_tag(flat: Mapping[str, Any]) -> dict[str, str]:
+    """The collection tag of a run whose configuration names its collection (none otherwise)."""
+    name = flat.get(C.COLLECTION_PARAM)
+    return {C.TAG_COLLECTION: str(name)} if name else {}
+
+
 class StudyRecords:
     """The MLflow records of one study (experiment ``study_name``): study run > config run > seed run."""
 
@@ -244,7 +250,8 @@ class StudyRecords:
                 raise RuntimeError("study_started() must come before config runs are created")
             run = self.store.start_run(self.experiment_id, ticket.name, {
                 C.TAG_KIND: C.KIND_CONFIG, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
-                C.TAG_STUDY: self.study_name, **(tags or {})}, parent=self._study)
+                C.TAG_STUDY: self.study_name, **collection_tag(ticket.flat), **(tags or {})},
+                parent=self._study)
             self._configs[ticket.config_id] = run
         elif run not in self._recovered:
             return run
@@ -268,7 +275,7 @@ class StudyRecords:
             run = self.store.start_run(self.experiment_id, f"{ticket.name}-seed{ticket.seed}", {
                 C.TAG_KIND: C.KIND_TRIAL, C.TAG_CONFIG_ID: ticket.config_id, C.TAG_ROLE: ticket.role,
                 C.TAG_SEED: str(ticket.seed), C.TAG_TRIAL_KEY: ticket.key, C.TAG_STUDY: self.study_name,
-                **(tags or {})}, parent=parent)
+                **collection_tag(ticket.flat), **(tags or {})}, parent=parent)
             self._seeds[ticket.key] = run
         elif run not in self._recovered:
             if tags:

@@ -198,7 +198,7 @@ def test_simulated_false_positive_rate_and_power() -> None:
     assert lo <= queried["crossed"] <= hi, queried
     assert queried["across-seeds"] > 0.12, queried
     # With a true effect equal to the MDE of harness power, the crossed test's power is about 0.8.
-    effect = mde(VarianceComponents(seed=0.012 ** 2, query=0.05 ** 2, resid=0.1 ** 2), 5, 200).mde
+    effect = mde(VarianceComponents(seed=0.012 ** 2, query=0.05 ** 2, resid=0.1 ** 2), 5, 200, level=0.05).mde
     power = _rates(_null_studies(n, 5, 200, (0.012, 0.05, 0.1), effect, seed=3))["crossed"]
     print(f"null rejection rates {seedy} / {queried}; power at effect {effect:.4f}: {power:.3f}")
     assert 0.7 <= power <= 0.9

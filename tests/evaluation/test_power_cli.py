@@ -33,17 +33,20 @@ def test_cli_prints_components_and_a_seed_table(tmp_path: Path, run_cli: Cli) ->
     rc, out, err = run_cli("power", "--from", str(src), "--metric", "map", "--effect", "0.01")
     assert rc == 0, err
     assert "**better vs base, MAP**: observed difference +0.06" in out and "variance components: seed" in out
-    assert "| seeds | queries | SE | df | MDE |" in out and "| 3 (this study) | 40 |" in out
+    assert "| seeds | queries | SE | MDE |" in out and "\u03b1/m = 0.05/3 = 0.01667" in out and "| 3 (this study) | 40 |" in out
     assert all(f"| {s} | 40 |" in out for s in (5, 10, 20))
     assert "Effect 0.01: needs" in out
     rc, out, _ = run_cli("power", "--from", str(src), "--format", "json", "--seeds", "4", "--queries", "400",
                          "--alpha", "0.01", "--power", "0.9")
     data = json.loads(out)
     assert rc == 0 and data["alpha"] == 0.01 and data["power"] == 0.9 and len(data["comparisons"]) == 6
+    assert data["family_size"] == 3 and data["level"] == pytest.approx(0.01 / 3)
     first = data["comparisons"][0]
     assert [r["seeds"] for r in first["mde"]] == [3, 4] and {r["queries"] for r in first["mde"]} == {400}
     comps = VarianceComponents(**{k if k != "residual" else "resid": v for k, v in first["components"].items()})
-    assert first["mde"][1]["mde"] == pytest.approx(mde(comps, 4, 400, alpha=0.01, power=0.9).mde)
+    assert first["mde"][1]["mde"] == pytest.approx(mde(comps, 4, 400, level=0.01 / 3, power=0.9).mde)
+    rc, out, _ = run_cli("power", "--from", str(src), "--format", "json", "--family-size", "1")
+    assert rc == 0 and json.loads(out)["level"] == 0.05
     out_file = tmp_path / "o" / "power.md"
     assert run_cli("power", "--from", str(src), "--output", str(out_file))[1] == ""
     assert out_file.read_text().startswith("**Power: ")

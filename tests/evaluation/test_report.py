@@ -28,7 +28,7 @@ def test_outcomes_per_config(records: list[RunRecord]) -> None:
     assert {k for k in better.metrics if k.startswith("map_")} == {
         "map_mean", "map_sd", "map_delta", "map_p", "map_ci_low", "map_ci_high", "map_dz",
         "map_var_seed", "map_var_query", "map_var_resid", "map_mde_s3", "map_mde_s5", "map_mde_s10",
-        "map_mde_s20"}
+        "map_mde_s20", "map_mde_level"}
     res = report.analysis.results
     assert better.metrics["map_mean"] == pytest.approx(res.seed_values("better", "map").mean())
     assert better.metrics["map_sd"] == pytest.approx(res.seed_values("better", "map").std(ddof=1))
@@ -65,7 +65,8 @@ def test_default_test_and_power(records: list[RunRecord]) -> None:
     assert metrics["map_mde_s5"] == next(r.mde for r in power.rows if r.seeds == 5)
     assert set(report.artifacts) == {*report.tables, "power/power.md", "power/power.json"}
     assert "| 3 (this study) | 40 |" in report.artifacts["power/power.md"]
-    assert "Crossed seeds \u00d7 queries t-test" in report.tables["tables/seeds.md"]
+    assert "Crossed seeds \u00d7 queries test of the mean difference" in report.tables["tables/seeds.md"]
+    assert "generalized p-value" in report.tables["tables/seeds.md"]
 
 
 def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
@@ -74,7 +75,8 @@ def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
     report = study_report(StudyResults.build(one), formats=("md",))
     assert math.isnan(report.outcomes["b"].metrics["map_sd"])
     assert "| SD | \u2013 | \u2013 |" in report.tables["tables/seeds.md"]
-    assert "Only one seed (1): the crossed" in report.tables["tables/seeds.md"]
+    assert "No significance markers: this study has one seed (1)" in report.tables["tables/seeds.md"]
+    assert report.analysis.untested and report.outcomes["b"].markers == {}
     assert report.power is None and "has one seed (1)" in (report.power_skipped or "")
     # Per-seed verdicts are summarised: significant in k of S seeds.
     per_seed = study_report(StudyResults.build(records), AnalysisOptions(test="per-seed"), formats=("md",))

@@ -83,17 +83,25 @@ def test_randomisation_is_deterministic_for_a_seed() -> None:
     assert p1.result.p_value == p2.result.p_value != p3.result.p_value
 
 
-def test_auto_with_one_seed_falls_back_and_says_so() -> None:
+def test_auto_with_one_seed_tests_nothing_unless_asked() -> None:
     res = _results(synthetic_records(seeds=(7,)))
     a = analyse(res)
-    assert a.test == "seed-averaged" and len(a.remarks) == 1
-    assert "Only one seed (7): the crossed seeds \u00d7 queries test needs at least 2" in a.remarks[0]
+    assert a.untested and a.comparisons == () and a.marker(a.get("better", "map")) is None
+    q = analyse(res, AnalysisOptions(one_seed_test="query"))
+    assert q.test == "seed-averaged" and q.query_only and len(q.remarks) == 1
+    assert "Only one seed (7): the test counts the variance between that run's queries only" in q.remarks[0]
     one = res.query_values("better", "7", "map") - res.query_values("base", "7", "map")
-    got = a.get("better", "map")
+    got = q.get("better", "map")
     assert got is not None and got.result.p_value == pytest.approx(stats.ttest_1samp(one, 0).pvalue)
+    assert q.marker(got) in Markers().query_better and q.marker(q.get("worse", "map")) in Markers().query_worse
+    # asked for by name, a per-query test on one seed is marked apart too
+    named = analyse(res, AnalysisOptions(test="wilcoxon"))
+    assert named.query_only and named.marker(named.get("better", "map")) in Markers().query_better
     with pytest.raises(DataError, match="has one seed \\(7\\); the crossed seeds x queries test needs "
-                       "at least 2 \\(use --test seed-averaged"):
+                       "at least 2 \\(auto marks nothing from one seed; --one-seed-test query"):
         analyse(res, AnalysisOptions(test="crossed"))
+    with pytest.raises(ConfigError, match="one_seed_test: unknown name 'seeds'; valid: query"):
+        AnalysisOptions(one_seed_test="seeds")
 
 
 def test_per_seed_tallies(records: list[RunRecord]) -> None:

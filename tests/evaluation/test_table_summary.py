@@ -80,23 +80,25 @@ def test_twenty_configurations_default_md_is_one_row_each(twenty: StudyAnalysis)
             continue
         cand = per_query[name].mean(axis=0)
         ref = stats.ttest_rel(cand, base)
-        low, high = ref.confidence_interval(0.95)
         number = re.fullmatch(r"(-?\d\.\d{4})([\u2020\u2021\u2193\u21d3]?)", diff)
         assert number, diff
         assert float(number.group(1)) == pytest.approx((cand - base).mean(), abs=5e-5)
-        assert interval == f"[{low:.4f}, {high:.4f}]"
-        p_raw[name] = (ref.pvalue, number.group(2), (cand - base).mean())
+        p_raw[name] = (ref.pvalue, number.group(2), (cand - base).mean(), interval, ref)
     # Holm over the 19 comparisons (statsmodels' own implementation), then the markers.
     from statsmodels.stats.multitest import multipletests
 
     order = list(p_raw)
     adjusted = multipletests([p_raw[c][0] for c in order], method="holm")[1]
     for c, p in zip(order, adjusted, strict=True):
-        _, marker, d = p_raw[c]
+        p_c, marker, d, interval, ref = p_raw[c]
+        # the interval at the level Holm's step implies: 1 - 0.05 p / p_holm (docs/statistics.md)
+        low, high = ref.confidence_interval(1 - 0.05 * min(1.0, p_c / p))
+        assert interval == f"[{low:.4f}, {high:.4f}]"
+        assert (low > 0 or high < 0) == (p < 0.05)
         expected = "" if p >= 0.05 else ("\u2020" if p >= 0.01 else "\u2021") if d > 0 else \
             ("\u2193" if p >= 0.01 else "\u21d3")
         assert marker == expected, (c, p, marker)
-    assert any(m for _, m, _ in p_raw.values()) and any(not m for _, m, _ in p_raw.values())
+    assert any(v[1] for v in p_raw.values()) and any(not v[1] for v in p_raw.values())
 
 
 def test_twenty_configurations_every_format(twenty: StudyAnalysis) -> None:

@@ -69,7 +69,7 @@ def test_a_search_confirms_its_best_by_default_with_the_seeds_after_the_largest(
 @pytest.mark.parametrize("extra, expected", [
     ("confirm: {top: 0}", r"study.yaml:15: confirm.top must be an integer in \[1, 4\] \(the study's candidate"),
     ("confirm: {top: 5}", r"study.yaml:15: confirm.top must be an integer in \[1, 4\]"),
-    ("confirm: {top: 1, seeds: 0}", r"study.yaml:15: confirm.seeds must be an integer >= 1"),
+    ("confirm: {top: 1, seeds: 0}", r"study.yaml:15: confirm.seeds must be an integer in \[1, 1000\]"),
     ("confirm: {tops: 1}", r"study.yaml:15: confirm: unknown key 'tops'; did you mean top"),
     ("confirm: 2", r"study.yaml:15: confirm must be a mapping \{top: k, seeds: S\}, true or false, got 2"),
 ])

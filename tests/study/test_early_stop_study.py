@@ -132,7 +132,7 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     import time
 
     from harness.cli import main
-    from harness.driver._lease import TIMEOUT_ENV
+    from harness.driver.lease import TIMEOUT_ENV
     from tests.study.hooked_run import main as hooked_run
 
     root = tmp_path

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.driver._lease import TIMEOUT_ENV, LeaseHeld, StudyLease, lease_timeout, pid_alive
+from harness.driver.lease import TIMEOUT_ENV, Lease, LeaseHeld, lease_timeout, pid_alive
 from harness.errors import HarnessError
 
 RESUME = "harness run s.yaml --resume"
@@ -27,9 +27,9 @@ class Clock:
         return self.t
 
 
-def _lease(path: Path, **kw: object) -> StudyLease:
+def _lease(path: Path, **kw: object) -> Lease:
     kw.setdefault("timeout_s", 60.0)
-    return StudyLease(path, study="s", resume=RESUME, **kw)  # type: ignore[arg-type]
+    return Lease.on_file(path, study="s", resume=RESUME, **kw)  # type: ignore[arg-type]
 
 
 def _dead_pid() -> int:

@@ -53,7 +53,7 @@ def test_good_study(tmp_path):
      r"study.yaml:8: .*smoothing.epsilon must be in \[0, 1\), got 1.5"),
     (GOOD.replace("train.steps: 4", "train.steps: 4\n  curriculum.delta: 0"),
      r"study.yaml:5: .*curriculum.delta must be in \(0, 1\], got 0"),
-    (GOOD.replace("seeds: [1, 2]", "seeds: [1, 1]"), r"study.yaml:9: seeds must not repeat; duplicated: \[1\]"),
+    (GOOD.replace("seeds: [1, 2]", "seeds: [1, 1]"), r"study.yaml:9: seeds must be a list of distinct integers, got \[1, 1\]; duplicated: \[1\]"),
     (GOOD.replace("seeds: [1, 2]\n", ""), r"seeds must be a non-empty list"),
     (GOOD.replace("smoothing.method: LS", "smoothing.method: XLS"), r"smoothing.method: unknown name 'XLS'"),
     (GOOD + "search:\n  searcher: grid\n  space:\n    curriculum.delta: {uniform: [0.1, 0.9]}\n",
@@ -127,7 +127,7 @@ def test_bad_study_via_cli_exits_nonzero_and_writes_nothing(tmp_path, capsys, mo
     path = _write(tmp_path, GOOD.replace("seeds: [1, 2]", "seeds: [1, 1]"))
     assert main(["run", str(path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "seeds must not repeat" in err[0]
+    assert len(err) == 1 and "seeds must be a list of distinct integers" in err[0]
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "runs").exists()
 
 

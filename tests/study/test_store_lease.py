@@ -1,5 +1,5 @@
 """One driver per study from any working directory: the lease on the study's MLflow experiment
-(harness.driver._store_lease), on a real MLflow SQLite store, no Ray. The two-driver scenario through
+(harness.driver.lease), on a real MLflow SQLite store, no Ray. The two-driver scenario through
 `harness run` (a second directory, the same store): tests/study/test_early_stop_study.py."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.driver._lease import LeaseHeld
-from harness.driver._store_lease import StoreLease
+from harness.driver.lease import Lease, LeaseHeld
 from harness.tracking.conventions import TAG_DRIVER
 
 RESUME = "harness run s.yaml --resume"
@@ -27,9 +26,9 @@ def _store(tmp_path: Path) -> tuple[MlflowClient, str, str]:
     return client, client.create_experiment("s"), uri
 
 
-def _lease(client: MlflowClient, exp: str, uri: str, **kw: object) -> StoreLease:
+def _lease(client: MlflowClient, exp: str, uri: str, **kw: object) -> Lease:
     kw.setdefault("settle_s", 0.05)
-    return StoreLease(client, exp, study="s", resume=RESUME, where=uri, **kw)  # type: ignore[arg-type]
+    return Lease.on_experiment(client, exp, study="s", resume=RESUME, where=uri, **kw)  # type: ignore[arg-type]
 
 
 def _dead_pid() -> int:
@@ -67,13 +66,14 @@ def test_a_killed_driver_on_this_host_is_taken_over_at_once(tmp_path):
     with _lease(client, exp, uri, log=logs.append) as lease:
         assert json.loads(client.get_experiment(exp).tags[TAG_DRIVER])["token"] == lease.token
     assert logs == [(f"lease: taking over study 's' in the tracking store from pid {dead} on host "
-                    f"{lease._rules.host} (pid {dead} is no longer running on {lease._rules.host})")]
+                    f"{lease.host} (pid {dead} is no longer running on {lease.host})")]
 
 
 def test_a_silent_driver_elsewhere_is_taken_over_after_the_heartbeat_timeout(tmp_path):
     client, exp, uri = _store(tmp_path)
-    gone = _lease(client, exp, uri, host="elsewhere", pid=1)
-    gone._write(0.0)  # its last heartbeat: long ago
+    gone = _lease(client, exp, uri, host="elsewhere", pid=1, clock=lambda: 0.0)
+    gone.acquire()  # its last heartbeat: long ago
+    gone._stop.set()  # and no more: the driver is gone
     with _lease(client, exp, uri, timeout_s=60.0):
         pass
     alive = _lease(client, exp, uri, host="elsewhere", pid=1)
@@ -112,3 +112,22 @@ def test_of_two_drivers_starting_together_exactly_one_goes_on(tmp_path):
     finally:
         for lease in leases:
             lease.release()
+
+
+def test_a_driver_whose_tag_was_taken_over_stops_renewing_it(tmp_path):
+    """A driver silent past the timeout (a partitioned host) whose tag another driver took over no
+    longer writes its heartbeat over the new holder's, as with the lease file."""
+    client, exp, uri = _store(tmp_path)
+    logs: list[str] = []
+    old = _lease(client, exp, uri, host="h1", pid=123, timeout_s=0.4, log=logs.append)
+    old.acquire()
+    try:
+        new = _lease(MlflowClient(uri), exp, uri, host="h2", pid=456, timeout_s=0.4)
+        new.medium.write(new._mine())  # the new holder's record, as its claim writes it
+        old._thread.join(timeout=5)  # the old driver's next beat sees it and stops
+        assert json.loads(client.get_experiment(exp).tags[TAG_DRIVER])["token"] == new.token
+        assert logs == [("lease: study 's' was taken over by another driver in the tracking store (pid 456 "
+                         "on h2); this driver no longer holds it")]
+    finally:
+        old.release()
+    assert json.loads(client.get_experiment(exp).tags[TAG_DRIVER])["token"] == new.token  # not ours to remove

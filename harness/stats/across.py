@@ -1,0 +1,265 @@
+"""A study over several collections: each collection's comparisons against the baseline, a combined
+verdict per configuration and metric across the collections, and one family for the whole table
+(docs/statistics.md, "Across collections").
+
+Each collection is analysed as a study of its own (``significance.analyse``, the same test on
+every collection); nothing is paired across collections, whose queries and trained runs differ.
+The combined verdict of a configuration on a metric is the HKSJ random-effects combination
+(harness.stats.combined) of its per-collection mean differences, by default with equal weights
+(``weighting``; the one-sample t-test of the k differences on k - 1 df): inverse-variance weights
+estimated from 3 to 5 seeds carry those estimates' noise into the verdict and raise its size to
+6-9% at alpha .05 (docs/statistics.md, tests/evaluation/test_combined.py), which equal weights do
+not. Each per-collection difference comes with its test's variance (for the weights and tau^2):
+the crossed test's squared standard error; for the t-tests (across-seeds, seed-averaged) the
+squared SE behind their t interval; for tests with no one standard error (per-seed, Wilcoxon,
+randomisation) that of the paired t-test over seed-averaged queries. A configuration needs results
+on at least 2 collections for a combined verdict.
+
+Families (``family``):
+- ``table`` (the default): every comparison in the table, every collection, every metric and every
+  combined verdict, corrected together;
+- ``metric``: each metric's comparisons over all collections, its combined verdicts included;
+- ``collection``: each collection's comparisons (all its metrics) together, and the combined
+  verdicts as a family of their own.
+
+The correction is any of harness.stats.corrections but ``maxt``: max-t's joint null distribution
+comes from the baseline's runs that a family's comparisons share, and comparisons on different
+collections share none (over one collection, ``significance.analyse`` runs it). Configurations
+stopped early count with p = 1 in their collection's family, as in ``significance.analyse``; a
+configuration without a combined verdict (stopped, or on fewer than 2 collections) counts one
+comparison with p = 1 per metric among the combined ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from harness.errors import ConfigError, DataError
+from harness.results.stored import StudyResults
+from harness.stats.combined import (
+    DEFAULT_TAU2,
+    TAU2_METHODS,
+    WEIGHTINGS,
+    CombinedResult,
+    combine,
+    standard_error,
+)
+from harness.stats.corrections import MAXT, adjust
+from harness.stats.crossed import CrossedResult
+from harness.stats.paired import BETTER, WORSE, paired_test
+from harness.stats.significance import PAIRINGS, Analysis, AnalysisOptions, Comparison, analyse
+
+FAMILIES = ("table", "metric", "collection")
+DEFAULT_FAMILY = "table"
+DEFAULT_WEIGHTING = "equal"
+COMBINED = "combined"  # the combined verdicts' family under ``collection``, and their column group
+_T_TESTS = ("across-seeds", "seed-averaged")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CombinedComparison:
+    """One configuration's combined verdict on one metric across ``collections``."""
+
+    config: str
+    metric: str
+    collections: tuple[str, ...]
+    result: CombinedResult
+    p_adjusted: float
+    family_size: int
+    level: int | None
+
+    @property
+    def direction(self) -> str:
+        return self.result.direction
+
+    @property
+    def marked(self) -> bool:
+        return self.level is not None and self.direction in (BETTER, WORSE)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectionsAnalysis:
+    """The executed tests of a study over several collections: ``analyses`` per collection (in the
+    study's order; their p_adjusted, family_size and level are the whole table's family's) and the
+    ``combined`` verdicts."""
+
+    analyses: Mapping[str, Analysis]
+    combined: tuple[CombinedComparison, ...]
+    options: AnalysisOptions
+    family: str
+    test: str
+    metrics: tuple[str, ...]
+    configs: tuple[str, ...]
+    baseline: str
+    tau2_method: str = DEFAULT_TAU2
+    weighting: str = DEFAULT_WEIGHTING
+
+    @property
+    def collections(self) -> tuple[str, ...]:
+        return tuple(self.analyses)
+
+    @property
+    def comparisons(self) -> int:
+        """The largest family's size m (the footnote's)."""
+        sizes = [c.family_size for a in self.analyses.values() for c in a.comparisons]
+        return max([*sizes, *(c.family_size for c in self.combined)], default=0)
+
+    def get_combined(self, config: str, metric: str) -> CombinedComparison | None:
+        for c in self.combined:
+            if c.config == config and c.metric == metric:
+                return c
+        return None
+
+    def marker(self, comparison: Comparison | CombinedComparison | None) -> str | None:
+        if comparison is None or not comparison.marked or comparison.level is None:
+            return None
+        return self.options.markers.symbol(comparison.direction, comparison.level)
+
+
+def collection_effect(analysis: Analysis, config: str, metric: str) -> tuple[float, float]:
+    """(mean difference, its variance) of ``config`` against the baseline on one collection, the
+    input of the combined verdict (module docstring)."""
+    comp = analysis.get(config, metric)
+    if comp is not None and isinstance(comp.result, CrossedResult):
+        return comp.result.mean_diff, comp.result.se ** 2
+    if comp is not None and analysis.test in _T_TESTS:
+        r = comp.result
+        return r.mean_diff, standard_error(r.mean_diff, r.ci_low, r.ci_high, r.confidence, r.n - 1) ** 2
+    res = analysis.results
+    [(_, x, y)] = PAIRINGS.get("seed-averaged")(res, config, metric)
+    r = paired_test("t", x, y, confidence=analysis.options.confidence)
+    return r.mean_diff, standard_error(r.mean_diff, r.ci_low, r.ci_high, r.confidence, r.n - 1) ** 2
+
+
+def analyse_collections(collections: Mapping[str, StudyResults], options: AnalysisOptions | None = None,
+                        *, family: str = DEFAULT_FAMILY, tau2_method: str = DEFAULT_TAU2,
+                        weighting: str = DEFAULT_WEIGHTING) -> CollectionsAnalysis:
+    """Every collection's comparisons, the combined verdicts, and the correction over ``family``
+    (module docstring). ``options.family`` is not used: ``family`` names the table's."""
+    options = options or AnalysisOptions()
+    if family not in FAMILIES:
+        raise ConfigError(f"family must be one of {', '.join(FAMILIES)}, got {family!r}")
+    if tau2_method not in TAU2_METHODS:
+        raise ConfigError(f"tau2 method must be one of {', '.join(TAU2_METHODS)}, got {tau2_method!r}")
+    if weighting not in WEIGHTINGS:
+        raise ConfigError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
+    if not collections:
+        raise DataError("no collections to analyse")
+    names = list(collections)
+    if options.correction == MAXT and len(names) > 1:
+        raise ConfigError("correction maxt is not available over several collections: its joint null "
+                          "comes from the baseline runs a family shares, and collections share none; "
+                          "use holm (the default), or one collection's table")
+    baselines = {n: r.baseline for n, r in collections.items()}
+    if len(set(baselines.values())) > 1:
+        raise DataError("the collections have different baselines: "
+                        + ", ".join(f"{n}: {b!r}" for n, b in baselines.items())
+                        + "; every collection compares with the same baseline configuration")
+    raw_options = replace(options, correction="none", family="all")
+    analyses: dict[str, Analysis] = {}
+    for name, res in collections.items():
+        try:
+            analyses[name] = analyse(res, raw_options)
+        except (DataError, ConfigError) as exc:
+            raise type(exc)(f"collection {name!r}: {exc}") from None
+    tests = {n: a.test for n, a in analyses.items()}
+    if len(set(tests.values())) > 1:
+        raise DataError("the collections' results call for different tests ("
+                        + ", ".join(f"{n}: {t}" for n, t in tests.items())
+                        + "); name one with --test that every collection supports")
+    test = tests[names[0]]
+    metrics = analyses[names[0]].metrics
+    for n, a in analyses.items():
+        if set(a.metrics) != set(metrics):
+            raise DataError(f"collection {n!r} has metrics {', '.join(a.metrics)}, collection "
+                            f"{names[0]!r} {', '.join(metrics)}; pick common ones with --metric")
+    baseline = baselines[names[0]]
+    configs = list(dict.fromkeys(c for r in collections.values() for c in r.configs))
+    stopped = list(dict.fromkeys(c for r in collections.values() for c in r.stopped))
+    combined_raw: list[tuple[str, str, tuple[str, ...], CombinedResult]] = []
+    missing_combined = 0
+    for metric in metrics:
+        for config in [*configs[1:], *(c for c in stopped if c not in configs)]:
+            where = tuple(n for n in names if config in collections[n].configs)
+            if len(where) < 2:
+                missing_combined += 1
+                continue
+            effects = [collection_effect(analyses[n], config, metric) for n in where]
+            try:
+                result = combine([e for e, _ in effects], [v for _, v in effects],
+                                 confidence=options.confidence, tau2_method=tau2_method,
+                                 weighting=weighting)
+            except DataError as exc:
+                raise DataError(f"combined verdict of {config!r} on {metric}: {exc} (a difference "
+                                f"without spread on some collection)") from None
+            combined_raw.append((config, metric, where, result))
+
+    # Every test of the table, keyed by its family, then corrected family by family.
+    entries: list[tuple[str, str | None, int]] = []  # (family key, collection or None, index)
+    p_values: list[float] = []
+    for name, a in analyses.items():
+        for i, c in enumerate(a.comparisons):
+            entries.append((_family_key(family, name, c.metric), name, i))
+            p_values.append(c.result.p_value)
+    for i, (_, metric, _, r) in enumerate(combined_raw):
+        entries.append((_family_key(family, None, metric), None, i))
+        p_values.append(r.p_value)
+    phantoms = _phantoms(family, analyses, collections, metrics, missing_combined)
+    adjusted = np.empty(len(entries))
+    sizes = np.empty(len(entries), dtype=int)
+    for key in dict.fromkeys(k for k, _, _ in entries):
+        members = [j for j, (k, _, _) in enumerate(entries) if k == key]
+        extra = phantoms.get(key, 0)
+        p = [p_values[j] for j in members] + [1.0] * extra
+        adjusted[members] = adjust(options.correction, np.asarray(p))[:len(members)]
+        sizes[members] = len(members) + extra
+    lookup = {(name, i): j for j, (_, name, i) in enumerate(entries)}
+    out: dict[str, Analysis] = {}
+    for name, a in analyses.items():
+        comps = tuple(replace(c, p_adjusted=float(adjusted[lookup[(name, i)]]),
+                              family_size=int(sizes[lookup[(name, i)]]),
+                              level=options.markers.level_of(float(adjusted[lookup[(name, i)]])))
+                      for i, c in enumerate(a.comparisons))
+        out[name] = replace(a, comparisons=comps, options=replace(options, family="all"))
+    combined = tuple(
+        CombinedComparison(config=c, metric=m, collections=w, result=r,
+                           p_adjusted=float(adjusted[lookup[(None, i)]]),
+                           family_size=int(sizes[lookup[(None, i)]]),
+                           level=options.markers.level_of(float(adjusted[lookup[(None, i)]])))
+        for i, (c, m, w, r) in enumerate(combined_raw))
+    return CollectionsAnalysis(analyses=out, combined=combined, options=options, family=family, test=test,
+                               metrics=metrics, configs=tuple(configs), baseline=baseline,
+                               tau2_method=tau2_method, weighting=weighting)
+
+
+def _family_key(family: str, collection: str | None, metric: str) -> str:
+    if family == "table":
+        return "table"
+    if family == "metric":
+        return f"metric:{metric}"
+    return f"collection:{collection}" if collection is not None else COMBINED
+
+
+def _phantoms(family: str, analyses: Mapping[str, Analysis], collections: Mapping[str, StudyResults],
+              metrics: Sequence[str], missing_combined: int) -> dict[str, int]:
+    """Comparisons counted with p = 1 per family: each collection's stopped configurations (as
+    many comparisons as a finished one has there) and the combined verdicts that could not be made."""
+    out: dict[str, int] = {}
+    for name, a in analyses.items():
+        res = collections[name]
+        if not res.stopped:
+            continue
+        candidates = max(len(res.configs) - 1, 1)
+        for metric in metrics:
+            per_metric = sum(c.metric == metric for c in a.comparisons)
+            key = _family_key(family, name, metric)
+            out[key] = out.get(key, 0) + len(res.stopped) * per_metric // candidates
+    if missing_combined:
+        per_metric = missing_combined // max(len(metrics), 1)
+        for metric in metrics:
+            key = _family_key(family, None, metric)
+            out[key] = out.get(key, 0) + per_metric
+    return out

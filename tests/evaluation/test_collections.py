@@ -1,0 +1,295 @@
+"""A table over several collections (harness.stats.across, harness.present.collections_*): the long
+CSV's collection column, one family over the whole table (checked against statsmodels' Holm and by
+seeded simulation of null studies), the combined verdict beside each collection's, and the table in
+every format, from the command line and from Python."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+from harness.analysis import StudyAnalysis, compare
+from harness.errors import ConfigError, DataError
+from harness.present.collections_render import CSV_HEADER, render_collections
+from harness.present.collections_table import build_collection_tables
+from harness.results.longcsv import collection_rows, read_long_collections, read_long_csv
+from harness.results.stored import StudyResults
+from harness.stats.across import analyse_collections
+from harness.stats.combined import combine, combine_batch
+from harness.stats.corrections import adjust
+from harness.stats.crossed import crossed_batch
+from harness.stats.significance import AnalysisOptions
+
+from .conftest import synthetic_records
+
+SHIFTS = {"msdialog": {"base": 0.0, "better": 0.06, "same": 0.0, "worse": -0.08},
+          "mantis": {"base": 0.0, "better": 0.04, "same": 0.01, "worse": -0.05}}
+
+
+def _collections() -> dict[str, StudyResults]:
+    out = {}
+    for i, (name, effects) in enumerate(SHIFTS.items()):
+        records = synthetic_records(queries=40 + 10 * i, effects=effects)
+        out[name] = StudyResults.build(records, source=name)
+    return out
+
+
+def _write(path: Path, collections: dict[str, StudyResults]) -> Path:
+    rows = collection_rows(collections)
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_the_collection_column_reads_back_per_collection(tmp_path: Path) -> None:
+    cols = _collections()
+    got = read_long_collections(_write(tmp_path / "r.csv", cols))
+    assert list(got) == ["msdialog", "mantis"]
+    for name, res in cols.items():
+        assert got[name].configs == res.configs and got[name].qids == res.qids
+        assert got[name].value("better", "2", "map") == pytest.approx(res.value("better", "2", "map"))
+    # One collection's file is the file of today: read_long_csv reads it; several are refused there.
+    with pytest.raises(DataError, match="has 2 collections \\(msdialog, mantis\\)"):
+        read_long_csv(tmp_path / "r.csv")
+    one = read_long_csv(_write(tmp_path / "one.csv", {"msdialog": cols["msdialog"]}))
+    assert one.configs == cols["msdialog"].configs
+
+
+def test_a_file_mixing_named_and_empty_collections_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.csv"
+    path.write_text("config,seed,metric,value,collection\na,1,map,0.5,x\nb,1,map,0.6,\n")
+    with pytest.raises(DataError, match=r"mixed.csv:3: empty collection cell, but .*mixed.csv:2 names "
+                                         r"collection 'x'"):
+        read_long_collections(path)
+
+
+def test_each_collection_is_validated_alone_and_named(tmp_path: Path) -> None:
+    path = tmp_path / "gap.csv"
+    path.write_text("config,seed,metric,value,collection\na,1,map,0.5,x\nb,1,map,0.6,x\n"
+                    "a,1,map,0.5,y\na,2,map,0.5,y\nb,1,map,0.6,y\n")
+    with pytest.raises(DataError, match="collection 'y': configuration 'b' is missing seeds 2"):
+        read_long_collections(path)
+
+
+def test_the_whole_table_is_one_holm_family_equal_to_statsmodels() -> None:
+    cols = _collections()
+    analysis = analyse_collections(cols)
+    comps = [(n, c) for n, a in analysis.analyses.items() for c in a.comparisons]
+    raw = [c.result.p_value for _, c in comps] + [c.result.p_value for c in analysis.combined]
+    ref = multipletests(raw, method="holm")[1]
+    got = [c.p_adjusted for _, c in comps] + [c.p_adjusted for c in analysis.combined]
+    assert got == pytest.approx(ref.tolist(), rel=1e-12)
+    # 2 collections x 3 candidates x 2 metrics + 3 candidates x 2 metrics combined
+    assert len(raw) == 18 and analysis.comparisons == 18
+    assert {c.family_size for _, c in comps} | {c.family_size for c in analysis.combined} == {18}
+
+
+@pytest.mark.parametrize("family, sizes", [("metric", {9}), ("collection", {6})])
+def test_the_other_families(family: str, sizes: set[int]) -> None:
+    analysis = analyse_collections(_collections(), family=family)
+    assert {c.family_size for a in analysis.analyses.values() for c in a.comparisons} | \
+        {c.family_size for c in analysis.combined} == sizes
+    if family == "metric":
+        for metric in analysis.metrics:
+            members = [c for a in analysis.analyses.values() for c in a.comparisons if c.metric == metric]
+            members_c = [c for c in analysis.combined if c.metric == metric]
+            ref = multipletests([c.result.p_value for c in [*members, *members_c]], method="holm")[1]
+            assert [c.p_adjusted for c in [*members, *members_c]] == pytest.approx(ref.tolist(), rel=1e-12)
+
+
+def test_the_combined_verdict_is_the_hksj_combination_of_the_collections() -> None:
+    cols = _collections()
+    analysis = analyse_collections(cols)
+    for comb in analysis.combined:
+        y = [analysis.analyses[n].get(comb.config, comb.metric).result.mean_diff for n in cols]
+        se = [analysis.analyses[n].get(comb.config, comb.metric).result.se for n in cols]
+        ref = combine(y, np.square(se), weighting="equal")
+        assert comb.result.estimate == pytest.approx(ref.estimate) and comb.result.p_value == pytest.approx(ref.p_value)
+        assert comb.result.estimate == pytest.approx(np.mean(y))
+        assert comb.result.p_value == pytest.approx(stats.ttest_1samp(y, 0.0).pvalue)
+    weighted = analyse_collections(cols, weighting="inverse-variance")
+    assert weighted.get_combined("better", "map").result.weighting == "inverse-variance"
+
+
+def test_maxt_and_mismatched_baselines_are_refused() -> None:
+    cols = _collections()
+    with pytest.raises(ConfigError, match="maxt is not available over several collections"):
+        analyse_collections(cols, AnalysisOptions(correction="maxt"))
+    other = StudyResults.build(synthetic_records(), baseline="same", source="x")
+    with pytest.raises(DataError, match="different baselines: msdialog: 'base', x: 'same'"):
+        analyse_collections({"msdialog": cols["msdialog"], "x": other})
+
+
+def _null_table_rejections(k: int, candidates: int, metrics: int, studies: int, seed: int,
+                           correction: str) -> float:
+    """Share of null studies over ``k`` collections (no candidate differs from the baseline on any
+    collection or metric; 3 seeds x 40 queries; per-seed effect SD 0.02, query 0.1, residual 0.1;
+    the metrics of one run correlated through a shared query effect) in which the whole-table family
+    marks anything: any collection's comparison or any combined verdict."""
+    g = np.random.default_rng(seed)
+    seeds, queries = 3, 40
+    p_all = []
+    for _ in range(k):
+        query = g.normal(0.5, 0.1, (studies, 1, 1, 1, queries))
+        runs = (query + g.normal(0, 0.02, (studies, metrics, candidates + 1, seeds, 1))
+                + g.normal(0, 0.1, (studies, metrics, candidates + 1, seeds, queries)))
+        per = [crossed_batch(runs[:, m, c] - runs[:, m, 0]) for m in range(metrics) for c in range(1, candidates + 1)]
+        p_all.append(per)
+    raw = [b.p_value for per in p_all for b in per]
+    for j in range(metrics * candidates):
+        y = np.stack([p_all[i][j].mean for i in range(k)], 1)
+        v = np.stack([p_all[i][j].se for i in range(k)], 1) ** 2
+        raw.append(combine_batch(y, v, weighting="equal").p_value)
+    p = np.stack(raw, 1)
+    return float(np.mean([(adjust(correction, row) < 0.05).any() for row in p]))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_family_wise_error_of_the_whole_table(k: int) -> None:
+    """docs/statistics.md ("Across collections"): Holm over the whole table keeps the chance of any
+    false marker at or below 5% in null studies of k collections x 4 candidates x 2 metrics."""
+    studies = 400
+    holm = _null_table_rejections(k, 4, 2, studies, seed=k, correction="holm")
+    none = _null_table_rejections(k, 4, 2, studies, seed=k, correction="none")
+    print(f"{k} collections x 4 candidates x 2 metrics: a marker in {holm:.3f} (holm), {none:.3f} (none)")
+    assert holm <= stats.binom.ppf(0.999, studies, 0.05) / studies, holm
+    assert none > 0.2, none
+
+
+def test_the_table_in_every_format(tmp_path: Path) -> None:
+    analysis = analyse_collections(_collections())
+    [table] = build_collection_tables(analysis, "configs")
+    assert table.groups == (("msdialog", 2), ("mantis", 2), ("combined \u0394", 2))
+    assert [r.label for r in table.rows] == ["base", "better", "same", "worse"]
+    md = render_collections([table], "md")
+    assert "| configuration | msdialog: MAP | msdialog: MRR | mantis: MAP |" in md
+    assert "family: every comparison in the table (all collections, metrics and combined verdicts) (m = 18" in md
+    better = next(r for r in table.rows if r.label == "better")
+    # Every cell is its collection's mean over seeds, with its comparison's marker.
+    res = analysis.analyses["mantis"].results
+    cell = better.cells[2]
+    assert cell.collection == "mantis" and cell.value == pytest.approx(float(res.seed_values("better", "map").mean()))
+    assert cell.marker == analysis.marker(analysis.analyses["mantis"].get("better", "map"))
+    assert better.cells[4].value == pytest.approx(analysis.get_combined("better", "map").result.estimate)
+
+    latex = render_collections([table], "latex")
+    assert latex.count(r"\begin{table}") == 1 and latex.count(r"\caption{") == 1
+    assert r"\multicolumn{2}{c}{msdialog} & \multicolumn{2}{c}{mantis}" in latex
+    assert r"\cmidrule(lr){2-3} \cmidrule(lr){4-5} \cmidrule(lr){6-7}" in latex
+
+    rows = list(csv.DictReader(render_collections([table], "csv").splitlines()))
+    assert tuple(rows[0]) == CSV_HEADER
+    assert {r["collection"] for r in rows} == {"msdialog", "mantis", "combined"}
+    comb = [r for r in rows if r["collection"] == "combined" and r["row"] == "better" and r["metric"] == "map"]
+    assert float(comb[0]["i2"]) >= 0 and int(comb[0]["k"]) == 2 and comb[0]["comparisons"] == "18"
+
+    html = render_collections([table], "html")
+    assert '<th colspan="2" scope="colgroup">mantis</th>' in html
+
+    seeds = build_collection_tables(analysis, "seeds")
+    assert len(seeds) == 2  # one per metric, Penha & Hauff 2020 Table 5's blocks
+    blocks = [r.block for r in seeds[0].rows if r.block]
+    assert blocks == ["msdialog", "mantis", "combined across collections"]
+    assert [r.label for r in seeds[0].rows][:5] == ["1", "2", "3", "AVG", "SD"]
+
+
+@pytest.mark.skipif(shutil.which("pdflatex") is None, reason="no TeX engine (pdflatex) on PATH")
+def test_the_latex_compiles_as_one_float(tmp_path: Path) -> None:
+    analysis = analyse_collections(_collections())
+    tex = render_collections(build_collection_tables(analysis, "configs"), "latex")
+    (tmp_path / "t.tex").write_text(tex, encoding="utf-8")
+    doc = [r"\documentclass{article}", r"\usepackage[T1]{fontenc}", r"\usepackage{booktabs}",
+           r"\begin{document}", r"\input{t}", r"\end{document}", ""]
+    (tmp_path / "doc.tex").write_text("\n".join(doc), encoding="utf-8")
+    proc = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "doc.tex"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_the_command_and_compare_accept_the_collection_column(
+        run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
+    path = _write(tmp_path / "r.csv", _collections())
+    rc, out, err = run_cli("table", "--from", str(path), "--format", "csv")
+    assert rc == 0, err
+    study = compare(path)
+    assert out == study.table(format="csv")
+    frame = pd.read_csv(path, dtype={"seed": str})
+    assert compare(frame).table() == study.table().replace(str(path), "DataFrame")
+    assert list(study.runs()["collection"].unique()) == ["msdialog", "mantis"]
+    rc, out, err = run_cli("table", "--from", str(path), "--correction", "maxt")
+    assert rc != 0 and "maxt is not available over several collections" in err and "Traceback" not in err
+    rc, out, _ = run_cli("table", "--from", str(path), "--family", "metric")
+    assert rc == 0 and "family: each metric's comparisons over all collections" in out
+
+
+def test_a_one_collection_file_gives_the_table_of_today(run_cli: Callable[..., tuple[int, str, str]],
+                                                        tmp_path: Path) -> None:
+    records = synthetic_records()
+    path = tmp_path / "one.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["config", "seed", "metric", "value", "query"])
+        for rec in records:
+            for metric, values in rec.per_query.items():
+                w.writerows([rec.config, rec.seed, metric, v, q] for q, v in values.items())
+    rc, out, err = run_cli("table", "--from", str(path))
+    assert rc == 0, err
+    assert out == compare(path).table()
+    assert "collection" not in out
+    assert isinstance(compare(path), StudyAnalysis)
+
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def test_the_table_and_report_page_in_chromium(tmp_path: Path) -> None:
+    """The study's report page (the whole table, then the per-seed blocks) opened from a file in
+    headless Chromium: no console error, the column groups span their metrics, every body row has a
+    cell per column, the markers and the footnote's family are on screen."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser test needs Playwright: pip install playwright (it drives Debian's chromium)")
+    if not CHROMIUM.exists():
+        pytest.skip(f"browser test needs {CHROMIUM}: apt-get install -y chromium")
+    from harness.present.collections_render import collections_page
+
+    analysis = analyse_collections(_collections())
+    page_html = collections_page("synthetic",
+                                 render_collections(build_collection_tables(analysis, "configs"), "html"),
+                                 render_collections(build_collection_tables(analysis, "seeds"), "html"))
+    path = tmp_path / "report.html"
+    path.write_text(page_html, encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        messages, errors = [], []
+        page.on("console", lambda m: messages.append((m.type, m.text)))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(path.as_uri(), wait_until="load")
+        assert errors == [] and [m for m in messages if m[0] in ("error", "warning")] == []
+        groups = page.eval_on_selector_all("#collections thead tr:first-child th[colspan]",
+                                           "els => els.map(e => [e.innerText, e.colSpan])")
+        assert groups == [["msdialog", 2], ["mantis", 2], ["combined \u0394", 2]]
+        widths = page.eval_on_selector_all("#collections tbody tr", "els => els.map(e => e.cells.length)")
+        assert widths == [7, 7, 7, 7]
+        body = page.inner_text("#collections tbody")
+        assert "\u2020" in body or "\u2021" in body  # the strong effects are marked
+        assert "every comparison in the table" in page.inner_text("#collections tfoot")
+        blocks = page.eval_on_selector_all("#per-seed tr.block th", "els => els.map(e => e.innerText)")
+        assert blocks[:3] == ["msdialog", "mantis", "combined across collections"]
+        assert page.is_visible("#per-seed table")
+        browser.close()

@@ -1,0 +1,176 @@
+"""A study over two collections on real local Ray and real MLflow (tiny model): its trials run in
+one Tune run with the collection in each configuration, the driver is killed mid-study and
+resumed, every config and seed run carries its collection (tag and param), and the table's cells
+equal a hand computation from the exported per-query values of each collection, the combined
+verdict the independent implementation (statsmodels' meta-analysis / scipy's t-test)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+from scipy import stats
+
+from harness.cli import main
+from harness.study.spec import load_study
+from harness.tracking import conventions as C
+from tests.study.conftest import write_study
+
+COLLECTIONS = [
+    {"name": "talk-a", "data": {"conversations": 30, "split_seed": 13}},
+    {"name": "talk-b", "data": {"conversations": 30, "split_seed": 29}},
+]
+STUDY = {"configs": {"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
+         "seeds": [1, 2], "collections": COLLECTIONS, "concurrency": 1}
+
+
+def test_spec_expands_every_configuration_over_the_collections(tmp_path: Path) -> None:
+    spec = load_study(write_study(tmp_path, "multi", **STUDY))
+    assert spec.collections == ("talk-a", "talk-b")
+    pairs = [(nc.name, nc.role, nc.config.data.collection) for nc in spec.fixed_configs()]
+    assert pairs == [("baseline", "baseline", "talk-a"), ("ls", "candidate", "talk-a"),
+                     ("baseline", "baseline", "talk-b"), ("ls", "candidate", "talk-b")]
+    ids = {nc.config.config_id() for nc in spec.fixed_configs()}
+    assert len(ids) == 4
+    assert [nc.name for nc in spec.collection_configs("talk-b")] == ["baseline", "ls"]
+
+
+@pytest.mark.slow
+def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: Path,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.study.hooked_run import main as hooked_run
+
+    root = tmp_path
+    path = write_study(root, "multi", **STUDY)
+    spec = load_study(path)
+    held = next(f"{nc.config.config_id()}-seed2" for nc in spec.collection_configs("talk-a") if nc.name == "ls")
+    gate, log = root / "go", root / "trials.log"
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "HARNESS_LEASE_TIMEOUT_S": "5"}
+    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(gate), held, "run", str(path)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 900
+        while time.time() < deadline:
+            if log.exists() and f"{held} start" in log.read_text():
+                time.sleep(2)
+                break
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else "driver ended"
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"trial {held} did not start")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the driver and its Ray, mid-study
+        proc.wait()
+    before = log.read_text().splitlines()
+    finished_before = {ln.split()[0] for ln in before if " end " in ln}
+    assert held not in finished_before
+    gate.touch()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("HARNESS_LEASE_TIMEOUT_S", "5")
+    assert hooked_run(cmd[3:] + ["--resume"]) == 0
+    after = log.read_text().splitlines()[len(before):]
+    # no finished trial trained again; the held one finished
+    assert not {ln.split()[0] for ln in after if " start " in ln} & finished_before, after
+    assert any(ln.startswith(f"{held} end ") for ln in after)
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("multi")
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    trials = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
+    configs = [r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_CONFIG]
+    assert len(trials) == 8 and len({r.data.tags[C.TAG_TRIAL_KEY] for r in trials}) == 8
+    assert len(configs) == 4
+    for r in [*trials, *configs]:  # the collection: a tag and a param on every config and seed run
+        assert r.data.tags[C.TAG_COLLECTION] == r.data.params[C.COLLECTION_PARAM] in ("talk-a", "talk-b")
+    # one evaluation fingerprint per collection
+    prints: dict[str, set[str]] = {}
+    for r in trials:
+        prints.setdefault(r.data.tags[C.TAG_COLLECTION], set()).add(r.data.tags[C.TAG_EVAL_FINGERPRINT])
+    assert all(len(v) == 1 for v in prints.values()) and prints["talk-a"] != prints["talk-b"]
+    study_run = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
+    arts = {a.path for a in client.list_artifacts(study_run.info.run_id, "tables")}
+    assert "tables/collections-configs.md" in arts and "tables/collections-seeds.tex" in arts
+
+    # harness report writes the page the study logged (the whole table over the collections).
+    assert main(["report", "--experiment", "multi", "--tracking-uri", uri, "--to", str(root / "r.html")]) == 0
+    logged = Path(client.download_artifacts(study_run.info.run_id, "report.html", str(root / "logged")))
+    assert (root / "r.html").read_text() == logged.read_text()
+    assert 'scope="colgroup">talk-a</th>' in logged.read_text()
+
+    # The table, from the exported per-query values of each collection, by hand.
+    capsys.readouterr()
+    assert main(["table", "--experiment", "multi", "--tracking-uri", uri, "--format", "csv", "--metric", "map"]) == 0
+    table = list(csv.DictReader(capsys.readouterr().out.splitlines()))
+    assert main(["runs", "export", "--experiment", "multi", "--tracking-uri", uri, "--to", str(root / "export")]) == 0
+    per_query = _exported_ap(root / "export")
+    diffs = {}
+    for collection in ("talk-a", "talk-b"):
+        base = np.array([per_query[(collection, "baseline", s)] for s in ("1", "2")])  # seeds x queries
+        ls = np.array([per_query[(collection, "ls", s)] for s in ("1", "2")])
+        for config, values in (("baseline", base), ("ls", ls)):
+            cell = next(r for r in table if r["collection"] == collection and r["row"] == config)
+            assert float(cell["value"]) == pytest.approx(values.mean(), abs=1e-6)
+            assert float(cell["sd"]) == pytest.approx(values.mean(axis=1).std(ddof=1), abs=1e-6)
+        diffs[collection] = (ls - base).mean()
+    comb = next(r for r in table if r["collection"] == "combined" and r["row"] == "ls")
+    y = [diffs["talk-a"], diffs["talk-b"]]
+    assert float(comb["mean_diff"]) == pytest.approx(np.mean(y), abs=1e-6)
+    assert float(comb["p_value"]) == pytest.approx(stats.ttest_1samp(y, 0.0).pvalue, rel=1e-3)
+    assert comb["comparisons"] == "3"  # 2 collections + 1 combined verdict, one metric
+
+
+def _exported_ap(folder: Path) -> dict[tuple[str, str, str], list[float]]:
+    """(collection, config, seed) -> AP per test query (in query order), recomputed by ir_measures
+    from the exported run files and qrels of each collection."""
+    import ir_measures
+
+    out = {}
+    for coll_dir in sorted(p for p in folder.iterdir() if p.is_dir()):
+        qrels = list(ir_measures.read_trec_qrels(str(coll_dir / "qrels" / "test.qrels")))
+        for run_file in sorted((coll_dir / "runs" / "test").glob("*.trec")):
+            config, seed = run_file.stem.rsplit(".seed", 1)
+            run = list(ir_measures.read_trec_run(str(run_file)))
+            values = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.AP], qrels, run)}
+            out[(coll_dir.name, config, seed)] = [values[q] for q in sorted(values)]
+    return out
+
+
+def test_validate_prints_the_plan_per_collection_and_names_one_that_does_not_load(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_study(tmp_path, "multi", **STUDY)
+    assert main(["validate", str(path), "--no-model"]) == 0
+    out = capsys.readouterr().out
+    assert "collections: 2 (talk-a, talk-b); every configuration on each, in one Tune run" in out
+    for name in ("talk-a", "talk-b"):
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"{name}: data.source chitchat"))
+        assert "test queries" in line and "evaluation fingerprint" in line and "2 configurations x 2 seeds = 4 trials" in line
+    broken = write_study(tmp_path, "broken", **{**STUDY, "collections": [
+        COLLECTIONS[0], {"name": "missing", "data": {"source": "msdialog", "path": str(tmp_path / "nowhere")}}]})
+    assert main(["validate", str(broken), "--no-model"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "collection 'missing'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"collections": [{"name": "a"}, {"name": "a"}]}, "duplicate collection name 'a'"),
+    ({"collections": [{"name": "a", "data": {"collection": "b"}}]}, "give it as name"),
+    ({"collections": [{"name": "a", "set": {}}]}, "unknown keys ['set']"),
+    ({"early_stopping": {"rungs": [3]}}, "early_stopping is not available over several collections yet"),
+])
+def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, message: str) -> None:
+    from harness.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        load_study(write_study(tmp_path, "bad", **{**STUDY, **extra}))
+    assert message in str(err.value) and "\n" not in str(err.value)
