@@ -114,7 +114,7 @@ def test_power_dots_lie_on_their_curves_and_the_rule_is_stated(results: StudyRes
     for comp in power.comparisons:
         curve = dict(power_curve(power, comp.config, comp.metric))
         assert own_mde(power, comp.config, comp.metric) == curve[power.seeds]
-    assert "One df rule throughout: Satterthwaite&#x27;s, at every seed count" in report_html(report)
+    assert "dots: this study&#x27;s 3 seeds (as in power/power.md)" in report_html(report)
 
 
 def test_a_degenerate_comparison_is_not_estimable_in_words() -> None:
