@@ -44,11 +44,12 @@ bench: venv
 	$(PY) benchmarks/trainer.py
 	$(PY) benchmarks/cascade.py
 
-# On a CUDA machine: trainer throughput and MFU (harness vs HF Trainer vs sentence-transformers'
-# CrossEncoderTrainer) and the cascade on the GPU; writes benchmarks/results/gpu.{md,json}.
-bench-gpu: venv
-	$(PY) -m pip install --quiet -e ".[bench]"
-	$(PY) benchmarks/gpu.py
+# On a CUDA machine: the prepared GPU run (benchmarks/device_run.sh; docs/benchmarks.md, "The device
+# run"): trainer throughput and MFU (harness, fused seeds, HF Trainer, sentence-transformers), then
+# length 512, trials sharing the GPU and the cascade, within a time budget; results in $(OUT) (default
+# ./device-out). Installs nothing: it uses the venv's python if there is one, else $(PYTHON).
+bench-gpu:
+	PYTHON=$(if $(wildcard $(PY)),$(PY),$(PYTHON)) benchmarks/device_run.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache site

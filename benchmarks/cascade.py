@@ -46,16 +46,22 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def build(model: str, seed: int) -> CascadeRanker:
-    if model == "bert-base":
+    if model in ("bert-base", "tiny"):
         from transformers import BertConfig, BertModel
 
-        cfg = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                         intermediate_size=3072)
+        from harness.model.encoder import TINY
+
+        dims = TINY if model == "tiny" else {"hidden_size": 768, "num_hidden_layers": 12,
+                                             "num_attention_heads": 12, "intermediate_size": 3072}
+        cfg = BertConfig(vocab_size=30522, **dims)
         cfg._attn_implementation = "sdpa"
         torch.manual_seed(seed)
         encoder = BertModel(cfg, add_pooling_layer=False)
     else:
-        encoder = load_encoder(ModelConfig(name=model), seed=seed)
+        from staged import packaged_dir
+
+        # the packaged encoder from its package, or from a stage (benchmarks/staged.py)
+        encoder = load_encoder(ModelConfig(name=str(packaged_dir())), seed=seed)
     torch.manual_seed(seed)
     return CascadeRanker(encoder).eval()
 

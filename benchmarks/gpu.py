@@ -8,9 +8,13 @@ CrossEncoderTrainer), defined in ``benchmarks/peers.py`` and shared with ``bench
 Models: ``packaged`` (the 6-layer MiniLM-L6-H384 shipped with the harness) and ``bert-base`` (a
 randomly initialised BERT-base: 12 layers, hidden 768, 12 heads, FFN 3072), at each ``--lengths``.
 
-Timing: ``--warmup`` steps first (kernel selection, allocator growth), then ``--steps`` timed steps,
-synchronised wall clock. Every training batch's attention mask is counted where the trainer builds
-the batch (``peers.Meter``), giving the pairs and their real lengths L.
+Timing: ``--warmup`` steps first (kernel selection, allocator growth; the harness compiles every
+batch width before its first step), then ``--steps`` timed steps, synchronised wall clock. The
+harness trainers run as a study runs them (the loss read back every ``peers.LOG_EVERY`` steps) and
+report the compiles inside their timed window. Every training batch's attention mask is counted
+(``peers.Meter``: the harness's when its step consumes it, the peers' where they build it), giving
+the pairs and their real lengths L. ``benchmarks/device.py`` runs these rows on a lent GPU machine
+(``make bench-gpu``).
 
 Model FLOPs (``peers.train_flops``): the full encoder's matrix products on the real tokens of each
 pair, training = 3 x forward. Padding is not model work, so a trainer that pads more (or one that
@@ -50,6 +54,9 @@ from typing import Any
 
 import peers
 from peers import GPU_TRAINERS, RUNNERS, Meter, dims_of, model_dir, train_flops
+from staged import block_imports
+
+block_imports()  # $HARNESS_BENCH_BLOCK: packages the device machine lacks (benchmarks/staged.py)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -68,6 +75,10 @@ PEAK_BF16_TFLOPS = {  # dense (no sparsity) bf16 tensor-core peaks from the data
 def side(args: argparse.Namespace) -> int:
     import torch
 
+    if args.compile_backend:  # the CPU rehearsal: compiled code paths without code generation
+        from harness.training import _compile
+
+        _compile.BACKEND = args.compile_backend
     meter = Meter(args.device)
     args.precision = "bf16"
     if args.device.startswith("cuda"):
@@ -76,7 +87,11 @@ def side(args: argparse.Namespace) -> int:
     try:
         trainer = RUNNERS[args.side](args, meter)
         out = meter.result(args.batch, args.steps)
-        if args.side in ("harness", "harness-eager"):
+        # whether the compiled code is what ran (a compile that failed falls back to eager)
+        compiled = getattr(trainer, "compiled", None)
+        out["compiled"] = compiled is not None and compiled.effective
+        out["compile_failed"] = None if compiled is None else compiled.failed
+        if args.side in ("harness", "harness-eager") and args.eval_pairs > 0:
             out.update(eval_rate(trainer, args))
         if args.device.startswith("cuda"):
             out["peak_gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
@@ -481,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-path", help=argparse.SUPPRESS)
     p.add_argument("--length", type=int, help=argparse.SUPPRESS)
     p.add_argument("--conversations", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--compile-backend", help=argparse.SUPPRESS)  # torch.compile's backend in a side
+    p.add_argument("--compile-mode", help=argparse.SUPPRESS)  # train.compile in a side (default auto)
     args = p.parse_args(argv)
     args.deadline = time.monotonic() + args.budget_s if args.budget_s > 0 and not args.side else None
     import torch

@@ -35,7 +35,6 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,9 @@ DIMS = {  # random-init encoders (the packaged one is read from its package)
     "tiny": {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64},
 }
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# The Trainer's default, which studies run with (harness/driver/_trainable.py builds its Trainer
+# with it): the loss is read back from the device every LOG_EVERY steps, not at every step.
+LOG_EVERY = 10
 TRAINERS = ("harness", "hf", "st")  # the CPU benchmark's (benchmarks/trainer.py)
 # the GPU benchmark's: also K seeds fused into one model, and the HF Trainer compiled
 GPU_TRAINERS = ("harness", "harness-eager", "harness-fused", "hf", "hf-compile", "st")
@@ -56,9 +58,9 @@ GPU_TRAINERS = ("harness", "harness-eager", "harness-fused", "hf", "hf-compile",
 def model_dir(name: str, root: Path) -> Path:
     """A plain Hugging Face model directory for ``name`` (config, weights, tokenizer): the packaged
     encoder's files linked, or a seeded random-init BERT of ``DIMS[name]`` written once."""
-    from harness.model.encoder import packaged_model_path
+    from staged import packaged_dir
 
-    src = packaged_model_path()
+    src = packaged_dir()
     out = root / name
     if (out / "config.json").is_file():
         return out
@@ -112,7 +114,8 @@ class Meter:
 
         self.torch = torch
         self.cuda = device.startswith("cuda")
-        self.on = False
+        self.on = self.done = False
+        self.compiles = self.compiles_total = 0
         self.pairs = self.sum_len = self.sum_len_sq = 0.0
         self.batches = 0
         self.t0 = self.t1 = self.c0 = self.c1 = 0.0
@@ -128,6 +131,7 @@ class Meter:
     def stop(self) -> None:
         self.sync()
         self.on, self.t1, self.c1 = False, time.perf_counter(), time.process_time()
+        self.done = True
 
     def count(self, batch: Any) -> Any:
         """Count one batch (a mapping with ``attention_mask``); returns it unchanged."""
@@ -148,7 +152,8 @@ class Meter:
         return {"timed_s": wall, "cpu_s": cpu, "pairs": n, "batches": float(self.batches),
                 "pairs_per_s": n / wall, "pairs_per_cpu_s": n / cpu if cpu > 0 else 0.0,
                 "tokens_per_s": self.sum_len / wall, "mean_len": self.sum_len / n, "sum_len": self.sum_len,
-                "sum_len_sq": self.sum_len_sq, "expected_pairs": float(batch * steps)}
+                "sum_len_sq": self.sum_len_sq, "expected_pairs": float(batch * steps),
+                "compiles_in_window": self.compiles, "compiles": self.compiles_total}
 
 
 def _counted(meter: Meter, fn: Any) -> Any:
@@ -163,15 +168,15 @@ def training_pairs(args: argparse.Namespace) -> tuple[Any, Any, list[str], list[
     """The balanced training instances of the harness (one negative per positive), as harness
     token-id pairs and as texts, with labels."""
     import numpy as np
+    from staged import load_splits
 
     from harness.config import TrialConfig
-    from harness.data.load import load_splits
     from harness.model.collate import PairCollator, context_text
     from harness.model.encoder import load_tokenizer
     from harness.training._instances import build_instances
 
     cfg = TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length})
-    splits = load_splits(cfg.data)
+    splits = load_splits(cfg.data, DATA)
     inst = build_instances(splits.train, negatives_per_positive=1, pairwise=False,
                            rng=np.random.default_rng([cfg.train.seed, 1]))
     tok = load_tokenizer(cfg.model)
@@ -192,20 +197,42 @@ def _harness_config(args: argparse.Namespace, seed: int = 1) -> Any:
                                   "train.steps": total, "train.batch_size": args.batch,
                                   "train.eval_every": 10**6, "train.warmup": 0.1, "train.device": args.device,
                                   "train.bf16": args.precision == "bf16", "train.seed": seed,
-                                  "train.compile": getattr(args, "compile_mode", "auto")})
+                                  "train.compile": getattr(args, "compile_mode", None) or "auto"})
 
 
-def _timed_steps(args: argparse.Namespace, meter: Meter, records: Any, step_of: Any) -> None:
-    """Start the meter after the warm-up steps (and the ``barrier``, when trainers share a GPU) and
-    stop it after the last step; ``step_of(record)`` is the step a record closes, or None."""
+def time_steps(args: argparse.Namespace, meter: Meter, owner: Any, batch_of: Any, records: Any) -> None:
+    """Times ``owner``'s (a ``Trainer`` or a fused engine) optimizer steps ``--warmup`` + 1 ..
+    ``--warmup`` + ``--steps`` as its run takes them: ``owner.train_step`` is wrapped so that the
+    meter starts just before the first timed step (after the ``barrier``, when trainers share a
+    GPU) and stops (synchronised) just after the last, and counts each step's batch
+    (``batch_of(inputs)``) as the step consumes it. Everything the run does between those steps is
+    in the window, as a study pays it: building the next batch, the loss read-back every
+    ``log_every`` steps; what it does before (precompiling every batch width, the warm-up steps)
+    and after (evaluation) is not. The compiles inside the window are counted."""
     total = args.warmup + args.steps
-    for rec in records:
-        step = step_of(rec)
-        if step == args.warmup:
+    step = owner.train_step
+    compiled = getattr(owner, "compiled", None)
+
+    def compiles() -> int:
+        return 0 if compiled is None else int(compiled.compiles)
+
+    def wrapped(inputs: Any, *a: Any) -> Any:
+        s = owner.step
+        if s == args.warmup:
             barrier(args)
             meter.start()
-        if step == total:
+            meter.compiles = -compiles()
+        meter.count(batch_of(inputs))
+        out = step(inputs, *a)
+        if s + 1 == total:
             meter.stop()
+            meter.compiles += compiles()
+            meter.compiles_total = compiles()
+        return out
+
+    owner.train_step = wrapped
+    for _ in records:
+        if meter.done:
             break
 
 
@@ -237,21 +264,20 @@ def barrier(args: argparse.Namespace, timeout_s: float = 600.0) -> None:
 
 def run_harness(args: argparse.Namespace, meter: Meter) -> Any:
     """Times the harness trainer; returns it (benchmarks/gpu.py then times its evaluation)."""
-    from harness.data.load import load_splits
-    from harness.training.loop import StepRecord, Trainer
+    from staged import load_splits
+
+    from harness.training.loop import Trainer
     from harness.training.tokenized import prepare_data
 
     cfg = _harness_config(args)
     bf16 = args.precision == "bf16"
-    trainer = Trainer(cfg, prepare_data(load_splits(cfg.data), cfg.model), log_every=1)
+    trainer = Trainer(cfg, prepare_data(load_splits(cfg.data, DATA), cfg.model), log_every=LOG_EVERY)
     # train.bf16 asks for autocast; the Trainer turns it on where it pays (CUDA, CPUs with native
     # bf16). Set it explicitly so each precision is measured as named, whatever that rule says.
     trainer.autocast = bf16
-    # Count each batch when its step consumes it (on CUDA the trainer builds the next one ahead).
-    step = trainer.train_step
-    trainer.train_step = lambda inputs, *a: step(replace(inputs, batch=meter.count(inputs.batch)), *a)
     wait_turn(args)
-    _timed_steps(args, meter, trainer.run(), lambda r: r.step if isinstance(r, StepRecord) else None)
+    # Each batch is counted when its step consumes it (on CUDA the trainer builds the next one ahead).
+    time_steps(args, meter, trainer, lambda inputs: inputs.batch, trainer.run())
     return trainer
 
 
@@ -261,35 +287,27 @@ def run_harness_eager(args: argparse.Namespace, meter: Meter) -> Any:
     return run_harness(args, meter)
 
 
-def run_harness_fused(args: argparse.Namespace, meter: Meter) -> None:
+def run_harness_fused(args: argparse.Namespace, meter: Meter) -> Any:
     """``--fused K`` seeds of one configuration as one fused model (harness.training.fused.SeedGroup,
-    as ``resources.seeds_per_trial: K`` trains them); every seed's pairs are counted."""
-    from harness.data.load import load_splits
+    as ``resources.seeds_per_trial: K`` trains them); every seed's pairs are counted. Returns the
+    fused engine."""
+    from staged import load_splits
+
     from harness.training.fused import SeedGroup
-    from harness.training.loop import StepRecord
     from harness.training.tokenized import prepare_data
 
     k = max(1, int(getattr(args, "fused", 0) or 5))
     cfgs = [_harness_config(args, seed) for seed in range(1, k + 1)]
-    group = SeedGroup(cfgs, prepare_data(load_splits(cfgs[0].data), cfgs[0].model), fused=True, log_every=1)
+    group = SeedGroup(cfgs, prepare_data(load_splits(cfgs[0].data, DATA), cfgs[0].model), fused=True,
+                      log_every=LOG_EVERY)
     for member in group.members:
         member.autocast = args.precision == "bf16"
-    count_group(group, meter)
+    group._engine.autocast = args.precision == "bf16"
     wait_turn(args)
-    last = len(group.members) - 1
-    # a step is over when the last member reports it
-    _timed_steps(args, meter, group.run(),
-                 lambda r: r[1].step if r[0] == last and isinstance(r[1], StepRecord) else None)
-
-
-def count_group(group: Any, meter: Meter) -> None:
-    """Count every batch a seed group builds: its members' collators (and the group's own, if any)."""
-    seen: set[int] = set()
-    for owner in (group, *group.members):
-        collator = getattr(owner, "collator", None)
-        if collator is not None and id(collator) not in seen:
-            seen.add(id(collator))
-            collator.collate = _counted(meter, collator.collate)
+    # every seed's pairs: the stacked batch's rows, each real length from its attention keys
+    time_steps(args, meter, group._engine,
+               lambda inputs: {"attention_mask": inputs.stacked.keep.flatten(1)}, group.run())
+    return group._engine
 
 
 class _Callback:

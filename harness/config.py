@@ -24,7 +24,7 @@ from harness.errors import ConfigError, DataError, refuse, require, shown
 from harness.losses.kinds import LOSSES
 from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
 from harness.suggest import did_you_mean
-from harness.textfile import read_utf8
+from harness.textfile import file_kind, read_utf8
 from harness.tracking.conventions import METRICS
 
 Steps = int | float  # int: optimizer steps; float in (0, 1]: fraction of train.steps
@@ -576,8 +576,9 @@ def read_yaml(path: Path, what: str) -> tuple[Any, str, KeyLines]:
     NUL character or a lone surrogate (``text_problem``)."""
     import yaml
 
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory, not a {what}")
+    kind = file_kind(path)  # a FIFO is never opened: reading it would wait for a writer
+    if kind:
+        raise DataError(f"{path}: is {kind}, not a {what}")
     if not path.is_file():
         raise DataError(f"{path}: {what} not found")
     size = path.stat().st_size

@@ -1,9 +1,12 @@
-"""The text of a file a user gives (a study file, a config file, a results CSV): UTF-8, a byte-order
-mark dropped, and every way it can fail one error naming the file (and the line of the first byte
-that is not UTF-8)."""
+"""Files in and out. In: the text of a file a user gives (a study file, a config file, a results
+CSV): UTF-8, a byte-order mark dropped, and every way it can fail one error naming the file (and
+the line of the first byte that is not UTF-8). Out: ``write_atomic``, the one way the harness
+writes a file a user keeps (tables, plots, reports, exports): whole or not at all."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 from harness.errors import DataError, HarnessError
@@ -12,7 +15,11 @@ from harness.errors import DataError, HarnessError
 def read_utf8(path: Path, what: str, error: type[HarnessError] = DataError) -> str:
     """The UTF-8 text of the existing file ``path`` (``what`` names it in messages) without a
     byte-order mark (spreadsheet programs write one); ``error`` is raised where the bytes are not
-    UTF-8, ``DataError`` where the file cannot be read."""
+    UTF-8, ``DataError`` where the file cannot be read or is no regular file (a directory, a FIFO
+    that would block the read, a device), said as what it is."""
+    not_file = file_kind(path)
+    if not_file:
+        raise DataError(f"{path}: the {what} is {not_file}, not a file")
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -23,3 +30,114 @@ def read_utf8(path: Path, what: str, error: type[HarnessError] = DataError) -> s
         line = data[:exc.start].count(b"\n") + 1
         raise error(f"{path}:{line}: the {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
                     f"offset {exc.start}); save it as UTF-8") from None
+
+
+def file_kind(path: Path) -> str:
+    """What is at ``path`` when it is there but no regular file ("a directory", "a FIFO (named
+    pipe)", "a device", "a socket", "a symlink loop"); "" for a regular file or nothing at all."""
+    import errno
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else ""
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device"
+
+
+def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Path:
+    """Write ``data`` (text as UTF-8) to ``path`` whole or not at all: into a temporary file in the
+    same directory, flushed to disk (fsync), then moved over ``path`` (``os.replace``), so a full
+    disk, a kill or a crash leaves the previous file intact, never a fragment. A device or FIFO
+    (``/dev/stdout``, a named pipe) is written in place, as it cannot be replaced. Every failure is
+    one ``DataError`` naming ``path`` and ``what`` it was to hold; returns the path written.
+
+    The new file gets the mode the previous one had (else the umask's ``0o666``)."""
+    import stat
+    import tempfile
+
+    target = Path(path)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+
+    def fail(reason: str) -> DataError:
+        return DataError(f"{target}: cannot write the {what}: {reason}")
+
+    try:
+        if target.is_symlink():
+            target = target.resolve(strict=False)
+        info = target.stat() if target.exists() else None
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a path through a file
+        raise fail(getattr(exc, "strerror", None) or str(exc)) from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise fail("it is a directory; give a file name")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        try:  # a device or a pipe: nothing to replace
+            with open(target, "wb") as fh:
+                fh.write(payload)
+        except OSError as exc:
+            raise fail(exc.strerror or str(exc)) from None
+        return target
+    if info is not None and not (info.st_mode & 0o222 and os.access(target, os.W_OK)):
+        raise fail("it is read-only")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fail(f"{exc.filename or target.parent}: {exc.strerror or exc}") from None
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(payload)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, stat.S_IMODE(info.st_mode) if info is not None else 0o666 & ~_umask())
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        raise fail(exc.strerror or str(exc)) from None
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    with contextlib.suppress(OSError):  # the rename itself on disk (best effort: not every FS allows it)
+        dirfd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dirfd)
+        finally:
+            os.close(dirfd)
+    return target
+
+
+# A cell a spreadsheet program runs as a formula when it starts with one of these (CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """``value`` as a CSV cell that a spreadsheet shows as text: a string starting like a formula
+    (``=HYPERLINK(...)``, ``+1``, ``@SUM``) gets a leading ``'``; numbers, and strings that read as
+    one (``-0.5``), stay as they are.
+
+    >>> csv_cell("=HYPERLINK(\"http://x\")"), csv_cell("-0.25"), csv_cell(-1.0), csv_cell("lr-3")
+    ('\'=HYPERLINK("http://x")', '-0.25', -1.0, 'lr-3')
+    """
+    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
+        return value
+    try:
+        float(value)
+        return value
+    except ValueError:
+        return f"'{value}"
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -65,6 +65,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from tests.study.conftest import shared_cache
 
     os.environ["HARNESS_CACHE"] = shared_cache()
+    # The key that signs Ray Tune state (harness.driver._state_trust): one per session, shared by
+    # every driver it starts, never the user's ~/.config/harness/state.key.
+    import secrets
+
+    os.environ.setdefault("HARNESS_STATE_KEY", secrets.token_hex(32))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

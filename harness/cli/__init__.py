@@ -11,13 +11,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from harness import __version__
 from harness.errors import HarnessError
 
-__all__ = ["build_parser", "entry", "main"]
+__all__ = ["build_parser", "dispatch", "entry", "main"]
 
 
 def _areas() -> tuple[ModuleType, ...]:
@@ -74,28 +74,74 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_cli_text(argv))
     if not args.verbose:
         quiet_libraries()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    return dispatch(args.func, args)
+
+
+def _cli_text(argv: Sequence[str] | None) -> list[str]:
+    """The arguments as text every later step can encode: an argument that is not valid text in
+    the file system's encoding (a lone surrogate from undecodable bytes) is refused in one line."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    for a in argv:
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            print(f"harness: error: argument {a.encode('utf-8', 'backslashreplace').decode()!r} is not valid "
+                  "UTF-8 text (undecodable bytes in a path?); rename it or pass another path", file=sys.stderr)
+            raise SystemExit(2) from None
+    return argv
+
+
+def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run a handler the way the command does: its exit status, every error a single line on stderr
+    (credentials in URIs redacted), an interrupt 128 + the signal's number."""
     try:
-        rc = int(args.func(args) or 0)
-        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+        rc = int(func(args) or 0)
+        sys.stdout.flush()  # a closed pipe or a full device shows here, not at interpreter exit
         return rc
     except BrokenPipeError:
         # The reader went away (`harness validate X | head -1`): stop quietly, as a shell tool does,
         # and point stdout at /dev/null so that the exit's own flush has nowhere to fail.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _silence_stdout()
         return 141  # 128 + SIGPIPE
     except HarnessError as exc:
-        print(f"harness: error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
-    except KeyboardInterrupt:
-        print("harness: interrupted", file=sys.stderr)
-        return 130
+    except OSError as exc:
+        # An output that cannot be written (a full device behind stdout, a file the handler did not
+        # anticipate): what failed and why, never a traceback.
+        where = exc.filename if exc.filename is not None else "standard output"
+        _error(f"{where}: {exc.strerror or exc}")
+        _silence_stdout()
+        return 1
+    except KeyboardInterrupt as exc:
+        # Ctrl-C (SIGINT) exits 130 as a shell's commands do; a driver stopped by SIGTERM or SIGHUP
+        # (harness.driver._orchestrate.StudyInterrupted carries the signal) 128 + its number.
+        signum = int(getattr(exc, "signum", 2))
+        _error(f"interrupted ({'SIGINT' if signum == 2 else exc})", prefix="harness: ")
+        return 128 + signum
+
+
+def _error(message: str, prefix: str = "harness: error: ") -> None:
+    from harness.redact import redact_text
+
+    line = " ".join(redact_text(message).split("\n")) if message else "(no message)"
+    print(f"{prefix}{line}", file=sys.stderr, flush=True)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, its unwritten buffer dropped, so that the interpreter's exit flush
+    has nowhere to fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def entry() -> int:

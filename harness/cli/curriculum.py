@@ -90,9 +90,13 @@ def _plot(curves: list[tuple[str, str, float]], delta: float, T: float, path: st
     ax.set_title(f"Pacing functions (delta = {delta:g}, T = {_fmt_step(T)})")
     ax.legend()
     fig.tight_layout()
+    import io
+
+    from harness.textfile import write_atomic
+
+    png = io.BytesIO()
     try:
-        fig.savefig(path, format="png")
-    except OSError as exc:
-        raise HarnessError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+        fig.savefig(png, format="png")
     finally:
         plt.close(fig)
+    write_atomic(path, png.getvalue(), "plot")  # whole or not at all; errors in one line

@@ -155,15 +155,34 @@ def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
                                        phase=getattr(args, "phase", "auto"))
 
 
+INCOMPLETE_EXIT = 3
+
+
 def run_table(args: argparse.Namespace) -> int:
+    """Exits ``INCOMPLETE_EXIT`` (3), with the table written and marked, when the study is not
+    finished (``incomplete_note``: interrupted, failed or still running; docs/reliability.md)."""
+    import dataclasses
+
     # The options are refused before the source is read; the rest is harness.load_study's path.
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test)
-    study = study_of(load_collections(args), options)
+    collections = load_collections(args)
+    incomplete = ""
+    if args.experiment is not None:
+        from harness.results.mlflow_reader import incomplete_note
+
+        incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
+        if incomplete:
+            collections = {name: dataclasses.replace(res, phase_note=f"{incomplete} {res.phase_note}".strip())
+                           for name, res in collections.items()}
+    study = study_of(collections, options)
     if isinstance(study, CollectionsStudy):
         _write(render_collection_table(study.analyse(), args.format, form=args.form, decimals=args.decimals,
                                        names=args.names), args.output)
+        if incomplete:
+            print(f"harness: warning: {incomplete}", file=sys.stderr)
+            return INCOMPLETE_EXIT
         return 0
     table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
                         decimals=args.decimals, names=args.names)
@@ -173,6 +192,9 @@ def run_table(args: argparse.Namespace) -> int:
 
         for path in write_plots(table.analysis, args.plots):
             print(f"wrote {path}", file=sys.stderr)
+    if incomplete:
+        print(f"harness: warning: {incomplete}", file=sys.stderr)
+        return INCOMPLETE_EXIT
     return 0
 
 
@@ -185,8 +207,11 @@ def run_power(args: argparse.Namespace) -> int:
 
 
 def _write(text: str, output: Path | None) -> None:
+    """``text`` to ``output`` whole or not at all (harness.textfile.write_atomic), else to stdout
+    (a full device there is one line too: harness.cli.dispatch)."""
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text, encoding="utf-8")
+        from harness.textfile import write_atomic
+
+        write_atomic(output, text, "output")
     else:
         sys.stdout.write(text)

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from harness.errors import DataError
+from harness.textfile import write_atomic
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -53,11 +53,7 @@ def run_report(args: argparse.Namespace) -> int:
         # The record first: a --metric without dev curves is refused before the tests run.
         record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
         page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
-    try:
-        args.to.parent.mkdir(parents=True, exist_ok=True)
-        args.to.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise DataError(f"{args.to}: cannot write the report: {exc.strerror or exc}") from None
+    write_atomic(args.to, page, "report")
     print(f"wrote {args.to}", file=sys.stderr)
     return 0
 

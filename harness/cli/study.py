@@ -53,10 +53,17 @@ def register(sub: Any) -> None:
     demo.add_argument("--tracking-uri")
     demo.set_defaults(func=cmd_demo)
 
-    ui = sub.add_parser("ui", help="start the MLflow UI on the study store and print its URL")
+    ui = sub.add_parser("ui", help="start the MLflow UI on the study store and print its URL",
+                        description="Serve the MLflow UI (and with it the store's whole read and write "
+                        "API, unauthenticated) on this machine's loopback address. Another address "
+                        "needs --allow-remote.")
     ui.add_argument("--tracking-uri")
-    ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)")
+    ui.add_argument("--port", type=int, default=5000, help="TCP port, 1-65535 (default 5000)")
+    ui.add_argument("--allow-remote", action="store_true",
+                    help="listen on a non-loopback --host: anyone who reaches it can read and change "
+                    "every study in the store")
     ui.set_defaults(func=cmd_ui)
 
 
@@ -148,7 +155,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
           f"retries {spec.max_retries}")
     print("\n".join(gpu_plan(spec, gpu_memory)))
     print(f"  data variants to prepare: {len({variant_key(c) for c in configs})}")
-    print(f"  tracking: {uri}; Tune storage: {spec.storage_path}")
+    from harness.redact import redact_uri
+
+    print(f"  tracking: {redact_uri(uri)}; Tune storage: {spec.storage_path}")
     return 0
 
 
@@ -156,10 +165,35 @@ def _diff(base: dict[str, Any], flat: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in flat.items() if base.get(k) != v and k != "train.seed")
 
 
+def is_loopback(host: str) -> bool:
+    """``host`` names this machine's loopback interface only (localhost, 127.0.0.0/8, ::1)."""
+    import ipaddress
+
+    if host.lower() in ("localhost", "localhost.", "ip6-localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        return False
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.redact import redact_uri
+
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port must be a TCP port in 1-65535, got {args.port}")
+    if not is_loopback(args.host):
+        if not getattr(args, "allow_remote", False):
+            raise ConfigError(f"--host {args.host} is not a loopback address: the MLflow UI serves the store's "
+                              "whole write API without authentication to anyone who reaches it; use "
+                              "--host 127.0.0.1 (and an SSH tunnel), or pass --allow-remote to serve it anyway")
+        print(f"harness: warning: serving the MLflow UI on {args.host}: anyone who reaches port {args.port} "
+              "can read, change and delete every study in this store (no authentication)",
+              file=sys.stderr, flush=True)
     uri = check_tracking_uri(args.tracking_uri)
     url = f"http://{args.host}:{args.port}"
-    print(f"MLflow UI for {uri} at {url} (Ctrl-C stops it)", flush=True)
+    print(f"MLflow UI for {redact_uri(uri)} at {url} (Ctrl-C stops it)", flush=True)
     for name, page in verdict_pages(uri):
         print(f"  study {name}: each configuration's verdict at {url}{page}", flush=True)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host,

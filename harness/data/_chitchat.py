@@ -105,6 +105,9 @@ def read_conversations(path: Path) -> tuple[Conversation, ...]:
         raise DataError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read: {exc}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise DataError(f"{path}: JSON nested too deeply to be a chitchat file (conversations > messages "
+                        "> message, a few levels)") from None
     if not isinstance(raw, dict):
         raise DataError(f"{path}: expected a JSON object of conversations, got {type(raw).__name__}")
     out = []
@@ -326,7 +329,16 @@ def build_train(cfg: DataConfig, method: str, *, path: Path, progress: Progress 
 
 def chitchat_source(cfg: DataConfig) -> Path:
     """The chitchat-format file the embedded set is built from (absolute)."""
-    path = Path(cfg.path).expanduser().resolve() if cfg.path else default_path()
+    from harness.textfile import file_kind
+
+    given = Path(cfg.path).expanduser() if cfg.path else default_path()
+    kind = file_kind(given)
+    if kind:
+        raise DataError(f"{given}: is {kind}, not a file (data.path of the chitchat data set)")
+    try:
+        path = given.resolve()
+    except (OSError, RuntimeError) as exc:  # Python raises RuntimeError on a symlink loop
+        raise DataError(f"{given}: cannot resolve the path ({exc}) (data.path of the chitchat data set)") from None
     if not path.is_file():
         raise DataError(f"{path}: no such file (data.path of the chitchat data set)")
     return path

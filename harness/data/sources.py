@@ -88,6 +88,10 @@ def _check_chitchat(cfg: DataConfig) -> None:
         import chitchat_dataset  # noqa: F401
     except ImportError:
         raise HarnessError("data.source=chitchat needs the data package: pip install chitchat-dataset") from None
+    if cfg.path:  # a file of the user's: there, and a file (not a directory, FIFO or symlink loop)
+        from harness.data._chitchat import chitchat_source
+
+        chitchat_source(cfg)
 
 
 def _directory_reader(name: str) -> Loader:
@@ -103,7 +107,12 @@ def _directory_reader(name: str) -> Loader:
 
 
 def _check_path(cfg: DataConfig) -> None:
+    from harness.textfile import file_kind
+
     path = Path(str(cfg.path))
+    kind = file_kind(path)
+    if kind in ("a symlink loop", "a FIFO (named pipe)", "a device", "a socket"):
+        raise DataError(f"data.path: {path} is {kind}, not a data file or folder")
     if not path.exists():
         raise DataError(f"data.path: {path} does not exist")
 

@@ -26,16 +26,19 @@ from typing import Any
 from ray import tune
 
 from harness.driver import _early_stop_ray as early_stop_ray
+from harness.driver import _state_trust as trust
 from harness.driver._callback import Progress, TrackingCallback, stderr
 from harness.driver._confirm import run_confirmation
 from harness.driver._final_report import ReportUnavailable, report_study
 from harness.driver._rounds import run_rounds
 from harness.driver._searchers import make_searcher
+from harness.driver._signals import deferred_stops, install_stop_handlers, interrupts
 from harness.driver._storage import report_storage
 from harness.driver._trainable import NO_HOOKS, TrialHooks, trainable
 from harness.driver.lease import Lease
 from harness.errors import HarnessError
 from harness.heap import frozen
+from harness.redact import redact_uri
 from harness.study.protocol import TICKET, TrialTicket, group_tickets
 from harness.study.spec import StudySpec
 from harness.study.variants import prepare_study, study_params, trial_count, variant_key
@@ -48,6 +51,9 @@ os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
 # Search objectives such as cascade_cost exist only in a trial's final result (they need the best
 # checkpoint); Tune would otherwise demand them in every intermediate dev report.
 os.environ.setdefault("TUNE_DISABLE_STRICT_METRIC_CHECKING", "1")
+# Tune's own SIGINT handler ends a run quietly and returns as if it had finished; the driver's
+# (``interrupts``) stops it instead, so an interrupted study ends KILLED and says how to resume.
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 
 # Credentials Ray Tune would copy from the driver's environment into every trial actor's runtime_env
@@ -66,6 +72,34 @@ def keep_credentials_out_of_runtime_env() -> None:
         propagated.difference_update(CREDENTIAL_ENV)
 
 
+RAY_CONNECT_TIMEOUT_S = 5.0
+
+
+def check_ray_address() -> None:
+    """``$RAY_ADDRESS`` (host:port of a cluster's GCS, ``ray://host:port`` of a Ray Client server,
+    ``auto`` or ``local``) answers a TCP connection within ``RAY_CONNECT_TIMEOUT_S``; else one line,
+    before anything is recorded. Ray's own connection retries for minutes in native code, deaf to
+    SIGTERM; this probe is plain Python and bounded."""
+    import socket
+
+    address = os.environ.get("RAY_ADDRESS", "").strip()
+    if not address or address in ("auto", "local"):
+        return
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise HarnessError(f"RAY_ADDRESS={address} is not host:port (a cluster's GCS, e.g. 10.0.0.5:6379) "
+                           "or ray://host:port; unset it to run on a local Ray")
+    try:
+        socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise HarnessError(f"RAY_ADDRESS={address}: no Ray cluster answers there ({reason}, "
+                           f"within {RAY_CONNECT_TIMEOUT_S:g} s); start it, fix the address, or unset "
+                           "RAY_ADDRESS to run on a local Ray") from None
+
+
 def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:
     """Attach to the cluster at ``$RAY_ADDRESS``, else start a local Ray that listens on loopback
     only (127.0.0.1: no port of it is reachable from another host) and is reaped when this driver
@@ -77,20 +111,33 @@ def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:
         return
     kw: dict[str, Any] = {"log_to_driver": False, "configure_logging": True, "logging_level": "ERROR"}
     if os.environ.get("RAY_ADDRESS"):
+        check_ray_address()
         ray.init(**kw)
+        install_stop_handlers()
         return
-    from ray._private import ray_constants
-
     from harness.driver._reaper import start_reaper
 
     start_reaper()  # before Ray starts: its processes inherit the reaper's mark
-    # ray.init turns a loopback _node_ip_address into the host's routable address unless Ray runs
-    # without cluster support (ray._private.services.resolve_ip_for_localhost); with that off for the
-    # start, GCS, raylet, agents and workers listen on 127.0.0.1 instead of 0.0.0.0.
+    try:
+        init_local_ray(include_dashboard=False, num_gpus=num_gpus, **kw)
+    finally:
+        install_stop_handlers()
+
+
+def init_local_ray(**kw: Any) -> None:
+    """``ray.init(address="local", **kw)`` listening on loopback only (127.0.0.1): a study's Ray and
+    the test suite's.
+
+    ray.init turns a loopback _node_ip_address into the host's routable address unless Ray runs
+    without cluster support (ray._private.services.resolve_ip_for_localhost); with that off for the
+    start, GCS, raylet, agents and workers listen on 127.0.0.1 instead of 0.0.0.0."""
+    import ray
+    from ray._private import ray_constants
+
     cluster = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        ray.init(address="local", include_dashboard=False, num_gpus=num_gpus, _node_ip_address="127.0.0.1", **kw)
+        ray.init(address="local", _node_ip_address="127.0.0.1", **kw)
     finally:
         ray_constants.ENABLE_RAY_CLUSTER = cluster
 
@@ -108,13 +155,18 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
     recorded in MLflow are replayed from there. ``hooks``: test hooks of the trainable. Ends with
     ``ReportUnavailable`` (after every trial is recorded and the runs are ended) when the
     significance report could not be produced.
+
+    A stop signal (SIGINT, SIGTERM, SIGHUP) raises ``StudyInterrupted``: every run of the study left
+    RUNNING ends KILLED and the resume command is logged (docs/reliability.md).
     """
     from harness.tracking.store import default_tracking_uri
 
     log = progress or stderr
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     base = Path(spec.storage_path) if "://" not in spec.storage_path else None
-    with contextlib.ExitStack() as held:
+    resume_line = resume_command or f"harness run {spec.path or 'STUDY'} --resume"
+    with interrupts(), contextlib.ExitStack() as held:
+        check_ray_address()  # before the first MLflow write
         if base is None:
             log(f"lease: Tune storage {spec.storage_path} is not a local path, so no lease file; the "
                 "lease on the study's MLflow experiment guards it against a second driver")
@@ -125,8 +177,15 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
         try:
             return _drive(spec, resume, log, uri, num_gpus, hooks, fresh)
         except BaseException as exc:
-            end_open_runs(spec, uri, exc, log)
+            with deferred_stops():  # a second Ctrl-C must not leave the runs half-ended
+                end_open_runs(spec, uri, exc, log)
+                if isinstance(exc, KeyboardInterrupt | PhaseIncomplete):
+                    log(f"study {spec.name}: interrupted before its end; finish it with: {resume_line}")
             raise
+
+
+class PhaseIncomplete(HarnessError):
+    """A phase's Tune run returned with trials that neither finished nor failed."""
 
 
 def store_lease(spec: StudySpec, uri: str, log: Progress, resume_command: str | None) -> Any:
@@ -135,7 +194,7 @@ def store_lease(spec: StudySpec, uri: str, log: Progress, resume_command: str | 
     from harness.tracking.store import TrackingStore
 
     store = TrackingStore(uri)
-    return Lease.on_experiment(store.client, store.experiment(spec.name), study=spec.name, where=uri, log=log,
+    return Lease.on_experiment(store.client, store.experiment(spec.name), study=spec.name, where=redact_uri(uri), log=log,
                       resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume")
 
 
@@ -148,7 +207,7 @@ def end_open_runs(spec: StudySpec, uri: str, exc: BaseException, log: Progress) 
     from harness.tracking.records import end_open_runs as end_runs
     from harness.tracking.store import TrackingStore
 
-    status = "KILLED" if isinstance(exc, KeyboardInterrupt | SystemExit) else "FAILED"
+    status = "KILLED" if isinstance(exc, KeyboardInterrupt | SystemExit | PhaseIncomplete) else "FAILED"
     try:
         ended = end_runs(TrackingStore(uri), spec.name, status)
     except (HarnessError, MlflowException, OSError) as err:  # the store may be what failed: the original error matters
@@ -173,6 +232,13 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                            "use `harness run STUDY --resume` to finish it, or change storage_path")
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     records = StudyRecords.open(TrackingStore(uri), spec.name)
+    if existing and records.study_run is None:
+        # Tune's state says trials ran, the store has no record of the study: replaying "finished"
+        # trials from Tune would record nothing and call every trial recorded.
+        raise HarnessError(f"study {spec.name!r} has Ray Tune state at {spec.phase_dir(existing[0])} but the "
+                           f"MLflow store {redact_uri(uri)} has no record of it (wiped, or another "
+                           "--tracking-uri?); resume against the store that recorded it, or delete the Tune "
+                           "state to run the study again")
     for kept, dup in records.remove_duplicates():
         log(f"study {spec.name}: seed run {dup.run_id} repeated finished seed run {kept.run_id} of "
             f"{dup.name or dup.trial_key} (two drivers of an older version); deleted it (tag "
@@ -184,7 +250,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         log(f"study {spec.name}: {'at most ' if spec.seed_schedule else ''}{trial_count(spec)} trials "
             f"({len(spec.fixed_configs())} fixed configs"
             f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
-            f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {uri}")
+            f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {redact_uri(uri)}")
         prepared = prepare_study(spec, progress=log)
         # From here the prepared data and the imported modules only grow older: no full collection
         # walks them (harness.heap; benchmarks/results/driver_exit.md).
@@ -313,7 +379,11 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=spec.search.num_configs * searcher.repeat,
                                       max_concurrent_trials=spec.concurrency, reuse_actors=True,
                                       scheduler=scheduler)
+    # Tune's state is pickles: restored only once verified as this driver's own (harness.driver._state_trust).
+    records = callback.records
+    signer = trust.Signer(records.store, records.study_run or "", phase)
     if resume and tune.Tuner.can_restore(path):
+        signer.files = trust.verify(records.store, records.study_run or "", phase, path)
         tuner = tune.Tuner.restore(path, trainable=fn, resume_unfinished=True, resume_errored=True,
                                    param_space=param_space)
     else:
@@ -322,7 +392,15 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
             failure_config=tune.FailureConfig(max_failures=spec.max_retries),
             checkpoint_config=tune.CheckpointConfig(num_to_keep=1))
         tuner = tune.Tuner(fn, param_space=param_space, tune_config=tune_config, run_config=run_config)
-    grid = tuner.fit()
+    trust.sign_storage(signer, path)  # tuner.pkl, written to storage as the Tuner was made
+    with trust.signing(signer, path):
+        grid = tuner.fit()
+    # Every trial of the phase ended: finished (or stopped early: TERMINATED too) or failed after
+    # its retries. One that did neither makes the study incomplete, never a finished table.
+    unfinished = len(grid) - grid.num_terminated - grid.num_errors
+    if unfinished:
+        raise PhaseIncomplete(f"phase {phase} of study {spec.name!r}: {unfinished} of {len(grid)} trial(s) "
+                              "neither finished nor failed (Tune stopped early)")
     errors = [r.error for r in grid if r.error is not None]
     if errors:
         callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: "

@@ -8,7 +8,7 @@ moves between them is the trial protocol (harness.study.protocol, no Ray).
 
 from __future__ import annotations
 
-from harness.driver._orchestrate import init_ray, run_study
+from harness.driver._orchestrate import init_local_ray, init_ray, run_study
 from harness.driver._trainable import TrialHooks
 
-__all__ = ["TrialHooks", "init_ray", "run_study"]
+__all__ = ["TrialHooks", "init_local_ray", "init_ray", "run_study"]

@@ -22,10 +22,9 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from harness.errors import ConfigError, HarnessError
-from harness.tracking.store import SECRET_MARKERS
+from harness.redact import SECRET_MARKERS, redact_uri
 
 STUDY_TEXT_ENV = "HARNESS_STUDY_TEXT"
 STORAGE_ENV = "HARNESS_STORAGE_PATH"
@@ -53,20 +52,6 @@ def is_secret(key: str) -> bool:
     RAY_AUTH_TOKEN, AWS_SECRET_ACCESS_KEY, HF_TOKEN ..."""
     k = key.lower()
     return any(w in _SECRET_WORDS for w in k.split("_")) or any(p in k for p in _SECRET_PARTS)
-
-
-def redact_uri(uri: str) -> str:
-    """``https://user:pw@host/x`` -> ``https://***@host/x``; other strings unchanged."""
-    parts = urlsplit(uri)
-    if parts.username is None and parts.password is None:
-        return uri
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, f"***@{host}", parts.path, parts.query, parts.fragment))
-
-
-def uri_has_credentials(uri: str) -> bool:
-    parts = urlsplit(uri)
-    return "://" in uri and (parts.username is not None or parts.password is not None)
 
 
 def describe_env(env: Mapping[str, str], skip: Iterable[str] = (STUDY_TEXT_ENV,)) -> str:

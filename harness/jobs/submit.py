@@ -21,6 +21,7 @@ import yaml
 
 from harness.errors import ConfigError, HarnessError
 from harness.jobs import env as E
+from harness.redact import redact_uri, uri_has_credentials
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,7 +42,7 @@ class SubmitPlan:
     def describe(self) -> list[str]:
         """Lines for the terminal: secrets as ***, URLs without credentials, no study text."""
         env = self.runtime_env["env_vars"]
-        return [f"  tracking: {E.redact_uri(self.tracking_uri)}; Tune storage: {self.storage_path}",
+        return [f"  tracking: {redact_uri(self.tracking_uri)}; Tune storage: {self.storage_path}",
                 f"  entrypoint: {self.entrypoint}",
                 f"  working_dir: {self.runtime_env['working_dir']}",
                 f"  env: {E.describe_env(env)}"]
@@ -60,15 +61,15 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
     env_file = dict(env_file or {})
     job_vars = E.job_env(local=env, env_file=env_file, cli=E.parse_env_assignments(cli_env))
     spec = load(study, smoke, list(assign))
-    if spec.tracking_uri and E.uri_has_credentials(str(spec.tracking_uri)):
+    if spec.tracking_uri and uri_has_credentials(str(spec.tracking_uri)):
         raise ConfigError(f"{study}: tracking_uri carries credentials; a study file is logged as an "
                           "artifact: put MLFLOW_TRACKING_USERNAME/PASSWORD in the environment or an --env-file")
     uri = tracking_uri or spec.tracking_uri or env_file.get(E.TRACKING_ENV) or env.get(E.TRACKING_ENV)
     if not uri:
         raise HarnessError("harness submit needs a tracking URI the cluster can reach: --tracking-uri "
                            "http://MLFLOW-HOST:5000 (or MLFLOW_TRACKING_URI, or tracking_uri in the study)")
-    if E.uri_has_credentials(uri):
-        raise HarnessError(f"tracking URI {E.redact_uri(uri)} carries credentials: put them in "
+    if uri_has_credentials(uri):
+        raise HarnessError(f"tracking URI {redact_uri(uri)} carries credentials: put them in "
                            "MLFLOW_TRACKING_USERNAME/PASSWORD (environment or --env-file)")
     # What `harness validate` checks but data paths (the cluster's) and building the model.
     validate_study(spec, tracking_uri=uri, check_tracking=check_tracking, data=False)

@@ -24,6 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+# An additive mask's value at padding: the lowest bf16, finite in float32 and bf16 alike (the lowest
+# float32 rounds to -inf in bf16).
+_MASKED = float(torch.finfo(torch.bfloat16).min)
 _LAYER_PARTS = ("attention.self.query", "attention.self.key", "attention.self.value",
                 "attention.self.dropout", "attention.output", "intermediate", "output")
 
@@ -105,10 +108,13 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor
            scale: float) -> torch.Tensor:
     """softmax(q k^T * scale, over keys where ``keep``) v, with attention dropout p (0 in eval).
 
-    Without dropout, or off CPU, this is ``F.scaled_dot_product_attention``. With dropout on CPU,
-    SDPA takes its math path anyway (the flash kernel has no dropout), so the same math is written
-    out here with the fast ``dropout``."""
+    Without dropout, or off CPU, this is ``F.scaled_dot_product_attention``; ``keep`` may then also
+    be an additive mask (``Packing.additive``: one per batch for every layer, where a boolean mask
+    is converted by SDPA in every layer). With dropout on CPU, SDPA takes its math path anyway, so
+    the same math is written out here with the fast ``dropout``."""
     if p <= 0.0 or q.device.type != "cpu":
+        if keep.dtype != torch.bool:
+            keep = keep.to(q.dtype)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p, scale=scale)
     bias = torch.zeros(keep.shape, dtype=q.dtype).masked_fill_(~keep, torch.finfo(q.dtype).min)
     weights = torch.softmax(torch.matmul(q, k.transpose(-1, -2)).mul_(scale).add_(bias), dim=-1)
@@ -141,6 +147,15 @@ class Packing:
             first = torch.cumsum(counts, 0) - counts
         self.index, self.first = index, first
         self.dense = int(index.shape[0]) == self.batch * self.length
+        self._additive: torch.Tensor | None = None
+
+    def additive(self) -> torch.Tensor:
+        """``keep`` as an additive float32 mask (0 kept, ``_MASKED`` at padding), built once
+        for every layer of the batch. Position 0 of every row is real, so no row is fully masked."""
+        if self._additive is None:
+            self._additive = torch.zeros(self.keep.shape, dtype=torch.float32, device=self.keep.device
+                                         ).masked_fill(~self.keep, _MASKED)
+        return self._additive
 
     @classmethod
     def of(cls, batch: dict[str, torch.Tensor]) -> Packing:
@@ -176,7 +191,9 @@ def layer_forward(layer: Any, packed: torch.Tensor, packing: Packing, *,
     k, v = heads(packing.unpack(sa.key(packed)), n), heads(packing.unpack(sa.value(packed)), n)
     q = heads(sa.query(src), 1) if first_only else heads(packing.unpack(sa.query(src)), n)
     p = float(sa.dropout.p) if layer.training else 0.0
-    att = attend(q, k, v, packing.keep, p, float(getattr(sa, "scaling", d ** -0.5)))
+    # Off CPU one additive mask serves every layer; on CPU the boolean mask (the fast dropout path).
+    keep = packing.keep if q.device.type == "cpu" else packing.additive()
+    att = attend(q, k, v, keep, p, float(getattr(sa, "scaling", d ** -0.5)))
     att = att.transpose(1, 2).reshape(b * q.shape[2], -1)
     if not first_only:
         att = packing.pack(att)

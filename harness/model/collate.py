@@ -75,6 +75,37 @@ class PairCollator:
         ids = np.concatenate(([self.cls_id], ctx, [self.sep_id], response[:r], [self.sep_id]))
         return ids, c + 2
 
+    def width_of(self, longest: int) -> int:
+        """The padded width of a batch whose longest pair has ``longest`` tokens."""
+        m = self.width_multiple
+        return min(-(-longest // m) * m, max(longest, self.max_length)) if m > 1 else longest
+
+    def widths(self, pairs: Iterable[tuple[np.ndarray, np.ndarray]]) -> list[int]:
+        """Every padded width a batch of these pairs can have: the width of each pair's length
+        (a batch's is that of its longest pair). Compiled steps have one graph per width
+        (harness.training._compile): these are the graphs to build before training."""
+        out = set()
+        for context, response in pairs:
+            c, r = pair_lengths(len(context), len(response), self.max_length)
+            out.add(self.width_of(c + r + 3))
+        return sorted(out)
+
+    def at_width(self, batch: dict[str, torch.Tensor], width: int) -> dict[str, torch.Tensor]:
+        """A dense collated batch (``collate(..., packing=True)`` with ``dense``) padded or cut to
+        ``width``: a stand-in of that shape, to compile a step for it ahead of training."""
+        n, have = batch["input_ids"].shape
+        out = {}
+        for key in ("input_ids", "attention_mask", "token_type_ids"):
+            x = batch[key][:, :width]
+            if have < width:
+                fill = self.pad_id if key == "input_ids" else 0
+                x = torch.cat([x, x.new_full((n, width - have), fill)], dim=1)
+            out[key] = x.contiguous()
+        if "packed_index" in batch:
+            out["packed_index"] = torch.arange(n * width)
+            out["first"] = torch.arange(n) * width
+        return out
+
     def collate(self, pairs: Iterable[tuple[np.ndarray, np.ndarray]], *,
                 packing: bool = False) -> dict[str, torch.Tensor]:
         """``input_ids``, ``attention_mask``, ``token_type_ids`` (B, L); with ``packing`` also
@@ -82,10 +113,7 @@ class PairCollator:
         token and position 0 of every row; every position when ``dense``) and ``first`` (B,), the
         packed row of each pair's position 0."""
         built = [self.pair_ids(c, r) for c, r in pairs]
-        width = max(len(ids) for ids, _ in built)
-        m = self.width_multiple
-        if m > 1:
-            width = min(-(-width // m) * m, max(width, self.max_length))
+        width = self.width_of(max(len(ids) for ids, _ in built))
         n = len(built)
         input_ids = np.full((n, width), self.pad_id, dtype=np.int64)
         attention = np.zeros((n, width), dtype=np.int64)

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
-from harness.metrics.measures import QueryMetrics, evaluate
 from harness.model.collate import PairCollator, TokenizedQueries
 from harness.records import Query, qrels_of
+
+if TYPE_CHECKING:
+    from harness.metrics.measures import QueryMetrics
 
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
@@ -72,4 +75,8 @@ def run_of(queries: Sequence[Query], scores: Sequence[np.ndarray]) -> dict[str, 
 
 
 def metrics_of(queries: Sequence[Query], scores: Sequence[np.ndarray]) -> QueryMetrics:
+    # Imported here: training and scoring alone need no ir-measures (a GPU machine that only
+    # measures speed may not have it; benchmarks/device.py).
+    from harness.metrics.measures import evaluate
+
     return evaluate(qrels_of(queries), run_of(queries, scores))

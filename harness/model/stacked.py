@@ -6,10 +6,12 @@ its own batch, with batched matrix products (``torch.baddbmm``) instead of k seq
 ones. It is the trainer's forward (``_layers.first_token_state`` and ``CrossEncoder.head``)
 written over a leading replica axis:
 
-- each replica's real tokens are packed into rows (as ``_layers.Packing`` does), and the replicas'
+- the replicas' batches are laid out on the host (``stack_batches`` -> ``StackedBatch``, no device
+  value read): each replica's real tokens are packed into rows (as ``_layers.Packing`` does), or
+  every position is a row (``dense``: the fixed shapes a compiled step wants), and the replicas'
   packed rows are padded to the longest replica's count (the padded rows are zeros, never read by a
   real row: their gradient is zero); attention uses the padded (k * B, heads, L, d) layout, L the
-  widest replica's width, with every padded key masked;
+  widest replica's width, with every padded key masked by one additive mask;
 - the last layer computes [CLS] only (``layer_forward(..., first_only=True)``);
 - dropout: on CPU each replica's keep masks are drawn with the replica's own generator at the shape
   and in the order its separate run draws them from the global generator (``_layers.dropout``:
@@ -24,6 +26,7 @@ stacked (``unstackable`` says why another is not).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -63,53 +66,102 @@ def _cpu_scale(p: float) -> float:
     return 65536.0 / (65536 - t)
 
 
-class _Layout:
-    """Where the k replicas' packed rows sit: (k, N) packed rows, N the largest replica's count;
-    the padded attention layout (k * B, L), L the widest replica's width."""
+@dataclass(frozen=True)
+class StackedBatch:
+    """The k replicas' batches laid out for ``StackedCrossEncoder`` (``stack_batches``): built on
+    the host (a background thread in training), pinned and copied to the device with
+    ``non_blocking`` (``to``), so the step never waits for a host-to-device copy.
 
-    def __init__(self, masks: list[torch.Tensor], device: torch.device) -> None:
-        self.k = len(masks)
-        self.batch = int(masks[0].shape[0])
-        self.widths = [int(m.shape[1]) for m in masks]
-        self.width = max(self.widths)
-        k, b, width = self.k, self.batch, self.width
-        self.indices, self.firsts = [], []
-        src, dest = [], []
-        keep = torch.zeros(k, b, width, dtype=torch.bool)
-        for r, mask in enumerate(masks):
-            real = mask.bool()
+    Tensors: ``ids``, ``types``, ``positions`` (k, N): each replica's packed rows (N the largest
+    replica's count, padded with zeros); ``src`` and ``dest``: where the real packed rows sit in the
+    (k * N) packed and the (k * B * L) padded layouts; ``first`` (k * B,): each pair's position 0 in
+    the packed layout; ``keep`` (k * B, 1, 1, L): the keys each row attends to. The host-only
+    ``widths``, ``counts`` and ``indices`` serve the CPU dropout that reproduces separate runs."""
+
+    ids: torch.Tensor
+    types: torch.Tensor
+    positions: torch.Tensor
+    src: torch.Tensor
+    dest: torch.Tensor
+    first: torch.Tensor
+    keep: torch.Tensor
+    widths: tuple[int, ...] = ()
+    counts: tuple[int, ...] = ()
+    indices: tuple[torch.Tensor, ...] = ()
+
+    TENSORS = ("ids", "types", "positions", "src", "dest", "first", "keep")
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        return tuple(getattr(self, n) for n in self.TENSORS)
+
+    def pin(self) -> StackedBatch:
+        return replace(self, **{n: getattr(self, n).pin_memory() for n in self.TENSORS})
+
+    def to(self, device: torch.device) -> StackedBatch:
+        """On ``device``; from pinned memory the copies do not block the host."""
+        nb = device.type == "cuda"
+        return replace(self, **{n: getattr(self, n).to(device, non_blocking=nb) for n in self.TENSORS})
+
+
+def stack_batches(batches: list[Batch], pad_id: int = 0, *, dense: bool = False) -> StackedBatch:
+    """Lays out the k replicas' collated (host) batches, all of one batch size (``StackedBatch``).
+    ``dense``: every position is a packed row (the layout of fixed shapes a compiled model wants:
+    N = B * L for batches of one width L) instead of the real tokens and position 0 only."""
+    masks = [b["attention_mask"] for b in batches]
+    k, b = len(masks), int(masks[0].shape[0])
+    widths = tuple(int(m.shape[1]) for m in masks)
+    width = max(widths)
+    keep = torch.zeros(k, b, width, dtype=torch.bool)
+    indices, firsts, dest = [], [], []
+    for r, mask in enumerate(masks):
+        real = mask.bool()
+        w = widths[r]
+        if dense:
+            index = torch.arange(b * w)
+            firsts.append(torch.arange(b) * w)
+        else:
             rows = real.clone()
             rows[:, 0] = True
-            w = self.widths[r]
             index = rows.flatten().nonzero().squeeze(1)  # positions in this replica's (B * L_r)
             counts = rows.sum(dim=1)
-            self.indices.append(index)
-            self.firsts.append(torch.cumsum(counts, 0) - counts)
-            keep[r, :, :w] = real
-            dest.append(r * b * width + (index // w) * width + index % w)
-        self.counts = [len(i) for i in self.indices]
-        self.rows = max(self.counts)
-        n = self.rows
-        for r, c in enumerate(self.counts):
-            src.append(r * n + torch.arange(c))
-        self.src = torch.cat(src).to(device)
-        self.dest = torch.cat(dest).to(device)
-        self.first = torch.cat([r * n + f for r, f in enumerate(self.firsts)]).to(device)
-        self.keep = keep.view(k * b, 1, 1, width).to(device)
-        self.device = device
+            firsts.append(torch.cumsum(counts, 0) - counts)
+        indices.append(index)
+        keep[r, :, :w] = real
+        dest.append(r * b * width + (index // w) * width + index % w)
+    counts_ = tuple(len(i) for i in indices)
+    n = max(counts_)
+    src = torch.cat([r * n + torch.arange(c) for r, c in enumerate(counts_)])
+    first = torch.cat([r * n + f for r, f in enumerate(firsts)])
 
-    def gather(self, tensors: list[torch.Tensor], fill: int = 0) -> torch.Tensor:
-        """(k, N) of each replica's (B, L_r) values at its packed positions, padded with ``fill``."""
-        out = torch.full((self.k, self.rows), fill, dtype=tensors[0].dtype)
-        for r, (x, index) in enumerate(zip(tensors, self.indices, strict=True)):
-            out[r, :len(index)] = x.flatten()[index]
-        return out.to(self.device)
+    def gather(key: str, fill: int) -> torch.Tensor:
+        out = torch.full((k, n), fill, dtype=torch.long)
+        for r, (batch, index) in enumerate(zip(batches, indices, strict=True)):
+            x = batch.get(key)
+            if x is not None:
+                out[r, :len(index)] = x.flatten()[index]
+            elif key == "token_type_ids":
+                out[r, :len(index)] = 0
+        return out
 
-    def positions(self) -> torch.Tensor:
-        out = torch.zeros(self.k, self.rows, dtype=torch.long)
-        for r, (index, w) in enumerate(zip(self.indices, self.widths, strict=True)):
-            out[r, :len(index)] = index % w
-        return out.to(self.device)
+    positions = torch.zeros(k, n, dtype=torch.long)
+    for r, (index, w) in enumerate(zip(indices, widths, strict=True)):
+        positions[r, :len(index)] = index % w
+    return StackedBatch(gather("input_ids", pad_id), gather("token_type_ids", 0), positions, src,
+                        torch.cat(dest), first, keep.view(k * b, 1, 1, width), widths, counts_, tuple(indices))
+
+
+class _Layout:
+    """The shapes of a stacked batch, read from its tensors' shapes only (so a compiled forward
+    depends on nothing else): k replicas, B pairs each, width L, N packed rows per replica."""
+
+    def __init__(self, ids: torch.Tensor, src: torch.Tensor, dest: torch.Tensor, first: torch.Tensor,
+                 keep: torch.Tensor, full: StackedBatch | None = None) -> None:
+        self.k, self.rows = int(ids.shape[0]), int(ids.shape[1])
+        self.batch = int(keep.shape[0]) // self.k
+        self.width = int(keep.shape[-1])
+        self.src, self.dest, self.first, self.keep = src, dest, first, keep
+        self.device = ids.device
+        self.full = full  # the host-side layout: the CPU dropout that reproduces separate runs
 
     def unpack(self, x: torch.Tensor) -> torch.Tensor:
         """(k, N, F) packed rows -> (k * B, L, F), zeros at padding."""
@@ -161,6 +213,7 @@ class StackedCrossEncoder(nn.Module):
         self.eps = float(layer.output.LayerNorm.eps)
         self.act = layer.intermediate.intermediate_act_fn
         self.pad_id = int(getattr(enc.config, "pad_token_id", 0) or 0)
+        self._gens: list[torch.Generator] | None = None
 
     # -- parameters ----------------------------------------------------------------------------
 
@@ -191,60 +244,59 @@ class StackedCrossEncoder(nn.Module):
         y = F.layer_norm(x, (x.shape[-1],), eps=eps)
         return torch.addcmul(b.unsqueeze(1), y, w.unsqueeze(1))
 
-    def _drop(self, x: torch.Tensor, p: float, shapes: list[tuple[int, ...]], fit: Any) -> torch.Tensor:
-        """Dropout on the stacked ``x``: on CPU replica r's mask is drawn at ``shapes[r]`` (its
-        separate run's shape) from its generator and ``fit(r, mask)`` lays it out as x's slice r."""
+    def _drop(self, x: torch.Tensor, p: float, lay: _Layout, shapes: Any, fit: Any) -> torch.Tensor:
+        """Dropout on the stacked ``x``: on CPU with the replicas' generators, replica r's mask is
+        drawn at ``shapes(lay.full)[r]`` (its separate run's shape) from its generator and
+        ``fit(r, mask, out)`` lays it out as x's slice r; otherwise ``F.dropout``."""
         if p <= 0.0:
             return x
-        if x.device.type != "cpu" or self._gens is None:
+        if x.device.type != "cpu" or self._gens is None or lay.full is None:
             return F.dropout(x, p, True)
         keep = torch.zeros(x.shape, dtype=torch.bool)
-        for r, (shape, gen) in enumerate(zip(shapes, self._gens, strict=True)):
+        for r, (shape, gen) in enumerate(zip(shapes(lay.full), self._gens, strict=True)):
             fit(r, _cpu_keep(shape, p, gen), keep[r])
         return _Dropout.apply(x, keep, _cpu_scale(p))  # type: ignore[no-any-return]
 
-    def _embed(self, batches: list[Batch], lay: _Layout) -> torch.Tensor:
+    def _embed(self, ids: torch.Tensor, types: torch.Tensor, where: torch.Tensor, lay: _Layout) -> torch.Tensor:
         k = lay.k
         pre = f"{self.prefix}.embeddings"
         word = self.param(f"{pre}.word_embeddings.weight")
-        types = self.param(f"{pre}.token_type_embeddings.weight")
+        tt = self.param(f"{pre}.token_type_embeddings.weight")
         pos = self.param(f"{pre}.position_embeddings.weight")
         offset = torch.arange(k, device=lay.device).unsqueeze(1)
-        ids = lay.gather([b["input_ids"] for b in batches], self.pad_id)
-        tts = lay.gather([b.get("token_type_ids", torch.zeros_like(b["input_ids"])) for b in batches])
-        where = lay.positions()
         h = word.shape[-1]
         x = F.embedding(ids + offset * word.shape[1], word.reshape(-1, h))
-        x = x + F.embedding(tts + offset * types.shape[1], types.reshape(-1, h))
+        x = x + F.embedding(types + offset * tt.shape[1], tt.reshape(-1, h))
         x = x + F.embedding(where + offset * pos.shape[1], pos.reshape(-1, h))
         x = self._norm(x, f"{pre}.LayerNorm", self.eps_embed)
 
         def fit(r: int, mask: torch.Tensor, out: torch.Tensor) -> None:
-            index = lay.indices[r]
+            index = lay.full.indices[r]  # type: ignore[union-attr]
             out[:len(index)] = mask.view(-1, h).index_select(0, index)
 
-        return self._drop(x, self.p_embed, [(lay.batch, w, h) for w in lay.widths], fit)
+        return self._drop(x, self.p_embed, lay, lambda full: [(lay.batch, w, h) for w in full.widths], fit)
 
-    def _attend(self, q: torch.Tensor, kk: torch.Tensor, v: torch.Tensor, lay: _Layout,
+    def _attend(self, q: torch.Tensor, kk: torch.Tensor, v: torch.Tensor, lay: _Layout, bias: torch.Tensor,
                 first_only: bool) -> torch.Tensor:
         p = self.p_attn
-        if p <= 0.0 or q.device.type != "cpu" or self._gens is None:
-            return F.scaled_dot_product_attention(q, kk, v, attn_mask=lay.keep, dropout_p=p,
+        if p <= 0.0 or q.device.type != "cpu" or self._gens is None or lay.full is None:
+            return F.scaled_dot_product_attention(q, kk, v, attn_mask=bias.to(q.dtype), dropout_p=p,
                                                   scale=self.scaling)
-        bias = torch.zeros(lay.keep.shape, dtype=q.dtype).masked_fill_(~lay.keep, torch.finfo(q.dtype).min)
         weights = torch.softmax(torch.matmul(q, kk.transpose(-1, -2)).mul_(self.scaling).add_(bias), dim=-1)
         heads, lq = weights.shape[1], weights.shape[2]
         wide = weights.view(lay.k, lay.batch, heads, lq, lay.width)
 
         def fit(r: int, mask: torch.Tensor, out: torch.Tensor) -> None:
-            w = lay.widths[r]
+            w = lay.full.widths[r]  # type: ignore[union-attr]
             out[:, :, :mask.shape[2], :w] = mask
 
-        shapes = [(lay.batch, heads, 1 if first_only else w, w) for w in lay.widths]
-        dropped = self._drop(wide, p, shapes, fit)
+        def shapes(full: StackedBatch) -> list[tuple[int, ...]]:
+            return [(lay.batch, heads, 1 if first_only else w, w) for w in full.widths]
+
+        dropped = self._drop(wide, p, lay, shapes, fit)
         return torch.matmul(dropped.view_as(weights), v)
 
-    def _layer(self, i: int, x: torch.Tensor, lay: _Layout, first_only: bool) -> torch.Tensor:
+    def _layer(self, i: int, x: torch.Tensor, lay: _Layout, bias: torch.Tensor, first_only: bool) -> torch.Tensor:
         pre = f"{self.prefix}.encoder.layer.{i}"
         k, b, width, d = lay.k, lay.batch, lay.width, self.head_size
         h = x.shape[-1]
@@ -257,34 +309,49 @@ class StackedCrossEncoder(nn.Module):
         v = heads(lay.unpack(self._linear(x, f"{pre}.attention.self.value")), width)
         q = self._linear(src, f"{pre}.attention.self.query")
         q = heads(q, 1) if first_only else heads(lay.unpack(q), width)
-        att = self._attend(q, kk, v, lay, first_only)
+        att = self._attend(q, kk, v, lay, bias, first_only)
         att = att.transpose(1, 2).reshape(k * b * q.shape[2], -1)
         att = att.view(k, b, -1) if first_only else lay.pack(att)
 
         def fit(r: int, mask: torch.Tensor, out: torch.Tensor) -> None:
             out[:mask.shape[0]] = mask
 
-        shapes = [(b, h)] * k if first_only else [(c, h) for c in lay.counts]
-        y = self._drop(self._linear(att, f"{pre}.attention.output.dense"), self.p_hidden, shapes, fit)
+        def shapes(full: StackedBatch) -> list[tuple[int, ...]]:
+            return [(b, h)] * k if first_only else [(c, h) for c in full.counts]
+
+        y = self._drop(self._linear(att, f"{pre}.attention.output.dense"), self.p_hidden, lay, shapes, fit)
         y = self._norm(y + src, f"{pre}.attention.output.LayerNorm", self.eps)
         z = self.act(self._linear(y, f"{pre}.intermediate.dense"))
-        z = self._drop(self._linear(z, f"{pre}.output.dense"), self.p_out, shapes, fit)
+        z = self._drop(self._linear(z, f"{pre}.output.dense"), self.p_out, lay, shapes, fit)
         return self._norm(z + y, f"{pre}.output.LayerNorm", self.eps)
 
-    def forward(self, batches: list[Batch], generators: list[torch.Generator] | None = None) -> torch.Tensor:
-        """(k, B) training logits, replica r on ``batches[r]`` (all of one batch size; host tensors,
-        laid out on the host and copied to the weights' device once). With ``generators`` (CPU),
-        replica r's dropout masks come from ``generators[r]``."""
+    def logits(self, ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor, src: torch.Tensor,
+               dest: torch.Tensor, first: torch.Tensor, keep: torch.Tensor,
+               full: StackedBatch | None = None) -> torch.Tensor:
+        """(k, B) training logits from a ``StackedBatch``'s tensors (``StackedBatch.tensors()``), on
+        the weights' device. Everything here follows from the tensors and their shapes: no value is
+        read back to the host, so it compiles to one graph per shape (``torch.compile(fullgraph=True)``
+        holds: tests/training/test_fused_step.py)."""
+        lay = _Layout(ids, src, dest, first, keep, full)
+        # An additive mask, built once for every layer: 0 where a key is kept, the lowest bf16 (finite
+        # in float32 and bf16) where it is padding; row 0 of every pair is real, none is fully masked.
+        bias = torch.zeros(keep.shape, dtype=torch.float32, device=keep.device).masked_fill(
+            ~keep, float(torch.finfo(torch.bfloat16).min))
+        x = self._embed(ids, types, positions, lay)
+        for i in range(self.layers):
+            x = self._layer(i, x, lay, bias, first_only=i == self.layers - 1)
+        with torch.autocast(x.device.type, enabled=False):
+            pooled = torch.tanh(self._linear(x.float(), f"{self.pool}.dense"))
+            pooled = self._drop(pooled, self.p_head, lay, lambda full: [(lay.batch, pooled.shape[-1])] * lay.k,
+                                lambda r, mask, out: out.copy_(mask))
+            return self._linear(pooled, "classifier").squeeze(-1)
+
+    def forward(self, batch: StackedBatch, generators: list[torch.Generator] | None = None) -> torch.Tensor:
+        """(k, B) training logits, replica r on its slice of ``batch`` (on the weights' device). With
+        ``generators`` (CPU), replica r's dropout masks come from ``generators[r]``, as its separate
+        run draws them."""
         self._gens = generators
         try:
-            lay = _Layout([b["attention_mask"] for b in batches], self.weights[0].device)
-            x = self._embed(batches, lay)
-            for i in range(self.layers):
-                x = self._layer(i, x, lay, first_only=i == self.layers - 1)
-            with torch.autocast(x.device.type, enabled=False):
-                pooled = torch.tanh(self._linear(x.float(), f"{self.pool}.dense"))
-                pooled = self._drop(pooled, self.p_head, [(lay.batch, pooled.shape[-1])] * lay.k,
-                                    lambda r, mask, out: out.copy_(mask))
-                return self._linear(pooled, "classifier").squeeze(-1)
+            return self.logits(*batch.tensors(), full=batch if generators is not None else None)
         finally:
             self._gens = None

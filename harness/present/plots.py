@@ -52,10 +52,13 @@ def plot_metric(analysis: Analysis, metric: str, path: str | Path) -> Path:
     ax.set_title(f"{display_name(metric)}: {len(configs) - 1} configurations vs {res.baseline}, "
                  f"{len(res.seeds)} seeds ({analysis.test} test)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    return path
+    import io
+
+    from harness.textfile import write_atomic
+
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=120)
+    return write_atomic(path, png.getvalue(), "plot")
 
 
 def write_plots(analysis: Analysis, directory: str | Path) -> list[Path]:

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from harness.metrics.measures import canonical_name
 from harness.present.table import Cell, Notes, Table
 from harness.registry import Registry
+from harness.textfile import csv_cell
 
 RENDERERS: Registry[Callable[[Table], str]] = Registry("evaluation.format")
 
@@ -265,8 +266,9 @@ def _csv_rows(table: Table) -> str:
             tested = ([comp.direction, *(repr(float(v)) for v in (
                 comp.result.mean_diff, *comp.interval, comp.result.d_z,
                 comp.result.p_value, comp.p_adjusted)), comp.family_size] if comp else [""] * 8)
+            # Names come from the user (configuration names, titles): never a spreadsheet formula.
             writer.writerow([
-                table.title, row.label, column, "" if c.value is None else repr(c.value),
+                csv_cell(table.title), csv_cell(row.label), csv_cell(column), "" if c.value is None else repr(c.value),
                 "" if c.sd is None else repr(c.sd), int(c.bold),
                 (c.marker or "") + " ".join(t.text for t in c.tally), *tested,
                 table.notes.test, table.notes.correction_name, metric, canonical_name(metric),

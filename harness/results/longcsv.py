@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
-import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,35 @@ from harness.results.stored import RunRecord, StudyResults
 from harness.textfile import read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
+# A decimal number as a CSV carries one: no "0_5" (Python's digit separator), "inf", "nan" or hex.
+NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# The harness's metrics (MAP, MRR, nDCG, P@1, R-Prec) are fractions; any other measure is bounded so
+# that its sums and squares (means, variances) stay finite.
+UNIT_RANGE = frozenset(METRIC_KEYS)
+MAX_MAGNITUDE = 1e12
+
+
+def strict_value(text: str, metric: str, where: str) -> float:
+    """The value cell ``text`` of ``metric`` as a number, refused in one line (naming ``where``)
+    unless it is a plain decimal number in the metric's range: [0, 1] for the harness's metrics,
+    within +-MAX_MAGNITUDE for others.
+
+    >>> strict_value("0.25", "map", "f.csv:2")
+    0.25
+    >>> strict_value("0_5", "map", "f.csv:3")
+    Traceback (most recent call last):
+    ...
+    harness.errors.DataError: f.csv:3: value '0_5' is not a decimal number
+    """
+    if not NUMBER.fullmatch(text):
+        raise DataError(f"{where}: value {text!r} is not a decimal number")
+    value = float(text)
+    if metric in UNIT_RANGE and not 0.0 <= value <= 1.0:
+        raise DataError(f"{where}: value {text} of {metric} is outside its range [0, 1]")
+    if not abs(value) <= MAX_MAGNITUDE:
+        raise DataError(f"{where}: value {text} of {metric} is beyond +-{MAX_MAGNITUDE:.0e} (its means and "
+                        "variances would overflow); rescale it")
+    return value
 COLUMNS = (*REQUIRED, "query")
 COLLECTION = "collection"
 COLLECTION_COLUMNS = (*COLUMNS, COLLECTION)
@@ -69,7 +98,7 @@ def _one(collections: Mapping[str, StudyResults], source: str) -> StudyResults:
 def read_long_collections(path: str | Path, *, baseline: str | None = None) -> dict[str, StudyResults]:
     """Read and validate a long results CSV, collection by collection (module docstring)."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         raise DataError(f"{path}: no such file")
     # a byte-order mark (spreadsheet programs write one) is not part of the first column's name
     text = read_utf8(path, "results CSV")
@@ -194,12 +223,7 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
         if not (config and seed and metric):
             raise DataError(f"{where}: config, seed and metric must be non-empty")
         metric = metric_key(metric)  # ir-measures' names (AP, RR@10 ...) are the harness's keys
-        try:
-            value = float(str(row.get("value") or "").strip())
-        except ValueError:
-            raise DataError(f"{where}: value {row.get('value')!r} is not a number") from None
-        if not math.isfinite(value):
-            raise DataError(f"{where}: value {value} is not finite")
+        value = strict_value(str(row.get("value") or "").strip(), metric, where)
         query = str(row.get("query") or "").strip() if has_query else ""
         key = (config, seed)
         if query:

@@ -30,9 +30,10 @@ from typing import Any
 from harness.errors import DataError, HarnessError
 from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults
+from harness.textfile import file_kind
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun, iter_runs, read_per_query
-from harness.tracking.store import check_reachable, default_tracking_uri
+from harness.tracking.store import check_reachable, check_sqlite_store, default_tracking_uri
 
 # MLflow's client retries a failing request for minutes; a read that fails mid-way should not. A
 # user's own settings of these variables win.
@@ -80,9 +81,11 @@ def open_store(tracking_uri: str | None) -> tuple[Any, str]:
     uri = tracking_uri or default_tracking_uri()
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
-        if not db.is_file():
+        if not db.is_file() and not file_kind(db):
             raise DataError(f"no MLflow store at {db} (tracking URI {uri}); pass --tracking-uri or set "
                             f"MLFLOW_TRACKING_URI")
+        # read-only: never creates tables in an empty file, and a damaged file is one line
+        check_sqlite_store(db)
     check_reachable(uri)
     try:
         from mlflow.tracking import MlflowClient
@@ -200,6 +203,34 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                                       f"{r.data.tags.get(C.TAG_STOPPED_REASON, 'stopped early')}"
             for cid, r in sorted(stopped.items(), key=lambda kv: kv[1].info.start_time or 0)})
     return results
+
+
+def incomplete_note(name: str, *, tracking_uri: str | None = None) -> str:
+    """Why study ``name`` is not a finished study, in one sentence ("" when it is): its study run did
+    not end FINISHED (still running, interrupted: KILLED, or FAILED) or some of its seed runs did
+    not finish. A table of such a study shows only what was recorded (docs/reliability.md)."""
+    from mlflow.exceptions import MlflowException
+
+    client, uri = open_store(tracking_uri)
+    try:
+        with _env_defaults(**FAST_FAIL_ENV):
+            exp_id = experiment_named(client, name, uri).experiment_id
+            studies = [r.info.status for r in iter_runs(client, exp_id, C.KIND_STUDY)]
+            seeds = [r.info.status for r in iter_runs(client, exp_id, C.KIND_TRIAL)]
+    except MlflowException as exc:
+        raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+    why = []
+    if studies and "FINISHED" not in studies:
+        state = {"RUNNING": "is still running (or its driver was killed)", "KILLED": "was interrupted (KILLED)",
+                 "FAILED": "ended FAILED"}.get(studies[0], f"is {studies[0]}")
+        why.append(f"its study run {state}")
+    left = [s for s in seeds if s != "FINISHED"]
+    if left:
+        why.append(f"{len(left)} of {len(seeds)} seed runs did not finish ({', '.join(sorted(set(left)))})")
+    if not why:
+        return ""
+    return (f"INCOMPLETE study: {' and '.join(why)}; this table holds only the finished seed runs "
+            "(`harness run STUDY --resume` finishes it).")
 
 
 @contextlib.contextmanager

@@ -35,8 +35,8 @@ note; an experiment with none at all is an error.
 from __future__ import annotations
 
 import csv
+import io
 import re
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +52,7 @@ from harness.results.mlflow_reader import (
     experiment_named,
     open_store,
 )
+from harness.textfile import csv_cell, write_atomic
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun, read_per_query
 from harness.tracking.records import iter_runs as _runs
@@ -197,17 +198,22 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
                 rel = f"{_UNSAFE.sub('_', name)}/{artifact}" if several else artifact
                 _copy(local, folder / rel)
                 out.qrels_files.append(rel)
-    with (folder / MANIFEST).open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh, lineterminator="\n")
-        writer.writerow((*MANIFEST_COLUMNS, "collection") if several else MANIFEST_COLUMNS)
-        writer.writerows(rows)
+    manifest_columns = (*MANIFEST_COLUMNS, "collection") if several else MANIFEST_COLUMNS
+    write_atomic(folder / MANIFEST, _csv_text(manifest_columns, rows), "manifest")
     if per_query_rows:
-        with (folder / PER_QUERY).open("w", newline="", encoding="utf-8") as fh:
-            writer = csv.writer(fh, lineterminator="\n")
-            writer.writerow((*PER_QUERY_COLUMNS, "collection") if several else PER_QUERY_COLUMNS)
-            writer.writerows(per_query_rows)
+        per_query_columns = (*PER_QUERY_COLUMNS, "collection") if several else PER_QUERY_COLUMNS
+        write_atomic(folder / PER_QUERY, _csv_text(per_query_columns, per_query_rows), "per-query values")
         out.per_query_rows = len(per_query_rows)
     return out
+
+
+def _csv_text(header: Any, rows: Any) -> str:
+    """CSV text, every cell that a spreadsheet would run as a formula neutralised (csv_cell)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([csv_cell(c) for c in row] for row in rows)
+    return buf.getvalue()
 
 
 def _seed_key(run: Any) -> tuple[int, str]:
@@ -232,5 +238,4 @@ def _check(reader: Any, path: Path, where: str) -> None:
 
 
 def _copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, dst)
+    write_atomic(dst, src.read_bytes(), "exported file")

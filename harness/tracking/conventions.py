@@ -155,3 +155,6 @@ METRIC_STORAGE_BYTES = "storage_bytes"
 # Which seed runs log their ranker as an MLflow model at a study's end (study key ``models``):
 # the best configuration's seeds, every configuration's, or none.
 MODEL_LOGGING = ("best", "all", "none")
+# On the study run, one per phase: the keyed digests of the Ray Tune state files the driver wrote
+# under <storage_path>/<study>-<phase>/ (harness.driver._state_trust); resume verifies them first.
+TAG_TUNE_STATE_PREFIX = "harness.tune_state."

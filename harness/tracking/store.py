@@ -21,9 +21,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from harness.errors import ConfigError, HarnessError
+from harness.redact import SECRET_MARKERS, redact_uri, strip_credentials
 from harness.tracking import conventions as C
 
-SECRET_MARKERS = ("token", "password", "secret", "credential", "auth")
 REACH_TIMEOUT_S = 5.0  # the tracking server's /health answers at once; a dead one must fail fast
 
 
@@ -37,21 +37,38 @@ def default_tracking_uri(root: str | os.PathLike[str] | None = None) -> str:
 
 
 def check_reachable(uri: str, timeout: float = REACH_TIMEOUT_S) -> None:
-    """For an http(s) tracking URI: one GET of the server's /health within ``timeout`` seconds,
-    else "tracking URI ... is not reachable: ..." (MLflow's own client would retry for minutes).
-    Any HTTP answer, an error status included, means a server is there."""
+    """For an http(s) tracking URI: the server answers as an MLflow tracking server within
+    ``timeout`` seconds, else one line naming the URI (credentials redacted): "... is not
+    reachable: ..." (MLflow's own client would retry for minutes) or "... is not an MLflow tracking
+    server". The probe asks MLflow's REST API for one experiment; it sends no credentials (the
+    URI's userinfo is stripped), so a server that demands a login (401, 403) counts as there.
+    """
     if not uri.startswith(("http://", "https://")):
         return
+    import json
     import urllib.error
     import urllib.request
 
+    shown = redact_uri(uri)
+    probe = strip_credentials(uri).rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
     try:
-        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout).close()
-    except urllib.error.HTTPError:
-        return
+        with urllib.request.urlopen(probe, timeout=timeout) as answer:
+            body = answer.read(1 << 16)
+    except urllib.error.HTTPError as exc:
+        if exc.code in (401, 403):
+            return
+        raise HarnessError(f"tracking URI {shown} is not an MLflow tracking server (its REST API "
+                           f"answered HTTP {exc.code}); give the address `mlflow server` listens on") from None
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise HarnessError(f"tracking URI {uri} is not reachable: {reason}") from None
+        raise HarnessError(f"tracking URI {shown} is not reachable: {reason}") from None
+    try:
+        ok = isinstance(json.loads(body), dict)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise HarnessError(f"tracking URI {shown} is not an MLflow tracking server (its REST API did "
+                           "not answer JSON); give the address `mlflow server` listens on")
 
 
 def sqlite_path(uri: str) -> Path | None:
@@ -66,7 +83,7 @@ def sqlite_path(uri: str) -> Path | None:
         return None
     text = uri[len("sqlite:///"):]
     if "?" in text or unquote(text) != text:
-        raise HarnessError(f"tracking URI {uri}: a SQLite path cannot hold '?' or a %-escape such as "
+        raise HarnessError(f"tracking URI {redact_uri(uri)}: a SQLite path cannot hold '?' or a %-escape such as "
                            "%20 (SQLAlchemy reads them as URI syntax); pass --tracking-uri with a path "
                            "without them, or run from another directory")
     return Path(text)
@@ -77,6 +94,64 @@ def artifact_root_for(uri: str) -> str | None:
     default) for other stores."""
     db = sqlite_path(uri)
     return None if db is None else (db.parent / "artifacts").resolve().as_uri()
+
+
+def check_sqlite_store(db: Path, *, may_create: bool = False) -> None:
+    """The SQLite file ``db`` is an MLflow store, checked read-only (opening it through MLflow would
+    create its tables in an empty file, and a damaged one fails deep in SQLAlchemy): one line when it
+    is missing (unless ``may_create``), empty (unless ``may_create``: a new store), a directory,
+    not an SQLite database, damaged, or a database without MLflow's tables."""
+    import sqlite3
+
+    from harness.textfile import file_kind
+
+    kind = file_kind(db)
+    if kind:
+        raise HarnessError(f"MLflow store {db}: is {kind}, not an SQLite file")
+    if not db.exists() or db.stat().st_size == 0:
+        if may_create:
+            return
+        raise HarnessError(f"no MLflow store at {db}" + (" (the file is empty)" if db.exists() else "")
+                           + "; pass --tracking-uri or set MLFLOW_TRACKING_URI")
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "experiments" in tables:
+                con.execute("SELECT count(*) FROM experiments").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:  # not a database, malformed, truncated
+        raise HarnessError(f"MLflow store {db}: not a readable SQLite database ({exc}); restore it from "
+                           "a backup, or point --tracking-uri at another store") from None
+    if not {"experiments", "runs", "alembic_version"} <= tables:
+        raise HarnessError(f"MLflow store {db}: an SQLite database without MLflow's tables (experiments, "
+                           "runs); point --tracking-uri at an MLflow store")
+
+
+def create_sqlite_store(uri: str, db: Path) -> None:
+    """Open the SQLite store ``db`` under a file lock beside it (``<db>.lock``, left there): checked
+    (``check_sqlite_store``), its tables made if it is new. Drivers starting together on a new
+    store take turns; the second finds the tables made instead of racing to make them."""
+    import fcntl
+
+    lock = db.with_name(db.name + ".lock")
+    try:
+        fh = open(lock, "a")  # noqa: SIM115 (held across the creation below)
+    except OSError as exc:
+        raise HarnessError(f"tracking URI {redact_uri(uri)}: cannot lock {lock}: {exc.strerror or exc}") from None
+    with fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        check_sqlite_store(db, may_create=True)  # under the lock: never a half-made store
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates the tables
+        except (MlflowException, SQLAlchemyError) as exc:
+            raise HarnessError(f"tracking URI {redact_uri(uri)}: cannot open the store: "
+                               f"{str(exc).splitlines()[0][:300]}") from None
 
 
 class TrackingStore:
@@ -93,8 +168,9 @@ class TrackingStore:
             try:
                 db.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise HarnessError(f"tracking URI {self.uri}: cannot create {db.parent}: "
+                raise HarnessError(f"tracking URI {redact_uri(self.uri)}: cannot create {db.parent}: "
                                    f"{exc.strerror or exc}") from None
+            create_sqlite_store(self.uri, db)
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(tracking_uri=self.uri)
 
@@ -106,7 +182,7 @@ class TrackingStore:
             if exp is not None:
                 return str(exp.experiment_id)
             if not create:
-                raise HarnessError(f"MLflow experiment {name!r} does not exist at {self.uri}")
+                raise HarnessError(f"MLflow experiment {name!r} does not exist at {redact_uri(self.uri)}")
             if C.name_problem(name):  # its artifacts go to <artifact root>/<name>
                 raise ConfigError(f"MLflow experiment name: {C.name_problem(name)}")
             # Its kind: MLflow's UI opens it on its runs table (conventions.TAG_EXPERIMENT_KIND).
@@ -114,7 +190,7 @@ class TrackingStore:
                                                      and f"{artifact_root_for(self.uri)}/{name}",
                                                      tags={C.TAG_EXPERIMENT_KIND: C.EXPERIMENT_KIND}))
         except MlflowException as exc:
-            raise HarnessError(f"tracking URI {self.uri}: {str(exc).splitlines()[0]}") from None
+            raise HarnessError(f"tracking URI {redact_uri(self.uri)}: {str(exc).splitlines()[0]}") from None
 
     def start_run(self, experiment_id: str, name: str, tags: Mapping[str, str],
                   parent: str | None = None) -> str:

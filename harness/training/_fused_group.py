@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
 from harness.errors import ConfigError
-from harness.model.stacked import StackedCrossEncoder, unstackable
+from harness.model.stacked import StackedBatch, StackedCrossEncoder, stack_batches, unstackable
+from harness.training._compile import CompiledModel, use_compile
 from harness.training.loop import Record, StepRecord, Trainer, step_seed
 
 # Fusing pays on CUDA (one stream of large kernels instead of k of small ones). On CPU the k
@@ -92,6 +95,13 @@ class FusedEngine:
         self.stale = True
         for i, m in enumerate(members):
             m.engine, m.index = self, i
+        # Compiled as the single trainer's model is (harness.training._compile): the step's forward
+        # and losses, over the stacked batch's tensors, in the dense layout of bucketed widths
+        # (the members' collators are already set up for it by Trainer).
+        self.compiled: CompiledModel | None = None
+        self._losses_fn: Any = self.losses
+        if use_compile(lead.cfg.train.compile, self.device):
+            self.compiled = CompiledModel(self, entries=("_losses_fn",))
 
     # -- between the engine and its members ----------------------------------------------------
 
@@ -139,52 +149,139 @@ class FusedEngine:
 
     # -- the loop ------------------------------------------------------------------------------
 
-    def _batches(self, idxs: list[np.ndarray], step: int) -> tuple[list[dict[str, torch.Tensor]], list[Any]]:
-        """Each member's collated batch (host tensors) and loss inputs, as ``Trainer._loss`` builds them."""
-        tok = self.members[0].data.train
-        batches, extra = [], []
+    def step_inputs(self, step: int) -> FusedInputs:
+        """Step ``step``'s inputs for every member, built on the host (``Trainer.step_inputs`` for
+        each member's instances, then laid out for the stacked model; pinned on CUDA). A function of
+        the members' (seed, step) only, so the run builds step s + 1's on a background thread while
+        the device computes step s. Compiled, the members' pairs are collated together (one padded
+        width, the dense layout: fixed shapes per width bucket); eager, each member's as its
+        separate run collates them (its dropout masks then have its separate run's shapes)."""
+        idxs = [m.sampler.batch(step) for m in self.members]
+        batches = self._collate(idxs)
+        stacked = stack_batches(batches, self.model.pad_id, dense=self.compiled is not None)
+        inst = self.members[0].instances
+        weights, targets = [], []
         for m, idx in zip(self.members, idxs, strict=True):
-            inst = m.instances
-            qs, cands = inst.query[idx], inst.cand[idx]
-            cols = (0, 1) if inst.pairwise else (0,)
-            pairs = [(tok.contexts[q], tok.candidates[q][c]) for col in cols
-                     for q, c in zip(qs, cands[:, col], strict=True)]
-            batches.append(m.collator.collate(pairs))  # on the host: the stacked model lays them out
-            weights = m.signals.weights(idx, step)
-            w = None if weights is None else torch.as_tensor(weights, dtype=torch.float32, device=self.device)
-            targets = None if inst.pairwise else torch.as_tensor(
-                m.signals.targets(idx, step), dtype=torch.float32, device=self.device)
-            extra.append((len(idx), w, targets))
-        return batches, extra
+            w = m.signals.weights(idx, step)
+            weights.append(None if w is None else torch.as_tensor(w, dtype=torch.float32))
+            targets.append(None if inst.pairwise else torch.as_tensor(m.signals.targets(idx, step),
+                                                                      dtype=torch.float32))
+        if self.device.type == "cuda":
+            stacked = stacked.pin()
+            weights = [None if w is None else w.pin_memory() for w in weights]
+            targets = [None if t is None else t.pin_memory() for t in targets]
+        return FusedInputs(step, idxs, stacked, weights, targets)
 
-    def _losses(self, idxs: list[np.ndarray], step: int) -> torch.Tensor:
+    def _pairs(self, idxs: list[np.ndarray]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        tok = self.members[0].data.train
+        cols = (0, 1) if self.members[0].instances.pairwise else (0,)
+        out = []
+        for m, idx in zip(self.members, idxs, strict=True):
+            qs, cands = m.instances.query[idx], m.instances.cand[idx]
+            out.append([(tok.contexts[q], tok.candidates[q][c]) for col in cols
+                        for q, c in zip(qs, cands[:, col], strict=True)])
+        return out
+
+    def _collate(self, idxs: list[np.ndarray]) -> list[dict[str, torch.Tensor]]:
+        per_member = self._pairs(idxs)
+        if self.compiled is None:
+            return [m.collator.collate(pairs) for m, pairs in zip(self.members, per_member, strict=True)]
+        joint = self.members[0].collator.collate([p for pairs in per_member for p in pairs])
+        n = len(per_member[0])
+        return [{key: v[r * n:(r + 1) * n] for key, v in joint.items()} for r in range(self.k)]
+
+    def precompile(self) -> int:
+        """``Trainer.precompile`` for the fused step: every width a batch can have (any member's:
+        they share their instances), compiled before the first step; returns how many."""
+        if self.compiled is None or not self.compiled.effective:
+            return 0
+        inputs = self.step_inputs(self.step)
+        lead = self.members[0]
+        widths = lead.train_widths()
+        weights, targets = self._upload(inputs.weights), self._upload(inputs.targets)
+        batches = self._collate(inputs.idxs)
+        for width in widths:
+            wide = [lead.collator.at_width(b, width) for b in batches]
+            stacked = stack_batches(wide, self.model.pad_id, dense=True).to(self.device)
+            for _ in range(3 if self.device.type == "cuda" else 1):
+                self._losses_fn(*stacked.tensors(), weights, targets).sum().backward()
+        self.optimizer.zero_grad(set_to_none=True)
+        return len(widths)
+
+    def _upload(self, xs: list[torch.Tensor | None]) -> list[torch.Tensor | None]:
+        nb = self.device.type == "cuda"
+        return [None if x is None else x.to(self.device, non_blocking=nb) for x in xs]
+
+    def losses(self, ids: torch.Tensor, types: torch.Tensor, positions: torch.Tensor, src: torch.Tensor,
+               dest: torch.Tensor, first: torch.Tensor, keep: torch.Tensor,
+               weights: list[torch.Tensor | None], targets: list[torch.Tensor | None]) -> torch.Tensor:
+        """(k,) the members' losses of one step from its uploaded inputs, with the device's dropout:
+        the function that is compiled (one graph per width bucket; no host read, no graph break:
+        tests/training/test_fused_step.py compiles it with ``fullgraph=True``)."""
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            rel = self.model.logits(ids, types, positions, src, dest, first, keep).float()
+        return self._reduce(rel, weights, targets)
+
+    def _reduce(self, rel: torch.Tensor, weights: list[torch.Tensor | None],
+                targets: list[torch.Tensor | None]) -> torch.Tensor:
         from harness.losses.losses import pairwise_loss, pointwise_loss
 
-        batches, extra = self._batches(idxs, step)
         reduction = self.members[0].cfg.weighting.reduction
-        gens = self.generators if self.device.type == "cpu" else None
-        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
-            rel = self.model(batches, gens).float()
-        losses = []
-        for r, (b, w, targets) in enumerate(extra):
-            if targets is None:
-                losses.append(pairwise_loss(rel[r, :b], rel[r, b:], w, reduction=reduction))
+        out = []
+        for r, (w, t) in enumerate(zip(weights, targets, strict=True)):
+            if t is None:
+                b = rel.shape[1] // 2
+                out.append(pairwise_loss(rel[r, :b], rel[r, b:], w, reduction=reduction))
             else:
                 logits = torch.stack([torch.zeros_like(rel[r]), rel[r]], dim=1)
-                losses.append(pointwise_loss(logits, targets, w, reduction=reduction))
-        return torch.stack(losses)
+                out.append(pointwise_loss(logits, t, w, reduction=reduction))
+        return torch.stack(out)
+
+    def _losses(self, inputs: FusedInputs) -> torch.Tensor:
+        stacked = inputs.stacked.to(self.device)
+        weights, targets = self._upload(inputs.weights), self._upload(inputs.targets)
+        if self.device.type == "cpu" and self.compiled is None:
+            # On CPU each replica's dropout masks are its separate run's (its own generator).
+            with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+                rel = self.model(stacked, self.generators).float()
+            return self._reduce(rel, weights, targets)
+        return self._losses_fn(*stacked.tensors(), weights, targets)  # type: ignore[no-any-return]
 
     @torch.no_grad()
-    def _clip(self, max_norm: float) -> None:
-        """``clip_grad_norm_`` per replica: the norm over replica r's slice of every gradient."""
+    def clip(self, max_norm: float) -> None:
+        """``clip_grad_norm_`` per replica, as foreach operations (a few kernel launches, not one
+        or more per parameter): the norms of every replica's slice of every gradient in one
+        ``_foreach_norm``, replica r's total norm over its slices, then its slices scaled in one
+        ``_foreach_mul_`` per replica. No value is read back to the host."""
         grads = [p.grad for p in self.params if p.grad is not None]
         if not grads:
             return
-        norms = torch.stack([torch.linalg.vector_norm(g.reshape(self.k, -1), 2, dim=1) for g in grads])
-        total = torch.linalg.vector_norm(norms, 2, dim=0)
+        k = self.k
+        slices = [g[r] for r in range(k) for g in grads]  # replica-major: replica r's P slices
+        norms = torch.stack(torch._foreach_norm(slices, 2.0)).view(k, len(grads))
+        total = torch.linalg.vector_norm(norms, 2, dim=1)
         coef = (max_norm / (total + 1e-6)).clamp(max=1.0)
-        for g in grads:
-            g.mul_(coef.view(self.k, *([1] * (g.ndim - 1))))
+        for r in range(k):
+            torch._foreach_mul_(slices[r * len(grads):(r + 1) * len(grads)], coef[r])
+
+    def train_step(self, inputs: FusedInputs) -> torch.Tensor:
+        """One optimizer step of every member, step ``self.step``, on ``inputs``
+        (``step_inputs(self.step)``); returns the (k,) losses, on the device (not read here)."""
+        s = self.step
+        for g, m in zip(self.generators, self.members, strict=True):
+            g.manual_seed(step_seed(m.cfg.train.seed, s))
+        if self.device.type != "cpu":
+            torch.manual_seed(step_seed(self.members[0].cfg.train.seed, s))
+        losses = self._losses(inputs)
+        self.optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        self.clip(self.members[0].cfg.train.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.step = s + 1
+        for m in self.members:
+            m.step = self.step
+        return losses
 
     def run(self) -> Iterator[tuple[int, Record]]:
         if self.stale:
@@ -195,42 +292,53 @@ class FusedEngine:
         total = lead.total_steps
         width = lead.instances.cand.shape[1]
         self.model.train()
+        self.precompile()
+        # On CUDA the next step's inputs are built by a background thread (``step_inputs``).
+        pool = ThreadPoolExecutor(1, thread_name_prefix="harness-fused") if self.device.type == "cuda" else None
+        ahead: tuple[int, Future[FusedInputs]] | None = None
         t0, pairs, n_loss = time.perf_counter(), 0, 0
         loss_sum = torch.zeros(k, dtype=torch.float64, device=self.device)
-        while self.step < total:
-            s = self.step
-            for g, m in zip(self.generators, members, strict=True):
-                g.manual_seed(step_seed(m.cfg.train.seed, s))
-            if self.device.type != "cpu":
-                torch.manual_seed(step_seed(cfg.seed, s))
-            idxs = [m.sampler.batch(s) for m in members]
-            losses = self._losses(idxs, s)
-            self.optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            self._clip(cfg.max_grad_norm)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.step = s + 1
-            for m in members:
-                m.step = self.step
-            pairs += len(idxs[0]) * width
-            loss_sum += losses.detach()
-            n_loss += 1
-            if self.step % lead.log_every == 0 or self.step == total:
-                dt = time.perf_counter() - t0
-                lr = self.scheduler.get_last_lr()[0]
-                mean = (loss_sum / n_loss).tolist()
-                for i, m in enumerate(members):
-                    yield i, StepRecord(self.step, mean[i], lr, pairs / dt if dt > 0 else 0.0,
-                                        m.sampler.available(s))
-                t0, pairs, n_loss = time.perf_counter(), 0, 0
-                loss_sum.zero_()
-            if self.step % cfg.eval_every == 0 or self.step == total:
-                for i, m in enumerate(members):
-                    self.copy_out(i)
-                    yield i, m._evaluate_dev()
-                t0 = time.perf_counter()
+        try:
+            while self.step < total:
+                s = self.step
+                inputs = ahead[1].result() if ahead is not None and ahead[0] == s else self.step_inputs(s)
+                if pool is not None and s + 1 < total:
+                    ahead = (s + 1, pool.submit(self.step_inputs, s + 1))
+                losses = self.train_step(inputs)
+                pairs += len(inputs.idxs[0]) * width
+                loss_sum += losses.detach()
+                n_loss += 1
+                if self.step % lead.log_every == 0 or self.step == total:
+                    mean = (loss_sum / n_loss).tolist()  # the one read-back between log points
+                    dt = time.perf_counter() - t0
+                    lr = self.scheduler.get_last_lr()[0]
+                    for i, m in enumerate(members):
+                        yield i, StepRecord(self.step, mean[i], lr, pairs / dt if dt > 0 else 0.0,
+                                            m.sampler.available(s))
+                    t0, pairs, n_loss = time.perf_counter(), 0, 0
+                    loss_sum.zero_()
+                if self.step % cfg.eval_every == 0 or self.step == total:
+                    for i, m in enumerate(members):
+                        self.copy_out(i)
+                        yield i, m._evaluate_dev()
+                    t0 = time.perf_counter()
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
         for i, m in enumerate(members):
             self.copy_out(i)
         for i, m in enumerate(members):
             yield i, m._test()
+
+
+@dataclass(frozen=True)
+class FusedInputs:
+    """What one fused step feeds the stacked model, built on the host (``FusedEngine.step_inputs``):
+    each member's sampled instances, the stacked batch, and each member's sample weights (None:
+    unweighted) and, for pointwise training, targets."""
+
+    step: int
+    idxs: list[np.ndarray]
+    stacked: StackedBatch
+    weights: list[torch.Tensor | None]
+    targets: list[torch.Tensor | None]

@@ -19,7 +19,7 @@ are the ordinary ``trainer.pt`` of that seed, so a seed resumes alone or in a gr
 ``run()`` yields ``(i, record)`` for member i: its step, evaluation and final records as its
 ``Trainer.run`` would yield them; every member's ``FinalRecord`` comes after all other records.
 
-Only the plain cross-encoder on a BERT-like encoder fuses (``harness.model.stacked.can_fuse``);
+Only the plain cross-encoder on a BERT-like encoder fuses (``harness.model.stacked.unstackable`` says why not);
 other models interleave under ``fused=None`` and are refused under ``fused=True``.
 """
 

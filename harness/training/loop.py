@@ -126,9 +126,12 @@ class Trainer:
         # torch.compile where it pays (harness.training._compile); recorded in resolved(). Compiled
         # graphs have fixed shapes: bucketed widths, padded layout.
         self.compiled: CompiledModel | None = None
+        self._step_loss: Any = None  # a plain ranker's forward and loss, compiled as one function
         if use_compile(cfg.train.compile, self.device):
             self.compiled = CompiledModel(self.model)
             self.collator.width_multiple, self.collator.dense = WIDTH_MULTIPLE, True
+            if not hasattr(self.model, "exit_scores"):
+                self._step_loss = self.compiled.step("step", self._plain_loss, self.device)
         train_q = data.splits.train
         self.instances = trial_instances(train_q, cfg.train)
         self.total_steps = cfg.train.steps
@@ -256,6 +259,7 @@ class Trainer:
         train_q = self.data.splits.train
         tok = self.data.train
         self.model.train()
+        self.precompile()
         # On CUDA the next step's inputs are built by a background thread (the module docstring).
         pool = ThreadPoolExecutor(1, thread_name_prefix="harness-batches") if self.device.type == "cuda" else None
         ahead: tuple[int, Future[StepInputs]] | None = None
@@ -288,6 +292,32 @@ class Trainer:
             if pool is not None:
                 pool.shutdown(wait=True, cancel_futures=True)
         yield self._test()
+
+    def train_widths(self) -> list[int]:
+        """Every padded width a training batch of this run can have (``PairCollator.widths``)."""
+        inst, tok = self.instances, self.data.train
+        cols = (0, 1) if inst.pairwise else (0,)
+        return self.collator.widths((tok.contexts[q], tok.candidates[q][c]) for col in cols
+                                    for q, c in zip(inst.query, inst.cand[:, col], strict=True))
+
+    def precompile(self) -> int:
+        """Compiles the training step (forward, loss, backward; CUDA graphs on CUDA) for every width
+        a batch can have, before the first step, so that no compile falls inside training; returns
+        how many widths. Each runs on step ``self.step``'s instances padded or cut to that width;
+        the gradients are dropped, no weight or optimizer state changes, and every step seeds its
+        own dropout, so training is as without it. Nothing to do when the step is not compiled."""
+        if self._step_loss is None or self.compiled is None or not self.compiled.effective:
+            return 0
+        inputs = self.step_inputs(self.step, self.data.train)
+        w, t = self._upload(inputs.weights), self._upload(inputs.targets)
+        widths = self.train_widths()
+        for width in widths:
+            batch = to_device(self.collator.at_width(inputs.batch, width), self.device)
+            # CUDA graphs are recorded on a shape's second call and replayed from its third
+            for _ in range(3 if self.device.type == "cuda" else 1):
+                self._step_loss(batch, w, t).backward()
+        self.optimizer.zero_grad(set_to_none=True)
+        return len(widths)
 
     def train_step(self, inputs: StepInputs, queries: Any, tok: Any) -> torch.Tensor:
         """One optimizer step, step ``self.step``, on ``inputs`` (``step_inputs(self.step, tok)``);
@@ -331,23 +361,36 @@ class Trainer:
               inputs: StepInputs | None = None) -> torch.Tensor:
         """The loss of step ``step`` on the instances ``idx`` (``inputs``: ``step_inputs(step, tok)``
         when already built; its ``idx`` is then ``idx``)."""
-        from harness.losses.losses import pairwise_loss, pointwise_loss
-
         if inputs is None:
             inputs = self.step_inputs(step, tok, idx)
-        inst = self.instances
         w = self._upload(inputs.weights)
         batch = to_device(inputs.batch, self.device)
+        targets = self._upload(inputs.targets)
+        if self._step_loss is not None:
+            return self._step_loss(batch, w, targets)  # type: ignore[no-any-return]
         gen = np.random.default_rng([self.cfg.train.seed, step, 2])
-        reduction = self.cfg.weighting.reduction
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
             rel = self.model.train_scores(batch, gen).float()
-            if inst.pairwise:
-                b = len(idx)
-                return pairwise_loss(rel[:b], rel[b:], w, reduction=reduction)
+        return self._reduce(rel, w, targets)
+
+    def _plain_loss(self, batch: dict[str, torch.Tensor], w: torch.Tensor | None,
+                    targets: torch.Tensor | None) -> torch.Tensor:
+        """A plain ranker's step loss from its uploaded inputs: what ``CompiledModel.step`` compiles
+        (the forward and the loss in one graph per shape)."""
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.autocast):
+            rel = self.model(batch).float()
+        return self._reduce(rel, w, targets)
+
+    def _reduce(self, rel: torch.Tensor, w: torch.Tensor | None, targets: torch.Tensor | None) -> torch.Tensor:
+        from harness.losses.losses import pairwise_loss, pointwise_loss
+
+        reduction = self.cfg.weighting.reduction
+        if targets is None:  # pairwise: the positives, then the negatives
+            b = rel.shape[0] // 2
+            return pairwise_loss(rel[:b], rel[b:], w, reduction=reduction)
         # One logit s is the two-class head with the non-relevant logit at 0: p(rel) = sigmoid(s).
         logits = torch.stack([torch.zeros_like(rel), rel], dim=1)
-        return pointwise_loss(logits, self._upload(inputs.targets), w, reduction=reduction)
+        return pointwise_loss(logits, targets, w, reduction=reduction)
 
     def _scores(self, split: str) -> Any:
         queries = self.data.splits.split(split)

@@ -245,7 +245,7 @@ def test_a_one_collection_file_gives_the_table_of_today(run_cli: Callable[..., t
                 w.writerows([rec.config, rec.seed, metric, v, q] for q, v in values.items())
     rc, out, err = run_cli("table", "--from", str(path))
     assert rc == 0, err
-    assert out == compare(path).table()
+    assert out == compare(path).table().to_markdown()
     assert "collection" not in out
     assert isinstance(compare(path), StudyAnalysis)
 

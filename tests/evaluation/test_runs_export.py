@@ -159,7 +159,8 @@ def test_export_writes_per_query_values(study, tmp_path: Path, run_cli: Cli) -> 
     tables = []
     for source in (("--experiment", STUDY, "--tracking-uri", uri), ("--from", str(tmp_path / "per_query.csv"))):
         rc, out, err = run_cli("table", *source, "--format", "csv", "--form", "configs", "--metric", *SHOWN)
-        assert rc == 0, err
+        # the store holds a FAILED seed run: its table says the study is incomplete (exit 3)
+        assert rc == (3 if source[0] == "--experiment" else 0), err
         tables.append([row[1:16] for row in csv.reader(out.splitlines()[1:])])  # row .. comparisons
     assert len(tables[0]) == len(tables[1]) == 2 * len(SHOWN)
     for mlflow_row, export_row in zip(*tables, strict=True):  # equal up to the order of float sums

@@ -57,9 +57,12 @@ def local_ray(root: Path, own: bool = False) -> Iterator[Path]:
 def _init() -> None:
     import ray
 
+    from harness.driver.runner import init_local_ray
+
     if ray.is_initialized():  # a Ray that other code in this process left running
         ray.shutdown()
-    ray.init(address="local", num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
+    # on loopback only, as a study's own Ray: nothing of the suite is reachable from another host
+    init_local_ray(num_cpus=2, num_gpus=1, include_dashboard=False, log_to_driver=False)
 
 
 def stop_session_ray() -> None:

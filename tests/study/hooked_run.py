@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import sys
 
-from harness.cli import build_parser
+from harness.cli import build_parser, dispatch
 from harness.cli.study import cmd_run
 from harness.driver.runner import TrialHooks
-from harness.errors import HarnessError
 
 
 def main(argv: list[str]) -> int:
@@ -20,11 +19,9 @@ def main(argv: list[str]) -> int:
     if rest[:1] == ["--hold"]:
         hold, rest = (rest[1], rest[2]), rest[3:]
     args = build_parser().parse_args(rest)
-    try:
-        return cmd_run(args, hooks=TrialHooks(trial_log=trial_log, hold=hold))
-    except HarnessError as exc:
-        print(f"harness: error: {exc}", file=sys.stderr)
-        return 2
+    hooks = TrialHooks(trial_log=trial_log, hold=hold)
+    # as `harness run` ends: one line and its exit status for an error or an interrupt
+    return dispatch(lambda a: cmd_run(a, hooks=hooks), args)
 
 
 if __name__ == "__main__":

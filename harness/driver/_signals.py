@@ -1,0 +1,73 @@
+"""Stop signals in the driver (docs/reliability.md, "An interrupted driver"): SIGINT (Ctrl-C, or to
+the driver's process group), SIGTERM and SIGHUP raise ``StudyInterrupted`` in the main thread, so
+the driver ends its study's MLflow runs KILLED and says how to resume; the command exits 128 + the
+signal's number (harness.cli.dispatch)."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+__all__ = ["STOP_SIGNALS", "StudyInterrupted", "deferred_stops", "install_stop_handlers", "interrupts"]
+
+
+class StudyInterrupted(KeyboardInterrupt):
+    """The driver got a stop signal (SIGINT from Ctrl-C or its process group, SIGTERM, SIGHUP);
+    ``signum`` says which, so the command exits 128 + signum."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+
+
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise StudyInterrupted(signum)
+
+
+def install_stop_handlers() -> None:
+    """Every stop signal raises ``StudyInterrupted`` in the driver's main thread. Installed again
+    after ``ray.init``, which sets its own SIGTERM handler (a bare exit that ends no MLflow run)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for name in STOP_SIGNALS:
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _raise_interrupted)
+
+
+@contextlib.contextmanager
+def interrupts() -> Iterator[None]:
+    """``install_stop_handlers`` for the block, the previous handlers restored after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    sigs = [getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)]
+    previous = {s: signal.getsignal(s) for s in sigs}
+    install_stop_handlers()
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def deferred_stops() -> Iterator[None]:
+    """Stop signals wait until the block ends (then the latest one is raised)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    sigs = [getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)]
+    previous = {s: signal.signal(s, lambda signum, _f: got.append(signum)) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if got:
+        raise StudyInterrupted(got[-1])

@@ -1,0 +1,131 @@
+"""An interrupted driver, through real Ray and MLflow (harness.driver._orchestrate.interrupts): SIGINT
+to the driver's process group (as a terminal sends Ctrl-C) or SIGTERM to the driver ends the
+study's runs KILLED, says how to resume and exits 130 or 143; `harness table` of that study marks
+the table incomplete and exits 3; `--resume` then finishes it. docs/reliability.md."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.cli import main
+from harness.study import load_spec
+from harness.tracking import conventions as C
+from tests.study.conftest import write_study
+
+
+@pytest.fixture
+def ray_tmp() -> Iterator[Path]:
+    """The driver's RAY_TMPDIR: short, as Ray's socket paths must fit in 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="int-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def _drive(root: Path, ray_tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[bytes], list[str], Path, str]:
+    """`harness run` of a two-seed study in a subprocess (a session and a Ray of its own), seed 1
+    held after its first evaluation until ``root/go`` exists; returns (driver, its argv, trial log,
+    the held trial's key)."""
+    path = write_study(root, name, seeds=[1, 2], concurrency=1)
+    key = f"{load_spec(path).baseline.config.config_id()}-seed1"
+    log = root / "trials.log"
+    cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(root / "go"), key,
+           "run", str(path), *extra]
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "MLFLOW_TRACKING_URI": f"sqlite:///{root / 'mlflow.db'}"}
+    env.pop("RAY_ADDRESS", None)
+    # the driver's stderr to a file: a pipe nobody reads while it runs could fill and stall it
+    err = (root / "driver.err").open("wb")
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    return proc, cmd, log, key
+
+
+def _wait_started(proc: subprocess.Popen[bytes], log: Path, key: str, timeout: float = 900) -> None:
+    deadline = time.time() + timeout
+    err = log.parent / "driver.err"
+    while time.time() < deadline:
+        if log.exists() and f"{key} start" in log.read_text():
+            time.sleep(3)  # past the first evaluation: the trial is held, its seed run RUNNING
+            return
+        assert proc.poll() is None, err.read_text()
+        time.sleep(0.2)
+    raise AssertionError(f"trial {key} did not start within {timeout} s: {err.read_text()[-3000:]}")
+
+
+def _statuses(uri: str, name: str) -> dict[str, list[str]]:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(name)
+    out: dict[str, list[str]] = {}
+    for r in client.search_runs([exp.experiment_id], max_results=100):
+        out.setdefault(r.data.tags[C.TAG_KIND], []).append(r.info.status)
+    return out
+
+
+def _interrupt(tmp_path: Path, ray_tmp: Path, name: str, sig: signal.Signals, group: bool) -> tuple[int, str, list[str]]:
+    proc, cmd, log, key = _drive(tmp_path, ray_tmp, name)
+    try:
+        _wait_started(proc, log, key)
+        if group:
+            os.killpg(proc.pid, sig)  # the whole process group, as a terminal's Ctrl-C
+        else:
+            os.kill(proc.pid, sig)
+        proc.wait(timeout=300)
+    finally:
+        (tmp_path / "go").touch()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, (tmp_path / "driver.err").read_text(), cmd
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_incomplete(tmp_path, ray_tmp, capsys,
+                                                                                       monkeypatch):
+    rc, err, cmd = _interrupt(tmp_path, ray_tmp, "ctrl-c", signal.SIGINT, group=True)
+    assert rc == 130, err
+    assert "finished; tables" not in err and "interrupted before its end; finish it with: " in err, err
+    assert "--resume" in err.splitlines()[-2] or "--resume" in err, err
+    assert "Traceback" not in err, err
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    runs = _statuses(uri, "ctrl-c")
+    # nothing looks finished but what finished: no FINISHED study or config run, nothing RUNNING
+    assert runs[C.KIND_STUDY] == ["KILLED"] and set(runs[C.KIND_CONFIG]) == {"KILLED"}, runs
+    assert "RUNNING" not in runs[C.KIND_TRIAL] and "KILLED" in runs[C.KIND_TRIAL], runs
+    # the held seed never finished: a table of the study is refused as complete
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    rc = main(["table", "--experiment", "ctrl-c", "--tracking-uri", uri])
+    out, err = capsys.readouterr()
+    if rc == 2:  # no seed run finished: nothing to tabulate, said in one line
+        assert "no finished seed runs" in err
+    else:
+        assert rc == 3 and "INCOMPLETE study" in out and "harness: warning: INCOMPLETE study" in err, (out, err)
+    # --resume finishes it; the table is then complete
+    (tmp_path / "go").touch()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([*cmd, "--resume"], check=False, env=env, capture_output=True, timeout=600,
+                          start_new_session=True)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    runs = _statuses(uri, "ctrl-c")
+    assert runs[C.KIND_STUDY] == ["FINISHED"] and runs[C.KIND_TRIAL].count("FINISHED") == 2, runs
+    assert main(["table", "--experiment", "ctrl-c", "--tracking-uri", uri]) == 0
+    assert "INCOMPLETE" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_sigterm_ends_the_study_killed_and_exits_143(tmp_path, ray_tmp):
+    rc, err, _ = _interrupt(tmp_path, ray_tmp, "sigterm", signal.SIGTERM, group=False)
+    assert rc == 143, err
+    assert "Traceback" not in err and "interrupted before its end; finish it with: " in err, err
+    runs = _statuses(f"sqlite:///{tmp_path / 'mlflow.db'}", "sigterm")
+    assert runs[C.KIND_STUDY] == ["KILLED"] and all("RUNNING" not in s for s in runs.values()), runs
