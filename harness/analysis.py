@@ -288,6 +288,14 @@ def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | 
                       f"{type(source).__name__}")
 
 
+def form_for(form: str, format: str, configs: int) -> str:
+    """The table form `harness table --format` gets for ``configs`` configurations: ``form``
+    itself, but ``auto`` in LaTeX is ``configs`` (one float for the whole study, a paper's table)
+    where ``auto`` would give one seeds table per metric, and summary past SUMMARY_ABOVE."""
+    if form == AUTO_FORM and format == "latex" and resolve_form(AUTO_FORM, configs) == "seeds":
+        return "configs"
+    return form
+
 
 def metric_names(metric: MetricNames) -> tuple[str, ...] | None:
     """One metric name or several as a tuple; None (every metric) when none is given."""

@@ -36,10 +36,38 @@ def build_parser() -> argparse.ArgumentParser:
         "seeded baselines, MLflow records and paired significance tests.",
     )
     parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="also show the libraries' own output: MLflow INFO lines, progress bars of "
+                        "MLflow and transformers, Ray Tune's status (default: the harness's own lines only)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for area in _areas():
         area.register(sub)
     return parser
+
+
+# What a quiet terminal sets where the user has not (``harness -v`` sets none of it): the harness's
+# progress and results are the output, not the libraries' INFO lines and bars around them. Ray's
+# workers inherit the environment, so their transformers and tqdm are quiet too.
+QUIET_ENV = {
+    "MLFLOW_LOGGING_LEVEL": "WARNING",
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+    "TRANSFORMERS_VERBOSITY": "error",
+    "TQDM_DISABLE": "1",
+    "RAY_AIR_NEW_OUTPUT": "0",  # the legacy reporter, silent at Tune's verbose=0: no config box
+    "RAY_DEDUP_LOGS": "1",
+}
+
+
+def quiet_libraries() -> None:
+    """The environment of ``QUIET_ENV`` (defaults only), and the loggers of libraries already
+    imported (an in-process caller's MLflow) at WARNING."""
+    import logging
+
+    for key, value in QUIET_ENV.items():
+        os.environ.setdefault(key, value)
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     parser = build_parser()
     args = parser.parse_args(_cli_text(argv))
+    if not args.verbose:
+        quiet_libraries()
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -30,6 +30,7 @@ from harness.analysis import (
     FAMILIES,
     CollectionsStudy,
     TableOptions,
+    form_for,
     render_collection_table,
     study_of,
 )
@@ -96,7 +97,8 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--form", default=AUTO_FORM, choices=[AUTO_FORM, *FORMS],
                    help="seeds: row per seed + AVG/SD, one table per metric; configs: row per config, "
                    "column per metric; summary: row per config (mean, SD, difference, interval), one "
-                   f"table per metric; auto (default): seeds up to {SUMMARY_ABOVE} configs, summary past that")
+                   f"table per metric; auto (default): seeds up to {SUMMARY_ABOVE} configs, summary past that; "
+                   "in LaTeX configs (one float) where it would be seeds")
     p.add_argument("--decimals", type=int, default=4)
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test's generator")
     p.add_argument("--resamples", type=int, default=10_000, help="randomisation test resamples")
@@ -182,7 +184,8 @@ def run_table(args: argparse.Namespace) -> int:
             print(f"harness: warning: {incomplete}", file=sys.stderr)
             return INCOMPLETE_EXIT
         return 0
-    table = study.table(form=args.form, decimals=args.decimals, names=args.names)
+    table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
+                        decimals=args.decimals, names=args.names)
     _write(table.render(args.format), args.output)
     if args.plots is not None:
         from harness.present.plots import write_plots

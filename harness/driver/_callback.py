@@ -32,7 +32,7 @@ from harness.study.protocol import (
 from harness.study.rounds import round_of, seeds_through
 from harness.study.spec import StudySpec
 from harness.study.variants import trial_count
-from harness.tracking.conventions import TAG_PHASE, TAG_ROUND
+from harness.tracking.conventions import TAG_LABEL, TAG_PHASE, TAG_ROUND
 from harness.tracking.records import StudyRecords
 
 Progress = Callable[[str], None]
@@ -41,6 +41,13 @@ Progress = Callable[[str], None]
 def stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
+
+
+def label_tags(spec: StudySpec, name: str) -> dict[str, str]:
+    """The config run's tag harness.label where the study file gives configuration ``name`` a
+    label (the readers name it so in every table); none otherwise."""
+    label = next((nc.label for nc in spec.fixed_configs() if nc.name == name), "")
+    return {TAG_LABEL: label} if label else {}
 
 class TrackingCallback(tune.Callback):
     """Writes every trial to MLflow from the driver and prints progress; picklable (the records are
@@ -82,7 +89,7 @@ class TrackingCallback(tune.Callback):
             k = round_of(self.spec, ticket.seed)
             phase = {TAG_PHASE: phase_of(self.spec, ticket)}
             self.records.trial_started(ticket, tags={**phase, **({TAG_ROUND: str(k)} if k is not None else {})},
-                                       config_tags=phase)
+                                       config_tags={**phase, **label_tags(self.spec, ticket.name)})
         self.log(f"[trial] {group.name} {_seeds(group)}: running   {self._summary(trials)}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],

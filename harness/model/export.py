@@ -242,7 +242,7 @@ def write_model(seed_model: SeedModel, target: Path) -> Path:
     else:
         _write_sequence_classifier(model, target)
     tokenizer.save_pretrained(str(target))
-    _harness_tokenizer(target)
+    _harness_tokenizer(target, cfg.model.max_length)
     info = {"study": seed_model.study, "configuration": seed_model.config_name,
             "config_id": seed_model.config_id, "role": seed_model.role, "seed": seed_model.seed,
             "run_id": seed_model.run_id, "tracking_uri": seed_model.tracking_uri,
@@ -255,9 +255,15 @@ def write_model(seed_model: SeedModel, target: Path) -> Path:
     return target
 
 
-def _harness_tokenizer(target: Path) -> None:
+# Keys a base tokenizer's saved config may carry that contradict model_max_length (a stale
+# "max_length: 128" beside "model_max_length: 64" reads as the pair length to a person and to tools).
+STALE_TOKENIZER_KEYS = ("max_length", "truncation", "truncation_strategy", "stride", "padding")
+
+
+def _harness_tokenizer(target: Path, max_length: int) -> None:
     """The saved tokenizer loads as ``HarnessBertTokenizer`` (the harness's pair truncation) where
-    the loader trusts the folder's code; as the plain ``BertTokenizer`` where it does not."""
+    the loader trusts the folder's code; as the plain ``BertTokenizer`` where it does not.
+    ``model_max_length`` is the trial's pair length and no other length key is left."""
     from harness.model import tokenization_harness
 
     module = Path(tokenization_harness.__file__)
@@ -265,6 +271,9 @@ def _harness_tokenizer(target: Path) -> None:
     path = target / "tokenizer_config.json"
     config = json.loads(path.read_text())
     config["auto_map"] = {"AutoTokenizer": [None, f"{module.stem}.{tokenization_harness.HarnessBertTokenizer.__name__}"]}
+    config["model_max_length"] = max_length
+    for key in STALE_TOKENIZER_KEYS:
+        config.pop(key, None)
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 

@@ -65,7 +65,8 @@ class HarnessBertTokenizer(BertTokenizer):  # type: ignore[misc]
             contexts, responses = [text], [text_pair]
         else:
             contexts, responses = list(text), list(text_pair)
-        ids = self(contexts + responses, add_special_tokens=False)["input_ids"]
+        # Whole texts first (cut below): no "longer than the specified maximum" warning for them.
+        ids = self(contexts + responses, add_special_tokens=False, verbose=False)["input_ids"]
         rows = [truncated_pair(a, b, max_length, self.cls_token_id, self.sep_token_id)
                 for a, b in zip(ids[:len(contexts)], ids[len(contexts):], strict=True)]
         enc: dict[str, list[list[int]]] = {"input_ids": [row for row, _ in rows]}

@@ -33,9 +33,11 @@ from typing import Any
 import numpy as np
 
 from harness.errors import HarnessError
-from harness.present.report import StudyReport
+from harness.present.power_text import not_estimable
+from harness.present.render import the_baseline
+from harness.present.report import CORRECTION_NAMES, StudyReport
 from harness.present.significance_table import SignificanceTable
-from harness.present.table import display_name, library_versions
+from harness.present.table import display_name, identical_note, library_versions, shown_name
 from harness.results.study_record import StudyRecord, read_study_record
 from harness.stats.power import PowerAnalysis, mde
 from harness.stats.significance import BETTER, WORSE, Analysis
@@ -81,9 +83,9 @@ def report_html(report: StudyReport, record: StudyRecord | None = None, *, title
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(name)}: study report</title><style>{CSS}</style></head><body><main>",
         f"<h1>{_e(name)}</h1>",
-        (f'<p class="sub">{_count(len(res.configs) - 1, "candidate")} against the baseline '
-         f"{_e(res.baseline)}, {seeds}{queries}; {_e(analysis.test)} test, "
-         f"{_e(analysis.options.correction)} correction{_e(phase)}</p>"),
+        (f'<p class="sub">{_count(len(res.configs) - 1, "candidate")} against '
+         f"{_e(the_baseline(res.baseline))}, {seeds}{queries}; {_e(analysis.test)} test, "
+         f"{_e(_correction(analysis))} correction{_e(phase)}</p>"),
         _section("decisions", "What the study decided", _decisions(analysis, record)),
         _section("significance", "Significance", _tables(analysis, decimals)),
         _section("forest", "Difference to the baseline", _forest(analysis)),
@@ -101,6 +103,11 @@ def study_page(report: StudyReport, experiment: str, *, tracking_uri: str | None
     (dev curves of ``metric``, default the objective; decisions) read from the store."""
     record = read_study_record(experiment, report.analysis.results, tracking_uri=tracking_uri, metric=metric)
     return report_html(report, record, title=experiment)
+
+
+def _correction(analysis: Analysis) -> str:
+    """The correction as a reader names it: Holm, Benjamini-Hochberg."""
+    return CORRECTION_NAMES.get(analysis.options.correction, analysis.options.correction)
 
 
 def _count(n: int, noun: str) -> str:
@@ -128,7 +135,7 @@ def decisions(analysis: Analysis, record: StudyRecord) -> list[str]:
     comps = [c for c in analysis.comparisons if c.seed is None]
     if analysis.test == "per-seed":
         out.append(f"Per-seed test: each candidate is tested against the baseline seed by seed "
-                   f"({analysis.options.correction} correction).")
+                   f"({_correction(analysis)} correction).")
     elif analysis.untested:
         out.append("No significance test: one seed, and training variance cannot be estimated from "
                    "one run (the table's footnote says how many seeds the power analysis suggests).")
@@ -136,10 +143,13 @@ def decisions(analysis: Analysis, record: StudyRecord) -> list[str]:
         marked = [c for c in comps if analysis.marker(c)]
         family = comps[0].family_size
         out.append(f"{len(marked)} of {len(comps)} comparisons significant ({analysis.test} test, "
-                   f"{analysis.options.correction} over families of {family}): "
-                   + (", ".join(f"{c.config} on {display_name(c.metric)} {analysis.marker(c)} "
+                   f"{_correction(analysis)} over families of {family}): "
+                   + (", ".join(f"{c.config} on {shown_name(analysis, c.metric)} {analysis.marker(c)} "
                                 f"({'better' if c.direction == BETTER else 'worse'})" for c in marked) or "none")
                    + ".")
+    identical = identical_note(analysis, analysis.metrics)
+    if identical:
+        out.append(f"{identical}.")
     if record.confirmation_pick:
         out.append(f"Confirmation: the dev objective picked {', '.join(record.confirmation_pick)} for "
                    "retraining with the baseline on fresh seeds.")
@@ -234,11 +244,11 @@ def _forest(analysis: Analysis) -> str:
         ax.axvline(0.0, color="0.3", lw=0.8, ls="--")
         ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)] if k % cols == 0 else [""] * len(rows))
         ax.set_ylim(-0.7, len(rows) - 0.3)
-        ax.set_title(display_name(metric), fontsize=10)
-        ax.set_xlabel(f"difference to {analysis.results.baseline}", fontsize=8)
+        ax.set_title(shown_name(analysis, metric), fontsize=10)
+        ax.set_xlabel(f"difference to {the_baseline(analysis.results.baseline)}", fontsize=8)
         ax.tick_params(labelsize=8)
     interval = "simultaneous " if analysis.options.correction == "maxt" else ""
-    caption = (f"Each candidate's mean difference to the baseline {analysis.results.baseline} (point) and its "
+    caption = (f"Each candidate's mean difference to {the_baseline(analysis.results.baseline)} (point) and its "
                f"{level:.0%} {interval}interval ({analysis.test} test), as in the table; coloured where "
                f"the corrected test marks it (green better, red worse).")
     return _img(fig, "forest plot of the differences to the baseline", caption)
@@ -332,6 +342,7 @@ def _power(report: StudyReport) -> str:
     power = report.power
     if power is None:
         return _none(f"No power analysis: {report.power_skipped}")
+    analysis = report.analysis
     metrics = list(dict.fromkeys(c.metric for c in power.comparisons))
     cols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
@@ -339,19 +350,32 @@ def _power(report: StudyReport) -> str:
     axes = fig.subplots(nrows, cols, squeeze=False)
     for ax in axes.flat[len(metrics):]:
         ax.set_visible(False)
+    said: list[str] = []  # what the figure cannot draw, in words under it
     for k, (ax, metric) in enumerate(zip(axes.flat, metrics, strict=False)):
         comps = [c for c in power.comparisons if c.metric == metric]
         for i, comp in enumerate(comps):
+            where = f"{comp.config} on {shown_name(analysis, metric)}"
+            why = not_estimable(comp)
+            if why is not None:
+                said.append(f"{where}: not estimable ({why})")
+                continue
             points = power_curve(power, comp.config, metric)
             xs, ys = zip(*points, strict=True)
             ax.plot(xs, ys, color=f"C{i % 10}", lw=1.4, label=comp.config)
             ax.plot([power.seeds], [own_mde(power, comp.config, metric)], "o", color=f"C{i % 10}", ms=5)
-            ax.axhline(comp.floor, color=f"C{i % 10}", lw=0.7, ls=":")
+            if "query" in comp.components.clamped:
+                # A floor of 0 would claim more seeds reach any effect; the estimate was negative.
+                said.append(f"{where}: the query variance component was estimated negative and "
+                            "set to 0, so no query floor is drawn")
+            elif comp.floor > 0:
+                ax.axhline(comp.floor, color=f"C{i % 10}", lw=0.7, ls=":")
+            said += [f"{where}: the {name} variance component was estimated negative and set to 0"
+                     for name in comp.components.clamped if name != "query"]
         ax.axvline(power.seeds, color="0.5", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_xticks(TICKS, [str(s) for s in TICKS])
         ax.set_xticks([], minor=True)
-        ax.set_title(display_name(metric), fontsize=10)
+        ax.set_title(shown_name(analysis, metric), fontsize=10)
         ax.set_xlabel("seeds", fontsize=8)
         if k % cols == 0:
             ax.set_ylabel("detectable difference", fontsize=8)
@@ -360,8 +384,10 @@ def _power(report: StudyReport) -> str:
     o = power.options
     level = (f"{o.alpha:g}/{power.family_size} (Holm's first step over the table's {power.family_size} "
              f"comparisons)" if power.family_size > 1 else f"{o.alpha:g}")
-    caption = (f"The smallest true difference to the baseline that the table's crossed test detects with "
+    caption = (f"The smallest true difference to {the_baseline(power.baseline)} that the table's crossed test detects with "
                f"probability {o.power:g} at two-sided level {level} and {o.queries or power.queries} "
                f"queries, against the seed count (log scale); dots: this study's {power.seeds} seeds (as in "
                "power/power.md); dotted: the query floor that more seeds cannot go below.")
-    return _img(fig, "power curves: detectable difference against seeds", caption)
+    notes = "".join(f"<li>{_e(s)}.</li>" for s in said)
+    return (_img(fig, "power curves: detectable difference against seeds", caption)
+            + (f'<ul class="decisions">{notes}</ul>' if notes else ""))

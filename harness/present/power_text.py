@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import UnknownName
 from harness.metrics.measures import canonical_name
+from harness.present.render import the_baseline
 from harness.present.table import display_name
 from harness.results.stored import StudyResults
 from harness.stats.crossed import COMPONENTS, VarianceComponents
@@ -126,7 +127,7 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     m = analysis.family_size
     level = (f"\u03b1/m = {opts.alpha:g}/{m} = {analysis.level:.4g}, the first step of Holm's correction over "
              f"the table's {m} comparisons" if m > 1 else f"\u03b1 = {opts.alpha:g}, one comparison")
-    intro = (f"Baseline {analysis.baseline}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
+    intro = (f"Against {the_baseline(analysis.baseline)}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
              f"queries{left_out}; power {opts.power:g} at the two-sided level {level}. MDE: the smallest "
              f"true mean difference that the table's test, the crossed seeds \u00d7 queries test with its "
              f"generalized p-value, detects with that power at that level (a seeded simulation of the "
@@ -137,13 +138,21 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     clamped = []
     for c in analysis.comparisons:
         comps, res = c.components, c.observed
-        lines += [f"**{c.config} vs {analysis.baseline}, {display_name(c.metric)}**: observed difference "
-                  f"{res.mean_diff:+.4f} (crossed test p = {res.p_value:.3g}); variance components: "
+        head = (f"**{c.config} vs {analysis.baseline}, {display_name(c.metric)}**: observed difference "
+                f"{res.mean_diff:+.4f} (crossed test p = {res.p_value:.3g})")
+        why = not_estimable(c)
+        if why is not None:
+            lines += [f"{head}; MDE not estimable: {why}.", ""]
+            continue
+        lines += [f"{head}; variance components: "
                   + ", ".join(_component(comps, name) for name in COMPONENTS) + ".", "",
                   "| seeds | queries | SE | MDE |", "|--:|--:|--:|--:|"]
         for row in c.rows:
             mark = " (this study)" if row.seeds == analysis.seeds and queries == analysis.queries else ""
-            lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | {row.mde:.4f} |")
+            if math.isfinite(row.mde):
+                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | {row.mde:.4f} |")
+            else:  # never "MDE nan": the row says what it is
+                lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | not estimable |")
         lines.append("")
         if opts.effect is not None:
             lines += [_needed_line(c, opts.effect, queries), ""]
@@ -153,6 +162,21 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
                 "variance between those units than the residual alone implies.")
         lines += [note, ""]
     return "\n".join(lines)
+
+
+def not_estimable(c: ComparisonPower) -> str | None:
+    """Why no minimum detectable effect can be given for ``c``, None where it can: every variance
+    component 0 (the differences d[seed, query] are one constant, so there is no standard error),
+    or no finite MDE at any seed count (a single such row says so in its row)."""
+    comps = c.components
+    if comps.seed <= 0 and comps.query <= 0 and comps.resid <= 0:
+        if c.observed.mean_diff == 0:
+            return ("the configuration's per-query values equal the baseline's in every run, so the "
+                    "differences have no variance")
+        return "every difference d[seed, query] is the same, so the differences have no variance"
+    if all(not math.isfinite(r.mde) for r in c.rows):
+        return "no seed count gives a finite MDE"
+    return None
 
 
 def _component(comps: VarianceComponents, name: str) -> str:
@@ -184,6 +208,8 @@ def _as_dict(analysis: PowerAnalysis) -> dict[str, object]:
             "components": {"seed": c.components.seed, "query": c.components.query,
                            "residual": c.components.resid},
             "clamped": list(c.components.clamped), "query_floor": c.floor, "seeds_needed": c.needed,
-            "mde": [{"seeds": r.seeds, "queries": r.queries, "se": r.se,
-                     "df": None if math.isnan(r.df) else r.df, "mde": r.mde} for r in c.rows],
+            "not_estimable": not_estimable(c),
+            "mde": [] if not_estimable(c) else [
+                {"seeds": r.seeds, "queries": r.queries, "se": r.se,
+                 "df": None if math.isnan(r.df) else r.df, "mde": r.mde} for r in c.rows],
         } for c in analysis.comparisons]}

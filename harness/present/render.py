@@ -4,15 +4,17 @@
 - ``latex``: a ``table`` float per table that labels itself: ``\\caption`` with the metric and the
   test (``caption``: "MAP: mean over 3 seeds; crossed test against BERT, Holm over 6 comparisons"),
   a ``\\label`` (``latex_label``: tab:harness-seeds-map), a booktabs ``tabular`` (no vertical rules,
-  names escaped, bold by ``\\textbf``, markers as math superscripts ``$^{\\dagger}$``) and the
-  footnote, the markers' legend included, as a ``\\footnotesize`` table note under it, so the PDF
-  says what each table is. It needs ``\\usepackage{booktabs}`` (and ``\\usepackage[T1]{fontenc}``
+  names escaped, bold by ``\\textbf``, markers as math superscripts ``$^{\\dagger}$``) and a
+  one-line ``\\footnotesize`` legend under it (``legend``: the markers, the test, the correction and
+  the family size m), so the PDF says what each table is; the full footnote follows the float as a
+  comment block (``% Note: ...``), in the source a paper ``\\input``s but not in its PDF. It needs ``\\usepackage{booktabs}`` (and ``\\usepackage[T1]{fontenc}``
   for ``<`` and ``>``), which its first comment line says.
 - ``csv``: one line per cell with its numbers (value, sd; for tested cells the direction, mean
   difference, its confidence interval, d_z, p-value, adjusted p-value and family size), so the
-  footnote's facts are columns; a per-seed tally goes into the marker column. The last two columns
+  footnote's facts are columns; a per-seed tally goes into the marker column. Then two columns
   name the cell's metric both ways, whatever names the table shows: ``metric`` (the harness key,
-  map) and ``measure`` (ir-measures' canonical name, AP).
+  map) and ``measure`` (ir-measures' canonical name, AP); the last, ``note``, holds each table's
+  full footnote on its first line and is empty on the others.
 - ``html``: a ``<table>`` with the footnote in its ``<tfoot>``.
 
 The summary form's interval cells show "[low, high]".
@@ -57,7 +59,7 @@ def render(tables: Sequence[Table], fmt: str) -> str:
     return "\n".join(fn(t) for t in tables)
 
 
-def _the_baseline(name: str) -> str:
+def the_baseline(name: str) -> str:
     """``the baseline NAME``, or ``the baseline`` for a baseline named so (never "baseline baseline")."""
     return "the baseline" if name == "baseline" else f"the baseline {name}"
 
@@ -76,13 +78,13 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
 
     if notes.untested:
         parts = [text(f"{notes.untested}. Cells show the values over {notes.units[4:]} against "
-                      f"{_the_baseline(notes.baseline)}. ")]
+                      f"{the_baseline(notes.baseline)}. ")]
         parts += [text(f"{r}. ") for r in notes.remarks]
         parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
         return "".join(parts)
     parts = [
         text(f"{notes.test_description[0].upper()}{notes.test_description[1:]} ({notes.units}) "
-             f"against {_the_baseline(notes.baseline)}; {notes.placement}. Significantly better: "),
+             f"against {the_baseline(notes.baseline)}; {notes.placement}. Significantly better: "),
         levels(notes.better), text("; significantly worse: "), levels(notes.worse),
         text(f". {notes.correction[0].upper()}{notes.correction[1:]}, family: {notes.family} "
              f"(m = {notes.comparisons} comparisons{_stopped(notes.stopped)}). "),
@@ -98,6 +100,23 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
     if notes.effect_note:
         parts.append(text(f"{notes.effect_note} (CSV and MLflow). "))
     parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
+    return "".join(parts)
+
+
+def legend(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str]) -> str:
+    """The markers in one line, with the test, the correction and the family size m:
+    "† p < 0.05, ‡ p < 0.01 better than BERT; ↓, ⇓ worse; crossed test, Holm, m = 6"."""
+    def levels(symbols: tuple[str, ...]) -> str:
+        return ", ".join(f"{mark(s)}{text(f' p < {a:g}')}" for s, a in zip(symbols, notes.levels))
+
+    worse = ", ".join(mark(s) for s in notes.worse[:len(notes.levels)])
+    correction = _CORRECTION_NAMES.get(notes.correction_name, notes.correction_name)
+    parts = [levels(notes.better), text(f" better than {the_baseline(notes.baseline)}; "), worse,
+             text(" worse")]
+    if notes.tally_seeds is not None:
+        parts += [text("; "), mark(notes.better[0]), text(f"k/{notes.tally_seeds}: in k of the "
+                                                             f"{notes.tally_seeds} seeds")]
+    parts.append(text(f"; {notes.test} test, {correction}, m = {notes.comparisons}"))
     return "".join(parts)
 
 
@@ -208,7 +227,6 @@ def latex(table: Table) -> str:
             return "$" + "".join(LATEX_SYMBOLS[ch] for ch in symbol) + "$"
         return latex_escape(symbol)
 
-    note = footnote(table.notes, latex_escape, plain_mark)
     lines = [(f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs "
               r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"),
              r"\begin{table}[tbp]", r"\centering",
@@ -221,21 +239,26 @@ def latex(table: Table) -> str:
         label = latex_escape(row.label)
         label = "{}" + label if label.startswith("[") else label  # not \\'s optional [length]
         lines.append(" & ".join([label, *(cell(c) for c in row.cells)]) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"{\footnotesize\raggedright",
-              *textwrap.wrap(note, 96, break_long_words=False, break_on_hyphens=False),
-              r"\par}", r"\end{table}", ""]
+    # A paper's float carries the one-line legend; the full note stays in the source as comments
+    # (and in the CSV's note column), where \input does not print it.
+    note = footnote(table.notes, str, str)
+    lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip",
+              rf"{{\footnotesize {legend(table.notes, latex_escape, plain_mark)}\par}}", r"\end{table}",
+              "% Note:", *(f"% {ln}" for ln in textwrap.wrap(note, 96, break_long_words=False,
+                                                            break_on_hyphens=False)), ""]
     return "\n".join(lines)
 
 
 _CSV_HEADER = ("table", "row", "column", "value", "sd", "bold", "marker", "direction", "mean_diff",
                "ci_low", "ci_high", "d_z", "p_value", "p_adjusted", "comparisons", "test", "correction",
-               "metric", "measure")
+               "metric", "measure", "note")
 
 
 def _csv_rows(table: Table) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    for row in table.rows:
+    note = footnote(table.notes, str, str)  # the full note, once per table: on its first line
+    for i, row in enumerate(table.rows):
         for j, (column, c) in enumerate(zip(table.columns, row.cells, strict=True)):
             metric = (table.metrics[0] if len(table.metrics) == 1 else
                       table.metrics[j] if len(table.metrics) == len(table.columns) else "")
@@ -248,7 +271,8 @@ def _csv_rows(table: Table) -> str:
                 csv_cell(table.title), csv_cell(row.label), csv_cell(column), "" if c.value is None else repr(c.value),
                 "" if c.sd is None else repr(c.sd), int(c.bold),
                 (c.marker or "") + " ".join(t.text for t in c.tally), *tested,
-                table.notes.test, table.notes.correction_name, metric, canonical_name(metric)])
+                table.notes.test, table.notes.correction_name, metric, canonical_name(metric),
+                note if i == 0 and j == 0 else ""])
     return buf.getvalue()
 
 

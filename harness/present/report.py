@@ -131,6 +131,8 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         power = power_analysis(results, PowerOptions(metrics=analysis.metrics, family_size=family))
     except DataError as exc:
         skipped = str(exc)
+    # An objective identical to a shown metric (MRR@10 = MAP here) is judged as that metric.
+    verdict_metric = next((g[0] for g in analysis.identical if verdict_metric in g), verdict_metric)
     if verdict_metric not in analysis.metrics:
         verdict_metric = analysis.metrics[0]
     outcomes = {config: _outcome(analysis, config, power, verdict_metric) for config in results.configs}
@@ -199,17 +201,19 @@ def _outcome(analysis: Analysis, config: str, power: PowerAnalysis | None, verdi
     res = analysis.results
     metrics: dict[str, float] = {}
     markers: dict[str, str] = {}
-    for m in analysis.metrics:
+    # A metric identical to a tested one (Analysis.identical) gets that test's figures under its
+    # own name too, so every metric keeps its MLflow columns.
+    for tested, m in [(t, m) for t in analysis.metrics for m in analysis.aliases(t)]:
         seeds = res.seed_values(config, m)
         metrics.update(summary_metrics({m: seeds}))
         if analysis.test == "per-seed" and config != res.baseline:
-            better, worse, _ = analysis.seed_tally(config, m)
+            better, worse, _ = analysis.seed_tally(config, tested)
             paired = res.seed_values(res.baseline, m, res.seeds_of(config))
             metrics.update({f"{m}_delta": float(seeds.mean() - paired.mean()),
                             f"{m}_seeds_better": float(better), f"{m}_seeds_worse": float(worse)})
-            markers[m] = " ".join(t.text for t in analysis.tallies(config, m)) or NOT_SIGNIFICANT
+            markers[m] = " ".join(t.text for t in analysis.tallies(config, tested)) or NOT_SIGNIFICANT
             continue
-        comp = analysis.get(config, m)
+        comp = analysis.get(config, tested)
         if comp is None:
             continue
         metrics.update({f"{m}_delta": comp.result.mean_diff, f"{m}_p": comp.p_adjusted,

@@ -133,6 +133,22 @@ def display_name(metric: str, names: str = "label") -> str:
     return label_of(metric, names)
 
 
+def shown_name(analysis: Analysis, metric: str, names: str = "label") -> str:
+    """How a table names ``metric`` with the metrics identical to it in this study
+    (``Analysis.identical``): "MAP = MRR = MRR@10", or "MAP" alone."""
+    return " = ".join(display_name(m, names) for m in analysis.aliases(metric))
+
+
+def identical_note(analysis: Analysis, metrics: Sequence[str], names: str = "label") -> str | None:
+    """The footnote's sentence on ``metrics``' identical groups, None where there is none."""
+    groups = [analysis.aliases(m) for m in metrics if len(analysis.aliases(m)) > 1]
+    if not groups:
+        return None
+    said = "; ".join(" = ".join(display_name(m, names) for m in g) for g in groups)
+    return (f"{said} here: equal per-query values in every run (one relevant document per query), "
+            f"so each is shown once and counted once in the family")
+
+
 def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = "label") -> list[Table]:
     """The tables of one form: one per metric (seeds, summary) or one in all (configs); ``auto``
     picks by the number of configurations (``resolve_form``)."""
@@ -166,7 +182,7 @@ def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str =
     rows.append(Row(label="SD", cells=tuple(Cell(value=s) for s in sds)))
     placement = ("markers on the seed rows, their count on the AVG row" if per_seed
                  else "markers on the AVG row")
-    return Table(form="seeds", title=_phase_title(res, display_name(metric, names)), corner="seed", columns=res.configs,
+    return Table(form="seeds", title=_phase_title(res, shown_name(analysis, metric, names)), corner="seed", columns=res.configs,
                  rows=tuple(rows), decimals=decimals,
                  notes=_notes(analysis, [metric], placement, names), metrics=(metric,))
 
@@ -192,8 +208,8 @@ def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -
                               marker=analysis.marker(comp), comparison=comp,
                               tally=analysis.tallies(c, m)))
         rows.append(Row(label=c, cells=tuple(cells)))
-    return Table(form="configs", title=_phase_title(res, ", ".join(display_name(m, names) for m in analysis.metrics)),
-                 corner="configuration", columns=tuple(display_name(m, names) for m in analysis.metrics),
+    return Table(form="configs", title=_phase_title(res, ", ".join(shown_name(analysis, m, names) for m in analysis.metrics)),
+                 corner="configuration", columns=tuple(shown_name(analysis, m, names) for m in analysis.metrics),
                  rows=tuple(rows), decimals=decimals,
                  notes=_notes(analysis, analysis.metrics, "cells show mean \u00b1 SD over seeds"
                               + (", their significant seeds counted" if per_seed else ""), names),
@@ -234,7 +250,7 @@ def summary_table(analysis: Analysis, metric: str, decimals: int = 4, names: str
         placement += " (\u0394 (HL): the Hodges-Lehmann estimate the test and its interval are of)"
     delta = "\u0394 (HL)" if analysis.test == "wilcoxon" else "\u0394"
     columns = ("mean", "SD", delta) + (() if per_seed or analysis.untested else (f"{level} CI",))
-    return Table(form="summary", title=_phase_title(res, display_name(metric, names)), corner="configuration",
+    return Table(form="summary", title=_phase_title(res, shown_name(analysis, metric, names)), corner="configuration",
                  columns=columns, rows=tuple(rows), decimals=decimals,
                  notes=_notes(analysis, [metric], placement + "; rows by mean, the baseline first", names),
                  metrics=(metric,))
@@ -287,6 +303,9 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
             units += f", {seeds} seeds"
     remarks = [res.phase_note] if res.phase_note else []
     remarks += list(analysis.remarks)
+    identical = identical_note(analysis, metrics, names)
+    if identical:
+        remarks.append(identical)
     if res.dropped:
         remarks.append(dropped_note(res.dropped, len(res.qids or ())))
     if res.sequential:

@@ -173,7 +173,7 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                 roles[label] = role
                 first = (config_run.info.start_time or 0) if config_run else run.start_time
                 started[label] = min(started.get(label, first), first)
-                per_query = read_per_query(client, run.run_id, tmp, source, metric_key)
+                per_query = read_per_query(client, run.run_id, tmp, source, metric_key, run.artifact_uri)
                 values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
                                          per_query=per_query, config_id=config_id,
@@ -249,8 +249,11 @@ def _env_defaults(**values: str) -> Iterator[None]:
 
 
 def _labels(configs: dict[str, Any], trials: list[SeedRun]) -> dict[str, str]:
-    """config_id -> label: the config run's name, made unique with the config_id where names clash."""
+    """config_id -> label: the config run's label (tag harness.label, the study file's ``label``),
+    else its name, made unique with the config_id where they clash."""
     ids = sorted({t.config_id or "" for t in trials} - {""})
-    names = {i: (configs[i].info.run_name if i in configs and configs[i].info.run_name else i) for i in ids}
+    names = {i: (configs[i].data.tags.get(C.TAG_LABEL) or configs[i].info.run_name
+                 if i in configs and (configs[i].info.run_name or configs[i].data.tags.get(C.TAG_LABEL))
+                 else i) for i in ids}
     clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
     return {i: f"{n} [{i}]" if n in clashes else n for i, n in names.items()}

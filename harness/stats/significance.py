@@ -29,7 +29,10 @@ once. The default correction is Holm's step-down (family-wise error control), ov
 configuration that was compared with the baseline: a configuration stopped early
 (``StudyResults.stopped``) is not in the table, yet it was compared, so it counts in its family
 with p = 1 (as many comparisons as a finished one contributes). The family size m, stopped ones
-included, is kept on each comparison.
+included, is kept on each comparison. Metrics identical by construction (equal per-query values in
+every run, harness.stats.identical: MAP = MRR with one relevant document per query) are tested
+once, as their first member, so the family counts distinct comparisons only
+(``AnalysisOptions.merge_identical``; ``Analysis.identical`` names the groups).
 
 ``maxt`` (harness.stats.maxt) adjusts the statistics instead of the p-values: every comparison of
 a family shares the baseline's runs, and the correlation of their statistics, estimated from the
@@ -68,6 +71,7 @@ from harness.results.stored import StudyResults
 from harness.stats import maxt as _maxt
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION, MAXT, MAXT_TESTS, adjust
 from harness.stats.crossed import crossed_test
+from harness.stats.identical import identical_groups
 from harness.stats.paired import BETTER, WORSE, PairedResult, paired_test
 
 # (seed or None, candidate, baseline): one value per query or seed, or seeds x queries (crossed)
@@ -201,6 +205,8 @@ class AnalysisOptions:
     confidence: float = 0.95
     resamples: int = 10_000
     seed: int = 0
+    # Metrics with equal per-query values in every run (harness.stats.identical) tested and shown once.
+    merge_identical: bool = True
     # One seed: None runs no test (the table says why); "query" runs the query-only test, marked apart.
     one_seed_test: str | None = None
 
@@ -285,6 +291,13 @@ class Analysis:
     comparisons: tuple[Comparison, ...]
     per_run_only: bool
     remarks: tuple[str, ...] = ()  # what the footnote must add (the single-seed fallback)
+    # Groups of metrics identical in every run (harness.stats.identical), the shown one first; each
+    # group's first member is in ``metrics``, the others are not tested.
+    identical: tuple[tuple[str, ...], ...] = ()
+
+    def aliases(self, metric: str) -> tuple[str, ...]:
+        """The metrics ``metric`` stands for (itself first): its identical group, or itself."""
+        return next((g for g in self.identical if g[0] == metric), (metric,))
     # One seed: the test ran over that seed's queries only, and its markers are the query-only ones.
     query_only: bool = False
 
@@ -382,6 +395,11 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     if test == UNTESTED:
         return Analysis(results=results, options=options, test=test, metrics=metrics, comparisons=(),
                         per_run_only=False)
+    identical: tuple[tuple[str, ...], ...] = ()
+    if options.merge_identical:
+        groups = identical_groups(results, metrics)
+        metrics = tuple(g[0] for g in groups)
+        identical = tuple(g for g in groups if len(g) > 1)
     design = TESTS[test]
     pairing = PAIRINGS.get(design.pairing)
     raw: list[tuple[str, str, str | None, PairedResult]] = []
@@ -434,7 +452,8 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
         for i, (c, m, s, r) in enumerate(raw))
     return Analysis(results=results, options=options, test=test, metrics=metrics,
                     comparisons=comparisons, per_run_only=per_run_only,
-                    remarks=(remark,) if remark else (), query_only=len(results.seeds) < 2)
+                    remarks=(remark,) if remark else (), query_only=len(results.seeds) < 2,
+                    identical=identical)
 
 
 def corrected_confidence(confidence: float, p: float, p_adjusted: float, family_size: int) -> float:

@@ -105,6 +105,9 @@ class NamedConfig:
     name: str
     role: str
     config: TrialConfig  # seed-less (train.seed is overridden per trial)
+    # How tables, the report and plots name it (configs[i].label; "": its name), kept on its
+    # config run as the tag harness.label.
+    label: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -354,9 +357,13 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
     for i, item in enumerate(listed):
         if not isinstance(item, dict) or "name" not in item:
             raise _fail(f"configs.{i}", f"configs[{i}] must be a mapping with name and set")
-        unknown = set(item) - {"name", "set"}
+        unknown = set(item) - {"name", "set", "label"}
         if unknown:
-            raise _fail(f"configs.{i}", f"configs[{i}]: unknown keys {sorted(unknown)}; valid: name, set")
+            raise _fail(f"configs.{i}", f"configs[{i}]: unknown keys {sorted(unknown)}; valid: name, set, label")
+        label = item.get("label", "")
+        if not isinstance(label, str) or (label and not label.strip()) or "\n" in label:
+            raise _fail(f"configs.{i}.label", f"configs[{i}].label must be a one-line text (how tables "
+                        f"name the configuration), got {label!r}")
         cname = item["name"]
         if isinstance(cname, int | float) and not isinstance(cname, bool):  # name: 2020
             cname = str(cname)
@@ -366,7 +373,7 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
             raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r}")
         names.add(cname)
         cfg = _config(flatten(item.get("set") or {}), f"configs.{i}.set", defaults)
-        configs.append(NamedConfig(name=cname, role="candidate", config=cfg))
+        configs.append(NamedConfig(name=cname, role="candidate", config=cfg, label=label.strip()))
     return configs
 
 

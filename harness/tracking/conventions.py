@@ -67,6 +67,7 @@ TAG_ERROR = "harness.error"  # why a seed run failed
 TAG_SEEDS = "harness.seeds"  # on a config run: the seeds its mean and SD are over
 TAG_REPORT_ERROR = "harness.report_error"  # on the study run: why the report could not be produced
 TAG_PARENT = "mlflow.parentRunId"
+TAG_LABEL = "harness.label"  # on a config run: how tables name it (the study file's label)
 TAG_NOTE = "mlflow.note.content"  # a run's description in the MLflow UI: a config run's verdict
 TAG_TEST = "harness.test"  # on a config run: the test behind its <metric>_p
 TAG_CORRECTION = "harness.correction"  # ... and the correction of its p-values

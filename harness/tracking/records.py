@@ -26,6 +26,8 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from harness.errors import DataError
 from harness.tracking import conventions as C
@@ -93,6 +95,7 @@ class SeedRun:
     start_time: int
     name: str = ""  # the run's name, <configuration>-seed<seed>
     error: str = ""  # why it failed (tag harness.error)
+    artifact_uri: str = ""  # the run's artifact root
 
     @classmethod
     def of(cls, run: Any) -> SeedRun:
@@ -100,17 +103,35 @@ class SeedRun:
         return cls(run.info.run_id, tags.get(C.TAG_CONFIG_ID), tags.get(C.TAG_SEED), tags.get(C.TAG_ROLE),
                    tags.get(C.TAG_TRIAL_KEY), tags.get(C.TAG_EVAL_FINGERPRINT), tags.get(C.TAG_DONE) == "1",
                    run.info.status, unprefixed(metrics, C.TEST_PREFIX), dict(metrics), run.info.start_time or 0,
-                   run.info.run_name or "", tags.get(C.TAG_ERROR, ""))
+                   run.info.run_name or "", tags.get(C.TAG_ERROR, ""), run.info.artifact_uri or "")
+
+
+def local_artifact(artifact_uri: str | None, path: str) -> Path | None:
+    """``path`` under a run's artifact root where that root is a local folder (a file: URI or a
+    plain path, what a local store has), None where it is remote or unknown."""
+    if not artifact_uri:
+        return None
+    parsed = urlparse(artifact_uri)
+    if parsed.scheme not in ("", "file"):
+        return None
+    root = url2pathname(parsed.path) if parsed.scheme == "file" else artifact_uri
+    return Path(root, path)
 
 
 def read_per_query(client: Any, run_id: str, tmp: str, source: str,
-                   measure_name: Callable[[str], str] = str) -> PerQuery:
+                   measure_name: Callable[[str], str] = str, artifact_uri: str | None = None) -> PerQuery:
     """A seed run's per_query/test.csv as {measure: {qid: value}} ({} when it has none);
-    ``measure_name`` maps a measure as written to the name it is read as."""
-    folder, _, filename = C.PER_QUERY_ARTIFACT.rpartition("/")
-    if not any(Path(a.path).name == filename for a in client.list_artifacts(run_id, folder)):
+    ``measure_name`` maps a measure as written to the name it is read as. ``artifact_uri``: the
+    run's artifact root (``run.info.artifact_uri``); where it is a local folder the file is read
+    from it, with no store query per run."""
+    local = local_artifact(artifact_uri, C.PER_QUERY_ARTIFACT)
+    if local is None:
+        folder, _, filename = C.PER_QUERY_ARTIFACT.rpartition("/")
+        if not any(Path(a.path).name == filename for a in client.list_artifacts(run_id, folder)):
+            return {}
+        local = Path(client.download_artifacts(run_id, C.PER_QUERY_ARTIFACT, str(Path(tmp) / run_id)))
+    elif not local.is_file():
         return {}
-    local = Path(client.download_artifacts(run_id, C.PER_QUERY_ARTIFACT, str(Path(tmp) / run_id)))
     out: dict[str, dict[str, float]] = {}
     with local.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)

@@ -65,9 +65,13 @@ def _tables(text: str) -> list[list[str]]:
 
 def test_latex_has_no_stray_lines() -> None:
     """Each table: a header comment naming the packages, a float with caption and label, a booktabs
-    tabular (no vertical rules, no blank or empty rows) and the note after it, in the float."""
+    tabular (no vertical rules, no blank or empty rows), the one-line legend after it in the float,
+    then the full note as a comment block."""
     for path in GOLDEN.glob("*.tex"):
-        for lines in _tables(path.read_text(encoding="utf-8")):
+        for block in _tables(path.read_text(encoding="utf-8")):
+            end_float = block.index(r"\end{table}")
+            lines, note = block[:end_float + 1], block[end_float + 1:]
+            assert note[0] == "% Note:" and all(ln.startswith("% ") for ln in note[1:])
             assert lines[0].startswith("% harness significance table: ") and r"\usepackage{booktabs}" in lines[0]
             assert lines[1:3] == [r"\begin{table}[tbp]", r"\centering"] and lines[-1] == r"\end{table}"
             assert lines[3].startswith(r"\caption{") and lines[4].startswith(r"\label{tab:harness-")
@@ -81,8 +85,8 @@ def test_latex_has_no_stray_lines() -> None:
             assert set(columns[1:]) == {"r"}
             rows = [ln for ln in body[2:-2] if ln != r"\midrule"]
             assert all(ln.endswith(r" \\") and ln.count(" & ") == len(columns) - 1 for ln in rows)
-            assert lines[end + 1:end + 3] == [r"\par\smallskip", r"{\footnotesize\raggedright"]
-            assert lines[-2] == r"\par}"
+            assert lines[end + 1] == r"\par\smallskip" and lines[end + 2].startswith(r"{\footnotesize ")
+            assert lines[end + 2].endswith(r"\par}") and lines[end + 3:] == [r"\end{table}"]
 
 
 def _pdf_text(tmp_path: Path, tex: str) -> str:
@@ -121,7 +125,8 @@ def test_multi_metric_latex_pdf_names_each_table(run_cli: Callable[..., tuple[in
     """A two-metric export in a PDF: each table's caption (metric, test, correction, family size) is
     in the PDF's text, numbered, once in the list of tables and once over its table, and each legend
     (what the dagger means) is printed under its table, not only in comments."""
-    rc, tex, err = run_cli("table", "--from", ESCAPING, "--format", "latex", "--correction", "holm")
+    rc, tex, err = run_cli("table", "--from", ESCAPING, "--format", "latex", "--correction", "holm",
+                           "--form", "seeds")
     assert rc == 0, err
     text = _pdf_text(tmp_path, tex)
     for number, metric in enumerate(("MAP", "P@1"), start=1):
@@ -130,8 +135,8 @@ def test_multi_metric_latex_pdf_names_each_table(run_cli: Callable[..., tuple[in
         assert text.count(caption) == 1, (caption, text[:600])  # the float's caption
         assert text.count(caption[len(f"Table {number}: "):]) == 2  # and the list of tables' entry
     # (pdftotext drops the "fi" ligature of T1 fonts: "Signi[fi]cantly" is matched from "better")
-    assert text.count("better: † p < 0.05, ‡ p < 0.01; ") == 2
-    assert text.count("worse: ↓ p < 0.05, ⇓ p < 0.01. Holm-Bonferroni correction") == 2
+    assert text.count("† p < 0.05, ‡ p < 0.01 better than the baseline BERT; ↓, ⇓ worse; crossed test, "
+                      "Holm, m = 3") == 2
     labels = [ln for ln in tex.splitlines() if ln.startswith(r"\label{")]
     assert labels == [r"\label{tab:harness-seeds-map}", r"\label{tab:harness-seeds-p-1}"]
 

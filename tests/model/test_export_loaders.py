@@ -82,6 +82,26 @@ def test_cross_encoder_reproduces_the_run(trained) -> None:
     assert sum(x != y for x, y in zip(ids, theirs, strict=True)) >= 0.9 * len(pairs)
 
 
+def test_the_tokenizer_config_has_one_length_and_loads_without_a_length_warning(trained, caplog) -> None:
+    """model_max_length is the trial's pair length, no stale max_length beside it, and scoring
+    long pairs logs no "Token indices sequence length" warning (the harness cuts them itself)."""
+    import json
+    import logging
+
+    from transformers import AutoTokenizer
+
+    folder, _, pairs, *_ = trained
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    assert config["model_max_length"] == FLAT["model.max_length"]
+    assert not {"max_length", "truncation", "stride"} & set(config)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    long = [(" ".join([a] * 8), b) for a, b in pairs[:4]]
+    with caplog.at_level(logging.WARNING, logger="transformers"):
+        enc = tokenizer([a for a, _ in long], [b for _, b in long], truncation=True)
+    assert all(len(ids) <= FLAT["model.max_length"] for ids in enc["input_ids"])
+    assert "Token indices sequence length" not in caplog.text
+
+
 def _printed(folder, loader: str) -> str:
     """The expression ``usage`` prints for ``loader``."""
     (line,) = [x for x in usage(folder) if x.startswith(f"{loader}: ")]
