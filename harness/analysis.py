@@ -45,7 +45,7 @@ from harness.results.longcsv import (
     read_long_csv,
     read_long_frame,
 )
-from harness.results.mlflow_reader import read_experiment
+from harness.results.mlflow_reader import incomplete_note, read_experiment
 from harness.results.stored import StudyResults
 from harness.stats.across import CollectionsAnalysis, analyse_collections
 from harness.stats.corrections import DEFAULT_CORRECTION
@@ -215,14 +215,19 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     configuration whose role is baseline unless ``baseline`` names one. ``tracking_uri`` defaults to
     $MLFLOW_TRACKING_URI, else the SQLite store ./mlruns/mlflow.db. The other arguments are
     ``TableOptions``. A missing store, an unknown experiment or a bad option raises a HarnessError.
+    A study that did not finish (``incomplete_note``) is read all the same, its tables' notes
+    opening with why (as `harness table`, which then exits 3).
 
     >>> analysis = load_study("quickstart", test="per-seed")  # doctest: +SKIP
     >>> print(analysis.table())                                 # doctest: +SKIP
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=tuple(levels), seed=seed, resamples=resamples)
-    return StudyAnalysis(results=read_experiment(name, tracking_uri=tracking_uri, baseline=baseline),
-                         options=options)
+    results = read_experiment(name, tracking_uri=tracking_uri, baseline=baseline)
+    incomplete = incomplete_note(name, tracking_uri=tracking_uri)
+    if incomplete:
+        results = replace(results, phase_note=f"{incomplete} {results.phase_note}".strip())
+    return StudyAnalysis(results=results, options=options)
 
 
 def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,

@@ -80,7 +80,9 @@ def _python_block(markdown: str, heading: str) -> str:
 
 def _ok(run_cli: Cli, *argv: str) -> str:
     rc, out, err = run_cli(*argv)
-    assert rc == 0, err
+    # The study holds a FAILED seed run: `harness table --experiment` writes the table marked
+    # INCOMPLETE and exits 3 (docs/reliability.md); a CSV of it is just results.
+    assert rc == (3 if "--experiment" in argv and argv[0] == "table" else 0), err
     return out
 
 
@@ -177,9 +179,14 @@ def test_runs_are_the_long_format_and_round_trip(study: StudyAnalysis, tmp_path:
     back = harness.compare(path)
     assert (back.results.baseline, back.results.configs, back.results.seeds) == (res.baseline, res.configs,
                                                                                   res.seeds)
+    # The store's study holds a FAILED seed run, so its tables open with an INCOMPLETE note; the
+    # CSV holds the same values and no such record.
+    assert res.phase_note.startswith("INCOMPLETE study:")
+    import dataclasses
+    plain = dataclasses.replace(study, results=dataclasses.replace(res, phase_note=""))
     for fmt in FORMATS:
-        assert back.table().render(fmt) == study.table().render(fmt)
-    assert str(harness.compare(runs).table(form="configs")) == str(study.table(form="configs"))
+        assert back.table().render(fmt) == plain.table().render(fmt)
+    assert str(harness.compare(runs).table(form="configs")) == str(plain.table(form="configs"))
     # the power analysis names its source; the rest is the same
     assert str(back.power()).split("\n", 1)[1] == str(study.power()).split("\n", 1)[1]
     assert str(back.power()).startswith(f"**Power: {path}**")
@@ -229,7 +236,7 @@ def test_bad_input_is_one_line_naming_what_is_wrong(study_dir: Path, uri: str, t
     bad.loc[7, "value"] = "high"
     with pytest.raises(DataError) as exc:
         harness.compare(bad)
-    assert _one_line(exc) == "DataFrame row 7: value 'high' is not a number"
+    assert _one_line(exc) == "DataFrame row 7: value 'high' is not a decimal number"
     with pytest.raises(DataError) as exc:
         harness.compare(frame.assign(config=frame["config"].where(frame.index != 3)))
     assert _one_line(exc) == "DataFrame row 3: config, seed and metric must be non-empty"
