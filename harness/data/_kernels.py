@@ -254,8 +254,9 @@ def ranked(positions: np.ndarray, values: np.ndarray) -> np.ndarray:
 
     A least-significant-digit radix sort, which is stable, on the complement of each score's bits
     (a non-negative float64's bits, read as an unsigned integer, ascend with its value): a few
-    branch-free passes where a comparison sort mispredicts a branch per comparison (about 4x
-    faster on the response window's ~1,500 hits). A digit that every key shares is skipped."""
+    branch-free passes where a comparison sort mispredicts a branch per comparison (the times of
+    both on real queries' windows are in benchmarks/results/data_build.md). A digit that every key
+    shares is skipped."""
     n = positions.size
     mask = np.uint64((1 << _DIGIT) - 1)
     passes = -(-64 // _DIGIT)

@@ -28,9 +28,11 @@ The checksum is checked before anything else is read: a file that is not in this
 from an older version, or planted), or whose bytes changed since they were written (an edit in place,
 a torn copy), is not loaded; one warning line names it and the build runs again, replacing it. The
 checksum finds changes, not a forger who rewrites it too: what such a file can do is bring wrong
-data, never run code, and keeping a cache folder that others may write is the user's choice. The
-full embedded set (~50 MB) loads in about 2 s. Files are written to a temporary name in the same
-folder and moved into place with ``os.replace``, so a parallel process sees the whole file or none.
+data, never run code, and keeping a cache folder that others may write is the user's choice.
+Loading reads the arrays' bytes as they are (``np.frombuffer``) and parses only the header and the
+string table, so a load costs little beside the build it saves (benchmarks/results/data_build.md
+times builds). Files are written to a temporary name in the same folder and moved into place with
+``os.replace``, so a parallel process sees the whole file or none.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def main(argv: list[str]) -> int:
         while os.getppid() == driver_pid:  # reparented once the driver has exited
             now = time.monotonic()
             # Ray's long-lived processes start with it: look often at first, then seldom (a look
-            # reads every process's status: ~0.1 ms each).
+            # reads the status of every process on the machine, a cost that grows with their number).
             if now - last >= (POLL_S if now - start < SETTLE_S else SLOW_POLL_S) or last == start:
                 last = now
                 try:

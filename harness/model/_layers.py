@@ -2,8 +2,9 @@
 
 ``layer_forward`` does a ``BertLayer``'s self-attention itself (the projections, LayerNorms and
 feed-forward block are the layer's own modules) for three reasons:
-- speed on CPU: attention dropout goes through the fast ``dropout`` below instead of SDPA's math
-  path with ``bernoulli_`` (which took 15% of a training step on 2 cores);
+- speed on CPU: attention dropout goes through the cheaper ``dropout`` below instead of SDPA's
+  math path with ``bernoulli_`` (a large share of a training step on CPU; the trainer's measured
+  speed is in benchmarks/results/trainer.md);
 - the cascade ranker stops at an exit layer and resumes from its partial encodings;
 - the [CLS] cross-encoder reads one token of the last layer, so that layer only needs the keys and
   values of every token and the query, attention output and feed-forward block of [CLS]. On the
@@ -67,11 +68,12 @@ class _Dropout(torch.autograd.Function):
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout, as ``F.dropout``; on CPU about 4x faster.
+    """Inverted dropout, as ``F.dropout``, cheaper on CPU.
 
-    Why: on CPU ``F.dropout`` draws one float per element with ``bernoulli_`` (~6 ns each); it was
-    15% of a training step of the packaged encoder on 2 cores (20 dropouts, 6 of them over the
-    (B, heads, L, L) attention weights). Here every element gets 16 random bits instead (four per
+    Why: on CPU ``F.dropout`` draws one float per element with ``bernoulli_``, and a training step
+    of the packaged encoder has 20 dropouts, 6 of them over the (B, heads, L, L) attention weights,
+    so those draws are a large share of the step (benchmarks/results/trainer.md records the
+    trainer's speed with this dropout). Here every element gets 16 random bits instead (four per
     64-bit draw from torch's generator, so ``torch.manual_seed`` still fixes the masks): an element
     is dropped with probability t / 65536, t = round(65536 p), and kept ones are scaled by
     65536 / (65536 - t), which keeps E[out] = x exactly; p is quantised to 1/65536 (0.1 ->

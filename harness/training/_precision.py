@@ -2,12 +2,12 @@
 
 - CUDA: autocast to bf16 (as before).
 - CPU: autocast to bf16 only where the CPU has native bf16 arithmetic, the ``avx512_bf16`` or
-  ``amx_bf16`` flag of /proc/cpuinfo (oneDNN then runs bf16 matmuls several times faster than
-  fp32: ~850 vs ~190 GFLOP/s on 2 threads with AVX-512 BF16), and only for an encoder whose
-  hidden size is at least ``MIN_CPU_HIDDEN``: below it the matmuls are too small to pay for the
-  casts autocast adds around every op (the ``tiny`` test encoder, hidden 32, ran ~30% slower per
-  step in bf16; the packaged MiniLM, hidden 384, about twice as fast). Elsewhere oneDNN would
-  emulate bf16, slower than fp32, so the trainer stays in fp32.
+  ``amx_bf16`` flag of /proc/cpuinfo (oneDNN then runs bf16 matmuls faster than fp32), and only
+  for an encoder whose hidden size is at least ``MIN_CPU_HIDDEN``: below it the matmuls are too
+  small to pay for the casts autocast adds around every op (the ``tiny`` test encoder, hidden 32,
+  steps slower in bf16; the packaged MiniLM, hidden 384, faster, as benchmarks/results/bf16_cpu.md
+  records with its machine). Elsewhere oneDNN would emulate bf16, slower than fp32, so the trainer
+  stays in fp32.
 
 Under autocast the matmuls (linear layers, attention) run in bf16 and the reductions autocast keeps
 in fp32 (softmax, layer norm, the losses: ``harness.losses`` upcasts the logits) stay there; the
