@@ -76,15 +76,23 @@ def _mac(files: dict[str, list[str]], key: bytes) -> str:
     return hmac.new(key, body, hashlib.sha256).hexdigest()
 
 
+# The harness's own state beside Tune's: plain JSON that the harness parses and checks itself (the
+# early-stopping scheduler's, harness.driver._early_stop_ray.STATE_FILE), never unpickled and not a
+# name Tune restores; it is rewritten between Tune's saves, so it has no digest to match.
+OWN_FILES = frozenset({"early_stopping.json"})
+
+
 def _top_files(fs: Any, path: str) -> dict[str, str]:
     """name -> SHA-256 of every regular file directly under ``path`` of pyarrow filesystem ``fs``,
-    but hidden ones: Tune reads no state from them (its ``.validate_storage_marker``, an empty
-    file made in storage at each start, is only looked for), and none matches a name it restores."""
+    but hidden ones (Tune reads no state from them: its ``.validate_storage_marker``, an empty
+    file made in storage at each start, is only looked for; none matches a name it restores) and
+    the harness's own JSON (``OWN_FILES``)."""
     import pyarrow.fs as pafs
 
     out = {}
     for info in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True)):
-        if info.type == pafs.FileType.File and not info.base_name.startswith("."):
+        if (info.type == pafs.FileType.File and not info.base_name.startswith(".")
+                and info.base_name not in OWN_FILES):
             with fs.open_input_stream(info.path) as fh:
                 out[info.base_name] = hashlib.sha256(fh.read()).hexdigest()
     return out
