@@ -80,7 +80,8 @@ def test_a_report_that_cannot_be_made_ends_the_study_run_failed(tmp_path):
 def test_a_one_seed_study_gets_its_report(tmp_path):
     spec, store, records, study_run = _recorded_study(tmp_path, "single", [1], [("baseline", 1), ("ls", 1)])
     out = report_study(spec, records, lambda m: None)
-    assert "map_p" in out["ls"]
+    # One seed cannot estimate training variance: the report is made, untested (docs/statistics.md)
+    assert "map_mean" in out["ls"] and "map_p" not in out["ls"]
     run = store.client.get_run(study_run)
     assert run.info.status == "FINISHED" and TAG_REPORT_ERROR not in run.data.tags
 
