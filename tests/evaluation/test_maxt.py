@@ -114,7 +114,7 @@ def _null_study(g: np.random.Generator, candidates: int, seeds: int = 5, queries
     for c in range(candidates + 1):
         shift = effects[c - 1] if 0 < c <= len(effects) else 0.0
         for s in range(seeds):
-            v = query + shift + g.normal(0, 0.02) + g.normal(0, 0.1, queries)
+            v = np.clip(query + shift + g.normal(0, 0.02) + g.normal(0, 0.1, queries), 0.0, 1.0)  # MAP's range
             rows += [{"config": f"c{c}", "seed": str(s), "metric": "map", "value": float(x),
                       "query": f"q{i}"} for i, x in enumerate(v)]
     return read_long_frame(pd.DataFrame(rows), baseline="c0")
