@@ -172,7 +172,7 @@ def test_plan_warns_about_relative_storage_and_refuses_bad_input(tmp_path: Path)
         _plan(tmp_path, study=creds)
     bad = tmp_path / "bad.yaml"
     bad.write_text(QUICKSTART.read_text().replace("seeds: [1, 2, 3]", "seeds: [1, 1]"))
-    with pytest.raises(ConfigError, match=r"bad.yaml:\d+: seeds must not repeat"):
+    with pytest.raises(ConfigError, match=r"bad.yaml:\d+: seeds must be a list of distinct integers"):
         _plan(tmp_path, study=bad)
 
 
