@@ -26,15 +26,20 @@ from collections.abc import Callable, Sequence
 
 from harness.metrics.measures import canonical_name
 from harness.present.collections_table import CollectionsNotes, CollectionsTable, GridCell
-from harness.present.render import LATEX_SYMBOLS, latex_escape
+from harness.present.render import (
+    CORRECTION_NAMES,
+    DASH,
+    latex_escape,
+    latex_mark,
+    latex_plain_mark,
+    latex_tally,
+    md_escape,
+    md_escape_text,
+    the_baseline,
+)
 from harness.registry import Registry
 
 COLLECTION_RENDERERS: Registry[Callable[[CollectionsTable], str]] = Registry("evaluation.collections_format")
-DASH = "\u2013"
-_MD_SPECIAL = "\\|*_`<>[]"
-_MD_TEXT_SPECIAL = "\\*_`"
-_CORRECTION_NAMES = {"none": "no correction", "bonferroni": "Bonferroni", "holm": "Holm",
-                     "bh": "Benjamini-Hochberg", "maxt": "max-|t|"}
 
 
 def render_collections(tables: Sequence[CollectionsTable], fmt: str) -> str:
@@ -51,7 +56,7 @@ def footnote(notes: CollectionsNotes, text: Callable[[str], str], mark: Callable
     def levels(symbols: tuple[str, ...]) -> str:
         return ", ".join(f"{mark(s)}{text(f' p < {a:g}')}" for s, a in zip(symbols, notes.levels, strict=False))
 
-    baseline = "the baseline" if notes.baseline == "baseline" else f"the baseline {notes.baseline}"
+    baseline = the_baseline(notes.baseline)
     parts = [
         text(f"{notes.test_description[0].upper()}{notes.test_description[1:]} on each collection "
              f"({'; '.join(notes.units)}) against {baseline}; {notes.placement}. Significantly better: "),
@@ -67,7 +72,7 @@ def footnote(notes: CollectionsNotes, text: Callable[[str], str], mark: Callable
 def caption(table: CollectionsTable) -> str:
     """One line: what the table is, the test and the correction with m."""
     n = table.notes
-    correction = _CORRECTION_NAMES.get(n.correction_name, n.correction_name)
+    correction = CORRECTION_NAMES.get(n.correction_name, n.correction_name)
     family = (f"{correction} over all {n.comparisons} comparisons" if n.family == "table"
               else f"{correction} per {n.family} (m up to {n.comparisons})")
     if n.correction_name == "none":
@@ -96,11 +101,7 @@ def _interval_text(c: GridCell, decimals: int) -> str:
 
 @COLLECTION_RENDERERS.register("md")
 def markdown(table: CollectionsTable) -> str:
-    def esc(s: str) -> str:
-        return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
-
-    def esc_text(s: str) -> str:
-        return "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in s)
+    esc = md_escape
 
     def cell(c: GridCell) -> str:
         value = _number(c.value, table.decimals, c.signed)
@@ -119,7 +120,7 @@ def markdown(table: CollectionsTable) -> str:
         if row.block is not None:
             lines.append("| " + " | ".join([f"**{esc(row.block)}**", *([""] * len(headers))]) + " |")
         lines.append("| " + " | ".join([esc(row.label), *(cell(c) for c in row.cells)]) + " |")
-    lines += ["", footnote(table.notes, esc_text, esc_text), ""]
+    lines += ["", footnote(table.notes, md_escape_text, md_escape_text), ""]
     return "\n".join(lines)
 
 
@@ -135,10 +136,6 @@ def _flat_headers(table: CollectionsTable) -> list[str]:
     return out
 
 
-def _latex_mark(symbol: str) -> str:
-    return f"$^{{{LATEX_SYMBOLS[symbol]}}}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
-
-
 @COLLECTION_RENDERERS.register("latex")
 def latex(table: CollectionsTable) -> str:
     def cell(c: GridCell) -> str:
@@ -149,14 +146,10 @@ def latex(table: CollectionsTable) -> str:
         if c.sd is not None:
             out += rf" $\pm$ {_number(c.sd, table.decimals)}"
         out += latex_escape(_interval_text(c, table.decimals))
-        out += _latex_mark(c.marker) if c.marker else ""
-        for t in c.tally:
-            symbol = LATEX_SYMBOLS.get(t.symbol)
-            out += f"$^{{{symbol}\\,{t.count}/{t.total}}}$" if symbol else latex_escape(f" {t.text}")
-        return out
+        out += latex_mark(c.marker) if c.marker else ""
+        return out + "".join(latex_tally(tally) for tally in c.tally)
 
-    def plain_mark(symbol: str) -> str:
-        return f"${LATEX_SYMBOLS[symbol]}$" if symbol in LATEX_SYMBOLS else latex_escape(symbol)
+    plain_mark = latex_plain_mark
 
     width = len(table.columns) + 1
     lines = [(f"% harness table over collections: {latex_escape(table.title)} ({table.form} form); needs "

@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from harness.metrics.measures import canonical_name
 from harness.present.table import Cell, Notes, Table
 from harness.registry import Registry
+from harness.stats.significance import Tally
 from harness.textfile import csv_cell
 
 RENDERERS: Registry[Callable[[Table], str]] = Registry("evaluation.format")
@@ -49,6 +50,16 @@ _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 _MD_SPECIAL = "\\|*_`<>[]"  # escaped in names
 _MD_TEXT_SPECIAL = "\\*_`"     # escaped in the footnote
 DASH = "\u2013"
+
+
+def md_escape(s: str) -> str:
+    """A name (title, header, row label) as Markdown text."""
+    return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+
+
+def md_escape_text(s: str) -> str:
+    """Footnote words as Markdown text (brackets and bars left alone)."""
+    return "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in s)
 
 
 def render(tables: Sequence[Table], fmt: str) -> str:
@@ -110,7 +121,7 @@ def legend(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str])
         return ", ".join(f"{mark(s)}{text(f' p < {a:g}')}" for s, a in zip(symbols, notes.levels))
 
     worse = ", ".join(mark(s) for s in notes.worse[:len(notes.levels)])
-    correction = _CORRECTION_NAMES.get(notes.correction_name, notes.correction_name)
+    correction = CORRECTION_NAMES.get(notes.correction_name, notes.correction_name)
     parts = [levels(notes.better), text(f" better than {the_baseline(notes.baseline)}; "), worse,
              text(" worse")]
     if notes.tally_seeds is not None:
@@ -131,7 +142,7 @@ def _interval(c: Cell, decimals: int) -> str | None:
     return f"[{_number(c.interval[0], decimals)}, {_number(c.interval[1], decimals)}]"
 
 
-_CORRECTION_NAMES = {"none": "no correction", "bonferroni": "Bonferroni", "holm": "Holm",
+CORRECTION_NAMES = {"none": "no correction", "bonferroni": "Bonferroni", "holm": "Holm",
                      "bh": "Benjamini-Hochberg", "maxt": "max-|t|"}
 _FORM_CONTENTS = {
     "seeds": "per seed, mean (AVG) and SD over {seeds}",
@@ -148,7 +159,7 @@ def caption(table: Table) -> str:
     key = "summary per-seed" if table.form == "summary" and n.test == "per-seed" else table.form
     contents = _FORM_CONTENTS[key].format(seeds=n.seeds_text or "the seeds",
                                                  level=f"{n.confidence:.0%}")
-    correction = _CORRECTION_NAMES.get(n.correction_name, n.correction_name)
+    correction = CORRECTION_NAMES.get(n.correction_name, n.correction_name)
     family = (f"{correction} over {n.comparisons} comparison{'s' if n.comparisons != 1 else ''}"
               if n.correction_name != "none" else f"no correction ({n.comparisons} comparisons)")
     baseline = "the baseline" if n.baseline == "baseline" else n.baseline
@@ -171,8 +182,7 @@ def _tally_text(c: Cell) -> str:
 
 @RENDERERS.register("md")
 def markdown(table: Table) -> str:
-    def esc(s: str) -> str:
-        return "".join("\\" + ch if ch in _MD_SPECIAL else ch for ch in s)
+    esc = md_escape
 
     def cell(c: Cell) -> str:
         value = _number(c.value, table.decimals)
@@ -187,10 +197,7 @@ def markdown(table: Table) -> str:
              "| " + " | ".join(esc(h) for h in (table.corner, *table.columns)) + " |",
              "|:--" + "|--:" * len(table.columns) + "|"]
     lines += ["| " + " | ".join([esc(r.label), *(cell(c) for c in r.cells)]) + " |" for r in table.rows]
-    def esc_text(s: str) -> str:
-        return "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in s)
-
-    lines += ["", footnote(table.notes, esc_text, esc_text), ""]
+    lines += ["", footnote(table.notes, md_escape_text, md_escape_text), ""]
     return "\n".join(lines)
 
 
@@ -198,11 +205,24 @@ def latex_escape(s: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
 
 
-def _latex_mark(symbol: str) -> str:
+def latex_mark(symbol: str) -> str:
     if symbol in LATEX_SYMBOLS:
         return f"$^{{{LATEX_SYMBOLS[symbol]}}}$"
     if all(ch in LATEX_SYMBOLS for ch in symbol):  # the query-only "\u2193*": one superscript
         return "$^{" + "".join(LATEX_SYMBOLS[ch] for ch in symbol) + "}$"
+    return latex_escape(symbol)
+
+
+def latex_tally(t: Tally) -> str:
+    """A per-seed tally ("\u20202/3") as a LaTeX superscript."""
+    symbol = LATEX_SYMBOLS.get(t.symbol)
+    return f"$^{{{symbol}\\,{t.count}/{t.total}}}$" if symbol else latex_escape(f" {t.text}")
+
+
+def latex_plain_mark(symbol: str) -> str:
+    """A marker on the line (the legend), not as a superscript."""
+    if symbol and all(ch in LATEX_SYMBOLS for ch in symbol):
+        return "$" + "".join(LATEX_SYMBOLS[ch] for ch in symbol) + "$"
     return latex_escape(symbol)
 
 
@@ -215,17 +235,10 @@ def latex(table: Table) -> str:
         out = rf"\textbf{{{value}}}" if c.bold else value
         if c.sd is not None:
             out += rf" $\pm$ {_number(c.sd, table.decimals)}"
-        out += _latex_mark(c.marker) if c.marker else ""
-        for t in c.tally:
-            symbol = LATEX_SYMBOLS.get(t.symbol)
-            out += (f"$^{{{symbol}\\,{t.count}/{t.total}}}$" if symbol
-                    else latex_escape(f" {t.text}"))
-        return out
+        out += latex_mark(c.marker) if c.marker else ""
+        return out + "".join(latex_tally(tally) for tally in c.tally)
 
-    def plain_mark(symbol: str) -> str:
-        if symbol and all(ch in LATEX_SYMBOLS for ch in symbol):
-            return "$" + "".join(LATEX_SYMBOLS[ch] for ch in symbol) + "$"
-        return latex_escape(symbol)
+    plain_mark = latex_plain_mark
 
     lines = [(f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs "
               r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"),
