@@ -42,8 +42,6 @@ from harness.results.longcsv import (
     long_rows,
     read_frame_collections,
     read_long_collections,
-    read_long_csv,
-    read_long_frame,
 )
 from harness.results.mlflow_reader import incomplete_note, read_experiment
 from harness.results.stored import StudyResults
@@ -276,19 +274,6 @@ def read_collections(source: str | os.PathLike[str] | pd.DataFrame, *, baseline:
 
     if isinstance(source, pd.DataFrame):
         return read_frame_collections(source, baseline=baseline)
-    raise ConfigError(f"compare: expected the path of a long results CSV or a pandas DataFrame, got "
-                      f"{type(source).__name__}")
-
-
-def read_long(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None) -> StudyResults:
-    """A long results table from a CSV file (``read_long_csv``) or a pandas DataFrame
-    (``read_long_frame``)."""
-    if isinstance(source, str | os.PathLike):
-        return read_long_csv(source, baseline=baseline)
-    import pandas as pd
-
-    if isinstance(source, pd.DataFrame):
-        return read_long_frame(source, baseline=baseline)
     raise ConfigError(f"compare: expected the path of a long results CSV or a pandas DataFrame, got "
                       f"{type(source).__name__}")
 

@@ -85,6 +85,16 @@ def summarise_config(records: StudyRecords, config_id: str, seeds: list[int]) ->
     return summary
 
 
+def _unavailable(spec: StudySpec, records: StudyRecords, what: str, exc: HarnessError) -> ReportUnavailable:
+    """Every trial is recorded, but ``what`` could not be made: the reason (missing seeds, different
+    evaluation sets, ...) goes onto the study run, which ends FAILED, and into the one-line error."""
+    reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    records.report_failed(reason)
+    records.end(study_status="FAILED")
+    return ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but {what} could not be "
+                             f"produced: {reason}")
+
+
 def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], None]) -> dict[str, Any]:
     from harness.driver._rounds import received
     from harness.present.plots import write_plots
@@ -106,11 +116,7 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
         try:
             return report_collections(spec, records, ids, log)
         except HarnessError as exc:
-            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            records.report_failed(reason)
-            records.end(study_status="FAILED")
-            raise ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but the table over "
-                                    f"collections could not be produced: {reason}") from None
+            raise _unavailable(spec, records, "the table over collections", exc) from None
     try:
         confirmed = {cid for cid in records.config_runs() if cid.endswith("-confirm")}
         exploratory = None
@@ -123,13 +129,7 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
                                   phase="confirmatory" if confirmed else "auto")
         report = study_report(results, verdict_metric=spec.metric)
     except HarnessError as exc:
-        # Every trial is recorded; the reason (missing seeds, different evaluation sets, ...)
-        # goes onto the study run and into the one-line error.
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        records.report_failed(reason)
-        records.end(study_status="FAILED")
-        raise ReportUnavailable(f"study {spec.name!r}: every trial is recorded, but the significance "
-                                f"report could not be produced: {reason}") from None
+        raise _unavailable(spec, records, "the significance report", exc) from None
     if exploratory is not None:
         for outcome in exploratory.outcomes.values():
             # The runs that picked the confirmed configurations: their verdict says so.

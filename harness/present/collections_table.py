@@ -23,17 +23,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.errors import ConfigError
-from harness.metrics.measures import NAME_STYLES, TIE_RULE, label_of
-from harness.present.table import dropped_note, library_versions
+from harness.metrics.measures import TIE_RULE, label_of
+from harness.present.table import AUTO_FORM, check_layout, dropped_note, library_versions, resolve_form
 from harness.results.stored import seed_summary
 from harness.stats.across import COMBINED, CollectionsAnalysis, CombinedComparison
 from harness.stats.combined import TAU2_METHODS
 from harness.stats.corrections import describe
 from harness.stats.significance import CROSSED, TESTS, Comparison, Tally
 
-FORMS = ("configs", "seeds", "summary")
-AUTO_FORM = "auto"
 _TAU2_NAMES = dict(zip(TAU2_METHODS, ("Paule-Mandel", "DerSimonian-Laird"), strict=True))
 _FAMILY_WORDS = {"table": "every comparison in the table (all collections, metrics and combined verdicts)",
                  "metric": "each metric's comparisons over all collections, its combined verdicts included",
@@ -109,14 +106,8 @@ class CollectionsTable:
 def build_collection_tables(analysis: CollectionsAnalysis, form: str = AUTO_FORM, decimals: int = 4,
                             names: str = "label") -> list[CollectionsTable]:
     """The tables of ``form`` (module docstring): one (configs, summary) or one per metric (seeds)."""
-    if form == AUTO_FORM:
-        form = "configs"
-    if form not in FORMS:
-        raise ConfigError(f"form must be one of {', '.join((AUTO_FORM, *FORMS))}, got {form!r}")
-    if decimals < 0 or decimals > 10:
-        raise ConfigError(f"decimals must be in [0, 10], got {decimals}")
-    if names not in NAME_STYLES:
-        raise ConfigError(f"names must be one of {', '.join(NAME_STYLES)}, got {names!r}")
+    form = "configs" if form == AUTO_FORM else resolve_form(form, 0)  # one table over the collections
+    check_layout(decimals, names)
     if form == "seeds":
         return [_seeds_table(analysis, m, decimals, names) for m in analysis.metrics]
     return [_grouped_table(analysis, form, decimals, names)]

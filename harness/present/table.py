@@ -149,14 +149,19 @@ def identical_note(analysis: Analysis, metrics: Sequence[str], names: str = "lab
             f"so each is shown once and counted once in the family")
 
 
-def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = "label") -> list[Table]:
-    """The tables of one form: one per metric (seeds, summary) or one in all (configs); ``auto``
-    picks by the number of configurations (``resolve_form``)."""
-    form = resolve_form(form, len(analysis.results.configs))
+def check_layout(decimals: int, names: str) -> None:
+    """Refuse ``decimals`` outside [0, 10] and a ``names`` style that is not one of NAME_STYLES."""
     if decimals < 0 or decimals > 10:
         raise ConfigError(f"decimals must be in [0, 10], got {decimals}")
     if names not in NAME_STYLES:
         raise UnknownName("names", names, NAME_STYLES)
+
+
+def build_tables(analysis: Analysis, form: str, decimals: int = 4, names: str = "label") -> list[Table]:
+    """The tables of one form: one per metric (seeds, summary) or one in all (configs); ``auto``
+    picks by the number of configurations (``resolve_form``)."""
+    form = resolve_form(form, len(analysis.results.configs))
+    check_layout(decimals, names)
     if form == "seeds":
         return [seeds_table(analysis, m, decimals, names) for m in analysis.metrics]
     if form == "summary":

@@ -12,7 +12,7 @@ from scipy import stats
 
 from harness.stats.crossed import crossed_batch
 
-from .test_small_seeds import _satterthwaite_p, _studies
+from .test_small_seeds import _mean_squares, _satterthwaite_p, _studies
 
 STUDIES = 2000
 
@@ -22,11 +22,7 @@ def _kept_seed_term_p(d: np.ndarray) -> np.ndarray:
     dropped when it falls below the residual one (floored at it): the small-sample correction that
     removes the df jump of the clamped version."""
     _, s, q = d.shape
-    grand = d.mean(axis=(1, 2))
-    m_s, m_q = d.mean(axis=2), d.mean(axis=1)
-    ms_s = q * ((m_s - grand[:, None]) ** 2).sum(axis=1) / (s - 1)
-    ms_q = s * ((m_q - grand[:, None]) ** 2).sum(axis=1) / (q - 1)
-    ms_e = ((d - m_s[:, :, None] - m_q[:, None, :] + grand[:, None, None]) ** 2).sum(axis=(1, 2)) / ((s - 1) * (q - 1))
+    grand, ms_s, ms_q, ms_e = _mean_squares(d)
     a, b, c = np.maximum(ms_s, ms_e), np.maximum(ms_q, ms_e), -ms_e
     var = a + b + c
     df = var ** 2 / (a ** 2 / (s - 1) + b ** 2 / (q - 1) + c ** 2 / ((s - 1) * (q - 1)))

@@ -88,15 +88,23 @@ def test_power_at_three_and_five_seeds() -> None:
     assert power[5] > 0.6 and power[10] > 0.95
 
 
-def _satterthwaite_p(d: np.ndarray) -> np.ndarray:
-    """The crossed test as it was: components clamped at 0, Satterthwaite df for the combination of
-    mean squares left (a reference for what the generalized p-value replaced)."""
+def _mean_squares(d: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per study of ``d`` (studies x seeds x queries): the grand mean and the two-way ANOVA's mean
+    squares of seeds, queries and residual, computed here independently of harness.stats."""
     _, s, q = d.shape
     grand = d.mean(axis=(1, 2))
     m_s, m_q = d.mean(axis=2), d.mean(axis=1)
     ms_s = q * ((m_s - grand[:, None]) ** 2).sum(axis=1) / (s - 1)
     ms_q = s * ((m_q - grand[:, None]) ** 2).sum(axis=1) / (q - 1)
     ms_e = ((d - m_s[:, :, None] - m_q[:, None, :] + grand[:, None, None]) ** 2).sum(axis=(1, 2)) / ((s - 1) * (q - 1))
+    return grand, ms_s, ms_q, ms_e
+
+
+def _satterthwaite_p(d: np.ndarray) -> np.ndarray:
+    """The crossed test as it was: components clamped at 0, Satterthwaite df for the combination of
+    mean squares left (a reference for what the generalized p-value replaced)."""
+    _, s, q = d.shape
+    grand, ms_s, ms_q, ms_e = _mean_squares(d)
     keep_s, keep_q = ms_s > ms_e, ms_q > ms_e
     coef = 1 - keep_s.astype(int) - keep_q.astype(int)
     terms = [(np.where(keep_s, ms_s, 0.0), s - 1), (np.where(keep_q, ms_q, 0.0), q - 1),
