@@ -78,20 +78,18 @@ def _chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None) ->
 
 def _check_chitchat(cfg: DataConfig) -> None:
     if cfg.path is not None:  # a chitchat-format file in place of the packaged one
+        from harness.textfile import file_kind
+
         path = Path(str(cfg.path)).expanduser()
-        if not path.is_file():
-            why = ("it is a directory" if path.is_dir() else "it is not a regular file" if path.exists()
-                   else "no such file")
-            raise refuse("data.path", cfg.path, "a chitchat-format file for data.source=chitchat", why=why)
+        kind = file_kind(path)  # a directory, FIFO, device, socket or symlink loop, named as such
+        if kind or not path.is_file():
+            raise refuse("data.path", cfg.path, "a chitchat-format file for data.source=chitchat",
+                          why=f"it is {kind}" if kind else "no such file")
         return
     try:
         import chitchat_dataset  # noqa: F401
     except ImportError:
         raise HarnessError("data.source=chitchat needs the data package: pip install chitchat-dataset") from None
-    if cfg.path:  # a file of the user's: there, and a file (not a directory, FIFO or symlink loop)
-        from harness.data._chitchat import chitchat_source
-
-        chitchat_source(cfg)
 
 
 def _directory_reader(name: str) -> Loader:
