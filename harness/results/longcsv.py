@@ -56,7 +56,11 @@ def strict_value(text: str, metric: str, where: str) -> float:
     harness.errors.DataError: f.csv:3: value '0_5' is not a decimal number
     """
     if not NUMBER.fullmatch(text):
-        raise DataError(f"{where}: value {text!r} is not a decimal number")
+        if text.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
+            raise DataError(f"{where}: value {text} is not finite")
+        if not any(ch.isdigit() for ch in text):
+            raise DataError(f"{where}: value {text!r} is not a number")
+        raise DataError(f"{where}: value {text!r} is not a decimal number")  # 0_5, hex, ...
     value = float(text)
     if metric in UNIT_RANGE and not 0.0 <= value <= 1.0:
         raise DataError(f"{where}: value {text} of {metric} is outside its range [0, 1]")

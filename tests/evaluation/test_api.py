@@ -236,7 +236,7 @@ def test_bad_input_is_one_line_naming_what_is_wrong(study_dir: Path, uri: str, t
     bad.loc[7, "value"] = "high"
     with pytest.raises(DataError) as exc:
         harness.compare(bad)
-    assert _one_line(exc) == "DataFrame row 7: value 'high' is not a decimal number"
+    assert _one_line(exc) == "DataFrame row 7: value 'high' is not a number"
     with pytest.raises(DataError) as exc:
         harness.compare(frame.assign(config=frame["config"].where(frame.index != 3)))
     assert _one_line(exc) == "DataFrame row 3: config, seed and metric must be non-empty"

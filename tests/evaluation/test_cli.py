@@ -92,7 +92,7 @@ def test_errors(tmp_path: Path, run_cli: Cli) -> None:
     (tmp_path / "cols.csv").write_text("config,run,metric,value\na,1,map,0.5\n")
     assert "missing column(s) seed" in _error(run_cli, "--from", str(tmp_path / "cols.csv"))
     (tmp_path / "num.csv").write_text("config,seed,metric,value\na,1,map,0.5\nb,1,map,high\n")
-    assert "num.csv:3: value 'high' is not a decimal number" in _error(run_cli, "--from", str(tmp_path / "num.csv"))
+    assert "num.csv:3: value 'high' is not a number" in _error(run_cli, "--from", str(tmp_path / "num.csv"))
     (tmp_path / "empty.csv").write_text("config,seed,metric,value\n")
     assert "no result rows" in _error(run_cli, "--from", str(tmp_path / "empty.csv"))
     (tmp_path / "dup.csv").write_text("config,seed,metric,value\na,1,map,0.5\na,1,map,0.6\n")
