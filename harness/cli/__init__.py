@@ -73,8 +73,11 @@ def quiet_libraries() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    text = _cli_text(argv)
+    if text is None:
+        return 2
     parser = build_parser()
-    args = parser.parse_args(_cli_text(argv))
+    args = parser.parse_args(text)
     if not args.verbose:
         quiet_libraries()
     if not getattr(args, "func", None):
@@ -83,17 +86,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return dispatch(args.func, args)
 
 
-def _cli_text(argv: Sequence[str] | None) -> list[str]:
-    """The arguments as text every later step can encode: an argument that is not valid text in
-    the file system's encoding (a lone surrogate from undecodable bytes) is refused in one line."""
+def _cli_text(argv: Sequence[str] | None) -> list[str] | None:
+    """The arguments as text every later step can encode; None (after one line on stderr) when an
+    argument is not valid text in the file system's encoding (a lone surrogate from undecodable
+    bytes), named with its option where it follows one."""
+    from harness.config import text_problem
+
     argv = list(sys.argv[1:] if argv is None else argv)
-    for a in argv:
+    for i, a in enumerate(argv):
         try:
             a.encode("utf-8")
         except UnicodeEncodeError:
-            print(f"harness: error: argument {a.encode('utf-8', 'backslashreplace').decode()!r} is not valid "
-                  "UTF-8 text (undecodable bytes in a path?); rename it or pass another path", file=sys.stderr)
-            raise SystemExit(2) from None
+            option = f"{argv[i - 1]} " if i and argv[i - 1].startswith("-") else ""
+            shown = a.encode("utf-8", "backslashreplace").decode()
+            print(f"harness: error: {option}argument {shown!r} is not valid UTF-8 text ({text_problem(a)}: "
+                  "undecodable bytes in a path?); rename it or pass another path", file=sys.stderr)
+            return None
     return argv
 
 
