@@ -43,7 +43,7 @@ from harness.results.longcsv import (
     read_frame_collections,
     read_long_collections,
 )
-from harness.results.mlflow_reader import incomplete_note, read_experiment
+from harness.results.mlflow_reader import incomplete_note, read_experiment, with_note
 from harness.results.stored import StudyResults
 from harness.stats.across import CollectionsAnalysis, analyse_collections
 from harness.stats.corrections import DEFAULT_CORRECTION
@@ -222,9 +222,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=tuple(levels), seed=seed, resamples=resamples)
     results = read_experiment(name, tracking_uri=tracking_uri, baseline=baseline)
-    incomplete = incomplete_note(name, tracking_uri=tracking_uri)
-    if incomplete:
-        results = replace(results, phase_note=f"{incomplete} {results.phase_note}".strip())
+    results = with_note(results, incomplete_note(name, tracking_uri=tracking_uri))
     return StudyAnalysis(results=results, options=options)
 
 

@@ -161,8 +161,6 @@ INCOMPLETE_EXIT = 3
 def run_table(args: argparse.Namespace) -> int:
     """Exits ``INCOMPLETE_EXIT`` (3), with the table written and marked, when the study is not
     finished (``incomplete_note``: interrupted, failed or still running; docs/reliability.md)."""
-    import dataclasses
-
     # The options are refused before the source is read; the rest is harness.load_study's path.
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
@@ -170,28 +168,23 @@ def run_table(args: argparse.Namespace) -> int:
     collections = load_collections(args)
     incomplete = ""
     if args.experiment is not None:
-        from harness.results.mlflow_reader import incomplete_note
+        from harness.results.mlflow_reader import incomplete_note, with_note
 
         incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
-        if incomplete:
-            collections = {name: dataclasses.replace(res, phase_note=f"{incomplete} {res.phase_note}".strip())
-                           for name, res in collections.items()}
+        collections = {name: with_note(res, incomplete) for name, res in collections.items()}
     study = study_of(collections, options)
     if isinstance(study, CollectionsStudy):
         _write(render_collection_table(study.analyse(), args.format, form=args.form, decimals=args.decimals,
                                        names=args.names), args.output)
-        if incomplete:
-            print(f"harness: warning: {incomplete}", file=sys.stderr)
-            return INCOMPLETE_EXIT
-        return 0
-    table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
-                        decimals=args.decimals, names=args.names)
-    _write(table.render(args.format), args.output)
-    if args.plots is not None:
-        from harness.present.plots import write_plots
+    else:
+        table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
+                            decimals=args.decimals, names=args.names)
+        _write(table.render(args.format), args.output)
+        if args.plots is not None:
+            from harness.present.plots import write_plots
 
-        for path in write_plots(table.analysis, args.plots):
-            print(f"wrote {path}", file=sys.stderr)
+            for path in write_plots(table.analysis, args.plots):
+                print(f"wrote {path}", file=sys.stderr)
     if incomplete:
         print(f"harness: warning: {incomplete}", file=sys.stderr)
         return INCOMPLETE_EXIT

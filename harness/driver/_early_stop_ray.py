@@ -20,16 +20,14 @@ from typing import Any
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
-from harness.driver._storage import read_text, write_text
+from harness.driver._storage import EARLY_STOP_STATE, read_text, write_text
 from harness.study.early_stop import EarlyStopSettings, EarlyStopState, rung_steps
 from harness.study.protocol import MEMBERS
 from harness.tracking import conventions as C
 
-STATE_FILE = "early_stopping.json"
-
 
 def state_uri(spec: Any) -> str:
-    return f"{spec.phase_dir('fixed')}/{STATE_FILE}"
+    return f"{spec.phase_dir('fixed')}/{EARLY_STOP_STATE}"
 
 
 def load_state(uri: str, settings: EarlyStopSettings, min_groups: int) -> EarlyStopState:

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from harness.driver._storage import EARLY_STOP_STATE
 from harness.errors import HarnessError
 from harness.tracking import conventions as C
 
@@ -77,9 +78,9 @@ def _mac(files: dict[str, list[str]], key: bytes) -> str:
 
 
 # The harness's own state beside Tune's: plain JSON that the harness parses and checks itself (the
-# early-stopping scheduler's, harness.driver._early_stop_ray.STATE_FILE), never unpickled and not a
-# name Tune restores; it is rewritten between Tune's saves, so it has no digest to match.
-OWN_FILES = frozenset({"early_stopping.json"})
+# early-stopping scheduler's), never unpickled and not a name Tune restores; it is rewritten between
+# Tune's saves, so it has no digest to match.
+OWN_FILES = frozenset({EARLY_STOP_STATE})
 
 
 def _top_files(fs: Any, path: str) -> dict[str, str]:

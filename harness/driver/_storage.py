@@ -15,6 +15,9 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.tracking import conventions as C
 
+# Early stopping's state beside Tune's in a phase folder (harness.driver._early_stop_ray): plain JSON.
+EARLY_STOP_STATE = "early_stopping.json"
+
 
 def phase_dirs(spec: Any) -> list[str]:
     return [spec.phase_dir(p) for p in spec.phases]

@@ -233,6 +233,13 @@ def incomplete_note(name: str, *, tracking_uri: str | None = None) -> str:
             "(`harness run STUDY --resume` finishes it).")
 
 
+def with_note(results: StudyResults, note: str) -> StudyResults:
+    """``results`` whose tables' notes open with ``note`` (``incomplete_note``'s; none when empty)."""
+    if not note:
+        return results
+    return dataclasses.replace(results, phase_note=f"{note} {results.phase_note}".strip())
+
+
 @contextlib.contextmanager
 def _env_defaults(**values: str) -> Iterator[None]:
     """Set environment variables the user has not set, for the block only. Used for no
