@@ -30,8 +30,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, UnknownName
-from harness.present.collections_render import render_collections
-from harness.present.collections_table import build_collection_tables
+from harness.present.collections_significance import CollectionsSignificanceTable
 from harness.present.power_text import PowerReport
 from harness.present.significance_table import SignificanceTable
 from harness.present.table import AUTO_FORM, resolve_form
@@ -335,14 +334,16 @@ class CollectionsStudy:
                                   resamples=opts.resamples, seed=opts.seed)
         return analyse_collections(self.collections, options, family=opts.family)
 
-    def table(self, format: str = "md", *, metric: MetricNames = None, form: str = AUTO_FORM,
-              decimals: int = 4, names: str = "label") -> str:
-        """The whole table as `harness table` prints it: ``form`` configs (``auto``: rows =
-        configurations, a column group per collection, the combined verdict last), summary (the
-        same, intervals of the differences instead of SDs) or seeds (per metric a block of seed
-        rows per collection, Penha & Hauff 2020 Table 5); ``format`` md, latex, csv or html."""
-        return render_collection_table(self.analyse(metric=metric), format, form=form, decimals=decimals,
-                                       names=names)
+    def table(self, *, metric: MetricNames = None, form: str = AUTO_FORM, decimals: int = 4,
+              names: str = "label") -> CollectionsSignificanceTable:
+        """The whole table (a ``CollectionsSignificanceTable``: ``.frame``/``.rows()``, a row per
+        collection, configuration and metric and one per combined verdict; ``.to_markdown()``,
+        ``.to_latex()``, ``.to_html()``, ``.to_csv()``, ``.render(format)``: what `harness table`
+        prints) of ``form``: configs (``auto``: rows = configurations, a column group per
+        collection, the combined verdict last), summary (the same, intervals of the differences
+        instead of SDs) or seeds (per metric a block of seed rows per collection, Penha & Hauff
+        2020 Table 5)."""
+        return CollectionsSignificanceTable.build(self.analyse(metric=metric), form, decimals, names)
 
     def runs(self) -> pd.DataFrame:
         """The long format with a ``collection`` column (``StudyAnalysis.runs``, per collection)."""
@@ -357,7 +358,3 @@ class CollectionsStudy:
                 f"configs={configs!r}, test={self.options.test!r}, correction={self.options.correction!r})")
 
 
-def render_collection_table(analysis: CollectionsAnalysis, format: str = "md", *, form: str = AUTO_FORM,
-                            decimals: int = 4, names: str = "label") -> str:
-    """The tables of ``form`` of a study over several collections, rendered as ``format``."""
-    return render_collections(build_collection_tables(analysis, form, decimals, names), format)

@@ -31,7 +31,6 @@ from harness.analysis import (
     CollectionsStudy,
     TableOptions,
     form_for,
-    render_collection_table,
     study_of,
 )
 from harness.metrics.measures import NAME_STYLES
@@ -174,8 +173,8 @@ def run_table(args: argparse.Namespace) -> int:
         collections = {name: with_note(res, incomplete) for name, res in collections.items()}
     study = study_of(collections, options)
     if isinstance(study, CollectionsStudy):
-        _write(render_collection_table(study.analyse(), args.format, form=args.form, decimals=args.decimals,
-                                       names=args.names), args.output)
+        _write(study.table(form=args.form, decimals=args.decimals, names=args.names).render(args.format),
+               args.output)
     else:
         table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
                             decimals=args.decimals, names=args.names)

@@ -61,9 +61,10 @@ def run_report(args: argparse.Namespace) -> int:
 def _collections_page(study: str, collections: dict) -> str:  # type: ignore[type-arg]
     """The page a study over several collections logs as its report.html (the whole table and the
     per-seed blocks, harness.driver._collections_report)."""
-    from harness.analysis import CollectionsStudy, render_collection_table
+    from harness.analysis import CollectionsStudy
     from harness.present.collections_render import collections_page
+    from harness.present.collections_significance import CollectionsSignificanceTable
 
     analysis = CollectionsStudy(collections=collections).analyse()
-    return collections_page(study, render_collection_table(analysis, "html", form="configs"),
-                            render_collection_table(analysis, "html", form="seeds"))
+    return collections_page(study, CollectionsSignificanceTable.build(analysis, "configs").to_html(),
+                            CollectionsSignificanceTable.build(analysis, "seeds").to_html())

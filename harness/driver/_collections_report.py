@@ -29,16 +29,18 @@ def report_collections(spec: StudySpec, records: StudyRecords, ids: set[str] | N
                        log: Callable[[str], None]) -> dict[str, Any]:
     """The report of a study over several collections (module docstring); returns per
     "config@collection" its logged metrics."""
-    from harness.analysis import CollectionsStudy, render_collection_table
+    from harness.analysis import CollectionsStudy
     from harness.present.collections_render import collections_page
+    from harness.present.collections_significance import CollectionsSignificanceTable
     from harness.results.mlflow_reader import read_experiment_collections
 
     collections = read_experiment_collections(spec.name, tracking_uri=records.store.uri, config_ids=ids)
     analysis = CollectionsStudy(collections=collections).analyse()
     texts: dict[str, str] = {}
     for form in ("configs", "seeds"):
+        table = CollectionsSignificanceTable.build(analysis, form)
         for fmt, ext in _FORMATS.items():
-            texts[f"tables/collections-{form}.{ext}"] = render_collection_table(analysis, fmt, form=form)
+            texts[f"tables/collections-{form}.{ext}"] = table.render(fmt)
     texts["report.html"] = collections_page(spec.name, texts["tables/collections-configs.html"],
                                             texts["tables/collections-seeds.html"])
     records.study_artifacts(texts)

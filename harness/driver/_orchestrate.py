@@ -32,7 +32,7 @@ from harness.driver._confirm import run_confirmation
 from harness.driver._final_report import ReportUnavailable, report_study
 from harness.driver._rounds import run_rounds
 from harness.driver._searchers import make_searcher
-from harness.driver._signals import deferred_stops, install_stop_handlers, interrupts
+from harness.driver._signals import deferred_stops, install_stop_handlers, interrupts, stopped_by
 from harness.driver._storage import report_storage
 from harness.driver._trainable import NO_HOOKS, TrialHooks, trainable
 from harness.driver.lease import Lease
@@ -181,6 +181,9 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
                 end_open_runs(spec, uri, exc, log)
                 if isinstance(exc, KeyboardInterrupt | PhaseIncomplete):
                     log(f"study {spec.name}: interrupted before its end; finish it with: {resume_line}")
+            stop = stopped_by(exc)  # the signal's number through Ray's plain KeyboardInterrupt
+            if stop is not exc:
+                raise stop from exc
             raise
 
 

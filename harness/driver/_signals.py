@@ -10,7 +10,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-__all__ = ["STOP_SIGNALS", "StudyInterrupted", "deferred_stops", "install_stop_handlers", "interrupts"]
+__all__ = ["STOP_SIGNALS", "StudyInterrupted", "deferred_stops", "install_stop_handlers", "interrupts", "stopped_by"]
 
 
 class StudyInterrupted(KeyboardInterrupt):
@@ -25,8 +25,24 @@ class StudyInterrupted(KeyboardInterrupt):
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
 
+# The stop signals received in this driver, latest last: Ray's blocking calls (ray.get, ray.wait)
+# turn any KeyboardInterrupt raised by a handler while they wait into a plain KeyboardInterrupt, so
+# the signal's number is kept here as well (``stopped_by``).
+_received: list[int] = []
+
+
 def _raise_interrupted(signum: int, _frame: object) -> None:
+    _received.append(signum)
     raise StudyInterrupted(signum)
+
+
+def stopped_by(exc: BaseException) -> BaseException:
+    """``exc`` as the stop that caused it: a plain KeyboardInterrupt after a stop signal was received
+    becomes ``StudyInterrupted`` of that signal (so SIGTERM still exits 143); anything else is
+    returned as it is."""
+    if type(exc) is KeyboardInterrupt and _received:
+        return StudyInterrupted(_received[-1])
+    return exc
 
 
 def install_stop_handlers() -> None:
@@ -47,6 +63,7 @@ def interrupts() -> Iterator[None]:
         return
     sigs = [getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)]
     previous = {s: signal.getsignal(s) for s in sigs}
+    _received.clear()
     install_stop_handlers()
     try:
         yield
@@ -70,4 +87,5 @@ def deferred_stops() -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler)
     if got:
+        _received.append(got[-1])
         raise StudyInterrupted(got[-1])

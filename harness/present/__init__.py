@@ -1,6 +1,7 @@
 """Presentation: the significance table model (``table``), one renderer per format (``render``:
 Markdown, LaTeX, CSV, HTML), the table as an object holding its data and renderings
-(``significance_table``), the power analysis as an object and as text (``power_text``), what a
+(``significance_table``; ``collections_significance`` for a study over several collections,
+built by ``collections_table`` and formatted by ``collections_render``), the power analysis as an object and as text (``power_text``), what a
 finished study puts on its runs (``report``), the one-page HTML report (``html_report``) and the
 figures (``plots``). Renderers format; they compute nothing.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from harness._face import face
 
 __all__ = [
+    "CollectionsSignificanceTable",
     "PowerReport",
     "SignificanceTable",
     "build_tables",
@@ -23,6 +25,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = face(__name__, {
+    "CollectionsSignificanceTable": "collections_significance",
     "PowerReport": "power_text",
     "SignificanceTable": "significance_table",
     "build_tables": "table",

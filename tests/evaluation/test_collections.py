@@ -223,14 +223,42 @@ def test_the_command_and_compare_accept_the_collection_column(
     rc, out, err = run_cli("table", "--from", str(path), "--format", "csv")
     assert rc == 0, err
     study = compare(path)
-    assert out == study.table(format="csv")
+    assert out == study.table().to_csv() == study.table().render("csv")
     frame = pd.read_csv(path, dtype={"seed": str})
-    assert compare(frame).table() == study.table().replace(str(path), "DataFrame")
+    assert str(compare(frame).table()) == str(study.table()).replace(str(path), "DataFrame")
     assert list(study.runs()["collection"].unique()) == ["msdialog", "mantis"]
     rc, out, err = run_cli("table", "--from", str(path), "--correction", "maxt")
     assert rc != 0 and "maxt is not available over several collections" in err and "Traceback" not in err
     rc, out, _ = run_cli("table", "--from", str(path), "--family", "metric")
     assert rc == 0 and "family: each metric's comparisons over all collections" in out
+
+
+def test_the_table_object_holds_what_it_prints(tmp_path: Path) -> None:
+    """CollectionsStudy.table() is data: a row per collection, configuration and metric whose mean
+    and SD are the seeds' (computed here from the CSV with pandas), whose markers are the printed
+    ones, and a row per combined verdict with the analysis' own estimate and adjusted p-value."""
+    path = _write(tmp_path / "r.csv", _collections())
+    study = compare(path)
+    table = study.table()
+    frame = table.frame
+    runs = pd.read_csv(path, dtype={"seed": str})
+    runs = runs[runs["query"].isna()] if "query" in runs else runs
+    per = frame[frame["collection"] != "combined"]
+    for row in per.itertuples():
+        values = runs[(runs.collection == row.collection) & (runs.config == row.config) & (runs.metric == row.metric)]
+        assert row.mean == pytest.approx(values.value.mean()) and row.n_seeds == len(values)
+        assert row.sd == pytest.approx(values.value.std(ddof=1))
+    analysis = study.analyse()
+    combined = frame[frame["collection"] == "combined"]
+    assert len(combined) == len(analysis.combined) > 0
+    for row in combined.itertuples():
+        comb = analysis.get_combined(row.config, row.metric)
+        assert row.delta == pytest.approx(comb.result.estimate) and row.p_adjusted == pytest.approx(comb.p_adjusted)
+        assert (None if pd.isna(row.marker) else row.marker) == analysis.marker(comb)
+    markers = {m for m in frame["marker"].dropna()}
+    assert markers and all(m in table.to_markdown() for m in markers)
+    assert table.render("latex") == table.to_latex() and table._repr_html_() == table.to_html()
+    assert repr(table).startswith("CollectionsSignificanceTable(form='configs', collections=('msdialog', 'mantis')")
 
 
 def test_a_one_collection_file_gives_the_table_of_today(run_cli: Callable[..., tuple[int, str, str]],

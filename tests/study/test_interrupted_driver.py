@@ -23,6 +23,8 @@ from harness.study import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
+ROOT = Path(__file__).resolve().parents[2]  # the repository: where `-m tests.study.hooked_run` is found
+
 
 @pytest.fixture
 def ray_tmp() -> Iterator[Path]:
@@ -45,7 +47,7 @@ def _drive(root: Path, ray_tmp: Path, name: str, *extra: str) -> tuple[subproces
     env.pop("RAY_ADDRESS", None)
     # the driver's stderr to a file: a pipe nobody reads while it runs could fill and stall it
     err = (root / "driver.err").open("wb")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, cwd=ROOT)
     return proc, cmd, log, key
 
 
@@ -114,7 +116,7 @@ def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_inco
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run([*cmd, "--resume"], check=False, env=env, capture_output=True, timeout=600,
-                          start_new_session=True)
+                          start_new_session=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     runs = _statuses(uri, "ctrl-c")
     assert runs[C.KIND_STUDY] == ["FINISHED"] and runs[C.KIND_TRIAL].count("FINISHED") == 2, runs
@@ -129,3 +131,28 @@ def test_sigterm_ends_the_study_killed_and_exits_143(tmp_path, ray_tmp):
     assert "Traceback" not in err and "interrupted before its end; finish it with: " in err, err
     runs = _statuses(f"sqlite:///{tmp_path / 'mlflow.db'}", "sigterm")
     assert runs[C.KIND_STUDY] == ["KILLED"] and all("RUNNING" not in s for s in runs.values()), runs
+
+
+def test_a_stop_signal_during_ray_get_keeps_its_number(ray_root):
+    """Ray's blocking calls turn a handler's StudyInterrupted into a plain KeyboardInterrupt; the
+    driver still knows the signal (harness.driver._signals.stopped_by), so SIGTERM exits 143."""
+    import threading
+
+    import ray
+
+    from harness.driver._signals import StudyInterrupted, install_stop_handlers, interrupts, stopped_by
+
+    @ray.remote(num_cpus=0)
+    def wait() -> None:
+        time.sleep(60)
+
+    with interrupts():
+        install_stop_handlers()
+        ref = wait.remote()
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        with pytest.raises(KeyboardInterrupt) as got:
+            ray.get(ref, timeout=30)
+    ray.cancel(ref, force=True)
+    stop = stopped_by(got.value)
+    assert isinstance(stop, StudyInterrupted) and stop.signum == signal.SIGTERM
+    assert stopped_by(ValueError("x")).__class__ is ValueError

@@ -1,0 +1,140 @@
+"""The table of a study over several collections as an object: its data (one row per collection,
+configuration and metric, and one per configuration and metric for the combined verdict, as
+records or a pandas DataFrame) and its renderings (Markdown, LaTeX, HTML, CSV: the collections
+renderers of ``collections_render``). ``harness table`` and ``CollectionsStudy.table()`` both
+render through it, so what Python holds is what the command prints.
+
+The rows are the one-collection table's (``significance_table.COLUMNS``) with a ``collection``
+column first: each collection's rows come from its own executed analysis, whose adjusted p-values,
+family sizes and markers are already the whole table's family's (harness.stats.across). After the
+collections, one row per candidate and metric with ``collection`` = ``combined``: the combined
+difference across the collections (``delta``, its interval, ``p_value``, ``p_adjusted`` in the
+same family, ``comparisons``, ``direction``, ``marker``); ``n_seeds``, ``mean`` and ``sd`` are
+missing there, as no run holds a combined value.
+
+>>> from harness.results.stored import RunRecord, StudyResults
+>>> from harness.stats.across import analyse_collections
+>>> def results(shift):
+...     return StudyResults.build([RunRecord(config=c, seed=str(s), values={"map": v + shift * (c == "bert") + s / 100})
+...                                for c, v in (("bm25", 0.30), ("bert", 0.33)) for s in (1, 2, 3)])
+>>> table = CollectionsSignificanceTable.build(analyse_collections({"A": results(0.0), "B": results(0.02)}))
+>>> table
+CollectionsSignificanceTable(form='configs', collections=('A', 'B'), test='across-seeds', correction='holm', baseline='bm25', configs=2, metrics=('map',))
+>>> [(r["collection"], r["config"]) for r in table.rows()]
+[('A', 'bm25'), ('A', 'bert'), ('B', 'bm25'), ('B', 'bert'), ('combined', 'bert')]
+>>> table.to_markdown() == str(table) == table.render("md")
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from harness.metrics.measures import canonical_name
+from harness.present.collections_render import render_collections
+from harness.present.collections_table import CollectionsTable, build_collection_tables
+from harness.present.significance_table import COLUMNS as ONE_COLLECTION_COLUMNS
+from harness.present.significance_table import SignificanceTable
+from harness.present.table import AUTO_FORM
+from harness.stats.across import COMBINED, CollectionsAnalysis
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["COLUMNS", "CollectionsSignificanceTable"]
+
+COLUMNS = ("collection", *ONE_COLLECTION_COLUMNS)
+
+Row = dict[str, Any]
+
+
+def _number(value: float) -> float | None:
+    value = float(value)
+    return None if math.isnan(value) else value
+
+
+@dataclass(frozen=True, kw_only=True, repr=False, eq=False)
+class CollectionsSignificanceTable:
+    """The tables of one form of an executed ``CollectionsAnalysis`` (``tables``: one in the configs
+    and summary forms, one per metric in the seeds form): ``rows()``/``to_frame()``/``frame`` are
+    their data, ``to_markdown()``, ``to_latex()``, ``to_html()`` and ``to_csv()`` their text
+    (``render(format)`` by name). ``str()`` is the Markdown; a notebook shows the HTML. Made by
+    ``CollectionsStudy.table()`` or ``build``."""
+
+    analysis: CollectionsAnalysis
+    form: str  # configs, summary or seeds (``auto`` resolved)
+    tables: tuple[CollectionsTable, ...]
+
+    @classmethod
+    def build(cls, analysis: CollectionsAnalysis, form: str = AUTO_FORM, decimals: int = 4,
+              names: str = "label") -> CollectionsSignificanceTable:
+        tables = tuple(build_collection_tables(analysis, form, decimals, names))
+        return cls(analysis=analysis, form=tables[0].form, tables=tables)
+
+    # -- data -------------------------------------------------------------------------------------
+
+    def rows(self) -> list[Row]:
+        """The table's data, one dict per row (module docstring); missing values are None."""
+        out: list[Row] = []
+        for name, analysis in self.analysis.analyses.items():
+            one = SignificanceTable.build(analysis, "configs")
+            out += [{"collection": name, **row} for row in one.rows()]
+        options = self.analysis.options
+        for comb in self.analysis.combined:
+            r = comb.result
+            row: Row = dict.fromkeys(COLUMNS)
+            row.update(collection=COMBINED, metric=comb.metric, measure=canonical_name(comb.metric),
+                       config=comb.config, role="candidate", delta=_number(r.estimate),
+                       ci_low=_number(r.ci_low), ci_high=_number(r.ci_high), p_value=_number(r.p_value),
+                       p_adjusted=_number(comb.p_adjusted), comparisons=comb.family_size,
+                       direction=comb.direction, marker=self.analysis.marker(comb), test=self.analysis.test,
+                       correction=options.correction)
+            out.append(row)
+        return out
+
+    def to_frame(self) -> pd.DataFrame:
+        """``rows()`` as a pandas DataFrame with the columns ``COLUMNS`` (missing: ``isna()``)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.rows(), columns=list(COLUMNS))
+        return frame.astype({"n_seeds": "Int64", "comparisons": "Int64"})
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """``to_frame()``: a new DataFrame on each read."""
+        return self.to_frame()
+
+    # -- renderings -------------------------------------------------------------------------------
+
+    def render(self, format: str = "md") -> str:
+        """The tables as ``format`` (md, latex, csv, html), as `harness table --format` prints them."""
+        return render_collections(self.tables, format)
+
+    def to_markdown(self) -> str:
+        return self.render("md")
+
+    def to_latex(self) -> str:
+        return self.render("latex")
+
+    def to_html(self) -> str:
+        return self.render("html")
+
+    def to_csv(self) -> str:
+        return self.render("csv")
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr__(self) -> str:
+        a = self.analysis
+        return (f"CollectionsSignificanceTable(form={self.form!r}, collections={a.collections!r}, "
+                f"test={a.test!r}, correction={a.options.correction!r}, baseline={a.baseline!r}, "
+                f"configs={len(a.configs)}, metrics={a.metrics!r})")
