@@ -11,7 +11,7 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: venv demo test test-fast lint docs bench bench-gpu clean
+.PHONY: venv demo demo-collections test test-fast lint docs bench bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ venv: $(STAMP)
 
 demo: venv
 	$(VENV)/bin/harness demo
+
+# The demo over two collections (chitchat and the shipped Cranfield): one table with both.
+demo-collections: venv
+	$(VENV)/bin/harness demo --collections
 
 test: venv
 	@{ command -v chromium && command -v pdflatex && command -v pdftotext; } >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && for p in chromium "texlive-latex-recommended poppler-utils"; do DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p >/dev/null || echo "$$p not installed: the browser or PDF tests will skip"; done; }
