@@ -1,0 +1,137 @@
+"""Seed schedules, early stopping, search and confirmation over several collections: the study
+file's spelling and refusals, and the rules themselves against real MLflow (seed rounds) or the
+pure early-stopping state. The phases through real Ray Tune trials:
+tests/study/test_collections_phases_study.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.driver import _rounds
+from harness.errors import ConfigError
+from harness.stats.crossed import crossed_test
+from harness.stats.sequential import GroupSequential, Stop, signed_z
+from harness.study import rounds
+from harness.study.protocol import TrialOutcome, TrialTicket
+from harness.study.spec import load_spec
+from harness.tracking import conventions as C
+from harness.tracking.records import StudyRecords
+from harness.tracking.store import TrackingStore
+from tests.study.conftest import write_study
+
+COLLECTIONS = [
+    {"name": "talk-a", "data": {"conversations": 30, "split_seed": 13}},
+    {"name": "talk-b", "data": {"conversations": 30, "split_seed": 29}},
+]
+SCHEDULED = {"configs": {"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1}},
+             "seeds": {"start": 3, "step": 2, "max": 9}, "collections": COLLECTIONS}
+
+# -- seed schedules ------------------------------------------------------------------------------
+
+QIDS = [f"q{i:02d}" for i in range(40)]
+# The candidate's gain on each collection: large on one (settles early), none on the other
+# (futility at once).
+GAIN = {"talk-a": 0.12, "talk-b": 0.0}
+
+
+def _values(name: str, collection: str, seed: int) -> dict[str, float]:
+    """Per-query test MAP of a seed run on a collection: a query's difficulty, the candidate's gain
+    on that collection, the run's noise; in [0, 1]."""
+    g = np.random.default_rng([seed, sum(map(ord, name + collection))])
+    difficulty = np.random.default_rng(sum(map(ord, collection))).uniform(0.2, 0.7, len(QIDS))
+    gain = GAIN[collection] if name != "baseline" else 0.0
+    v = np.clip(difficulty + gain + g.normal(0, 0.01) + g.normal(0, 0.08, len(QIDS)), 0, 1)
+    return dict(zip(QIDS, v.round(6).tolist(), strict=True))
+
+
+def _synthetic_round(spec: Any, store: TrackingStore, exp: str, runs: list[tuple[str, str, int]]) -> _rounds.RunRound:
+    """A round that records its tickets' outcomes as the driver's callback does, without training."""
+    def run_round(phase: str, tickets: list[dict[str, Any]]) -> set[str]:
+        records = StudyRecords(store, exp, spec.name)
+        for t in map(TrialTicket.from_tune, tickets):
+            collection = t.flat[C.COLLECTION_PARAM]
+            runs.append((t.name, collection, t.seed))
+            records.trial_started(t, tags={C.TAG_ROUND: str(rounds.round_of(spec, t.seed))})
+            values = _values(t.name, collection, t.seed)
+            outcome = TrialOutcome(t.key, 0.5, test={"map": float(np.mean(list(values.values())))})
+            records.trial_finished(t, outcome, {"map": values})
+        return {t["ticket"]["config_id"] for t in tickets}
+    return run_round
+
+
+def test_a_seed_schedule_decides_each_collection_on_its_own_results_with_the_same_seeds(tmp_path: Path) -> None:
+    spec = load_spec(write_study(tmp_path, "sched", **SCHEDULED))
+    assert spec.seed_schedule is not None and rounds.comparisons(spec) == 2
+    store = TrackingStore(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    records = StudyRecords.open(store, spec.name)
+    records.study_started()
+    runs: list[tuple[str, str, int]] = []
+    lines: list[str] = []
+    _rounds.run_rounds(spec, records, _synthetic_round(spec, store, records.experiment_id, runs), lines.append)
+
+    # Each comparison's verdict is the rule's (at 0.05 / 2: one candidate on two collections) on
+    # the looks of its own collection, recomputed from the generator.
+    rule = GroupSequential.for_family(spec.seed_schedule.looks, 0.05, 2)
+    verdicts = {}
+    for collection in GAIN:
+        for k in range(1, spec.seed_schedule.rounds + 1):
+            z = []
+            for n in spec.seed_schedule.looks[:k]:
+                seeds = spec.seeds[:n]
+                cand = np.array([[_values("ls", collection, s)[q] for q in QIDS] for s in seeds])
+                base = np.array([[_values("baseline", collection, s)[q] for q in QIDS] for s in seeds])
+                r = crossed_test(cand, base)
+                z.append(float(signed_z(r.mean_diff, r.p_value)))
+            v = rule.verdict(z)
+            if v.stop is not Stop.OPEN:
+                verdicts[collection] = v
+                break
+    assert verdicts["talk-b"].reason.startswith("futility at round 1")
+    assert verdicts["talk-a"].round > 1  # the candidate trains on while talk-a is open
+    client = MlflowClient(store.uri)
+    configs = client.search_runs([records.experiment_id], filter_string=f"tags.`{C.TAG_KIND}` = 'config'")
+    reason = {(r.info.run_name, r.data.tags[C.TAG_COLLECTION]): r.data.tags[C.TAG_SEQUENTIAL] for r in configs}
+    assert reason[("ls", "talk-a")] == verdicts["talk-a"].reason
+    assert reason[("ls", "talk-b")] == verdicts["talk-b"].reason
+    # Paired seeds: a configuration has the same seeds on every collection, the first ones of the
+    # study's list, up to the last open comparison's round.
+    last = spec.seed_schedule.looks[verdicts["talk-a"].round - 1]
+    for name in ("baseline", "ls"):
+        got = {c: sorted(s for n, cc, s in runs if n == name and cc == c) for c in GAIN}
+        assert got["talk-a"] == got["talk-b"] == list(spec.seeds[:last])
+    assert lines[0] == "round 1 of 4: 4 configurations x seeds [1, 2, 3] (2 comparisons open)"
+    assert lines[1].startswith("round 1: ls on talk-a: open; ls on talk-b: futility at round 1")
+
+
+# -- early stopping ------------------------------------------------------------------------------
+
+def test_a_rung_ranks_only_the_configurations_of_the_same_collection() -> None:
+    from harness.study.early_stop import EarlyStopSettings, EarlyStopState
+
+    st = EarlyStopState(EarlyStopSettings(rungs=(0.25,), reduction_factor=2, metric="map"), min_groups=2)
+    # On talk-a, the candidate beats its baseline; on talk-b (a harder collection, lower values
+    # everywhere) it trails its own baseline. Ranked against talk-a's values it would rank last.
+    st.observe("ba", "baseline", seed=1, step=2, value=0.60, total_steps=8, baseline=True, collection="talk-a")
+    assert st.observe("la", "ls", seed=1, step=2, value=0.70, total_steps=8, collection="talk-a") is None
+    st.observe("bb", "baseline", seed=1, step=2, value=0.30, total_steps=8, baseline=True, collection="talk-b")
+    stop = st.observe("lb", "ls", seed=1, step=2, value=0.20, total_steps=8, collection="talk-b")
+    assert stop is not None and "ranks 2 of 2 configurations on talk-b" in stop.reason
+    assert st.means(2, "talk-a") == pytest.approx({"ba": 0.60, "la": 0.70})
+    # A baseline trailing its candidate is never stopped, and the state keeps each group's collection.
+    assert set(st.stopped) == {"lb"}
+    again = EarlyStopState.from_json(st.to_json())
+    assert again.groups["lb"].collection == "talk-b" and again.groups["ba"].baseline
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"seeds": {"start": 2, "step": 1, "max": 3}, "configs": {}}, "no candidate configuration"),
+])
+def test_bad_phases_over_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_spec(write_study(tmp_path, "bad", **{**SCHEDULED, **extra}))
+    assert message in str(err.value) and "\n" not in str(err.value)
