@@ -128,8 +128,67 @@ def test_a_rung_ranks_only_the_configurations_of_the_same_collection() -> None:
     assert again.groups["lb"].collection == "talk-b" and again.groups["ba"].baseline
 
 
+# -- search ----------------------------------------------------------------------------------------
+
+SEARCH = {"search": {"searcher": "random", "num_configs": 2,
+                     "space": {"smoothing.method": {"choice": ["LS"]}, "smoothing.epsilon": {"uniform": [0.05, 0.3]}}},
+          "seeds": [1, 2, 3], "collections": COLLECTIONS}
+
+
+@pytest.mark.parametrize("target", [None, "talk-b"])
+def test_a_proposal_runs_on_every_collection_and_optuna_gets_the_stated_objective(tmp_path: Path,
+                                                                                 target: str | None) -> None:
+    """One proposal, seeds 1-3 on two collections: six trials with one name, one config id per
+    collection, each collection's data; Optuna's value is the mean over the collections of each
+    one's mean over its finished seeds (talk-a's seed 1 failed: left out of talk-a's mean only),
+    or the objective collection's mean."""
+    from harness.driver._searchers import make_searcher
+
+    search = {**SEARCH["search"], **({"objective_collection": target} if target else {})}
+    spec = load_spec(write_study(tmp_path, "search", **{**SEARCH, "search": search}))
+    assert spec.search is not None and spec.search.objective_collection == target
+    rep = make_searcher(spec)
+    values = {("talk-a", 1): None, ("talk-a", 2): 0.2, ("talk-a", 3): 0.4,
+              ("talk-b", 1): 0.7, ("talk-b", 2): 0.8, ("talk-b", 3): 0.9}
+    tickets = {f"t{i}": TrialTicket.from_tune(rep.suggest(f"t{i}")) for i in range(6)}
+    where = {tid: (t.flat[C.COLLECTION_PARAM], t.seed) for tid, t in tickets.items()}
+    assert sorted(where.values()) == sorted(values)
+    assert len({t.name for t in tickets.values()}) == 1
+    ids = {t.flat[C.COLLECTION_PARAM]: t.config_id for t in tickets.values()}
+    assert len(set(ids.values())) == 2
+    assert {t.flat["data.split_seed"] for t in tickets.values() if t.flat[C.COLLECTION_PARAM] == "talk-b"} == {29}
+    for tid, t in tickets.items():
+        v = values[where[tid]]
+        rep.on_trial_complete(tid, None if v is None else TrialOutcome(t.key, v).to_result())
+    (done,) = rep.searcher._ot_study.trials
+    expected = 0.8 if target else (0.3 + 0.8) / 2
+    assert done.value == pytest.approx(expected, abs=1e-12)
+
+
+def test_validate_prints_each_collection_s_search_and_confirmation_trials(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from harness.cli import main
+
+    path = write_study(tmp_path, "plan", **{**SEARCH, "configs": {"ls": {"smoothing.method": "LS"}}},
+                       confirm={"top": 1, "seeds": 2})
+    assert main(["validate", str(path), "--no-model"]) == 0
+    out = capsys.readouterr().out
+    for name in ("talk-a", "talk-b"):
+        line = next(ln for ln in out.splitlines() if ln.strip().startswith(f"{name}: data.source chitchat"))
+        assert line.endswith("2 configurations x 3 seeds = 6 trials + 2 proposal(s) x 3 seeds = 6 search trials "
+                             "+ 4 confirmation trials"), line
+    # 12 fixed + 12 search + 8 confirmation trials in all
+    assert "seeds: [1, 2, 3]  ->  24 trials" in out
+
+
 @pytest.mark.parametrize("extra, message", [
     ({"seeds": {"start": 2, "step": 1, "max": 3}, "configs": {}}, "no candidate configuration"),
+    ({**SEARCH, "search": {**SEARCH["search"], "objective_collection": "talk-c"}},
+     "search.objective_collection: 'talk-c' is not one of the study's collections (talk-a, talk-b)"),
+    ({**SEARCH, "search": {**SEARCH["search"], "objective_collection": "talk-c"}, "collections": None},
+     "search.objective_collection 'talk-c' names one of the study's collections, and this study has none"),
+    ({**SEARCH, "search": {**SEARCH["search"], "objective_collection": ["talk-a"]}},
+     "search.objective_collection must be the name of one of the study's collections"),
 ])
 def test_bad_phases_over_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:

@@ -76,3 +76,67 @@ def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
     assert study.info.status == "FINISHED"
     assert "collections-configs.md" in {a.path.rsplit("/", 1)[-1] for a in
                                         MlflowClient(uri).list_artifacts(study.info.run_id, "tables")}
+
+
+@pytest.mark.slow
+def test_search_early_stopping_and_confirmation_over_two_collections(ray_root: Path) -> None:
+    """A searcher's proposal runs on both collections under one name; a configuration that cannot
+    learn (lr 0.5) is stopped at the rung on each collection by that collection's ranking, the
+    baseline never; the pick is the proposal with the best mean over the collections of its mean
+    dev objective, and the confirmation retrains it and the baselines on both with fresh seeds."""
+    root = ray_root
+    path = write_study(root, "across", data={"max_dev_queries": 16},
+                       train={"steps": 12, "eval_every": 3, "lr": 3.0e-3},
+                       configs={"diverging-lr": {"train.lr": 0.5}}, collections=COLLECTIONS,
+                       search={"searcher": "random", "num_configs": 1,
+                               "space": {"smoothing.method": {"choice": ["LS"]},
+                                         "smoothing.epsilon": {"uniform": [0.05, 0.3]}}},
+                       early_stopping={"rungs": [0.25], "reduction_factor": 2}, confirm={"top": 1})
+    uri = f"sqlite:///{root / 'across.db'}"
+    lines: list[str] = []
+    run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
+    client = MlflowClient(uri)
+    runs = _by_kind(client, "across")
+    configs = runs[C.KIND_CONFIG]
+    trials = runs[C.KIND_TRIAL]
+    for r in [*configs, *trials]:  # the collection: a tag and a param on every config and seed run
+        assert r.data.tags[C.TAG_COLLECTION] == r.data.params[C.COLLECTION_PARAM] in ("talk-a", "talk-b")
+
+    # Early stopping: the diverging configuration stops on each collection, ranked there.
+    for collection in ("talk-a", "talk-b"):
+        bad = next(r for r in configs if r.info.run_name == "diverging-lr"
+                   and r.data.tags[C.TAG_COLLECTION] == collection)
+        assert bad.data.tags[C.TAG_STOPPED] == "1" and bad.data.tags[C.TAG_STOPPED_RUNG] == "3"
+        assert f"configurations on {collection} at step 3" in bad.data.tags[C.TAG_STOPPED_REASON]
+    assert not any(C.TAG_STOPPED in r.data.tags for r in configs if r.data.tags[C.TAG_ROLE] == C.ROLE_BASELINE)
+
+    # The search: one proposal, one name, one config id per collection, every study seed on each.
+    searched = [r for r in configs if r.data.tags[C.TAG_PHASE] == C.PHASE_SEARCH]
+    (name,) = {r.info.run_name for r in searched}
+    assert sorted(r.data.tags[C.TAG_COLLECTION] for r in searched) == ["talk-a", "talk-b"]
+    dev = {}
+    for r in searched:
+        cid = r.data.tags[C.TAG_CONFIG_ID]
+        mine = [t for t in trials if t.data.tags[C.TAG_CONFIG_ID] == cid]
+        assert sorted(int(t.data.tags[C.TAG_SEED]) for t in mine) == [1, 2]
+        dev[r.data.tags[C.TAG_COLLECTION]] = sum(t.data.metrics["objective"] for t in mine) / 2
+    # The pick, and its dev objective as stated: the mean over the collections.
+    expected = (dev["talk-a"] + dev["talk-b"]) / 2
+    line = next(ln for ln in lines if ln.startswith("confirmation: "))
+    assert line == (f"confirmation: {name} (dev map {expected:.4f}) and the baseline, retrained with fresh "
+                    "seeds [3, 4] on 2 collections")
+
+    # The confirmation: the pick and each baseline, on both collections, with the fresh seeds.
+    confirmed = [r for r in configs if r.data.tags[C.TAG_PHASE] == C.PHASE_CONFIRMATION]
+    assert sorted((r.info.run_name, r.data.tags[C.TAG_COLLECTION]) for r in confirmed) == [
+        ("baseline", "talk-a"), ("baseline", "talk-b"), (name, "talk-a"), (name, "talk-b")]
+    for r in confirmed:
+        cid = r.data.tags[C.TAG_CONFIG_ID]
+        assert cid.endswith("-confirm")
+        assert sorted(int(t.data.tags[C.TAG_SEED]) for t in trials if t.data.tags[C.TAG_CONFIG_ID] == cid) == [3, 4]
+    # The study's table is the confirmatory one, on each collection.
+    results = read_experiment_collections("across", tracking_uri=uri)
+    assert set(results) == {"talk-a", "talk-b"}
+    for res in results.values():
+        assert res.phase == "confirmatory" and set(res.configs) == {"baseline", name} and res.seeds == ("3", "4")
+    assert runs[C.KIND_STUDY][0].info.status == "FINISHED"
