@@ -95,7 +95,7 @@ def _ranked(spec: StudySpec, records: StudyRecords, own: Collection[str]) -> lis
             refused.add(name)  # stopped early, or a seed failed: not a finished configuration
             continue
         per.setdefault(name, {})[tags.get(C.TAG_COLLECTION, "")] = (cid, sum(values) / len(values))
-    target = spec.search.objective_collection if spec.search is not None else None
+    target = spec.objective_collection
     wanted = set(spec.collections) or {""}
     out = []
     for name, on in per.items():

@@ -148,6 +148,6 @@ def make_searcher(spec: StudySpec) -> SeedRepeater:
         opt = OptunaSearch(space=define_by_run, metric=metrics, mode=modes, sampler=sampler)
     repeater = SeedRepeater(opt, seeds=spec.seeds, defaults=defaults, name=s.searcher,
                             seeds_per_trial=spec.seeds_per_trial, collections=spec.collection_data,
-                            objective_collection=s.objective_collection)
+                            objective_collection=spec.objective_collection)
     repeater.early_stop = early_stop_ray.state_uri(spec) if spec.early_stopping else None
     return repeater

@@ -118,9 +118,6 @@ class SearchSpec:
     num_configs: int
     space: dict[str, Param]
     objectives: tuple[tuple[str, str], ...]
-    # A study over several collections: the collection whose dev objective the searcher optimises
-    # (search.objective_collection); None: the mean over the collections of each one's mean over seeds.
-    objective_collection: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,6 +168,10 @@ class StudySpec:
     collections: tuple[str, ...] = ()
     # Each collection's data keys (flat, data.collection included), as ``in_collection`` applies them.
     collection_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # search.objective_collection: the collection whose dev objective the searcher optimises and the
+    # confirmation ranks by (a grid's pick too); None: the mean over the collections of each one's
+    # mean over seeds.
+    objective_collection: str | None = None
 
     def in_collection(self, cfg: TrialConfig, collection: str) -> TrialConfig:
         """``cfg`` on one collection of a study over several: its data keys over ``cfg``'s."""
@@ -750,8 +751,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     target = raw.get("objective_collection")
     if target is not None and not isinstance(target, str):
         raise refuse("search.objective_collection", target, "the name of one of the study's collections")
-    return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives,
-                      objective_collection=target)
+    return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
 
 
 def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: NamedConfig,
@@ -812,7 +812,8 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
     in docs/study-file.md, "Collections"). No ``collections`` key: ``spec`` unchanged, and a
     ``search.objective_collection`` refused."""
     items = raw.get("collections")
-    target = spec.search.objective_collection if spec.search is not None else None
+    # read from the file: a grid's search section is gone from ``spec`` (its points are listed)
+    target = raw["search"].get("objective_collection") if isinstance(raw.get("search"), dict) else None
     if items is None:
         if target is not None:
             raise _fail("search.objective_collection", f"search.objective_collection {target!r} names one of "
@@ -855,4 +856,4 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
                     f"study's collections ({', '.join(names)}){hint}")
     baseline, *configs = expanded
     return dataclasses.replace(spec, baseline=baseline, configs=tuple(configs), collections=tuple(names),
-                               collection_data=dict(zip(names, per, strict=True)))
+                               collection_data=dict(zip(names, per, strict=True)), objective_collection=target)

@@ -5,6 +5,7 @@ tests/study/test_collections_phases_study.py."""
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +147,7 @@ def test_a_proposal_runs_on_every_collection_and_optuna_gets_the_stated_objectiv
 
     search = {**SEARCH["search"], **({"objective_collection": target} if target else {})}
     spec = load_spec(write_study(tmp_path, "search", **{**SEARCH, "search": search}))
-    assert spec.search is not None and spec.search.objective_collection == target
+    assert spec.search is not None and spec.objective_collection == target
     rep = make_searcher(spec)
     values = {("talk-a", 1): None, ("talk-a", 2): 0.2, ("talk-a", 3): 0.4,
               ("talk-b", 1): 0.7, ("talk-b", 2): 0.8, ("talk-b", 3): 0.9}
@@ -157,12 +158,71 @@ def test_a_proposal_runs_on_every_collection_and_optuna_gets_the_stated_objectiv
     ids = {t.flat[C.COLLECTION_PARAM]: t.config_id for t in tickets.values()}
     assert len(set(ids.values())) == 2
     assert {t.flat["data.split_seed"] for t in tickets.values() if t.flat[C.COLLECTION_PARAM] == "talk-b"} == {29}
-    for tid, t in tickets.items():
+    for i, (tid, t) in enumerate(tickets.items()):
+        if i == 3:  # Tune's experiment state mid-proposal, as a resumed driver reads it back
+            rep = pickle.loads(pickle.dumps(rep))
         v = values[where[tid]]
         rep.on_trial_complete(tid, None if v is None else TrialOutcome(t.key, v).to_result())
     (done,) = rep.searcher._ot_study.trials
     expected = 0.8 if target else (0.3 + 0.8) / 2
     assert done.value == pytest.approx(expected, abs=1e-12)
+
+
+# -- confirmation ----------------------------------------------------------------------------------
+
+CONFIRMED = {"configs": {"ls": {"smoothing.method": "LS"}, "wsls": {"smoothing.method": "WSLS"},
+                         "late": {"smoothing.method": "LS", "smoothing.epsilon": 0.3}},
+             "seeds": [1, 2], "collections": COLLECTIONS, "confirm": {"top": 1, "seeds": 2}}
+
+
+def _record(spec: Any, records: StudyRecords, dev: dict[tuple[str, str], list[float | None]]) -> set[str]:
+    """Seed runs with these dev objectives ((name, collection) -> per seed; None: the seed failed),
+    as the callback records them; returns the config ids."""
+    own = set()
+    for collection in spec.collections:
+        for nc in spec.collection_configs(collection):
+            own.add(nc.config.config_id())
+            for seed, value in zip(spec.seeds, dev.get((nc.name, collection), [0.5, 0.5]), strict=True):
+                t = TrialTicket.of(nc.name, nc.role, nc.config, seed)
+                records.trial_started(t)
+                if value is not None:
+                    records.trial_finished(t, TrialOutcome(t.key, value), {})
+    return own
+
+
+@pytest.mark.parametrize("target, picked", [(None, "wsls"), ("talk-b", "ls")])
+def test_the_pick_is_finished_on_every_collection_and_ranked_by_the_stated_objective(
+        tmp_path: Path, target: str | None, picked: str) -> None:
+    """ls: best on talk-b, poor on talk-a; wsls: best mean over the collections; late: the best on
+    talk-a and talk-b alike, but a seed failed on talk-b, so not eligible. The confirmation retrains
+    the pick and each baseline on both collections with the fresh seeds."""
+    from harness.driver import _confirm
+
+    study = {**CONFIRMED}
+    if target:  # a grid's point joins the listed configurations; the file's objective collection ranks them
+        study["search"] = {"searcher": "grid", "space": {"train.lr": {"choice": [2e-3]}}, "objective_collection": target}
+    spec = load_spec(write_study(tmp_path, "pick", **study))
+    assert spec.objective_collection == target
+    store = TrackingStore(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    records = StudyRecords.open(store, spec.name)
+    records.study_started()
+    own = _record(spec, records, {("ls", "talk-a"): [0.30, 0.32], ("ls", "talk-b"): [0.90, 0.92],
+                                  ("wsls", "talk-a"): [0.70, 0.72], ("wsls", "talk-b"): [0.70, 0.72],
+                                  ("late", "talk-a"): [0.95, 0.95], ("late", "talk-b"): [0.95, None]})
+    records = StudyRecords(store, records.experiment_id, spec.name)
+    picks = _confirm.pick(spec, records, own)
+    assert [(p.name, p.collection) for p in picks] == [(picked, "talk-a"), (picked, "talk-b")]
+    means = {"wsls": 0.71, "ls": (0.31 + 0.91) / 2} if target is None else {"ls": 0.91}
+    assert picks[0].dev == pytest.approx(means[picked])
+    ids = {nc.config.config_id(): (nc.name, nc.config.data.collection) for nc in spec.fixed_configs()}
+    assert [ids[p.config_id] for p in picks] == [(picked, "talk-a"), (picked, "talk-b")]
+    tickets = [TrialTicket.from_tune(t) for t in _confirm.tickets(spec, picks)]
+    assert sorted((t.name, t.flat[C.COLLECTION_PARAM], t.seed) for t in tickets) == sorted(
+        (n, c, s) for n in ("baseline", picked) for c in ("talk-a", "talk-b") for s in (3, 4))
+    assert all(t.config_id.endswith("-confirm") for t in tickets)
+    # A second driver takes the recorded pick.
+    again = _confirm.pick(spec, StudyRecords(store, records.experiment_id, spec.name), own)
+    assert [p.config_id for p in again] == [p.config_id for p in picks]
 
 
 def test_validate_prints_each_collection_s_search_and_confirmation_trials(tmp_path: Path,
