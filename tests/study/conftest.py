@@ -116,17 +116,24 @@ def write_study(root: Path, name: str, **overrides: Any) -> Path:
     return path
 
 
-# The session's shared finished study (tests/conftest.py's ``finished_study`` fixture): the
-# baseline and two candidates (a curriculum and label smoothing) over seeds 1-3, run once per test
-# session through real Ray Tune and real MLflow. Tests read it; they never write to its
-# experiment or its Tune storage (a study of their own goes to a root of their own, e.g.
-# ``ray_root``, or compares with this one by reading it).
+# The session's shared finished study (tests/conftest.py's ``finished_study`` fixture), run once per
+# test session through real Ray Tune and real MLflow: the baseline (BM25 training negatives) and
+# four candidates over seeds 1-3 (a curriculum, label smoothing, random training negatives and a
+# cascade ranker), at the template's small budget with 64-token pairs; its best configuration's
+# seed runs log MLflow models. Tests read it; they never write to its experiment or its Tune
+# storage (a study of their own goes to a root of their own, e.g. ``ray_root``, and may be
+# compared with this one by reading it).
 SHARED_NAME = "shared"
 SHARED: dict[str, Any] = {
+    "model": {"max_length": 64},
+    "baseline": {"train.sampler": "bm25"},
     "configs": {"curriculum": {"curriculum.scoring": "uwords", "curriculum.pacing": "root_n", "curriculum.n": 2},
-                "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
+                "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
+                "random-negatives": {"train.sampler": "random"},
+                "cascade": {"cascade.enabled": True, "cascade.alpha": [0.3]}},
     "seeds": [1, 2, 3],
     "failure": {"max_retries": 2},
+    "models": None,  # the default (the best configuration's models), not the template's "none"
 }
 
 
@@ -156,10 +163,10 @@ class FinishedStudy:
         return str(self.out["experiment_id"])
 
     def spec(self) -> Any:
-        """The study as ``harness.study.load_study`` parses it (its configurations, seeds...)."""
-        from harness.study.spec import load_study
+        """The study as ``harness.study.load_spec`` parses it (its configurations, seeds...)."""
+        from harness.study.spec import load_spec
 
-        return load_study(self.path)
+        return load_spec(self.path)
 
     def runs(self, kind: str | None = None) -> Any:
         """The experiment's runs by kind (``harness.tracking.conventions.KIND_STUDY``, ``KIND_CONFIG``,
@@ -179,7 +186,7 @@ def run_finished_study(root: Path) -> FinishedStudy:
     from mlflow.tracking._tracking_service import utils as mlflow_tracking
 
     from harness.driver.runner import run_study
-    from harness.study.spec import load_study
+    from harness.study.spec import load_spec
 
     path = write_study(root, SHARED_NAME, **SHARED)
     uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
@@ -187,5 +194,5 @@ def run_finished_study(root: Path) -> FinishedStudy:
     with local_ray(root), pytest.MonkeyPatch.context() as mp:
         mp.setenv("MLFLOW_TRACKING_URI", uri)
         mp.setattr(mlflow_tracking, "_tracking_uri", mlflow_tracking._tracking_uri)
-        out = run_study(load_study(path), tracking_uri=uri, progress=progress.append)
+        out = run_study(load_spec(path), tracking_uri=uri, progress=progress.append)
     return FinishedStudy(root, SHARED_NAME, path, uri, out, tuple(progress))

@@ -12,13 +12,15 @@ from mlflow.tracking import MlflowClient
 
 from harness.driver._final_report import TrialsFailed
 from harness.driver.runner import TrialHooks, run_study
+from harness.model.export import MODEL_ARTIFACT
+from harness.model.mlflow_model import TAG_MODEL_URI
 from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import SHARED, write_study
 
 # The plain study (the session's finished study), which the module's other studies vary and are
-# compared with.
-PLAIN = SHARED
+# compared with; they log no MLflow models (tests/model/test_export.py checks the shared study's).
+PLAIN = {**SHARED, "models": "none"}
 
 
 def _spec(root: Path, name: str, **overrides):
@@ -72,6 +74,9 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished, tmp_path):
     assert len(runs["study"]) == 1 and len(runs["config"]) == n_configs and len(runs["trial"]) == n_configs * n_seeds
     study_id = runs["study"][0].info.run_id
     assert any(k.startswith("system/cpu") for k in runs["study"][0].data.metrics)  # system metrics
+    # the storage report: where the fixed phase's Tune state is, and how many bytes it holds
+    assert runs["study"][0].data.tags[C.TAG_STORAGE].endswith(f"{name}-fixed")
+    assert runs["study"][0].data.metrics[C.METRIC_STORAGE_BYTES] > 0
     configs = {r.info.run_id: r for r in runs["config"]}
     for c in configs.values():
         assert c.data.tags["mlflow.parentRunId"] == study_id
@@ -284,27 +289,34 @@ def _seed_runs(uri: str, name: str) -> dict[str, dict]:
         def files(path=None, run_id=r.info.run_id):
             for a in client.list_artifacts(run_id, path):
                 yield from (files(a.path) if a.is_dir else [a.path])
+        # (the shared study's best configuration's seed runs name their logged model and may hold it:
+        # no study here logs one)
         tags = {k: v for k, v in r.data.tags.items()
-                if not k.startswith("mlflow.") and k not in (C.TAG_STUDY,)}
+                if not k.startswith("mlflow.") and k not in (C.TAG_STUDY, TAG_MODEL_URI)}
         curve = [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, "dev_map")]
         out[r.data.tags[C.TAG_TRIAL_KEY]] = {"id": r.info.run_id, "name": r.info.run_name, "status": r.info.status,
                                              "tags": tags,
                                              "metrics": r.data.metrics, "curve": sorted(curve),
-                                             "params": r.data.params, "artifacts": sorted(files())}
+                                             "params": r.data.params,
+                                             "artifacts": sorted(a for a in files()
+                                                                 if a.split("/")[0] != MODEL_ARTIFACT)}
     return out
 
 
 def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, ray_root, tmp_path):
-    """``resources.seeds_per_trial: 2`` with ``fuse: true`` over 3 seeds: each configuration trains as
+    """``resources.seeds_per_trial: 2`` with ``fuse: true`` over 3 seeds: each configuration (the
+    plain study's baseline, curriculum and ls) trains as
     two Tune trials (seeds 1+2 as one fused model, then 3), every trial failing once after its first
     checkpoint and resuming its seeds from it; MLflow holds the same seed runs as the plain study's
     one trial per seed (names, tags, parameters, metric keys, dev curves, artifacts), with the same
     test metrics and best-dev weights (fp32 on CPU: within 1e-5; harness.training.fused)."""
-    _, uri, name, n_configs, n_seeds = finished
+    _, uri, name, _, n_seeds = finished
     root = ray_root
     fail_dir, log = tmp_path / "fail", tmp_path / "trials.log"
     fail_dir.mkdir()
-    spec = _spec(root, "grouped", **{**PLAIN, "resources": {"seeds_per_trial": 2, "fuse": True}})
+    # the configurations that fuse (a cascade ranker does not; the baseline's sampler is the plain one's)
+    fusing = {n: PLAIN["configs"][n] for n in ("curriculum", "ls")}
+    spec = _spec(root, "grouped", **{**PLAIN, "configs": fusing, "resources": {"seeds_per_trial": 2, "fuse": True}})
     assert (spec.seeds_per_trial, spec.fuse) == (2, True)
     run_study(spec, tracking_uri=_uri(root), progress=lambda m: None,
               hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
@@ -314,8 +326,9 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, ray_
                                                               *(f"{c}-seed3" for c in ids)])
     restarts = sorted(ln.split()[0] for ln in log.read_text().splitlines() if " start 3" in ln)
     assert restarts == sorted(p.name for p in fail_dir.iterdir())
-    grouped, plain = _seed_runs(_uri(root), "grouped"), _seed_runs(uri, name)
-    assert sorted(grouped) == sorted(plain) and len(grouped) == n_configs * n_seeds
+    grouped = _seed_runs(_uri(root), "grouped")
+    plain = {key: runs for key, runs in _seed_runs(uri, name).items() if key.rsplit("-seed", 1)[0] in ids}
+    assert sorted(grouped) == sorted(plain) and len(grouped) == len(ids) * n_seeds
     for key, g in grouped.items():
         p = plain[key]
         assert (g["name"], g["status"], g["tags"], g["params"], g["artifacts"]) == \
