@@ -1,8 +1,6 @@
-"""Exported rankers score as the harness does: a real tiny study (the session's shared finished
-study, tests/conftest.py's ``finished_study``: real Ray, real MLflow in SQLite, its baseline, ls and
-cascade configurations), then `harness export` loaded by sentence-transformers and transformers,
-and the MLflow pyfunc model logged at the end of the study, against the harness's own scorer on a
-test query."""
+"""Exported rankers score as the harness does: a real tiny study (real Ray, real MLflow in SQLite),
+then `harness export` loaded by sentence-transformers and transformers, and the MLflow pyfunc model
+logged at the end of the study, against the harness's own scorer on a test query."""
 
 from __future__ import annotations
 
@@ -17,22 +15,29 @@ from mlflow.tracking import MlflowClient
 from harness.cli import main
 from harness.config import TrialConfig
 from harness.data.load import load_splits
+from harness.driver.runner import run_study
 from harness.model.collate import PairCollator, context_text
 from harness.model.export import _ranker, load_cascade, load_seed_model
 from harness.model.mlflow_model import TAG_MODEL_URI, log_study_models, models_to_log
 from harness.model.scoring import score_candidates
+from harness.study.spec import load_spec
 from harness.tracking import conventions as C
+from tests.study.conftest import write_study
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def study(finished_study):
-    """The shared study (its ``models`` key the default: it logged its best configuration's models)."""
-    assert finished_study.spec().models == "best"
-    client = MlflowClient(finished_study.uri)
-    runs = client.search_runs([finished_study.experiment_id], max_results=1000)
-    return finished_study, finished_study.uri, finished_study.experiment_id, client, runs
+def study(ray_root):
+    # models: the template's "none" removed, so that the study logs its best configuration's models
+    path = write_study(ray_root, "exported", data={"max_test_queries": 8}, model={"max_length": 64}, configs={
+        "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
+        "cascade": {"cascade.enabled": True, "cascade.alpha": [0.3]}}, models=None)
+    uri = f"sqlite:///{ray_root / 'mlruns' / 'mlflow.db'}"
+    out = run_study(load_spec(path), tracking_uri=uri, progress=lambda m: None)
+    client = MlflowClient(uri)
+    runs = client.search_runs([out["experiment_id"]], max_results=1000)
+    return ray_root, uri, out["experiment_id"], client, runs
 
 
 def _of(runs, kind: str, name: str | None = None):
@@ -86,7 +91,7 @@ def test_cross_encoder_from_the_export_scores_as_the_harness(study, tmp_path, ca
     assert list(np.argsort(-theirs, kind="stable")) == list(np.argsort(-ours, kind="stable"))
 
     card = (out / "README.md").read_text()
-    assert study[0].name in card and "baseline" in card and f"seed **{seed_model.seed}**" in card
+    assert "exported" in card and "baseline" in card and f"seed **{seed_model.seed}**" in card
     assert f"{seed.data.metrics['test_map']:.4f}" in card
     assert json.loads((out / "harness_export.json").read_text())["run_id"] == seed.info.run_id
 
@@ -219,7 +224,7 @@ def test_a_real_study_logs_run_files_and_qrels_that_give_mlflow_test_metrics(stu
 
     _, uri, _, _, runs = study
     trials = [r for r in _of(runs, C.KIND_TRIAL) if r.info.status == "FINISHED"]
-    assert main(["runs", "export", "--experiment", study[0].name, "--tracking-uri", uri,
+    assert main(["runs", "export", "--experiment", "exported", "--tracking-uri", uri,
                  "--to", str(tmp_path / "out")]) == 0
     manifest = list(csv.DictReader((tmp_path / "out" / "manifest.csv").open()))
     assert {(r["run_id"], r["split"]) for r in manifest} == {(t.info.run_id, s) for t in trials
