@@ -94,6 +94,26 @@ def ray_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         yield root
 
 
+@pytest.fixture(scope="session")
+def finished_study(tmp_path_factory: pytest.TempPathFactory):
+    """One study run to its end through real Ray Tune and real MLflow, once per test session, for
+    every test that only reads a finished study: tests/study/conftest.py's ``SHARED`` (the baseline,
+    ``curriculum`` and ``ls`` over seeds 1, 2, 3; the template's tiny budget), as a
+    ``FinishedStudy``: ``.uri`` (its MLflow store), ``.name``, ``.path`` (its study file),
+    ``.root``, ``.out`` (``run_study``'s return), ``.progress`` (its progress lines), ``.spec()``,
+    ``.client`` and ``.runs(kind)`` (its runs by ``conventions.KIND_*``).
+
+    Use it instead of running a study of your own whenever the assertion holds for any finished
+    study; read it, never write to it (no runs, tags or artifacts in its experiment, nothing in
+    its Tune storage): every test of the session sees the same records. A test that needs a study
+    of its own beside it (a variant to compare with it) runs that study under its own root
+    (``ray_root``) and reads this one by ``.uri``. Prefer counting from ``.spec()`` over literal
+    numbers, so that adding a configuration here does not break unrelated tests."""
+    from tests.study.conftest import run_finished_study
+
+    return run_finished_study(tmp_path_factory.mktemp("finished-study"))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
     """A new SQLite tracking store gets its schema from MLflow's ~50 migrations, ~2.4 s a store;
