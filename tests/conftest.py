@@ -72,6 +72,17 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("HARNESS_STATE_KEY", secrets.token_hex(32))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs two workers: ``--dist loadgroup``) a module's tests stay
+    on one worker, so a module-scoped study runs once, and every test that reads the session's
+    shared finished study (``finished_study``) goes to one worker, so it is trained once."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "finished_study" if "finished_study" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The session's Ray (tests/study/conftest.py's ``local_ray``), if a test started it."""
     from tests.study.conftest import stop_session_ray
