@@ -245,8 +245,11 @@ def run_forwarding_signals(cmd: list[str], grace_s: float = 10.0) -> int:
 
     def forward(signum: int, _frame: object) -> None:
         stopped.append(signum)
+        # SIGHUP (a closed terminal) means stop here, but a web server's master takes it as "reload
+        # your workers" and keeps serving: the group gets SIGTERM for it
+        sent = signal.SIGTERM if signum == getattr(signal, "SIGHUP", None) else signum
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signum)
+            os.killpg(proc.pid, sent)
 
     sigs = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
     previous = {sig: signal.signal(sig, forward) for sig in sigs}
