@@ -56,6 +56,9 @@ QUIET_ENV = {
     "TQDM_DISABLE": "1",
     "RAY_AIR_NEW_OUTPUT": "0",  # the legacy reporter, silent at Tune's verbose=0: no config box
     "RAY_DEDUP_LOGS": "1",
+    # Tune logs each failed trial's whole traceback (Ray's, for a killed worker); the driver's one
+    # line per failed trial says why instead (harness.driver._callback.ray_cause).
+    "TUNE_PRINT_ALL_TRIAL_ERRORS": "0",
 }
 
 

@@ -175,7 +175,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
                                           resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume"))
         held.enter_context(store_lease(spec, uri, log, resume_command))
         try:
-            return _drive(spec, resume, log, uri, num_gpus, hooks, fresh)
+            return _drive(spec, resume, log, uri, num_gpus, hooks, fresh, resume_line=resume_line)
         except BaseException as exc:
             with deferred_stops():  # a second Ctrl-C must not leave the runs half-ended
                 end_open_runs(spec, uri, exc, log)
@@ -221,7 +221,7 @@ def end_open_runs(spec: StudySpec, uri: str, exc: BaseException, log: Progress) 
 
 
 def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,
-           num_gpus: float | None, hooks: TrialHooks, fresh: bool) -> dict[str, Any]:
+           num_gpus: float | None, hooks: TrialHooks, fresh: bool, resume_line: str = "") -> dict[str, Any]:
     from harness.driver import _storage as storage
     from harness.tracking.store import TrackingStore, default_tracking_uri
 
@@ -263,7 +263,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                 log_qrels(records, prepared[variant_key(nc.config)].splits, nc.config.data.collection)
             init_ray(spec, num_gpus=num_gpus)
             check_gpus(spec)
-            callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
+            callback = TrackingCallback(spec, uri, records.experiment_id, progress=log, resume=resume_line)
             fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
                                       finished=records.done_objectives(), hooks=hooks,
                                       checkpoint_every_s=spec.checkpoint_every_s, fuse=spec.fuse)
