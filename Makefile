@@ -11,7 +11,7 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: venv demo test test-fast lint docs bench bench-gpu clean
+.PHONY: venv demo test test-fast test-all lint docs bench bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,10 +27,14 @@ demo: venv
 
 test: venv
 	@{ command -v chromium && command -v pdflatex && command -v pdftotext; } >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && for p in chromium "texlive-latex-recommended poppler-utils"; do DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p >/dev/null || echo "$$p not installed: the browser or PDF tests will skip"; done; }
-	$(PY) -m pytest -q -m "slow or not slow"
+	$(PY) -m pytest -q -m "not heavy" --durations=25
 
 test-fast: venv
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m "not slow and not heavy"
+
+# Everything, the heavy tests too (the GPU benchmark's CPU rehearsals: docs/benchmarks.md).
+test-all: venv
+	$(PY) -m pytest -q -m "slow or not slow" --durations=25
 
 lint: venv
 	$(VENV)/bin/ruff check harness tests benchmarks

@@ -15,6 +15,13 @@ confirmation configuration is a config run of its own: config id ``<id>-confirm`
 and role, tag harness.phase=confirmation on it and its seed runs. The study run records the pick
 (tag harness.confirmation_pick) before the phase starts; a resumed driver takes the recorded pick,
 restores the phase's Tune experiment and records nothing twice.
+
+Over several collections (docs/study-file.md, "Collections") a configuration is picked as a whole:
+eligible when it finished every study seed on every collection (and was stopped early on none),
+ranked by the mean over the collections of its mean dev objective on each (or, with
+``search.objective_collection``, that collection's alone); the confirmation retrains it and each
+collection's baseline on every collection with the fresh seeds. The recorded pick lists the config
+ids of the picked configurations on every collection.
 """
 
 from __future__ import annotations
@@ -57,58 +64,85 @@ def phase_of(spec: StudySpec, ticket: TrialTicket) -> str:
 class Picked:
     config_id: str
     name: str
-    dev: float  # mean dev objective over the study seeds
+    dev: float  # mean dev objective over the study seeds (and the collections)
     flat: dict[str, Any]  # the seed-less flat configuration
+    collection: str = ""  # its collection, in a study over several
 
 
-def ranked(spec: StudySpec, records: StudyRecords, own: Collection[str]) -> list[tuple[str, str, float]]:
-    """(config id, name, mean dev objective) of every eligible configuration, best first."""
+@dataclass(frozen=True)
+class _Eligible:
+    name: str
+    dev: float
+    ids: dict[str, str]  # collection ("" in a one-collection study) -> config id
+
+
+def _ranked(spec: StudySpec, records: StudyRecords, own: Collection[str]) -> list[_Eligible]:
+    """Every eligible configuration (module docstring) with its config id on each collection, best
+    first by its mean dev objective, ties by config ids."""
     client = records.store.client
-    out = []
+    per: dict[str, dict[str, tuple[str, float]]] = {}  # name -> collection -> (config id, mean dev)
+    refused: set[str] = set()
     for run in iter_runs(client, records.experiment_id, C.KIND_CONFIG):
         tags = run.data.tags
         cid = tags.get(C.TAG_CONFIG_ID, "")
-        if (cid not in own or is_confirmation(cid) or tags.get(C.TAG_ROLE) != C.ROLE_CANDIDATE
-                or tags.get(C.TAG_STOPPED) == "1"):
+        if cid not in own or is_confirmation(cid) or tags.get(C.TAG_ROLE) != C.ROLE_CANDIDATE:
             continue
+        name = run.info.run_name or cid
         done = [records.done_run(f"{cid}-seed{s}") for s in spec.seeds]
         values = [float(r.metrics.get("objective", math.nan)) for r in done if r is not None]
-        if len(values) != len(spec.seeds) or not all(map(math.isfinite, values)):
-            continue  # a seed failed: not a finished configuration
-        out.append((cid, run.info.run_name or cid, sum(values) / len(values)))
+        if (tags.get(C.TAG_STOPPED) == "1" or len(values) != len(spec.seeds)
+                or not all(map(math.isfinite, values))):
+            refused.add(name)  # stopped early, or a seed failed: not a finished configuration
+            continue
+        per.setdefault(name, {})[tags.get(C.TAG_COLLECTION, "")] = (cid, sum(values) / len(values))
+    target = spec.objective_collection
+    wanted = set(spec.collections) or {""}
+    out = []
+    for name, on in per.items():
+        if name in refused or set(on) != wanted:
+            continue  # not finished on every collection
+        devs = [dev for c, (_, dev) in on.items() if target is None or c == target]
+        out.append(_Eligible(name, sum(devs) / len(devs), {c: on[c][0] for c in sorted(on)}))
     sign = -1.0 if spec.mode == "max" else 1.0
-    return sorted(out, key=lambda t: (sign * t[2], t[0]))
+    return sorted(out, key=lambda e: (sign * e.dev, sorted(e.ids.values())))
 
 
 def pick(spec: StudySpec, records: StudyRecords, own: Collection[str]) -> list[Picked]:
     """The configurations the confirmation retrains (module docstring): the recorded pick when an
-    earlier driver made one, else the top ``confirm.top`` by dev, recorded on the study run."""
+    earlier driver made one, else the top ``confirm.top`` by dev, recorded on the study run (one
+    Picked per configuration and collection)."""
     assert spec.confirm is not None
     study = records.study_run
     assert study is not None
     client = records.store.client
     recorded = client.get_run(study).data.tags.get(C.TAG_CONFIRM_PICK)
-    best = {cid: (name, dev) for cid, name, dev in ranked(spec, records, own)}
+    best = {cid: e for e in _ranked(spec, records, own) for cid in e.ids.values()}
     if recorded is not None:
         ids = [c for c in recorded.split(",") if c]
     else:
-        ids = list(best)[:spec.confirm.top]
+        top = list({id(e): e for e in best.values()}.values())[:spec.confirm.top]
+        ids = [cid for e in top for cid in e.ids.values()]
         records.study_tags({C.TAG_CONFIRM_PICK: ",".join(ids)})
     runs = records.config_runs()
     out = []
     for cid in ids:
         flat = json.loads(records.store.download_text(runs[cid], C.RESOLVED_ARTIFACT.format(config_id=cid)))
-        name, dev = best.get(cid, (cid, math.nan))
-        out.append(Picked(cid, name, dev, flat))
+        e = best.get(cid)
+        out.append(Picked(cid, e.name if e else cid, e.dev if e else math.nan, flat,
+                          str(flat.get(C.COLLECTION_PARAM) or "")))
     return out
 
 
 def tickets(spec: StudySpec, picked: list[Picked]) -> list[dict[str, Any]]:
-    """The confirmation's trials: the baseline and each picked configuration x the fresh seeds."""
+    """The confirmation's trials: on each collection, its baseline and each picked configuration x
+    the fresh seeds."""
     assert spec.confirm is not None
-    base = spec.baseline
-    who = [(base.name, base.role, base.config.config_id(), base.config),
-           *((p.name, C.ROLE_CANDIDATE, p.config_id, TrialConfig.from_flat(p.flat)) for p in picked)]
+    who = []
+    for collection in spec.collections or (None,):
+        base = spec.collection_configs(collection)[0] if collection else spec.baseline
+        who += [(base.name, base.role, base.config.config_id(), base.config),
+                *((p.name, C.ROLE_CANDIDATE, p.config_id, TrialConfig.from_flat(p.flat)) for p in picked
+                  if p.collection == (collection or ""))]
     return [TrialTicket(name, role, s, confirmation_id(cid), cfg.with_seed(s).to_flat()).to_tune()
             for name, role, cid, cfg in who for s in spec.confirm.seeds]
 
@@ -122,6 +156,8 @@ def run_confirmation(spec: StudySpec, records: StudyRecords, own: Collection[str
         log("confirmation: no candidate finished every seed; nothing to confirm")
         return set()
     seeds = list(spec.confirm.seeds)
-    log(f"confirmation: {', '.join(f'{p.name} (dev {spec.metric} {p.dev:.4f})' for p in picked)} and the "
-        f"baseline, retrained with fresh seeds {seeds}")
+    names = {p.name: p.dev for p in picked}  # over several collections: one line per configuration
+    where = f" on {len(spec.collections)} collections" if spec.collections else ""
+    log(f"confirmation: {', '.join(f'{n} (dev {spec.metric} {d:.4f})' for n, d in names.items())} and the "
+        f"baseline, retrained with fresh seeds {seeds}{where}")
     return run_phase(C.PHASE_CONFIRMATION, tickets(spec, picked))

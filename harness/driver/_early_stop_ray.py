@@ -72,6 +72,8 @@ class EarlyStopScheduler(FIFOScheduler):
             return TrialScheduler.STOP if st.is_stopped(ident.config_id) else TrialScheduler.CONTINUE
         steps, every = int(ident.flat["train.steps"]), int(ident.flat["train.eval_every"])
         baseline = ident.role == C.ROLE_BASELINE
+        # A study over several collections: a rung ranks the configurations of this trial's own.
+        collection = str(ident.flat.get(C.COLLECTION_PARAM) or "")
         # A seed group's result carries each seed's point (its seeds share the configuration, steps
         # and evaluation steps): the configuration is judged once on all of them, as on the same
         # seeds' separate trials once each has reported.
@@ -81,20 +83,24 @@ class EarlyStopScheduler(FIFOScheduler):
         decision = None
         if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
             for seed in points:
-                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline)
+                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline,
+                            collection=collection)
             write_text(self.uri, st.to_json())
             return TrialScheduler.STOP
         if (not result.get("final") and all(v is not None for v in values.values())
                 and int(step) in rung_steps(self.settings, steps, every)):
             decision = st.observe_seeds(ident.config_id, ident.name, {s: float(v) for s, v in values.items()},
-                                        step=int(step), total_steps=steps, baseline=baseline)
+                                        step=int(step), total_steps=steps, baseline=baseline,
+                                        collection=collection)
         else:
             for seed in points:
-                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline)
+                st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline,
+                            collection=collection)
         write_text(self.uri, st.to_json())
         if decision is None:
             return TrialScheduler.CONTINUE
-        print(f"[early-stop] {ident.name}: stopped at step {decision.rung}: {decision.reason}",
+        where = f" on {collection}" if collection else ""
+        print(f"[early-stop] {ident.name}{where}: stopped at step {decision.rung}: {decision.reason}",
               file=sys.stderr, flush=True)
         self._stop_pending(tune_controller, ident.config_id)
         return TrialScheduler.STOP
@@ -132,8 +138,15 @@ def scheduler(spec: Any) -> EarlyStopScheduler | None:
 
     if spec.early_stopping is None:
         return None
-    return EarlyStopScheduler(spec.early_stopping, state_uri(spec), TrialTicket.from_tune,
-                              len(spec.fixed_configs()))
+    return EarlyStopScheduler(spec.early_stopping, state_uri(spec), TrialTicket.from_tune, min_groups(spec))
+
+
+def min_groups(spec: Any) -> int:
+    """How many configurations a rung waits for before it judges one: the fixed configurations
+    (of one collection, in a study over several: a rung ranks one collection's)."""
+    if spec.collections:
+        return len(spec.collection_configs(spec.collections[0]))
+    return len(spec.fixed_configs())
 
 
 def searcher_value(uri: str | None, metric: str, result: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -155,7 +168,7 @@ def finish(spec: Any, store: Any, experiment_id: str, study_run: str, config_run
     the trial-steps saved on the study run. Idempotent (a resumed study calls it again)."""
     if spec.early_stopping is None:
         return {}
-    st = load_state(state_uri(spec), spec.early_stopping, len(spec.fixed_configs()))
+    st = load_state(state_uri(spec), spec.early_stopping, min_groups(spec))
     for cid, s in st.stopped.items():
         tags = {C.TAG_STOPPED: "1", C.TAG_STOPPED_RUNG: str(s.rung), C.TAG_STOPPED_REASON: s.reason[:5000]}
         if cid in config_runs:  # its description (the verdict of a tested one) says why it has none
@@ -171,7 +184,7 @@ def finish(spec: Any, store: Any, experiment_id: str, study_run: str, config_run
     saved, ran = st.steps_saved(seeds), st.steps_run()
     store.log_metrics(study_run, {C.METRIC_STEPS_SAVED: float(saved), C.METRIC_STEPS_RUN: float(ran),
                                   C.METRIC_STOPPED: float(len(st.stopped))})
-    names = ", ".join(f"{s.name} (step {s.rung})" for s in st.stopped.values()) or "none"
+    names = ", ".join(f"{s.name}{_on(st, cid)} (step {s.rung})" for cid, s in st.stopped.items()) or "none"
     total = ran + saved
     pct = f" ({100 * saved / total:.0f}%)" if total else ""
     configs = sum(not cid.endswith("-confirm") for cid in config_runs)  # the confirmation's retrain
@@ -179,3 +192,9 @@ def finish(spec: Any, store: Any, experiment_id: str, study_run: str, config_run
         f"({len(st.stopped) * seeds} of {configs * seeds} trials): {names}; {saved} trial-steps saved "
         f"of {total}{pct}, {ran} run")
     return {"stopped": {cid: s.name for cid, s in st.stopped.items()}, "steps_saved": saved, "steps_run": ran}
+
+
+def _on(st: EarlyStopState, config_id: str) -> str:
+    """" on <collection>" for a configuration of a study over several collections, else ""."""
+    g = st.groups.get(config_id)
+    return f" on {g.collection}" if g is not None and g.collection else ""

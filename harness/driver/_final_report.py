@@ -109,12 +109,13 @@ def report_study(spec: StudySpec, records: StudyRecords, log: Callable[[str], No
     # file no longer names (it was edited since) stay in MLflow but out of this table.
     ids = None if spec.search is not None else {nc.config.config_id() for nc in spec.fixed_configs()}
     # ... and their confirmation runs (harness.driver._confirm), whose trials must have finished too.
-    check_trials(spec, records, None if ids is None else ids | {f"{cid}-confirm" for cid in ids})
+    with_confirm = None if ids is None else ids | {f"{cid}-confirm" for cid in ids}
+    check_trials(spec, records, with_confirm)
     if spec.collections:  # a study over several collections: one table over all of them
         from harness.driver._collections_report import report_collections
 
         try:
-            return report_collections(spec, records, ids, log)
+            return report_collections(spec, records, with_confirm, log)
         except HarnessError as exc:
             raise _unavailable(spec, records, "the table over collections", exc) from None
     try:

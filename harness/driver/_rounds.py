@@ -9,7 +9,8 @@ Lifecycle of ``run_rounds``:
 2. After round k, every open comparison (candidate vs baseline) is tested on each look j <= k: the
    crossed seeds x queries test of the study's objective metric on the test queries, on the first
    n_j seeds, read back from the per-query values in MLflow. The signed scores go to
-   ``GroupSequential.verdict`` at the comparison's Bonferroni share 0.05 / m (m: the candidates).
+   ``GroupSequential.verdict`` at the comparison's Bonferroni share 0.05 / m (m: the candidates,
+   times the collections of a study over several: ``harness.study.rounds.comparisons``).
    A comparison whose verdict is settled (better, worse), hopeless (futility) or at max seeds gets
    no more seeds; its config run gets the reason as tag harness.sequential and the round and seed
    count as metrics.
@@ -119,20 +120,30 @@ def _scores(data: _PerQuery, base: str, cand: str, spec: StudySpec, rounds: int)
 
 def run_rounds(spec: StudySpec, records: StudyRecords, run_round: RunRound,
                log: Callable[[str], None]) -> set[str]:
-    """Run the study's rounds (module docstring); returns the config ids the rounds' trials ran."""
+    """Run the study's rounds (module docstring); returns the config ids the rounds' trials ran.
+
+    Over several collections (docs/study-file.md, "Collections") every comparison is a candidate
+    against its own collection's baseline, decided by the same rule on that collection's results
+    alone; a configuration trains a round's seeds on every collection while any of its comparisons
+    is open, so its seeds are the same on every collection."""
     schedule = spec.seed_schedule
     if schedule is None:
         raise ValueError(f"study {spec.name!r} has no seed schedule")
     rule = design(spec)
-    base = spec.baseline.config.config_id()
-    open_: dict[str, NamedConfig] = {nc.config.config_id(): nc for nc in spec.configs}
+    collections: list[str | None] = list(spec.collections) or [None]
+    per = {c: spec.collection_configs(c) for c in collections}  # the baseline first
+    bases = {c: configs[0].config.config_id() for c, configs in per.items()}
+    # The comparisons not yet decided: candidate config id -> (its configuration, its collection).
+    open_: dict[str, tuple[NamedConfig, str | None]] = {
+        nc.config.config_id(): (nc, c) for c, configs in per.items() for nc in configs[1:]}
     data = _PerQuery(records, spec.metric)
     own: set[str] = set()
     done = 0
     for k, n in enumerate(schedule.looks, start=1):
         new = list(spec.seeds[done:n])
         done = n
-        who = [spec.baseline, *open_.values()]
+        training = {nc.name for nc, _ in open_.values()}
+        who = [nc for c in collections for nc in per[c] if nc.role == C.ROLE_BASELINE or nc.name in training]
         tickets = [TrialTicket.of(nc.name, nc.role, nc.config, s).to_tune() for nc in who for s in new]
         log(f"round {k} of {schedule.rounds}: {len(who)} configurations x seeds {new} "
             f"({len(open_)} comparisons open)")
@@ -140,27 +151,30 @@ def run_rounds(spec: StudySpec, records: StudyRecords, run_round: RunRound,
         # The config runs were made by the callback (or, for a restored round, its unpickled copy).
         records = StudyRecords(records.store, records.experiment_id, records.study_name)
         data.records = records
-        data.refresh([base, *open_])
+        data.refresh([*bases.values(), *open_])
         lines = []
-        for cid, nc in list(open_.items()):
-            z, problem = _scores(data, base, cid, spec, k)
+        for cid, (nc, collection) in list(open_.items()):
+            who_ = nc.name if collection is None else f"{nc.name} on {collection}"
+            z, problem = _scores(data, bases[collection], cid, spec, k)
             if problem:
                 reason, metrics = problem, {C.METRIC_SEQUENTIAL_ROUND: float(k), C.METRIC_SEQUENTIAL_SEEDS: float(n)}
             else:
                 verdict = rule.verdict(z)
                 if verdict.stop is Stop.OPEN:
-                    lines.append(f"{nc.name}: open")
+                    lines.append(f"{who_}: open")
                     continue
                 reason = verdict.reason
                 metrics = {C.METRIC_SEQUENTIAL_ROUND: float(verdict.round),
                            C.METRIC_SEQUENTIAL_SEEDS: float(verdict.seeds)}
             records.config_report(cid, metrics, {C.TAG_SEQUENTIAL: reason})
-            lines.append(f"{nc.name}: {reason}")
+            lines.append(f"{who_}: {reason}")
             del open_[cid]
         log(f"round {k}: " + "; ".join(lines))
         if not open_:
-            records.config_report(base, {C.METRIC_SEQUENTIAL_ROUND: float(k), C.METRIC_SEQUENTIAL_SEEDS: float(n)},
-                                  {C.TAG_SEQUENTIAL: f"baseline: {n} seeds over {k} rounds, every seed an open "
-                                                     f"comparison needed"})
+            for base in bases.values():
+                records.config_report(base, {C.METRIC_SEQUENTIAL_ROUND: float(k),
+                                             C.METRIC_SEQUENTIAL_SEEDS: float(n)},
+                                      {C.TAG_SEQUENTIAL: f"baseline: {n} seeds over {k} rounds, every seed an "
+                                                         f"open comparison needed"})
             break
     return own

@@ -19,6 +19,9 @@ Settings (study file ``early_stopping``, off by default)::
   configurations have a value at the rung (``min_groups``: the number of fixed configurations of
   the study, so the fixed ones are all in before any is judged; a searcher's proposals are judged
   against the fixed ones' values, which are kept). Ties keep the configuration.
+- **Over several collections** (docs/study-file.md, "Collections") each (configuration, collection)
+  is a configuration of its own, and a rung ranks only the configurations of the same collection,
+  on that collection's dev metric (``min_groups``: the fixed configurations of one collection).
 - The **baseline is never stopped**; a stopped configuration stays stopped (the state is saved as
   JSON on the study's storage path and read back on ``--resume``), and all its seeds stop: running
   ones at their next report, pending ones before they start.
@@ -106,6 +109,7 @@ class _Group:
     name: str
     baseline: bool = False
     total_steps: int = 0
+    collection: str = ""  # a study over several collections: a rung ranks its own collection's
     values: dict[str, dict[str, float]] = field(default_factory=dict)  # rung step -> seed -> value
     progress: dict[str, int] = field(default_factory=dict)  # seed -> last step seen
 
@@ -121,33 +125,36 @@ class EarlyStopState:
 
     # -- observations -------------------------------------------------------------------------
 
-    def group(self, config_id: str, name: str, *, total_steps: int = 0, baseline: bool = False) -> _Group:
+    def group(self, config_id: str, name: str, *, total_steps: int = 0, baseline: bool = False,
+              collection: str = "") -> _Group:
         g = self.groups.get(config_id)
         if g is None:
-            g = self.groups[config_id] = _Group(name=name, baseline=baseline, total_steps=total_steps)
+            g = self.groups[config_id] = _Group(name=name, baseline=baseline, total_steps=total_steps,
+                                                collection=collection)
         g.baseline = g.baseline or baseline
         g.total_steps = total_steps or g.total_steps
         return g
 
     def progress(self, config_id: str, name: str, seed: int, step: int, *, total_steps: int,
-                 baseline: bool = False) -> None:
+                 baseline: bool = False, collection: str = "") -> None:
         """Record that a seed has run ``step`` steps (for the steps-saved count)."""
-        g = self.group(config_id, name, total_steps=total_steps, baseline=baseline)
+        g = self.group(config_id, name, total_steps=total_steps, baseline=baseline, collection=collection)
         g.progress[str(seed)] = max(step, g.progress.get(str(seed), 0))
 
     def observe(self, config_id: str, name: str, *, seed: int, step: int, value: float, total_steps: int,
-                baseline: bool = False) -> Stopped | None:
+                baseline: bool = False, collection: str = "") -> Stopped | None:
         """A seed's rung value at rung ``step``; returns the decision when this stops its configuration."""
         return self.observe_seeds(config_id, name, {seed: value}, step=step, total_steps=total_steps,
-                                  baseline=baseline)
+                                  baseline=baseline, collection=collection)
 
     def observe_seeds(self, config_id: str, name: str, values: dict[int, float], *, step: int, total_steps: int,
-                      baseline: bool = False) -> Stopped | None:
+                      baseline: bool = False, collection: str = "") -> Stopped | None:
         """Several seeds' rung values at rung ``step`` at once (a trial that trains a configuration's
         seeds together reports them together): all are recorded, then the configuration is judged
         once; returns the decision when this stops it."""
         for seed in values:
-            self.progress(config_id, name, seed, step, total_steps=total_steps, baseline=baseline)
+            self.progress(config_id, name, seed, step, total_steps=total_steps, baseline=baseline,
+                          collection=collection)
         g = self.groups[config_id]
         for seed, value in values.items():
             g.values.setdefault(str(step), {})[str(seed)] = float(value)
@@ -158,10 +165,13 @@ class EarlyStopState:
             self.stopped[config_id] = decision
         return decision
 
-    def means(self, step: int) -> dict[str, float]:
-        """Group means at rung ``step`` over the seeds that reached it."""
+    def means(self, step: int, collection: str | None = None) -> dict[str, float]:
+        """Group means at rung ``step`` over the seeds that reached it (of one ``collection``'s
+        configurations; None: every configuration)."""
         out = {}
         for cid, g in self.groups.items():
+            if collection is not None and g.collection != collection:
+                continue
             vals = [v for v in g.values.get(str(step), {}).values() if math.isfinite(v)]
             if vals:
                 out[cid] = sum(vals) / len(vals)
@@ -170,7 +180,7 @@ class EarlyStopState:
     def decide(self, config_id: str, step: int) -> Stopped | None:
         """Successive halving at one rung for one configuration (module docstring)."""
         g = self.groups[config_id]
-        means = self.means(step)
+        means = self.means(step, g.collection)
         if g.baseline or config_id not in means:
             return None
         eta = self.settings.reduction_factor
@@ -184,7 +194,8 @@ class EarlyStopState:
         if rank <= keep:
             return None
         reason = (f"{self.settings.metric} {mine:.4f} (mean of {len(g.values[str(step)])} seed(s)) ranks "
-                  f"{rank} of {n} configurations at step {step}; the top {keep} continue "
+                  f"{rank} of {n} configurations{f' on {g.collection}' if g.collection else ''} at step "
+                  f"{step}; the top {keep} continue "
                   f"(reduction factor {eta:g})")
         return Stopped(name=g.name, rung=step, value=mine, rank=rank, groups=n, keep=keep, reason=reason)
 

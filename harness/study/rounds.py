@@ -7,15 +7,23 @@ from __future__ import annotations
 
 from harness.stats.sequential import GroupSequential
 from harness.study.spec import StudySpec
+from harness.tracking.conventions import ROLE_BASELINE
 
 FAMILY_ALPHA = 0.05  # the family-wise level of the verdicts: the tables' first marker level
 
 
+def comparisons(spec: StudySpec) -> int:
+    """The comparisons a seed schedule settles: every candidate against its collection's baseline,
+    on each collection (the candidates of a one-collection study)."""
+    return sum(nc.role != ROLE_BASELINE for nc in spec.configs)
+
+
 def design(spec: StudySpec) -> GroupSequential:
-    """Each comparison's design: the schedule's looks at 0.05 / (number of candidates)."""
+    """Each comparison's design: the schedule's looks at 0.05 / ``comparisons(spec)`` (over several
+    collections, every (candidate, collection) comparison is one of the family)."""
     if spec.seed_schedule is None:
         raise ValueError(f"study {spec.name!r} has no seed schedule")
-    return GroupSequential.for_family(spec.seed_schedule.looks, FAMILY_ALPHA, len(spec.configs))
+    return GroupSequential.for_family(spec.seed_schedule.looks, FAMILY_ALPHA, comparisons(spec))
 
 
 def round_of(spec: StudySpec, seed: int) -> int | None:

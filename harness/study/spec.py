@@ -13,6 +13,8 @@ A study file::
     search:                          # optional: a searcher proposes further configurations
       searcher: tpe                  # tpe | random | nsga2 (Optuna) | grid (exhaustive)
       num_configs: 8
+      objective_collection: NAME     # over several collections: optimise this one's dev objective
+                                     # (default: the mean over the collections)
       space:
         curriculum.delta: {uniform: [0.1, 0.9]}
         curriculum.n: {int: [1, 10], when: {curriculum.pacing: root_n}}
@@ -164,6 +166,16 @@ class StudySpec:
     # file's order; () for a one-collection study. ``baseline`` is then the first collection's and
     # ``configs`` holds every other (configuration, collection), each with its data.collection.
     collections: tuple[str, ...] = ()
+    # Each collection's data keys (flat, data.collection included), as ``in_collection`` applies them.
+    collection_data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # search.objective_collection: the collection whose dev objective the searcher optimises and the
+    # confirmation ranks by (a grid's pick too); None: the mean over the collections of each one's
+    # mean over seeds.
+    objective_collection: str | None = None
+
+    def in_collection(self, cfg: TrialConfig, collection: str) -> TrialConfig:
+        """``cfg`` on one collection of a study over several: its data keys over ``cfg``'s."""
+        return TrialConfig.from_flat(self.collection_data[collection], base=cfg)
 
     def collection_configs(self, collection: str | None) -> tuple[NamedConfig, ...]:
         """The fixed configurations (baseline first) of one collection (None: a one-collection study)."""
@@ -679,10 +691,10 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
         return None
     if not isinstance(raw, dict):
         raise refuse("search", raw, "a mapping with searcher, num_configs and space")
-    unknown = set(raw) - {"searcher", "num_configs", "space", "objectives"}
+    unknown = set(raw) - {"searcher", "num_configs", "space", "objectives", "objective_collection"}
     if unknown:
         raise _fail("search", f"search: unknown keys {sorted(unknown)}; "
-                    "valid: searcher, num_configs, space, objectives")
+                    "valid: searcher, num_configs, space, objectives, objective_collection")
     searcher = str(raw.get("searcher", "tpe"))
     if searcher not in SEARCHERS:
         hint = did_you_mean(searcher, SEARCHERS, n=2)
@@ -736,6 +748,9 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
         raise refuse("search.num_configs", n, f"an integer in [1, {MAX_CONFIGS}]")
     if not kind.sampler and n is not None and (isinstance(n, bool) or not isinstance(n, int)):
         raise refuse("search.num_configs", n, "an integer (a grid has as many configurations as points)")
+    target = raw.get("objective_collection")
+    if target is not None and not isinstance(target, str):
+        raise refuse("search.objective_collection", target, "the name of one of the study's collections")
     return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
 
 
@@ -786,29 +801,26 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
     return settings
 
 
-# What a study over several collections does not run yet (each needs its per-collection rule:
-# which collection's dev objective a rung, a round or a pick reads).
-_NOT_ACROSS_COLLECTIONS = ("search", "early_stopping", "confirm")
-
-
 def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
     """A study over several collections (docs/study-file.md, "Collections"): ``collections`` is a
     list of ``{name, data}``, each ``data`` the data.* keys of one source (over the study's ``data``
     section, which the collections share). Every fixed configuration, the baseline first, is trained
     and evaluated on each collection: one configuration per (configuration, collection), its
     data.collection set to the collection's name (so its config id, its prepared data and its
-    evaluation fingerprint are the collection's). No ``collections`` key: ``spec`` unchanged."""
+    evaluation fingerprint are the collection's); a search's proposals, a seed schedule, early
+    stopping and the confirmation run on every collection too (``collection_data``, and the rules
+    in docs/study-file.md, "Collections"). No ``collections`` key: ``spec`` unchanged, and a
+    ``search.objective_collection`` refused."""
     items = raw.get("collections")
+    # read from the file: a grid's search section is gone from ``spec`` (its points are listed)
+    target = raw["search"].get("objective_collection") if isinstance(raw.get("search"), dict) else None
     if items is None:
+        if target is not None:
+            raise _fail("search.objective_collection", f"search.objective_collection {target!r} names one of "
+                        "the study's collections, and this study has none (no collections key); drop it")
         return spec
     if not isinstance(items, list) or not items:
         raise _fail("collections", "collections must be a non-empty list of {name, data} mappings")
-    for key in _NOT_ACROSS_COLLECTIONS:
-        if raw.get(key):
-            raise _fail(key, f"{key} is not available over several collections yet; run the fixed "
-                        "configurations over the collections, or one study per collection")
-    if spec.seed_schedule is not None:
-        raise _fail("seeds", "a seed schedule is not available over several collections yet; list the seeds")
     names: list[str] = []
     per: list[dict[str, Any]] = []
     for i, item in enumerate(items):
@@ -838,5 +850,10 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         for nc in spec.fixed_configs():
             cfg = _config(flat, f"collections.{names.index(cname)}.data", nc.config)
             expanded.append(dataclasses.replace(nc, config=cfg))
+    if target is not None and target not in names:
+        hint = did_you_mean(target, names, n=1, style="; ", otherwise="")
+        raise _fail("search.objective_collection", f"search.objective_collection: {target!r} is not one of the "
+                    f"study's collections ({', '.join(names)}){hint}")
     baseline, *configs = expanded
-    return dataclasses.replace(spec, baseline=baseline, configs=tuple(configs), collections=tuple(names))
+    return dataclasses.replace(spec, baseline=baseline, configs=tuple(configs), collections=tuple(names),
+                               collection_data=dict(zip(names, per, strict=True)), objective_collection=target)

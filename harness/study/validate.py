@@ -109,9 +109,24 @@ def collections_plan(spec: Any) -> list[str]:
         mean = sum(candidates) / len(candidates) if candidates else 0.0
         lines.append(f"    {name}: data.source {cfg.data.source}; {len(splits.train)} train / {len(splits.dev)} dev / "
                      f"{len(splits.test)} test queries, {mean:.1f} candidates per test query; evaluation "
-                     f"fingerprint {splits.evaluation[:12]}; {len(configs)} configurations x "
-                     f"{len(spec.seeds)} seeds = {len(configs) * len(spec.seeds)} trials")
+                     f"fingerprint {splits.evaluation[:12]}; {_collection_trials(spec, len(configs))}")
     return lines
+
+
+def _collection_trials(spec: Any, fixed: int) -> str:
+    """One collection's trials in words: its fixed configurations x seeds (at most, with a seed
+    schedule), its share of the search's proposals and of the confirmation."""
+    from harness.study.variants import confirm_trials
+
+    seeds = len(spec.seeds)
+    text = (f"{fixed} configurations x {'at most ' if spec.seed_schedule else ''}{seeds} seeds = "
+            f"{'at most ' if spec.seed_schedule else ''}{fixed * seeds} trials")
+    if spec.search is not None:
+        n = spec.search.num_configs
+        text += f" + {n} proposal(s) x {seeds} seeds = {n * seeds} search trials"
+    if spec.confirm is not None:
+        text += f" + {confirm_trials(spec) // len(spec.collections)} confirmation trials"
+    return text
 
 
 def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False) -> None:
@@ -242,7 +257,7 @@ def uri_problem(uri: str) -> str | None:
 def schedule_plan(spec: Any) -> list[str]:
     """What `harness validate` prints about a seed schedule (harness.driver._rounds): its rounds,
     trials and rule; nothing without one."""
-    from harness.study.rounds import FAMILY_ALPHA, design
+    from harness.study.rounds import FAMILY_ALPHA, comparisons, design
 
     schedule = spec.seed_schedule
     if schedule is None:
@@ -255,8 +270,12 @@ def schedule_plan(spec: Any) -> list[str]:
     rounds = (f"    round 1: {n} configurations x {looks[0]} seeds = {n * looks[0]} trials; rounds 2-"
               f"{schedule.rounds}: {added} more seeds for the baseline and each open candidate")
     rule = (f"    a candidate gets no more seeds once its comparison on test {spec.metric} is settled or "
-            f"stopped for futility: group-sequential rule at {FAMILY_ALPHA:g}/{len(spec.configs)} = "
+            f"stopped for futility: group-sequential rule at {FAMILY_ALPHA:g}/{comparisons(spec)} = "
             f"{design(spec).alpha:.4g} per comparison (docs/statistics.md)")
+    if spec.collections:
+        rule += (f"; each collection's comparisons read that collection's results, and a candidate trains "
+                 f"each round's seeds on all {len(spec.collections)} collections while any of its comparisons "
+                 "is open")
     return [head, rounds, rule]
 
 
@@ -360,8 +379,9 @@ def ray_trials(spec: Any) -> int:
     from harness.study.protocol import seed_groups
 
     k = spec.seeds_per_trial
-    n = len(spec.fixed_configs()) + (spec.search.num_configs if spec.search else 0)
-    confirm = (spec.confirm.top + 1) * len(seed_groups(spec.confirm.seeds, k)) if spec.confirm else 0
+    per = max(1, len(spec.collections))  # a proposal and a confirmation run on every collection
+    n = len(spec.fixed_configs()) + (spec.search.num_configs * per if spec.search else 0)
+    confirm = (spec.confirm.top + 1) * len(seed_groups(spec.confirm.seeds, k)) * per if spec.confirm else 0
     if spec.seed_schedule is not None:
         looks = (0, *spec.seed_schedule.looks)
         return n * sum(len(seed_groups(spec.seeds[a:b], k)) for a, b in itertools.pairwise(looks)) + confirm

@@ -49,7 +49,9 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
                          "trial: give fewer values")
         base = spec.defaults.to_flat()
         for point in enumerate_grid(relevant, base) if relevant else [{}]:
-            configs.append(TrialConfig.from_flat(point, base=spec.defaults))
+            cfg = TrialConfig.from_flat(point, base=spec.defaults)
+            # Over several collections a proposal trains on each (harness.driver._searchers).
+            configs.extend([spec.in_collection(cfg, c) for c in spec.collections] or [cfg])
     return configs
 
 
@@ -94,11 +96,13 @@ def study_params(spec: StudySpec, trials: int) -> dict[str, Any]:
 def trial_count(spec: StudySpec) -> int:
     n = len(spec.fixed_configs())
     if spec.search is not None:
-        n += spec.search.num_configs
+        n += spec.search.num_configs * max(1, len(spec.collections))
     return n * len(spec.seeds) + confirm_trials(spec)
 
 
 def confirm_trials(spec: StudySpec) -> int:
-    """The confirmation phase's trials: the top configurations and the baseline x the fresh seeds."""
-    return (spec.confirm.top + 1) * len(spec.confirm.seeds) if spec.confirm else 0
+    """The confirmation phase's trials: the top configurations and the baseline x the fresh seeds
+    (on every collection of a study over several)."""
+    per = (spec.confirm.top + 1) * len(spec.confirm.seeds) if spec.confirm else 0
+    return per * max(1, len(spec.collections))
 

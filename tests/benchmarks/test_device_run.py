@@ -88,7 +88,7 @@ def stage(tmp_path_factory):
     return where
 
 
-@pytest.mark.slow  # minutes: the stage, then every row of the plan in its own process
+@pytest.mark.heavy  # minutes: the stage, then every row of the plan in its own process
 def test_the_rehearsal_runs_every_row_of_the_plan(stage, tmp_path):
     manifest = json.loads((stage / "manifest.json").read_text())
     assert manifest["bytes"] < 60 * 2**20  # travels with the tree under the 64 MiB limit

@@ -166,7 +166,6 @@ def test_validate_prints_the_plan_per_collection_and_names_one_that_does_not_loa
     ({"collections": [{"name": "a"}, {"name": "a"}]}, "duplicate collection name 'a'"),
     ({"collections": [{"name": "a", "data": {"collection": "b"}}]}, "give it as name"),
     ({"collections": [{"name": "a", "set": {}}]}, "unknown keys ['set']"),
-    ({"early_stopping": {"rungs": [3]}}, "early_stopping is not available over several collections yet"),
 ])
 def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, message: str) -> None:
     from harness.errors import ConfigError
