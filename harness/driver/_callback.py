@@ -148,8 +148,8 @@ class TrackingCallback(tune.Callback):
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
         cause = ray_cause(trial)
-        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: failed{f' ({cause})' if cause else ''}, retrying "
-                 "from its last checkpoint")
+        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: failed, retrying from its last checkpoint"
+                 f"{f' ({cause})' if cause else ''}")
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
