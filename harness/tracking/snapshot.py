@@ -169,8 +169,10 @@ def sqlite_experiment(db: Path, name: str) -> tuple[str | None, list[str]] | Non
             return None
         where = " WHERE workspace = ?" if "workspace" in have["experiments"] else ""
         args = (DEFAULT_WORKSPACE,) if where else ()
-        experiments = con.execute(f"SELECT experiment_id, name FROM experiments{where}", args).fetchall()
+        stage = ", lifecycle_stage" if "lifecycle_stage" in have["experiments"] else ", 'active'"
+        experiments = con.execute(f"SELECT experiment_id, name{stage} FROM experiments{where}", args).fetchall()
     finally:
         con.close()
-    found = next((str(eid) for eid, n in experiments if n == name), None)
-    return found, sorted(n for _, n in experiments)
+    # as MLflow: an experiment is found by name even when deleted, and listed only when active
+    found = next((str(eid) for eid, n, _ in experiments if n == name), None)
+    return found, sorted(n for _, n, lifecycle in experiments if lifecycle == "active")
