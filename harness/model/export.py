@@ -26,12 +26,8 @@ truncates the oldest context first, which no truncation strategy of transformers
 carries the harness's tokenizer (``tokenization_harness.py``, named in ``tokenizer_config.json``'s
 ``auto_map``), which loaders use with ``trust_remote_code=True``: then sentence-transformers,
 transformers, the MLflow pyfunc and the PyTerrier re-ranker all score as the run did
-(``usage`` says how, and ``harness export`` prints it). Without it, the folder does not load:
-``tokenizer_config.json`` names ``HarnessBertTokenizer`` as its ``tokenizer_class``, a class only
-the folder's code defines, so transformers (and CrossEncoder through it) refuses with "contains
-custom code which must be executed ... pass trust_remote_code=True" instead of loading the plain
-BERT tokenizer, whose truncation (the longer text cut from its end) would score truncated pairs
-differently, silently (docs/exchange.md).
+(``usage`` says how, and ``harness export`` prints it). Without it, transformers loads the plain
+BERT tokenizer, which truncates the longer text from its end.
 """
 
 from __future__ import annotations
@@ -266,8 +262,7 @@ STALE_TOKENIZER_KEYS = ("max_length", "truncation", "truncation_strategy", "stri
 
 def _harness_tokenizer(target: Path, max_length: int) -> None:
     """The saved tokenizer loads as ``HarnessBertTokenizer`` (the harness's pair truncation) where
-    the loader trusts the folder's code, and not at all where it does not (its ``tokenizer_class``
-    is that class: no standard tokenizer stands in for it with another truncation).
+    the loader trusts the folder's code; as the plain ``BertTokenizer`` where it does not.
     ``model_max_length`` is the trial's pair length and no other length key is left."""
     from harness.model import tokenization_harness
 
@@ -276,7 +271,6 @@ def _harness_tokenizer(target: Path, max_length: int) -> None:
     path = target / "tokenizer_config.json"
     config = json.loads(path.read_text())
     config["auto_map"] = {"AutoTokenizer": [None, f"{module.stem}.{tokenization_harness.HarnessBertTokenizer.__name__}"]}
-    config["tokenizer_class"] = tokenization_harness.HarnessBertTokenizer.__name__
     config["model_max_length"] = max_length
     for key in STALE_TOKENIZER_KEYS:
         config.pop(key, None)
@@ -376,9 +370,8 @@ Model: {arch}
 Input: the query is the conversation context as one text (utterances oldest first, joined by
 spaces), the text a candidate response; at most {info['max_length']} tokens per pair, the oldest
 context dropped first, as in training. `trust_remote_code=True` loads the tokenizer that does this
-(`tokenization_harness.py`, in this folder); without it the tokenizer does not load (no standard
-tokenizer truncates pairs this way, and one that cut them otherwise would score pairs over
-{info['max_length']} tokens differently).
+(`tokenization_harness.py`, in this folder); without it, the plain BERT tokenizer truncates the
+longer text from its end, and pairs over {info['max_length']} tokens score differently.
 
 The full configuration is in `{EXPORT_INFO}`.
 """
@@ -395,7 +388,7 @@ def usage(folder: str | Path) -> list[str]:
         first = [f'sentence-transformers: CrossEncoder("{d}", trust_remote_code=True).predict(pairs)',
                  f'transformers: AutoModelForSequenceClassification.from_pretrained("{d}") + {tokenizer}',
                  ("(trust_remote_code=True: the folder's tokenization_harness.py drops the oldest context "
-                  "first, as the harness; without it the folder's tokenizer refuses to load)")]
+                  "first, as the harness; without it, pairs over max_length tokens score differently)")]
     return [*first, f'PyTerrier: harness.model.pyterrier_ranker.HarnessReRanker("{d}")',
             "MLflow: mlflow.pyfunc.load_model(uri), uri = a seed run's tag harness.model_uri"]
 

@@ -73,12 +73,9 @@ def test_cross_encoder_reproduces_the_run(trained) -> None:
     # the call `harness export` prints (export.usage), as printed
     _same_run(queries, eval(_printed(folder, "sentence-transformers"), {"CrossEncoder": CrossEncoder,
                                                                        "pairs": pairs}), run, run_map)
-    # What a loader without the folder's code would have used, the plain BertTokenizer, keeps the
-    # OLDEST context: so without trust_remote_code the folder refuses to load
-    # (test_without_trust_remote_code_the_folder_refuses_to_load).
-    from transformers import BertTokenizer
-
-    plain = BertTokenizer.from_pretrained(str(folder))
+    # Without trust_remote_code: the plain BertTokenizer, whose truncation keeps the OLDEST context.
+    plain = CrossEncoder(str(folder), device="cpu").tokenizer
+    assert type(plain).__name__ == "BertTokenizer"
     ours = PairCollator(plain, FLAT["model.max_length"])
     ids = [ours.pair_ids(*ours.tokenize([a, b]))[0].tolist() for a, b in pairs]
     theirs = plain([a for a, _ in pairs], [b for _, b in pairs], truncation=True)["input_ids"]
@@ -179,10 +176,11 @@ def test_the_folders_tokenizer_truncates_pairs_as_the_collator_at_every_length(t
 def test_no_truncation_strategy_of_transformers_reproduces_the_harness(trained) -> None:
     """Why the folder carries its own tokenizer: each strategy and side of the plain BertTokenizer
     builds some pair other than the collator's (too long, or cut elsewhere)."""
-    from transformers import BertTokenizer
+    from transformers import AutoTokenizer
 
     folder, *_ = trained
-    plain = BertTokenizer.from_pretrained(folder)
+    plain = AutoTokenizer.from_pretrained(folder)
+    assert type(plain).__name__ == "BertTokenizer"
     texts = [" ".join(["word"] * n) for n in range(1, 20)]
     pairs = [(a, b) for a in texts for b in texts]
     collator = PairCollator(plain, 16)
@@ -202,22 +200,6 @@ def _ids(tokenizer, a: str, b: str, strategy: str) -> list[int] | None:
         return None
 
 
-@pytest.mark.parametrize("trust", [None, False])
-def test_without_trust_remote_code_the_folder_refuses_to_load(trained, trust) -> None:
-    """No loader falls back to a standard tokenizer that truncates otherwise (a silently lower
-    MAP): transformers and sentence-transformers stop and name trust_remote_code. None: the
-    argument left out (transformers asks on a terminal; here, with no terminal, it refuses)."""
-    from sentence_transformers import CrossEncoder
-    from transformers import AutoTokenizer
-
-    folder, *_ = trained
-    kw = {} if trust is None else {"trust_remote_code": trust}
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        AutoTokenizer.from_pretrained(str(folder), **kw)
-    with pytest.raises(ValueError, match="trust_remote_code=True"):
-        CrossEncoder(str(folder), device="cpu", **kw)
-
-
 def test_a_folder_exported_without_the_tokenizer_is_refused_not_scored_otherwise(trained, tmp_path) -> None:
     import json
     import shutil
@@ -229,7 +211,6 @@ def test_a_folder_exported_without_the_tokenizer_is_refused_not_scored_otherwise
     (old / "tokenization_harness.py").unlink()
     config = json.loads((old / "tokenizer_config.json").read_text())
     del config["auto_map"]
-    config["tokenizer_class"] = "BertTokenizer"  # as exports before the folder's own tokenizer
     (old / "tokenizer_config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="exported without the harness's tokenizer"):
         ExportedRanker(old)
