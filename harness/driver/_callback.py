@@ -154,9 +154,9 @@ class TrackingCallback(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
         cause = ray_cause(trial)
-        error = trial_error(trial)
+        error = trial_error(trial, cause)
         for member in ticket.members():
-            self.records.trial_failed(member, f"{cause}; {error}" if cause else error)
+            self.records.trial_failed(member, error)
         if cause:  # Ray ended it: the one line says why and how to run it again (Tune's traceback is off)
             self.log(f"[trial] {ticket.name} {_seeds(ticket)}: FAILED, {cause}; `{self.resume}` runs it "
                      f"again   {self._summary(trials)}")
@@ -190,10 +190,13 @@ def _seeds(ticket: TrialTicket) -> str:
     return f"seed {ticket.seed}"
 
 
-def trial_error(trial: Any) -> str:
+def trial_error(trial: Any, cause: str | None = None) -> str:
     """What a failed trial's seed run records as its error: the last line of the traceback Tune
-    wrote (the exception and its message), and where the whole traceback is."""
+    wrote (the exception and its message), or ``cause`` where Ray ended the trial (``ray_cause``),
+    and where the whole traceback is."""
     path = str(getattr(trial, "error_file", "") or "")
+    if cause:
+        return f"{cause} (traceback: {path})" if path else cause
     try:
         lines = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()] if path else []
     except OSError:
@@ -216,13 +219,18 @@ CAUSE_DIED = ("its worker process died (killed, as the system's out-of-memory ki
 def ray_cause(trial: Any) -> str | None:
     """Why Ray ended a failed trial's worker (out of memory, node lost, the process died), in a
     few words; None where the trial's own code raised (its traceback's last line says why)."""
-    from ray import exceptions as rx
-
     try:
         exc = trial.get_pickled_error()
     except Exception:  # noqa: BLE001 - an error that does not unpickle here: read its text below
         exc = None
-    text = str(exc) if exc is not None else _error_text(trial)
+    return cause_of(exc, str(exc) if exc is not None else _error_text(trial))
+
+
+def cause_of(exc: BaseException | None, text: str = "") -> str | None:
+    """``ray_cause`` of an error (``text``: its words where the error itself is not at hand)."""
+    from ray import exceptions as rx
+
+    text = text or (str(exc) if exc is not None else "")
     if isinstance(exc, rx.OutOfMemoryError):
         return CAUSE_OOM
     if isinstance(exc, (rx.NodeDiedError, rx.LocalRayletDiedError)):

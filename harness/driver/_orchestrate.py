@@ -27,7 +27,7 @@ from ray import tune
 
 from harness.driver import _early_stop_ray as early_stop_ray
 from harness.driver import _state_trust as trust
-from harness.driver._callback import Progress, TrackingCallback, stderr
+from harness.driver._callback import Progress, TrackingCallback, cause_of, stderr
 from harness.driver._confirm import run_confirmation
 from harness.driver._final_report import ReportUnavailable, report_study
 from harness.driver._rounds import run_rounds
@@ -406,6 +406,6 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
                               "neither finished nor failed (Tune stopped early)")
     errors = [r.error for r in grid if r.error is not None]
     if errors:
-        callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: "
-                     f"{str(errors[0]).splitlines()[0][:300]}")
+        first = cause_of(errors[0]) or str(errors[0]).splitlines()[0][:300]
+        callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: {first}")
     return {TrialTicket.from_tune(r.config).config_id for r in grid if r.config and TICKET in r.config}
