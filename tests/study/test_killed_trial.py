@@ -56,6 +56,7 @@ def test_a_trial_whose_worker_dies_is_one_line_with_its_cause_and_the_resume_com
     at = out.find("Traceback (most recent call last)")
     assert at < 0, out[max(0, at - 2000):at + 2000]
     assert "The actor died" not in out and "The actor is dead" not in out, out[-4000:]
+    assert "A worker died or was killed" not in out, out[-4000:]  # the raylet's report of it
     assert "seed 2: done" in out  # the other seed ran on
 
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
