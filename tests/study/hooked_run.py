@@ -11,7 +11,6 @@ import sys
 
 from harness.cli import build_parser, dispatch, quiet_libraries
 from harness.cli.study import cmd_run
-from harness.driver.runner import TrialHooks
 
 
 def main(argv: list[str]) -> int:
@@ -24,6 +23,9 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(rest)
     if not args.verbose:  # as `harness run` is: the libraries' own output off unless -v
         quiet_libraries()
+    # imported after the quiet settings, as `harness run` imports Ray: some are read as Ray is imported
+    from harness.driver.runner import TrialHooks
+
     hooks = TrialHooks(trial_log=trial_log, hold=hold, die_always=die)
     # as `harness run` ends: one line and its exit status for an error or an interrupt
     return dispatch(lambda a: cmd_run(a, hooks=hooks), args)
