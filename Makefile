@@ -10,8 +10,11 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
+# pytest-xdist workers for `make test`: one per core of the 2-core machines CI runs on; a module's
+# tests share a worker (tests/conftest.py), so a module's study runs once.
+TEST_WORKERS ?= 2
 
-.PHONY: venv demo test test-fast test-all lint docs bench bench-gpu clean
+.PHONY: venv demo demo-collections test test-fast test-all lint docs bench bench-gpu clean
 
 $(STAMP): pyproject.toml Makefile
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,9 +28,13 @@ venv: $(STAMP)
 demo: venv
 	$(VENV)/bin/harness demo
 
+# The demo over two collections (chitchat and the shipped Cranfield): one table with both.
+demo-collections: venv
+	$(VENV)/bin/harness demo --collections
+
 test: venv
 	@{ command -v chromium && command -v pdflatex && command -v pdftotext; } >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && for p in chromium "texlive-latex-recommended poppler-utils"; do DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p >/dev/null || echo "$$p not installed: the browser or PDF tests will skip"; done; }
-	$(PY) -m pytest -q -m "not heavy" --durations=25
+	$(PY) -m pytest -q -m "not heavy" -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 test-fast: venv
 	$(PY) -m pytest -q -m "not slow and not heavy"

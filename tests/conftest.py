@@ -72,6 +72,17 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("HARNESS_STATE_KEY", secrets.token_hex(32))
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` runs two workers: ``--dist loadgroup``) a module's tests stay
+    on one worker, so a module-scoped study runs once, and every test that reads the session's
+    shared finished study (``finished_study``) goes to one worker, so it is trained once."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        group = "finished_study" if "finished_study" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """The session's Ray (tests/study/conftest.py's ``local_ray``), if a test started it."""
     from tests.study.conftest import stop_session_ray
@@ -92,6 +103,26 @@ def ray_root(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 
     with local_ray(tmp_path_factory.mktemp(request.module.__name__.rpartition(".")[2])) as root:
         yield root
+
+
+@pytest.fixture(scope="session")
+def finished_study(tmp_path_factory: pytest.TempPathFactory):
+    """One study run to its end through real Ray Tune and real MLflow, once per test session, for
+    every test that only reads a finished study: tests/study/conftest.py's ``SHARED`` (the baseline,
+    ``curriculum`` and ``ls`` over seeds 1, 2, 3; the template's tiny budget), as a
+    ``FinishedStudy``: ``.uri`` (its MLflow store), ``.name``, ``.path`` (its study file),
+    ``.root``, ``.out`` (``run_study``'s return), ``.progress`` (its progress lines), ``.spec()``,
+    ``.client`` and ``.runs(kind)`` (its runs by ``conventions.KIND_*``).
+
+    Use it instead of running a study of your own whenever the assertion holds for any finished
+    study; read it, never write to it (no runs, tags or artifacts in its experiment, nothing in
+    its Tune storage): every test of the session sees the same records. A test that needs a study
+    of its own beside it (a variant to compare with it) runs that study under its own root
+    (``ray_root``) and reads this one by ``.uri``. Prefer counting from ``.spec()`` over literal
+    numbers, so that adding a configuration here does not break unrelated tests."""
+    from tests.study.conftest import run_finished_study
+
+    return run_finished_study(tmp_path_factory.mktemp("finished-study"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -127,6 +127,21 @@ def _check_irds(cfg: DataConfig) -> None:
     check_irds(cfg)
 
 
+def _cranfield(cfg: DataConfig, train_sampler: str, progress: Progress | None) -> Splits:
+    from harness.data._cranfield import load_cranfield
+
+    return load_cranfield(cfg, progress)
+
+
+def _check_cranfield(cfg: DataConfig) -> None:
+    from harness.data._cranfield import FILES, shipped_dir
+
+    missing = [name for name in FILES if not (shipped_dir() / name).is_file()]
+    if missing:
+        raise HarnessError(f"data.source=cranfield: the shipped file(s) {', '.join(missing)} are "
+                           f"missing from {shipped_dir()}; reinstall harness")
+
+
 _FILES = "its files bring their own candidates and no corpus to sample from"
 
 add(Source(name="chitchat", help="the embedded set (data.path: a chitchat-format file, default "
@@ -137,6 +152,9 @@ add(Source(name="msdialog", help="MSDialog/MANtIS TSV directory (data.path)",
 add(Source(name="trec", help="TREC-style directory: queries, docs, qrels, run (data.path)",
            load=_directory_reader("trec"), needs_path=True, own_candidates=True, why=_FILES,
            check=_check_path))
+add(Source(name="cranfield", help="the shipped Cranfield collection (1,400 abstracts, 225 queries), "
+           "candidates the top data.depth BM25 hits", load=_cranfield, own_candidates=True,
+           why="its candidates are its BM25 run's", check=_check_cranfield))
 add(Source(name="irds", help="an ir_datasets data set (data.irds_id; data.irds_register for a "
            "local one)", load=_irds, own_candidates=True,
            why="its first-stage run (scoreddocs) brings the candidates", check=_check_irds))

@@ -49,6 +49,7 @@ from harness.stats.combined import (
 )
 from harness.stats.corrections import MAXT, adjust
 from harness.stats.crossed import CrossedResult
+from harness.stats.identical import identical_groups
 from harness.stats.paired import BETTER, WORSE, paired_test
 from harness.stats.significance import PAIRINGS, Analysis, AnalysisOptions, Comparison, analyse
 
@@ -159,10 +160,14 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
                         + ", ".join(f"{n}: {b!r}" for n, b in baselines.items())
                         + "; every collection compares with the same baseline configuration")
     raw_options = replace(options, correction="none", family="all")
+    shown, identical = _shared_identical(collections, options)
+    if shown is not None:
+        raw_options = replace(raw_options, metrics=shown, merge_identical=False)
     analyses: dict[str, Analysis] = {}
     for name, res in collections.items():
         try:
-            analyses[name] = analyse(res, raw_options)
+            analyses[name] = replace(analyse(res, raw_options), identical=identical) \
+                if shown is not None else analyse(res, raw_options)
         except (DataError, ConfigError) as exc:
             raise type(exc)(f"collection {name!r}: {exc}") from None
     tests = {n: a.test for n, a in analyses.items()}
@@ -233,6 +238,32 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
     return CollectionsAnalysis(analyses=out, combined=combined, options=options, family=family, test=test,
                                metrics=metrics, configs=tuple(configs), baseline=baseline,
                                tau2_method=tau2_method, weighting=weighting)
+
+
+def _shared_identical(collections: Mapping[str, StudyResults], options: AnalysisOptions
+                      ) -> tuple[tuple[str, ...] | None, tuple[tuple[str, ...], ...]]:
+    """Metrics merged as identical only where they are identical on every collection (MAP = MRR
+    on a collection with one relevant document per query need not hold on another): the metrics
+    to show and the shared groups, or (None, ()) where every collection merges alike (or nothing
+    is merged, or the collections do not share their metrics: the caller's check names them)."""
+    if not options.merge_identical or len(collections) < 2:
+        return None, ()
+    try:
+        selected = {n: r.select(options.metrics) for n, r in collections.items()}
+    except (DataError, ConfigError):
+        return None, ()
+    first = next(iter(selected.values()))
+    if any(set(m) != set(first) for m in selected.values()):
+        return None, ()
+    member = [{m: g for g in identical_groups(r, first) for m in g} for r in collections.values()]
+    if all(p == member[0] for p in member[1:]):
+        return None, ()
+    groups: list[tuple[str, ...]] = []
+    for metric in first:
+        if any(metric in g for g in groups):
+            continue
+        groups.append(tuple(m for m in first if all(m in p[metric] for p in member)))
+    return tuple(g[0] for g in groups), tuple(g for g in groups if len(g) > 1)
 
 
 def _family_key(family: str, collection: str | None, metric: str) -> str:

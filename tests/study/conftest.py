@@ -1,7 +1,8 @@
 """Shared by every test that runs a study (here, in tests/model and tests/cluster): one data cache
 and one local Ray (2 CPUs) for the session, and one study factory, ``write_study``. Test modules
 import them from ``tests.study.conftest``; tests/conftest.py gives the Ray to every directory as the
-``ray_root`` fixture."""
+``ray_root`` fixture, and the session's shared finished study (``run_finished_study`` below) as the
+``finished_study`` fixture."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import functools
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +114,85 @@ def write_study(root: Path, name: str, **overrides: Any) -> Path:
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump(study, sort_keys=False, default_flow_style=None))
     return path
+
+
+# The session's shared finished study (tests/conftest.py's ``finished_study`` fixture), run once per
+# test session through real Ray Tune and real MLflow: the baseline (BM25 training negatives) and
+# four candidates over seeds 1-3 (a curriculum, label smoothing, random training negatives and a
+# cascade ranker), at the template's small budget with 64-token pairs; its best configuration's
+# seed runs log MLflow models. Tests read it; they never write to its experiment or its Tune
+# storage (a study of their own goes to a root of their own, e.g. ``ray_root``, and may be
+# compared with this one by reading it).
+SHARED_NAME = "shared"
+SHARED: dict[str, Any] = {
+    "model": {"max_length": 64},
+    "baseline": {"train.sampler": "bm25"},
+    "configs": {"curriculum": {"curriculum.scoring": "uwords", "curriculum.pacing": "root_n", "curriculum.n": 2},
+                "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
+                "random-negatives": {"train.sampler": "random"},
+                "cascade": {"cascade.enabled": True, "cascade.alpha": [0.3]}},
+    "seeds": [1, 2, 3],
+    "failure": {"max_retries": 2},
+    "models": None,  # the default (the best configuration's models), not the template's "none"
+}
+
+
+@dataclass(frozen=True)
+class FinishedStudy:
+    """A study that has run to its end, as `harness run` leaves it: its study file ``path`` (under
+    ``root``), its Tune storage (``root/runs``), its MLflow store (SQLite, ``uri``) with the study
+    run, one config run per configuration and one seed run per configuration and seed (per-query
+    values, run files, tables, power), ``out`` (what ``run_study`` returned) and ``progress`` (the
+    progress lines it printed). Read-only: see ``SHARED`` above."""
+
+    root: Path
+    name: str
+    path: Path
+    uri: str
+    out: dict[str, Any]
+    progress: tuple[str, ...]
+
+    @property
+    def client(self) -> Any:
+        from mlflow.tracking import MlflowClient
+
+        return MlflowClient(self.uri)
+
+    @property
+    def experiment_id(self) -> str:
+        return str(self.out["experiment_id"])
+
+    def spec(self) -> Any:
+        """The study as ``harness.study.load_spec`` parses it (its configurations, seeds...)."""
+        from harness.study.spec import load_spec
+
+        return load_spec(self.path)
+
+    def runs(self, kind: str | None = None) -> Any:
+        """The experiment's runs by kind (``harness.tracking.conventions.KIND_STUDY``, ``KIND_CONFIG``,
+        ``KIND_TRIAL``): a dict kind -> runs, or with ``kind`` that kind's list."""
+        from harness.tracking import conventions as C
+
+        by_kind: dict[str, list[Any]] = {}
+        for r in self.client.search_runs([self.experiment_id], max_results=1000):
+            by_kind.setdefault(r.data.tags.get(C.TAG_KIND), []).append(r)
+        return by_kind if kind is None else by_kind.get(kind, [])
+
+
+def run_finished_study(root: Path) -> FinishedStudy:
+    """Run the shared study under ``root`` on the session's Ray; MLflow's process-wide tracking URI
+    is put back afterwards, so that the tests after it see the default they set up."""
+    import pytest
+    from mlflow.tracking._tracking_service import utils as mlflow_tracking
+
+    from harness.driver.runner import run_study
+    from harness.study.spec import load_spec
+
+    path = write_study(root, SHARED_NAME, **SHARED)
+    uri = f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+    progress: list[str] = []
+    with local_ray(root), pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MLFLOW_TRACKING_URI", uri)
+        mp.setattr(mlflow_tracking, "_tracking_uri", mlflow_tracking._tracking_uri)
+        out = run_study(load_spec(path), tracking_uri=uri, progress=progress.append)
+    return FinishedStudy(root, SHARED_NAME, path, uri, out, tuple(progress))

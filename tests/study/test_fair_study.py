@@ -1,36 +1,35 @@
-"""One evaluation set per study, on real Ray and real MLflow: a configuration trained with random
-negatives and a baseline trained with BM25 negatives are evaluated on identical dev and test
-candidates, and every seed run records that evaluation set's fingerprint."""
+"""One evaluation set per study, on real Ray and real MLflow (the session's shared finished study,
+tests/conftest.py's ``finished_study``): a configuration trained with random negatives and a
+baseline trained with BM25 negatives are evaluated on identical dev and test candidates, and every
+seed run records that evaluation set's fingerprint."""
 
 from __future__ import annotations
 
 import pytest
-from mlflow.tracking import MlflowClient
 
-from harness.driver.runner import run_study
-from harness.study.spec import load_spec
 from harness.study.variants import prepare_study, variant_key
 from harness.tracking import conventions as C
-from tests.study.conftest import write_study
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def study(ray_root):
-    path = write_study(ray_root, "fair", train={"steps": 4, "eval_every": 2}, baseline={"train.sampler": "bm25"},
-                       configs={"random-negatives": {"train.sampler": "random"}}, failure={"max_retries": 0})
-    spec = load_spec(path)
-    uri = f"sqlite:///{ray_root / 'mlruns' / 'mlflow.db'}"
-    out = run_study(spec, tracking_uri=uri, progress=lambda m: None)
+def study(finished_study):
+    spec = finished_study.spec()
+    assert spec.baseline.config.train.sampler == "bm25"
     prepared = prepare_study(spec, progress=lambda m: None)
-    return spec, uri, out, prepared
+    return spec, finished_study, prepared
+
+
+def _random_negatives(spec):
+    return next(nc for nc in spec.configs if nc.name == "random-negatives")
 
 
 def test_training_sampler_changes_training_candidates_only(study) -> None:
-    spec, _, _, prepared = study
+    spec, _, prepared = study
+    assert _random_negatives(spec).config.train.sampler == "random"
     base = prepared[variant_key(spec.baseline.config)].splits
-    rand = prepared[variant_key(spec.configs[0].config)].splits
+    rand = prepared[variant_key(_random_negatives(spec).config)].splits
     assert base is not rand
     for split in ("dev", "test"):
         assert [(q.qid, [c.doc_id for c in q.candidates]) for q in base.split(split)] == \
@@ -42,12 +41,10 @@ def test_training_sampler_changes_training_candidates_only(study) -> None:
 
 
 def test_every_seed_run_records_the_one_evaluation_set_and_the_table_pairs_them(study) -> None:
-    spec, uri, out, prepared = study
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name("fair")
-    trials = client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_TRIAL}'")
-    assert len(trials) == 4
+    spec, finished, prepared = study
+    trials = finished.runs(C.KIND_TRIAL)
+    assert len(trials) == len(spec.fixed_configs()) * len(spec.seeds)
     fingerprint = prepared[variant_key(spec.baseline.config)].splits.evaluation
     assert {t.data.tags[C.TAG_EVAL_FINGERPRINT] for t in trials} == {fingerprint}
     # The significance report ran: the candidate's config run got its test against the baseline.
-    assert "map_p" in out["configs"]["random-negatives"]
+    assert "map_p" in finished.out["configs"]["random-negatives"]

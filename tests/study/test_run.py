@@ -1,4 +1,6 @@
-"""Studies on real local Ray (2 CPUs) with the tiny model and real MLflow (SQLite)."""
+"""Studies on real local Ray (2 CPUs) with the tiny model and real MLflow (SQLite): the session's
+shared finished study (tests/conftest.py's ``finished_study``) and, beside it, variants of it run
+here (under the module's ``ray_root``) that are compared with it."""
 
 from __future__ import annotations
 
@@ -10,17 +12,15 @@ from mlflow.tracking import MlflowClient
 
 from harness.driver._final_report import TrialsFailed
 from harness.driver.runner import TrialHooks, run_study
+from harness.model.export import MODEL_ARTIFACT
+from harness.model.mlflow_model import TAG_MODEL_URI
 from harness.study.spec import load_spec
 from harness.tracking import conventions as C
-from tests.study.conftest import write_study
+from tests.study.conftest import SHARED, write_study
 
-# The plain study, which the module's other studies vary (the failing one is compared with it).
-PLAIN = {
-    "configs": {"curriculum": {"curriculum.scoring": "uwords", "curriculum.pacing": "root_n", "curriculum.n": 2},
-                "ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.2}},
-    "seeds": [1, 2, 3],
-    "failure": {"max_retries": 2},
-}
+# The plain study (the session's finished study), which the module's other studies vary and are
+# compared with; they log no MLflow models (tests/model/test_export.py checks the shared study's).
+PLAIN = {**SHARED, "models": "none"}
 
 
 def _spec(root: Path, name: str, **overrides):
@@ -31,8 +31,8 @@ def _uri(root: Path) -> str:
     return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
 
 
-def _runs(root: Path, name: str):
-    client = MlflowClient(_uri(root))
+def _runs(uri: str, name: str):
+    client = MlflowClient(uri)
     exp = client.get_experiment_by_name(name)
     runs = client.search_runs([exp.experiment_id], max_results=1000)
     by_kind: dict[str, list] = {}
@@ -41,45 +41,49 @@ def _runs(root: Path, name: str):
     return by_kind
 
 
-def _test_maps(root: Path, name: str) -> dict[str, float]:
-    return {r.data.tags[C.TAG_TRIAL_KEY]: r.data.metrics["test_map"] for r in _runs(root, name)["trial"]}
-
-
-PROGRESS: list[str] = []  # the plain study's progress lines
+def _test_maps(uri: str, name: str) -> dict[str, float]:
+    return {r.data.tags[C.TAG_TRIAL_KEY]: r.data.metrics["test_map"] for r in _runs(uri, name)["trial"]}
 
 
 @pytest.fixture(scope="module")
-def finished(ray_root):
-    out = run_study(_spec(ray_root, "plain", **PLAIN), tracking_uri=_uri(ray_root), progress=PROGRESS.append)
-    return ray_root, out
+def finished(finished_study):
+    """The session's finished study (tests/study/conftest.py's ``SHARED``): its MLflow URI, its name
+    and its number of configurations and of seeds."""
+    spec = finished_study.spec()
+    return finished_study, finished_study.uri, finished_study.name, len(spec.fixed_configs()), len(spec.seeds)
 
 
 def test_progress_lines_show_dev_values_never_the_test_set(finished):
-    root, _ = finished
-    progress = [line for line in PROGRESS if line.startswith(("[trial]", "[config]"))]
+    study, uri, name, n_configs, n_seeds = finished
+    progress = [line for line in study.progress if line.startswith(("[trial]", "[config]"))]
     done = [line for line in progress if ": done, " in line]
-    assert len(done) == 9 and len([line for line in progress if line.startswith("[config]")]) == 3
+    assert len(done) == n_configs * n_seeds
+    assert len([line for line in progress if line.startswith("[config]")]) == n_configs
     assert not [line for line in progress if "test" in line]
     # Each finished trial's line shows its seed run's dev objective (the best-dev checkpoint's map).
     objectives = {(r.data.tags[C.TAG_CONFIG_ID], r.data.tags[C.TAG_SEED]): r.data.metrics["objective"]
-                  for r in _runs(root, "plain")["trial"]}
+                  for r in _runs(uri, name)["trial"]}
     shown = sorted(float(line.split("dev map ")[1].split()[0]) for line in done)
     assert shown == sorted(round(v, 4) for v in objectives.values())
 
 
-def test_study_completes_with_nested_runs_and_same_seeds(finished):
-    root, out = finished
-    runs = _runs(root, "plain")
-    assert len(runs["study"]) == 1 and len(runs["config"]) == 3 and len(runs["trial"]) == 9
+def test_study_completes_with_nested_runs_and_same_seeds(finished, tmp_path):
+    study, uri, name, n_configs, n_seeds = finished
+    out = study.out
+    runs = _runs(uri, name)
+    assert len(runs["study"]) == 1 and len(runs["config"]) == n_configs and len(runs["trial"]) == n_configs * n_seeds
     study_id = runs["study"][0].info.run_id
     assert any(k.startswith("system/cpu") for k in runs["study"][0].data.metrics)  # system metrics
+    # the storage report: where the fixed phase's Tune state is, and how many bytes it holds
+    assert runs["study"][0].data.tags[C.TAG_STORAGE].endswith(f"{name}-fixed")
+    assert runs["study"][0].data.metrics[C.METRIC_STORAGE_BYTES] > 0
     configs = {r.info.run_id: r for r in runs["config"]}
     for c in configs.values():
         assert c.data.tags["mlflow.parentRunId"] == study_id
         assert c.info.status == "FINISHED"
         assert "map_mean" in c.data.metrics and "map_sd" in c.data.metrics
     roles = sorted(c.data.tags[C.TAG_ROLE] for c in configs.values())
-    assert roles == ["baseline", "candidate", "candidate"]
+    assert roles == ["baseline"] + ["candidate"] * (n_configs - 1)
     seeds_per_config: dict[str, set[str]] = {}
     for t in runs["trial"]:
         parent = t.data.tags["mlflow.parentRunId"]
@@ -88,7 +92,7 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished):
         seeds_per_config.setdefault(parent, set()).add(t.data.tags[C.TAG_SEED])
         assert t.data.params["train.seed"] == t.data.tags[C.TAG_SEED]
         assert t.info.status == "FINISHED" and "test_map" in t.data.metrics
-    assert all(s == {"1", "2", "3"} for s in seeds_per_config.values())
+    assert all(s == {str(seed) for seed in study.spec().seeds} for s in seeds_per_config.values())
     # The candidates got their comparison against the baseline.
     cands = [c for c in configs.values() if c.data.tags[C.TAG_ROLE] == "candidate"]
     assert all("map_p" in c.data.metrics and "map_delta" in c.data.metrics for c in cands)
@@ -96,11 +100,11 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished):
     # ... and the power analysis: variance components and minimum detectable effects per seed count.
     assert all({"map_var_seed", "map_var_query", "map_var_resid", "map_mde_s3", "map_mde_s20"}
                <= set(c.data.metrics) for c in cands)
-    client = MlflowClient(_uri(root))
+    client = MlflowClient(uri)
     arts = {a.path for a in client.list_artifacts(study_id, "tables")}
     assert "tables/seeds.md" in arts and "tables/seeds.tex" in arts
     assert {a.path for a in client.list_artifacts(study_id, "power")} == {"power/power.md", "power/power.json"}
-    text = client.download_artifacts(runs["trial"][0].info.run_id, C.PER_QUERY_ARTIFACT, str(root))
+    text = client.download_artifacts(runs["trial"][0].info.run_id, C.PER_QUERY_ARTIFACT, str(tmp_path))
     assert Path(text).read_text().startswith("qid,measure,value")
     assert set(out["references"]) == {"random", "bm25"}
 
@@ -109,17 +113,17 @@ def test_config_runs_sort_with_their_seeds_and_seed_runs_keep_the_tested_dev_val
     """Config runs carry test_<metric> (the mean of their seed runs' test_<metric>) beside
     <metric>_mean; each seed run carries best_dev_<metric>, the dev value at the checkpoint tested
     (its objective), which is not its last dev point in general."""
-    root, _ = finished
-    runs = _runs(root, "plain")
+    _, uri, name, _, n_seeds = finished
+    runs = _runs(uri, name)
     seeds: dict[str, list] = {}
     for t in runs["trial"]:
         seeds.setdefault(t.data.tags["mlflow.parentRunId"], []).append(t)
         assert t.data.metrics["best_dev_map"] == t.data.metrics["objective"]
-        history = MlflowClient(_uri(root)).get_metric_history(t.info.run_id, "dev_map")
+        history = MlflowClient(uri).get_metric_history(t.info.run_id, "dev_map")
         best = next(m.value for m in history if m.step == int(t.data.metrics["best_step"]))
         assert t.data.metrics["best_dev_map"] == pytest.approx(best, abs=1e-12)
     for c in runs["config"]:
-        mean = sum(t.data.metrics["test_map"] for t in seeds[c.info.run_id]) / 3
+        mean = sum(t.data.metrics["test_map"] for t in seeds[c.info.run_id]) / n_seeds
         assert c.data.metrics["test_map"] == pytest.approx(mean, abs=1e-12) == c.data.metrics["map_mean"]
 
 
@@ -135,19 +139,19 @@ def test_the_runs_page_shows_each_configurations_verdict(finished, tmp_path):
         pytest.skip("browser test needs /usr/bin/chromium: apt-get install -y chromium")
     from tests.cluster.services import REPO, clean_env, free_port, spawn
 
-    root, _ = finished
-    client = MlflowClient(_uri(root))
-    exp = client.get_experiment_by_name("plain")
+    _, uri, name, n_configs, n_seeds = finished
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(name)
     assert exp.tags[C.TAG_EXPERIMENT_KIND] == C.EXPERIMENT_KIND
-    runs = _runs(root, "plain")
+    runs = _runs(uri, name)
     verdicts = {r.info.run_name: r.data.tags[C.TAG_NOTE] for r in runs["config"]}
     # The verdicts say what the metrics say: the baseline's mean and SD of its seeds' test MAP, the
-    # candidates' difference, interval, adjusted p, the test (harness.test) and the family of 2.
+    # candidates' difference, interval, adjusted p, the test (harness.test) and the family of them.
     base = next(r for r in runs["config"] if r.data.tags[C.TAG_ROLE] == "baseline")
     maps = [t.data.metrics["test_map"] for t in runs["trial"] if t.data.tags[C.TAG_ROLE] == "baseline"]
-    mean = sum(maps) / 3
-    sd = (sum((v - mean) ** 2 for v in maps) / 2) ** 0.5
-    assert verdicts[base.info.run_name] == f"baseline: MAP {mean:.3f} \u00b1 {sd:.3f} over 3 seeds"
+    mean = sum(maps) / n_seeds
+    sd = (sum((v - mean) ** 2 for v in maps) / (n_seeds - 1)) ** 0.5
+    assert verdicts[base.info.run_name] == f"baseline: MAP {mean:.3f} \u00b1 {sd:.3f} over {n_seeds} seeds"
     for r in runs["config"]:
         if r is base:
             continue
@@ -158,15 +162,15 @@ def test_the_runs_page_shows_each_configurations_verdict(finished, tmp_path):
         decided = "ns" if marker == "ns" else f"{marker} {'better' if m['map_delta'] > 0 else 'worse'}"
         assert verdicts[r.info.run_name] == (
             f"{decided}: MAP {m['map_delta']:+.3f} [{m['map_ci_low']:.3f}, {m['map_ci_high']:.3f}], "
-            f"{'p < 0.001' if p < 0.001 else f'p = {p:.2g}'}; crossed, Holm over 2")
+            f"{'p < 0.001' if p < 0.001 else f'p = {p:.2g}'}; crossed, Holm over {n_configs - 1}")
     url = f"http://127.0.0.1:{free_port()}"
-    service = spawn("harness ui", [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", _uri(root),
+    service = spawn("harness ui", [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", uri,
                                    "--port", url.rsplit(":", 1)[1]], tmp_path / "harness-ui.log", clean_env(), REPO)
     try:
         service.wait_http(f"{url}/health", 300)  # a loaded machine starts MLflow's server slowly
         printed = (tmp_path / "harness-ui.log").read_text()
         page_url = next(line.split(" at ", 1)[1].strip() for line in printed.splitlines()
-                        if line.strip().startswith("study plain:"))
+                        if line.strip().startswith(f"study {name}:"))
         assert page_url == url + C.runs_page(exp.experiment_id)
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
@@ -194,10 +198,11 @@ def test_the_runs_page_shows_each_configurations_verdict(finished, tmp_path):
         service.stop()
 
 
-def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished, tmp_path):
+def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished, ray_root, tmp_path):
     """Every trial of a study (the plain study's baseline and ls, seed 3) fails once after its
     step-3 checkpoint, is retried from it, and ends with the test MAP of the uninterrupted trial."""
-    root, _ = finished
+    _, uri, name, _, _ = finished
+    root = ray_root
     fail_dir = tmp_path / "fail"
     fail_dir.mkdir()
     log = tmp_path / "trials.log"
@@ -207,15 +212,15 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
     assert len(list(fail_dir.iterdir())) == 2  # every trial failed once
     restarts = [ln for ln in log.read_text().splitlines() if " start 3" in ln]
     assert len(restarts) == 2  # ... and was resumed from its step-3 checkpoint
-    failing, plain = _test_maps(root, "failing"), _test_maps(root, "plain")
+    failing, plain = _test_maps(_uri(root), "failing"), _test_maps(uri, name)
     assert len(failing) == 2 and failing == {key: plain[key] for key in failing}
 
 
-def test_a_trial_that_fails_every_retry_fails_the_study_naming_it(finished):
+def test_a_trial_that_fails_every_retry_fails_the_study_naming_it(ray_root):
     """The README's promise: a study with trials that failed after their retries ends with an error
     naming them (the CLI exits non-zero with it), its study run and their configuration's run FAILED,
     and no table over the seeds that happened to finish."""
-    root, _ = finished
+    root = ray_root
     spec = _spec(root, "always", **{**PLAIN, "configs": {"ls": PLAIN["configs"]["ls"]}, "seeds": [1],
                                      "failure": {"max_retries": 1}})
     ls = next(nc for nc in spec.configs if nc.name == "ls")
@@ -226,7 +231,7 @@ def test_a_trial_that_fails_every_retry_fails_the_study_naming_it(finished):
     assert "\n" not in msg
     assert msg.startswith("study 'always': 1 trial(s) failed after their retries: ls-seed1 (RuntimeError: "
                           f"injected failure in {key} at step ")
-    runs = _runs(root, "always")
+    runs = _runs(_uri(root), "always")
     assert runs["study"][0].info.status == "FAILED"
     assert {r.info.run_name: r.info.status for r in runs["config"]} == {"baseline": "FINISHED", "ls": "FAILED"}
     assert {r.info.run_name: r.info.status for r in runs["trial"]} == {"baseline-seed1": "FINISHED",
@@ -235,28 +240,28 @@ def test_a_trial_that_fails_every_retry_fails_the_study_naming_it(finished):
     assert not client.list_artifacts(runs["study"][0].info.run_id, "tables")
 
 
-def test_fractional_gpus_pack_two_trials_at_once(finished, tmp_path):
+def test_fractional_gpus_pack_two_trials_at_once(ray_root, tmp_path):
     """Two 0.5-GPU trials on one GPU run at once: each waits after its first evaluation until the
     other has reached its own (up to a minute), so a worker that starts late cannot hide the packing
     and trials run one after the other would not overlap."""
-    root, _ = finished
+    root = ray_root
     gpu = {**PLAIN, "configs": {}, "seeds": [1, 2], "train": {"steps": 30}, "resources": {"gpus": 0.5}}
     run_study(_spec(root, "gpu", **gpu), tracking_uri=_uri(root), progress=lambda m: None,
               hooks=TrialHooks(meet=(str(tmp_path), 2)))
-    trials = _runs(root, "gpu")["trial"]
+    trials = _runs(_uri(root), "gpu")["trial"]
     assert len(trials) == 2
     (s1, e1), (s2, e2) = [(t.data.metrics["trial_started"], t.data.metrics["trial_ended"]) for t in trials]
     assert max(s1, s2) < min(e1, e2), "the two 0.5-GPU trials did not overlap"
     assert all(t.data.params["train.device"] == "auto" for t in trials)
 
 
-def test_nsga2_search_over_alpha_with_cascade_cost_objective(finished):
-    root, _ = finished
+def test_nsga2_search_over_alpha_with_cascade_cost_objective(ray_root):
+    root = ray_root
     nsga = _spec(root, "nsga", train={"steps": 4, "eval_every": 2}, cascade={"enabled": True}, search={
         "searcher": "nsga2", "num_configs": 2, "space": {"cascade.alpha": {"uniform": [0.2, 0.6]}},
         "objectives": [{"metric": "map", "mode": "max"}, {"metric": "cascade_cost", "mode": "min"}]})
     run_study(nsga, tracking_uri=_uri(root), progress=lambda m: None)
-    everything = _runs(root, "nsga")
+    everything = _runs(_uri(root), "nsga")
     # A search confirms its pick (by the first objective, dev map) with fresh seeds 3 and 4.
     confirmed = {kind: [r for r in rs if r.data.tags.get(C.TAG_PHASE) == C.PHASE_CONFIRMATION]
                  for kind, rs in everything.items()}
@@ -275,35 +280,43 @@ def test_nsga2_search_over_alpha_with_cascade_cost_objective(finished):
     assert all(t.data.metrics["cascade_cost"] < 1.0 for t in proposed)  # alpha >= 0.2 drops candidates
 
 
-def _seed_runs(root: Path, name: str) -> dict[str, dict]:
+def _seed_runs(uri: str, name: str) -> dict[str, dict]:
     """Each seed run of a study by its trial key: name, tags (but the run ids and the study's name),
     metrics, dev curve, parameters and every artifact's path."""
-    client = MlflowClient(_uri(root))
+    client = MlflowClient(uri)
     out = {}
-    for r in _runs(root, name)["trial"]:
+    for r in _runs(uri, name)["trial"]:
         def files(path=None, run_id=r.info.run_id):
             for a in client.list_artifacts(run_id, path):
                 yield from (files(a.path) if a.is_dir else [a.path])
+        # (the shared study's best configuration's seed runs name their logged model and may hold it:
+        # no study here logs one)
         tags = {k: v for k, v in r.data.tags.items()
-                if not k.startswith("mlflow.") and k not in (C.TAG_STUDY,)}
+                if not k.startswith("mlflow.") and k not in (C.TAG_STUDY, TAG_MODEL_URI)}
         curve = [(m.step, m.value) for m in client.get_metric_history(r.info.run_id, "dev_map")]
         out[r.data.tags[C.TAG_TRIAL_KEY]] = {"id": r.info.run_id, "name": r.info.run_name, "status": r.info.status,
                                              "tags": tags,
                                              "metrics": r.data.metrics, "curve": sorted(curve),
-                                             "params": r.data.params, "artifacts": sorted(files())}
+                                             "params": r.data.params,
+                                             "artifacts": sorted(a for a in files()
+                                                                 if a.split("/")[0] != MODEL_ARTIFACT)}
     return out
 
 
-def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_path):
-    """``resources.seeds_per_trial: 2`` with ``fuse: true`` over 3 seeds: each configuration trains as
+def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, ray_root, tmp_path):
+    """``resources.seeds_per_trial: 2`` with ``fuse: true`` over 3 seeds: each configuration (the
+    plain study's baseline, curriculum and ls) trains as
     two Tune trials (seeds 1+2 as one fused model, then 3), every trial failing once after its first
     checkpoint and resuming its seeds from it; MLflow holds the same seed runs as the plain study's
     one trial per seed (names, tags, parameters, metric keys, dev curves, artifacts), with the same
     test metrics and best-dev weights (fp32 on CPU: within 1e-5; harness.training.fused)."""
-    root, _ = finished
+    _, uri, name, _, n_seeds = finished
+    root = ray_root
     fail_dir, log = tmp_path / "fail", tmp_path / "trials.log"
     fail_dir.mkdir()
-    spec = _spec(root, "grouped", **{**PLAIN, "resources": {"seeds_per_trial": 2, "fuse": True}})
+    # the configurations that fuse (a cascade ranker does not; the baseline's sampler is the plain one's)
+    fusing = {n: PLAIN["configs"][n] for n in ("curriculum", "ls")}
+    spec = _spec(root, "grouped", **{**PLAIN, "configs": fusing, "resources": {"seeds_per_trial": 2, "fuse": True}})
     assert (spec.seeds_per_trial, spec.fuse) == (2, True)
     run_study(spec, tracking_uri=_uri(root), progress=lambda m: None,
               hooks=TrialHooks(fail_once_dir=str(fail_dir), trial_log=str(log)))
@@ -313,8 +326,9 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_
                                                               *(f"{c}-seed3" for c in ids)])
     restarts = sorted(ln.split()[0] for ln in log.read_text().splitlines() if " start 3" in ln)
     assert restarts == sorted(p.name for p in fail_dir.iterdir())
-    grouped, plain = _seed_runs(root, "grouped"), _seed_runs(root, "plain")
-    assert sorted(grouped) == sorted(plain) and len(grouped) == 9
+    grouped = _seed_runs(_uri(root), "grouped")
+    plain = {key: runs for key, runs in _seed_runs(uri, name).items() if key.rsplit("-seed", 1)[0] in ids}
+    assert sorted(grouped) == sorted(plain) and len(grouped) == len(ids) * n_seeds
     for key, g in grouped.items():
         p = plain[key]
         assert (g["name"], g["status"], g["tags"], g["params"], g["artifacts"]) == \
@@ -330,7 +344,8 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, tmp_
     from harness.model.export import load_seed_model
 
     for key in (f"{ids[1]}-seed1", f"{ids[1]}-seed2", f"{ids[1]}-seed3"):
-        g, p = (load_seed_model(runs[key]["id"], _uri(root), logged=False) for runs in (grouped, plain))
+        g, p = (load_seed_model(runs[key]["id"], store, logged=False)
+                for runs, store in ((grouped, _uri(root)), (plain, uri)))
         assert (g.seed, g.best_step) == (p.seed, p.best_step) and sorted(g.state) == sorted(p.state)
         assert all(float((g.state[k].float() - p.state[k].float()).abs().max()) <= 1e-5 for k in p.state), key
 
@@ -347,5 +362,5 @@ def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root
     assert str(exc.value) == ("study 'toomany': each trial asks for resources.gpus 2 but the local Ray has 1 GPU(s); "
                               "run it where there is a GPU (or on a cluster: RAY_ADDRESS), or set resources.gpus: 0 "
                               "in the study file to train on CPU")
-    runs = _runs(ray_root, "toomany")
+    runs = _runs(_uri(ray_root), "toomany")
     assert [r.info.status for r in runs["study"]] == ["FAILED"] and "trial" not in runs

@@ -1,7 +1,8 @@
 """A study whose storage_path is s3:// (a real S3 API: moto's server on this machine, reached
 through pyarrow and Ray Tune exactly as a bucket would be): trial checkpoints, per-query files and
 the early-stopping state live in the bucket, the study run reports where and how much, and a second
-`harness run` without --resume sees the state there and refuses."""
+`harness run` without --resume sees the state there and refuses. The study is the early-stopping one
+(tests/study/test_early_stop_study.py's ES), and its early stopping is checked here too."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from harness.study.protocol import PER_QUERY_FILE
 from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import local_ray, write_study
-from tests.study.test_early_stop_study import ES
+from tests.study.test_early_stop_study import (
+    ES,
+    check_the_configuration_that_cannot_learn_is_stopped_at_the_first_rung,
+)
 
 
 @pytest.fixture
@@ -49,6 +53,8 @@ def test_a_study_on_s3_keeps_checkpoints_and_state_in_the_bucket(tmp_path, s3):
         with pytest.raises(HarnessError, match="already has Ray Tune state at s3://harness-runs/studies/es-s3-fixed"):
             run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
     assert set(out["configs"]) == {"baseline", "ls"}  # diverging-lr stopped, as on a local path
+    # ... and everything early stopping leaves in MLflow (the one run of this study in the suite)
+    check_the_configuration_that_cannot_learn_is_stopped_at_the_first_rung(uri, "es-s3", out, lines, tmp_path)
     listed = [o for page in s3.get_paginator("list_objects_v2").paginate(Bucket="harness-runs", Prefix="studies/")
               for o in page.get("Contents", [])]
     keys = [o["Key"] for o in listed]
