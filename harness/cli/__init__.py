@@ -56,6 +56,12 @@ QUIET_ENV = {
     "TQDM_DISABLE": "1",
     "RAY_AIR_NEW_OUTPUT": "0",  # the legacy reporter, silent at Tune's verbose=0: no config box
     "RAY_DEDUP_LOGS": "1",
+    # Tune logs each failed trial's whole traceback (Ray's, for a killed worker); the driver's one
+    # line per failed trial says why instead (harness.driver._callback.ray_cause).
+    "TUNE_PRINT_ALL_TRIAL_ERRORS": "0",
+    # ... and the raylet's own report of a worker it lost (printed on the driver's stdout whatever
+    # log_to_driver says), for the same reason.
+    "RAY_DEDUP_LOGS_SKIP_REGEX": "A worker died or was killed|killed due to (the node running low on memory|memory pressure)",
 }
 
 

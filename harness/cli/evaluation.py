@@ -164,12 +164,15 @@ def run_table(args: argparse.Namespace) -> int:
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test)
-    collections = load_collections(args)
     incomplete = ""
-    if args.experiment is not None:
-        from harness.results.mlflow_reader import incomplete_note, with_note
+    if args.experiment is None:
+        collections = load_collections(args)
+    else:
+        from harness.results.mlflow_reader import incomplete_note, one_read, with_note
 
-        incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
+        with one_read():  # the table and its note read the runs once
+            collections = load_collections(args)
+            incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
         collections = {name: with_note(res, incomplete) for name, res in collections.items()}
     study = study_of(collections, options)
     if isinstance(study, CollectionsStudy):

@@ -39,19 +39,21 @@ def run_report(args: argparse.Namespace) -> int:
     from harness.metrics.measures import metric_key
     from harness.present.html_report import report_html
     from harness.present.report import study_report
-    from harness.results.mlflow_reader import read_experiment, read_experiment_collections
+    from harness.results.mlflow_reader import one_read, read_experiment, read_experiment_collections
     from harness.results.study_record import read_study_record
 
     metric = metric_key(args.metric) if args.metric else None
-    collections = read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri,
-                                              baseline=args.baseline, phase=args.phase)
+    with one_read():  # the results and the record read the runs once
+        collections = read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri,
+                                                  baseline=args.baseline, phase=args.phase)
+        if len(collections) == 1:
+            results = read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
+                                      phase=args.phase)
+            # The record first: a --metric without dev curves is refused before the tests run.
+            record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
     if len(collections) > 1:  # a study over several collections: its whole table (its report.html)
         page = _collections_page(args.experiment, collections)
     else:
-        results = read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
-                                  phase=args.phase)
-        # The record first: a --metric without dev curves is refused before the tests run.
-        record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
         page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
     write_atomic(args.to, page, "report")
     print(f"wrote {args.to}", file=sys.stderr)

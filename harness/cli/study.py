@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.study.validate import check_tracking_uri, load, validate_study
+from harness.tracking import conventions as C
 
 __all__ = ["cmd_run", "cmd_validate", "register"]
 
@@ -199,27 +200,34 @@ def cmd_ui(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
     uri = check_tracking_uri(args.tracking_uri)
     url = f"http://{args.host}:{args.port}"
-    print(f"MLflow UI for {redact_uri(uri)} at {url} (Ctrl-C stops it)", flush=True)
-    for name, page in verdict_pages(uri):
-        print(f"  study {name}: each configuration's verdict at {url}{page}", flush=True)
+    pages = study_pages(uri)
+    # The address to open is a study's runs table on the model-training side of the UI: MLflow's
+    # root opens on its GenAI side, whose experiment page is an overview of traces.
+    landing = f"{url}{pages[0][1]}" if pages else url
+    print(f"MLflow UI for {redact_uri(uri)} at {url} (Ctrl-C stops it): open {landing}", flush=True)
+    for name, page in pages:
+        what = "each configuration's verdict" if C.VERDICT_VIEW in page else "its runs"
+        print(f"  study {name}: {what} at {url}{page}", flush=True)
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     return run_forwarding_signals(cmd)
 
 
-def verdict_pages(uri: str) -> list[tuple[str, str]]:
-    """(experiment, runs page address) of every study in the store with a verdict view
-    (harness.tracking.conventions.runs_page); none where the store cannot be read (the UI says why)."""
+def study_pages(uri: str) -> list[tuple[str, str]]:
+    """(experiment, runs page address) of every study in the store, the most recently updated
+    first: its verdict view where it has one, else its runs table, both on the model-training side
+    of the UI (harness.tracking.conventions.runs_page); none where the store cannot be read (the UI
+    says why)."""
     from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
-
-    from harness.tracking import conventions as C
 
     try:
         experiments = MlflowClient(uri).search_experiments(max_results=1000)
     except (MlflowException, OSError):
         return []
-    return [(e.name, C.runs_page(e.experiment_id)) for e in experiments if C.TAG_VERDICT_VIEW in e.tags]
+    experiments = sorted(experiments, key=lambda e: -(e.last_update_time or e.creation_time or 0))
+    return [(e.name, C.runs_page(e.experiment_id, verdicts=C.TAG_VERDICT_VIEW in e.tags)) for e in experiments
+            if C.TAG_VERDICT_VIEW in e.tags or e.tags.get(C.TAG_EXPERIMENT_KIND) == C.EXPERIMENT_KIND]
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

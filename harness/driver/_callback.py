@@ -53,13 +53,15 @@ class TrackingCallback(tune.Callback):
     """Writes every trial to MLflow from the driver and prints progress; picklable (the records are
     rebuilt after a restore from the tags already in MLflow)."""
 
-    def __init__(self, spec: StudySpec, uri: str, experiment_id: str, progress: Progress | None = None) -> None:
+    def __init__(self, spec: StudySpec, uri: str, experiment_id: str, progress: Progress | None = None,
+                 resume: str | None = None) -> None:
         self.spec = spec
         self.uri = uri
         self.experiment_id = experiment_id
         self._records: StudyRecords | None = None
         self.progress = progress
         self.total = trial_count(spec)
+        self.resume = resume or f"harness run {spec.path or 'STUDY'} --resume"
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -145,12 +147,20 @@ class TrackingCallback(tune.Callback):
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
-        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: failed, retrying from its last checkpoint")
+        cause = ray_cause(trial)
+        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: failed, retrying from its last checkpoint"
+                 f"{f' ({cause})' if cause else ''}")
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
+        cause = ray_cause(trial)
+        error = trial_error(trial, cause)
         for member in ticket.members():
-            self.records.trial_failed(member, trial_error(trial))
+            self.records.trial_failed(member, error)
+        if cause:  # Ray ended it: the one line says why and how to run it again (Tune's traceback is off)
+            self.log(f"[trial] {ticket.name} {_seeds(ticket)}: FAILED, {cause}; `{self.resume}` runs it "
+                     f"again   {self._summary(trials)}")
+            return
         self.log(f"[trial] {ticket.name} {_seeds(ticket)}: FAILED after retries   {self._summary(trials)}")
 
     def _summary(self, trials: list[Any], finished: tuple[Any, float] | None = None) -> str:
@@ -180,10 +190,13 @@ def _seeds(ticket: TrialTicket) -> str:
     return f"seed {ticket.seed}"
 
 
-def trial_error(trial: Any) -> str:
+def trial_error(trial: Any, cause: str | None = None) -> str:
     """What a failed trial's seed run records as its error: the last line of the traceback Tune
-    wrote (the exception and its message), and where the whole traceback is."""
+    wrote (the exception and its message), or ``cause`` where Ray ended the trial (``ray_cause``),
+    and where the whole traceback is."""
     path = str(getattr(trial, "error_file", "") or "")
+    if cause:
+        return f"{cause} (traceback: {path})" if path else cause
     try:
         lines = [ln.strip() for ln in Path(path).read_text(errors="replace").splitlines() if ln.strip()] if path else []
     except OSError:
@@ -191,3 +204,51 @@ def trial_error(trial: Any) -> str:
     if not lines:
         return f"trial failed (traceback: {path})" if path else "trial failed"
     return f"{lines[-1][:1000]} (traceback: {path})"
+
+
+# Why Ray ended a trial's process, from the words of its error where its type does not say more;
+# the most specific first. An ActorDiedError carries the raylet's exit type and detail in its text.
+OUT_OF_MEMORY = ("NODE_OUT_OF_MEMORY", "running low on memory", "memory pressure")
+NODE_LOST = ("node has died", "node is dead", "NODE_DIED", "raylet died")
+CAUSE_OOM = "killed by Ray's memory monitor: its node ran out of memory"
+CAUSE_NODE = "its node was lost (the machine stopped or left the cluster)"
+CAUSE_DIED = ("its worker process died (killed, as the system's out-of-memory killer kills, or "
+              "crashed)")
+
+
+def ray_cause(trial: Any) -> str | None:
+    """Why Ray ended a failed trial's worker (out of memory, node lost, the process died), in a
+    few words; None where the trial's own code raised (its traceback's last line says why)."""
+    try:
+        exc = trial.get_pickled_error()
+    except Exception:  # noqa: BLE001 - an error that does not unpickle here: read its text below
+        exc = None
+    return cause_of(exc, str(exc) if exc is not None else _error_text(trial))
+
+
+def cause_of(exc: BaseException | None, text: str = "") -> str | None:
+    """``ray_cause`` of an error (``text``: its words where the error itself is not at hand)."""
+    from ray import exceptions as rx
+
+    text = text or (str(exc) if exc is not None else "")
+    if isinstance(exc, rx.OutOfMemoryError):
+        return CAUSE_OOM
+    if isinstance(exc, (rx.NodeDiedError, rx.LocalRayletDiedError)):
+        return CAUSE_NODE
+    died = isinstance(exc, (rx.RayActorError, rx.WorkerCrashedError)) or (
+        exc is None and any(m in text for m in (rx.ActorDiedError.BASE_ERROR_MSG, "worker process has died")))
+    if not died:
+        return None
+    if any(m in text for m in OUT_OF_MEMORY):
+        return CAUSE_OOM
+    if any(m in text for m in NODE_LOST) or getattr(exc, "preempted", False):
+        return CAUSE_NODE
+    return CAUSE_DIED
+
+
+def _error_text(trial: Any) -> str:
+    path = str(getattr(trial, "error_file", "") or "")
+    try:
+        return Path(path).read_text(errors="replace") if path else ""
+    except OSError:
+        return ""

@@ -27,7 +27,7 @@ from ray import tune
 
 from harness.driver import _early_stop_ray as early_stop_ray
 from harness.driver import _state_trust as trust
-from harness.driver._callback import Progress, TrackingCallback, stderr
+from harness.driver._callback import Progress, TrackingCallback, cause_of, stderr
 from harness.driver._confirm import run_confirmation
 from harness.driver._final_report import ReportUnavailable, report_study
 from harness.driver._rounds import run_rounds
@@ -175,7 +175,7 @@ def run_study(spec: StudySpec, *, resume: bool = False, progress: Progress | Non
                                           resume=resume_command or f"harness run {spec.path or 'STUDY'} --resume"))
         held.enter_context(store_lease(spec, uri, log, resume_command))
         try:
-            return _drive(spec, resume, log, uri, num_gpus, hooks, fresh)
+            return _drive(spec, resume, log, uri, num_gpus, hooks, fresh, resume_line=resume_line)
         except BaseException as exc:
             with deferred_stops():  # a second Ctrl-C must not leave the runs half-ended
                 end_open_runs(spec, uri, exc, log)
@@ -221,7 +221,7 @@ def end_open_runs(spec: StudySpec, uri: str, exc: BaseException, log: Progress) 
 
 
 def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | None,
-           num_gpus: float | None, hooks: TrialHooks, fresh: bool) -> dict[str, Any]:
+           num_gpus: float | None, hooks: TrialHooks, fresh: bool, resume_line: str = "") -> dict[str, Any]:
     from harness.driver import _storage as storage
     from harness.tracking.store import TrackingStore, default_tracking_uri
 
@@ -263,7 +263,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                 log_qrels(records, prepared[variant_key(nc.config)].splits, nc.config.data.collection)
             init_ray(spec, num_gpus=num_gpus)
             check_gpus(spec)
-            callback = TrackingCallback(spec, uri, records.experiment_id, progress=log)
+            callback = TrackingCallback(spec, uri, records.experiment_id, progress=log, resume=resume_line)
             fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
                                       finished=records.done_objectives(), hooks=hooks,
                                       checkpoint_every_s=spec.checkpoint_every_s, fuse=spec.fuse)
@@ -406,6 +406,6 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
                               "neither finished nor failed (Tune stopped early)")
     errors = [r.error for r in grid if r.error is not None]
     if errors:
-        callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: "
-                     f"{str(errors[0]).splitlines()[0][:300]}")
+        first = cause_of(errors[0]) or str(errors[0]).splitlines()[0][:300]
+        callback.log(f"{len(errors)} trial(s) of phase {phase} failed after retries; first error: {first}")
     return {TrialTicket.from_tune(r.config).config_id for r in grid if r.config and TICKET in r.config}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -55,13 +56,24 @@ class TrialHooks:
     key): that trial waits after its first checkpointed evaluation until the file exists. ``meet``:
     (directory, count): after its first checkpointed evaluation every trial leaves a file there and
     waits until ``count`` trials have (at most ``MEET_TIMEOUT_S``), so trials that can run at once
-    are seen running at once whatever their start-up times."""
+    are seen running at once whatever their start-up times. ``fail_always``: trial keys that raise as
+    every attempt starts; ``die_always``: trial keys whose worker process is SIGKILLed as every
+    attempt starts (as Ray's memory monitor or the kernel's OOM killer ends it)."""
 
     trial_log: str | None = None
     fail_once_dir: str | None = None
     hold: tuple[str, str] | None = None
     meet: tuple[str, int] | None = None
     fail_always: tuple[str, ...] = ()  # trial keys that fail as every attempt starts
+    # trial keys whose worker process is killed (SIGKILL, as an out-of-memory kill) as every attempt starts
+    die_always: tuple[str, ...] = ()
+
+    def at_start(self, key: str, step: int) -> None:
+        self.note(key, f"start {step}")
+        if key in self.die_always:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if key in self.fail_always:
+            raise RuntimeError(f"injected failure in {key} at step {step}, every attempt (testing hook)")
 
     def note(self, key: str, event: str) -> None:
         if self.trial_log:
@@ -127,9 +139,7 @@ def trainable(config: dict[str, Any], *, prepared: dict[str, Any], metric: str,
     if ckpt is not None:
         with ckpt.as_directory() as d:
             trainer.restore(d)
-    hooks.note(ticket.key, f"start {trainer.step}")
-    if ticket.key in hooks.fail_always:
-        raise RuntimeError(f"injected failure in {ticket.key} at step {trainer.step}, every attempt (testing hook)")
+    hooks.at_start(ticket.key, trainer.step)
     run_trial(ticket, trainer, _TuneSink(ticket, trainer, hooks, checkpoint_every_s, resumed=ckpt is not None),
               metric=metric)
 
@@ -163,10 +173,7 @@ def _group_trainable(ticket: TrialTicket, *, prepared: dict[str, Any], metric: s
         with ckpt.as_directory() as d:
             for m, trainer in zip(members, group.members, strict=True):
                 trainer.restore(member_dir(d, m.key))
-    hooks.note(ticket.key, f"start {group.members[0].step}")
-    if ticket.key in hooks.fail_always:
-        raise RuntimeError(f"injected failure in {ticket.key} at step {group.members[0].step}, every attempt "
-                           "(testing hook)")
+    hooks.at_start(ticket.key, group.members[0].step)
     run_group(ticket, group, _GroupTuneSink(ticket, group, hooks, checkpoint_every_s, resumed=ckpt is not None),
               metric=metric)
 

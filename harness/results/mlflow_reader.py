@@ -13,6 +13,11 @@ harness.stopped=1) is left out, even the seeds it finished; ``StudyResults.stopp
 the table's footnote. A configuration of a seed schedule (config run tagged harness.sequential)
 may have the first of the baseline's seeds only; the tag says why it got no more.
 
+One command, one read: the runs come from a ``harness.tracking.snapshot.ExperimentSnapshot`` (an
+SQLite store read directly, without importing MLflow's client); inside ``one_read()`` every reader
+here shares one snapshot per store and experiment (the table, its incomplete-study note and the
+report's record read the runs once).
+
 An http(s) tracking URI is pinged first and MLflow's retries are cut (FAST_FAIL_ENV): an unreachable
 server fails within seconds with "tracking URI ... is not reachable", not after minutes of retries.
 """
@@ -20,8 +25,11 @@ server fails within seconds with "tracking URI ... is not reachable", not after 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import os
+import sqlite3
+import sys
 import tempfile
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -32,8 +40,9 @@ from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults
 from harness.textfile import file_kind
 from harness.tracking import conventions as C
-from harness.tracking.records import SeedRun, iter_runs, read_per_query
-from harness.tracking.store import check_reachable, check_sqlite_store, default_tracking_uri
+from harness.tracking.records import SeedRun, read_per_query
+from harness.tracking.snapshot import ExperimentSnapshot, SqliteSnapshot, sqlite_experiment
+from harness.tracking.store import check_reachable, check_sqlite_store, default_tracking_uri, sqlite_path
 
 # MLflow's client retries a failing request for minutes; a read that fails mid-way should not. A
 # user's own settings of these variables win.
@@ -58,9 +67,61 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
     carries the phase (its tables' titles) and a footnote sentence on it."""
     if phase not in PHASES:
         raise DataError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
-    client, uri = open_store(tracking_uri)
     with _env_defaults(**FAST_FAIL_ENV):
-        return _read(client, name, uri, baseline, config_ids, phase)
+        snapshot, uri = open_experiment(name, tracking_uri)
+        return _read(snapshot, name, uri, baseline, config_ids, phase)
+
+
+_SHARED: contextvars.ContextVar[dict[tuple[str, str], tuple[ExperimentSnapshot, str]] | None] = (
+    contextvars.ContextVar("harness_one_read", default=None))
+
+
+@contextlib.contextmanager
+def one_read() -> Iterator[None]:
+    """Inside the block, every read of one experiment of one store here (read_experiment,
+    read_experiment_collections, incomplete_note, study_record.read_study_record) shares one
+    snapshot of its runs: the store is read once. For a command that reads a finished study;
+    runs written during the block are not seen."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a read of the store raises: sqlite3's, and MLflow's where MLflow was imported
+    (importing it only to name its exception would cost what the direct read saves)."""
+    mlflow_exceptions = sys.modules.get("mlflow.exceptions")
+    return (sqlite3.Error, *((mlflow_exceptions.MlflowException,) if mlflow_exceptions else ()))
+
+
+def open_experiment(name: str, tracking_uri: str | None) -> tuple[ExperimentSnapshot, str]:
+    """The runs of MLflow experiment ``name`` (a snapshot, harness.tracking.snapshot) and the store's
+    URI; the store checked as ``open_store`` checks it, an unknown experiment one line listing the
+    experiments there."""
+    uri = tracking_uri or default_tracking_uri()
+    shared = _SHARED.get()
+    if shared is not None and (uri, name) in shared:
+        return shared[(uri, name)]
+    _check_store(uri)
+    db = sqlite_path(uri)
+    try:
+        found = sqlite_experiment(db, name) if db is not None else None
+        if db is not None and found is not None:
+            exp_id, names = found
+            if exp_id is None:
+                raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
+                                f"{', '.join(names) or 'none'}")
+            snapshot: ExperimentSnapshot = SqliteSnapshot(db, exp_id, lambda: _client(uri))
+        else:
+            client = _client(uri)
+            snapshot = ExperimentSnapshot(experiment_named(client, name, uri).experiment_id, lambda: client)
+    except store_errors() as exc:
+        raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+    if shared is not None:
+        shared[(uri, name)] = (snapshot, uri)
+    return snapshot, uri
 
 
 def _refuse_duplicates(trials: list[SeedRun], source: str, uri: str) -> None:
@@ -79,6 +140,12 @@ def open_store(tracking_uri: str | None) -> tuple[Any, str]:
     """A read-only ``MlflowClient`` on ``tracking_uri`` (default: default_tracking_uri()) and the
     URI: a missing SQLite store or an unreachable server fails at once, in one line."""
     uri = tracking_uri or default_tracking_uri()
+    _check_store(uri)
+    return _client(uri), uri
+
+
+def _check_store(uri: str) -> None:
+    """A missing or damaged SQLite store, or an unreachable server: one line, at once."""
     if uri.startswith("sqlite:///"):
         db = Path(uri[len("sqlite:///"):])
         if not db.is_file() and not file_kind(db):
@@ -87,11 +154,14 @@ def open_store(tracking_uri: str | None) -> tuple[Any, str]:
         # read-only: never creates tables in an empty file, and a damaged file is one line
         check_sqlite_store(db)
     check_reachable(uri)
+
+
+def _client(uri: str) -> Any:
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise HarnessError("reading MLflow needs mlflow: pip install 'mlflow>=3.17,<3.19'") from None
-    return MlflowClient(tracking_uri=uri), uri
+    return MlflowClient(tracking_uri=uri)
 
 
 def experiment_named(client: Any, name: str, uri: str) -> Any:
@@ -112,14 +182,11 @@ def read_experiment_collections(name: str, *, tracking_uri: str | None = None, b
     config runs started; any other study one entry named ``""``."""
     if phase not in PHASES:
         raise DataError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
-    from mlflow.exceptions import MlflowException
-
-    client, uri = open_store(tracking_uri)
     with _env_defaults(**FAST_FAIL_ENV):
+        snapshot, uri = open_experiment(name, tracking_uri)
         try:
-            exp_id = experiment_named(client, name, uri).experiment_id
-            runs = sorted(iter_runs(client, exp_id, C.KIND_CONFIG), key=lambda r: r.info.start_time or 0)
-        except MlflowException as exc:
+            runs = sorted(snapshot.runs(C.KIND_CONFIG), key=lambda r: r.info.start_time or 0)
+        except store_errors() as exc:
             raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
         groups: dict[str, set[str]] = {}
         for r in runs:
@@ -127,20 +194,16 @@ def read_experiment_collections(name: str, *, tracking_uri: str | None = None, b
             if config_ids is None or cid in config_ids:
                 groups.setdefault(r.data.tags.get(C.TAG_COLLECTION, ""), set()).add(cid)
         if set(groups) <= {""}:
-            return {"": _read(client, name, uri, baseline, config_ids, phase)}
-        return {collection: _read(client, name, uri, baseline, ids, phase, collection=collection)
+            return {"": _read(snapshot, name, uri, baseline, config_ids, phase)}
+        return {collection: _read(snapshot, name, uri, baseline, ids, phase, collection=collection)
                 for collection, ids in groups.items() if collection}
 
 
-def _read(client: Any, name: str, uri: str, baseline: str | None,
+def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | None,
           config_ids: Collection[str] | None, phase: str = "auto", collection: str = "") -> StudyResults:
-    from mlflow.exceptions import MlflowException
-
     source = f"MLflow experiment {name!r}" + (f" collection {collection!r}" if collection else "")
     try:
-        exp_id = experiment_named(client, name, uri).experiment_id
-        configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
-                   for r in iter_runs(client, exp_id, C.KIND_CONFIG)}
+        configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r for r in snapshot.runs(C.KIND_CONFIG)}
         confirmed = {cid for cid, r in configs.items() if r.data.tags.get(C.TAG_PHASE) == C.PHASE_CONFIRMATION}
         if phase == "auto":
             phase = "confirmatory" if confirmed else ""
@@ -152,7 +215,7 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
             config_ids = keep if config_ids is None else set(config_ids) & keep
         stopped = {cid: r for cid, r in configs.items() if r.data.tags.get(C.TAG_STOPPED) == "1"
                    and (config_ids is None or cid in config_ids)}
-        trials = [t for t in map(SeedRun.of, iter_runs(client, exp_id, C.KIND_TRIAL)) if t.status == "FINISHED"
+        trials = [t for t in map(SeedRun.of, snapshot.runs(C.KIND_TRIAL)) if t.status == "FINISHED"
                   and (config_ids is None or t.config_id in config_ids) and t.config_id not in stopped]
         if not trials:
             raise DataError(f"{source} at {uri} has no finished seed runs "
@@ -173,12 +236,13 @@ def _read(client: Any, name: str, uri: str, baseline: str | None,
                 roles[label] = role
                 first = (config_run.info.start_time or 0) if config_run else run.start_time
                 started[label] = min(started.get(label, first), first)
-                per_query = read_per_query(client, run.run_id, tmp, source, metric_key, run.artifact_uri)
+                per_query = read_per_query(_Lazy(snapshot.client), run.run_id, tmp, source, metric_key,
+                                           run.artifact_uri)
                 values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
                                          per_query=per_query, config_id=config_id,
                                          evaluation=run.evaluation))
-    except MlflowException as exc:
+    except store_errors() as exc:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
     if baseline is None:
         bases = sorted({label for label, role in roles.items() if role == C.ROLE_BASELINE})
@@ -209,16 +273,13 @@ def incomplete_note(name: str, *, tracking_uri: str | None = None) -> str:
     """Why study ``name`` is not a finished study, in one sentence ("" when it is): its study run did
     not end FINISHED (still running, interrupted: KILLED, or FAILED) or some of its seed runs did
     not finish. A table of such a study shows only what was recorded (docs/reliability.md)."""
-    from mlflow.exceptions import MlflowException
-
-    client, uri = open_store(tracking_uri)
-    try:
-        with _env_defaults(**FAST_FAIL_ENV):
-            exp_id = experiment_named(client, name, uri).experiment_id
-            studies = [r.info.status for r in iter_runs(client, exp_id, C.KIND_STUDY)]
-            seeds = [r.info.status for r in iter_runs(client, exp_id, C.KIND_TRIAL)]
-    except MlflowException as exc:
-        raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+    with _env_defaults(**FAST_FAIL_ENV):
+        snapshot, uri = open_experiment(name, tracking_uri)
+        try:
+            studies = [r.info.status for r in snapshot.runs(C.KIND_STUDY)]
+            seeds = [r.info.status for r in snapshot.runs(C.KIND_TRIAL)]
+        except store_errors() as exc:
+            raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
     why = []
     if studies and "FINISHED" not in studies:
         state = {"RUNNING": "is still running (or its driver was killed)", "KILLED": "was interrupted (KILLED)",
@@ -253,6 +314,16 @@ def _env_defaults(**values: str) -> Iterator[None]:
         for k, old in saved.items():
             if old is None:
                 os.environ.pop(k, None)
+
+
+class _Lazy:
+    """MLflow's client, made on its first use (a run whose artifacts are not in a local folder)."""
+
+    def __init__(self, make: Any) -> None:
+        self._make = make
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._make(), name)
 
 
 def _labels(configs: dict[str, Any], trials: list[SeedRun]) -> dict[str, str]:

@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
-from harness.results.mlflow_reader import FAST_FAIL_ENV, _env_defaults, experiment_named, open_store
+from harness.results.mlflow_reader import FAST_FAIL_ENV, _env_defaults, open_experiment, store_errors
 from harness.results.stored import StudyResults
 from harness.tracking import conventions as C
-from harness.tracking.records import iter_runs
+from harness.tracking.records import local_artifact
+from harness.tracking.snapshot import ExperimentSnapshot
 
 Curve = tuple[tuple[int, float], ...]  # (step, value) in step order
 
@@ -53,20 +54,18 @@ def read_study_record(name: str, results: StudyResults, *, tracking_uri: str | N
                       metric: str | None = None) -> StudyRecord:
     """The record of MLflow experiment ``name`` for the configurations of ``results`` (module
     docstring); ``metric``: the dev curves' metric (default: the study's objective)."""
-    from mlflow.exceptions import MlflowException
-
-    client, uri = open_store(tracking_uri)
     with _env_defaults(**FAST_FAIL_ENV):
+        snapshot, uri = open_experiment(name, tracking_uri)
         try:
-            return _read(client, experiment_named(client, name, uri).experiment_id, results, metric)
-        except MlflowException as exc:
+            return _read(snapshot, results, metric)
+        except store_errors() as exc:
             raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
 
 
-def _read(client: Any, exp_id: str, results: StudyResults, metric: str | None) -> StudyRecord:
-    studies = sorted(iter_runs(client, exp_id, C.KIND_STUDY), key=lambda r: r.info.start_time or 0)
+def _read(snapshot: ExperimentSnapshot, results: StudyResults, metric: str | None) -> StudyRecord:
+    studies = sorted(snapshot.runs(C.KIND_STUDY), key=lambda r: r.info.start_time or 0)
     study = studies[-1] if studies else None
-    configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r for r in iter_runs(client, exp_id, C.KIND_CONFIG)}
+    configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r for r in snapshot.runs(C.KIND_CONFIG)}
     label = {cid: lab for lab, cid in results.config_ids.items()}
     stopped_at: dict[str, int] = {}
     for cid, run in configs.items():
@@ -74,7 +73,7 @@ def _read(client: Any, exp_id: str, results: StudyResults, metric: str | None) -
         if run.data.tags.get(C.TAG_STOPPED) == "1" and name in results.stopped and cid not in label:
             label[cid] = name
             stopped_at[name] = _int(run.data.tags.get(C.TAG_STOPPED_RUNG))
-    seed_runs = [r for r in iter_runs(client, exp_id, C.KIND_TRIAL)
+    seed_runs = [r for r in snapshot.runs(C.KIND_TRIAL)
                  if r.data.tags.get(C.TAG_CONFIG_ID) in label and r.data.tags.get(C.TAG_SEED) is not None
                  and (r.info.status == "FINISHED" or label[r.data.tags[C.TAG_CONFIG_ID]] in stopped_at)]
     seed_runs.sort(key=lambda r: (r.info.start_time or 0, r.info.run_id))
@@ -82,15 +81,15 @@ def _read(client: Any, exp_id: str, results: StudyResults, metric: str | None) -
         found = sorted({k[len(C.DEV_PREFIX):] for r in seed_runs for k in r.data.metrics if k.startswith(C.DEV_PREFIX)})
         raise DataError(f"no seed run of the study has a dev curve of {metric!r} ({C.DEV_PREFIX}{metric}); "
                         f"dev curves there: {', '.join(found) or 'none'}")
-    metric = metric or _objective(client, study) or next(
+    metric = metric or _objective(snapshot, study) or next(
         (m for m in results.metrics if any(f"{C.DEV_PREFIX}{m}" in r.data.metrics for r in seed_runs)), None)
     curves: dict[str, dict[str, Curve]] = {}
     tested: dict[str, dict[str, int]] = {}
     for run in seed_runs:
         lab, seed = label[run.data.tags[C.TAG_CONFIG_ID]], run.data.tags[C.TAG_SEED]
         if metric is not None and f"{C.DEV_PREFIX}{metric}" in run.data.metrics:
-            history = client.get_metric_history(run.info.run_id, f"{C.DEV_PREFIX}{metric}")
-            points = {int(p.step): float(p.value) for p in sorted(history, key=lambda p: (p.step, p.timestamp))}
+            history = snapshot.metric_history(run.info.run_id, f"{C.DEV_PREFIX}{metric}")
+            points = {step: value for step, _, value in sorted(history, key=lambda p: (p[0], p[1]))}
             curves.setdefault(lab, {})[seed] = tuple(sorted(points.items()))
         if "best_step" in run.data.metrics:
             tested.setdefault(lab, {})[seed] = int(run.data.metrics["best_step"])
@@ -105,22 +104,27 @@ def _read(client: Any, exp_id: str, results: StudyResults, metric: str | None) -
                        report_error=tags.get(C.TAG_REPORT_ERROR, ""))
 
 
-def _objective(client: Any, study: Any) -> str | None:
+def _objective(snapshot: ExperimentSnapshot, study: Any) -> str | None:
     """``objective.metric`` of the study run's study.yaml (default map where the file has none);
-    None where the run has no study file (`harness train`)."""
+    None where the run has no study file (`harness train`). Read in place where the run's artifact
+    root is a local folder (no store query)."""
     if study is None:
         return None
     import tempfile
 
     import yaml
 
-    folder = study.info.run_id
-    if not any(a.path == C.STUDY_FILE_ARTIFACT for a in client.list_artifacts(folder)):
+    local = local_artifact(study.info.artifact_uri, C.STUDY_FILE_ARTIFACT)
+    if local is not None and not local.is_file():
         return None
     with tempfile.TemporaryDirectory() as tmp, _env_defaults(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
-        path = client.download_artifacts(folder, C.STUDY_FILE_ARTIFACT, tmp)
+        if local is None:
+            client, folder = snapshot.client(), study.info.run_id
+            if not any(a.path == C.STUDY_FILE_ARTIFACT for a in client.list_artifacts(folder)):
+                return None
+            local = Path(client.download_artifacts(folder, C.STUDY_FILE_ARTIFACT, tmp))
         try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            raw = yaml.safe_load(local.read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError):
             return None
     objective = raw.get("objective") if isinstance(raw, dict) else None

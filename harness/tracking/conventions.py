@@ -84,13 +84,18 @@ VERDICT_VIEW = "harness-verdicts"
 TAG_VERDICT_VIEW = f"mlflow.sharedViewState.{VERDICT_VIEW}"
 
 
-def runs_page(experiment_id: str) -> str:
-    """The UI address (after the server's root) of a study's runs table with its verdicts.
+def runs_page(experiment_id: str, *, verdicts: bool = True) -> str:
+    """The UI address (after the server's root) of a study's runs table with its verdicts (without
+    ``verdicts``: the runs table alone, for a study that has no verdict view yet), on the model
+    training side of the UI.
 
     >>> runs_page("3")
     '/#/experiments/3/runs?workflowType=machine_learning&viewStateShareKey=harness-verdicts'
+    >>> runs_page("3", verdicts=False)
+    '/#/experiments/3/runs?workflowType=machine_learning'
     """
-    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey={VERDICT_VIEW}"
+    view = f"&viewStateShareKey={VERDICT_VIEW}" if verdicts else ""
+    return f"/#/experiments/{experiment_id}/runs?workflowType=machine_learning{view}"
 
 KIND_STUDY = "study"
 KIND_CONFIG = "config"

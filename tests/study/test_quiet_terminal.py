@@ -41,7 +41,8 @@ def test_a_small_study_prints_the_harness_output_only(tmp_path: Path) -> None:
 
 
 _QUIET_KEYS = ("MLFLOW_LOGGING_LEVEL", "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "HF_HUB_DISABLE_PROGRESS_BARS",
-               "TRANSFORMERS_VERBOSITY", "TQDM_DISABLE", "RAY_AIR_NEW_OUTPUT", "RAY_DEDUP_LOGS")
+               "TRANSFORMERS_VERBOSITY", "TQDM_DISABLE", "RAY_AIR_NEW_OUTPUT", "RAY_DEDUP_LOGS",
+               "TUNE_PRINT_ALL_TRIAL_ERRORS", "RAY_DEDUP_LOGS_SKIP_REGEX")
 
 
 def test_the_quiet_keys_are_the_clis() -> None:

@@ -1,0 +1,113 @@
+"""`harness ui` opens on the study's training runs with their verdicts, not on MLflow 3's GenAI
+overview: the address it prints to open, loaded in headless Chromium (Debian's /usr/bin/chromium
+driven by Playwright), shows the config runs, each with its verdict in the Description column, on
+the model-training side of the UI; the experiment's own address without it opens the GenAI side
+(the sidebar of Overview, Judges, Traces), which is why the address carries workflowType.
+docs/storage.md."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.tracking import conventions as C
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+GENAI_SIDEBAR = ("Judges", "Observability")  # entries of the GenAI side's sidebar only
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict[str, str]]:
+    """A finished study as the driver records it (three configurations, their verdicts as run
+    descriptions, the verdict view): (tracking URI, experiment id, config run name -> verdict)."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking.records import StudyRecords
+    from harness.tracking.store import TrackingStore
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import table_report
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    db = tmp_path_factory.mktemp("mlruns") / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    table_report.write_study(uri, queries=12)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(table_report.STUDY)
+    assert exp.tags[C.TAG_EXPERIMENT_KIND] == C.EXPERIMENT_KIND  # set as the driver created it
+    StudyRecords(TrackingStore(uri), exp.experiment_id, table_report.STUDY).verdict_view("map")
+    verdicts = {}
+    for run in client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'"):
+        verdicts[run.info.run_name] = f"verdict of {run.info.run_name}: MAP +0.0{len(verdicts)}"
+        client.set_tag(run.info.run_id, C.TAG_NOTE, verdicts[run.info.run_name])
+    return uri, exp.experiment_id, verdicts
+
+
+@pytest.fixture(scope="module")
+def ui(study, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """`harness ui` on the study's store: (its root address, the address it says to open)."""
+    from tests.cluster.services import REPO, clean_env, free_port, spawn
+
+    uri = study[0]
+    log = tmp_path_factory.mktemp("ui") / "harness-ui.log"
+    port = free_port()
+    service = spawn("harness ui", [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", uri,
+                                   "--port", str(port)], log, clean_env(), REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        service.wait_http(f"{url}/health", 300)  # a loaded machine starts MLflow's server slowly
+        first = log.read_text().splitlines()[0]
+        yield url, first.rsplit(": open ", 1)[1].strip()
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser test needs Playwright: pip install playwright (it drives Debian's chromium)")
+    if not CHROMIUM.exists():
+        pytest.skip(f"browser test needs {CHROMIUM}: apt-get install -y chromium")
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                               args=["--headless", "--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+def test_the_address_to_open_is_the_studys_verdict_view(study, ui) -> None:
+    url, landing = ui
+    assert landing == url + C.runs_page(study[1])
+
+
+def test_the_first_screen_shows_the_runs_with_their_verdicts_not_the_genai_overview(study, ui, browser,
+                                                                                    tmp_path: Path) -> None:
+    _, exp_id, verdicts = study
+    url, landing = ui
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
+        page.goto(landing, wait_until="load")
+        for name in verdicts:
+            page.get_by_text(name, exact=True).first.wait_for(timeout=240_000)
+        page.get_by_text(next(iter(verdicts.values())), exact=True).first.wait_for(timeout=30_000)
+        page.screenshot(path=str(tmp_path / "landing.png"))
+        body = page.inner_text("body")
+        assert f"/experiments/{exp_id}/runs" in page.url and "Description" in body, body[:2000]
+        assert all(text in body for text in verdicts.values()), body[:2000]
+        assert not [w for w in GENAI_SIDEBAR if w in body], body[:2000]
+        assert "Detect Issues" not in body and "-seed" not in body  # no GenAI pop-up; seed runs stay behind
+
+        # Why the address says workflowType: the experiment's page without it is the GenAI side.
+        page.goto(f"{url}/#/experiments/{exp_id}", wait_until="load")
+        page.get_by_text("Judges", exact=True).first.wait_for(timeout=120_000)
+    finally:
+        page.close()
