@@ -28,7 +28,6 @@ True
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +35,7 @@ from harness.metrics.measures import canonical_name
 from harness.present.collections_render import render_collections
 from harness.present.collections_table import CollectionsTable, build_collection_tables
 from harness.present.significance_table import COLUMNS as ONE_COLLECTION_COLUMNS
-from harness.present.significance_table import SignificanceTable
+from harness.present.significance_table import Renderings, SignificanceTable, _number
 from harness.present.table import AUTO_FORM
 from harness.stats.across import COMBINED, CollectionsAnalysis
 
@@ -50,13 +49,8 @@ COLUMNS = ("collection", *ONE_COLLECTION_COLUMNS)
 Row = dict[str, Any]
 
 
-def _number(value: float) -> float | None:
-    value = float(value)
-    return None if math.isnan(value) else value
-
-
 @dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class CollectionsSignificanceTable:
+class CollectionsSignificanceTable(Renderings):
     """The tables of one form of an executed ``CollectionsAnalysis`` (``tables``: one in the configs
     and summary forms, one per metric in the seeds form): ``rows()``/``to_frame()``/``frame`` are
     their data, ``to_markdown()``, ``to_latex()``, ``to_html()`` and ``to_csv()`` their text
@@ -111,27 +105,6 @@ class CollectionsSignificanceTable:
     def render(self, format: str = "md") -> str:
         """The tables as ``format`` (md, latex, csv, html), as `harness table --format` prints them."""
         return render_collections(self.tables, format)
-
-    def to_markdown(self) -> str:
-        return self.render("md")
-
-    def to_latex(self) -> str:
-        return self.render("latex")
-
-    def to_html(self) -> str:
-        return self.render("html")
-
-    def to_csv(self) -> str:
-        return self.render("csv")
-
-    def __str__(self) -> str:
-        return self.to_markdown()
-
-    def _repr_markdown_(self) -> str:
-        return self.to_markdown()
-
-    def _repr_html_(self) -> str:
-        return self.to_html()
 
     def __repr__(self) -> str:
         a = self.analysis

@@ -60,8 +60,38 @@ COLUMNS = ("metric", "measure", "config", "seed", "role", "n_seeds", "mean", "sd
 Row = dict[str, Any]
 
 
+class Renderings:
+    """The named renderings of a table object that has ``render(format)``: ``to_markdown()``,
+    ``to_latex()``, ``to_html()``, ``to_csv()``; ``str()`` is the Markdown and a notebook shows the
+    HTML. Shared by the one-collection and the collections table."""
+
+    def render(self, format: str = "md") -> str:
+        raise NotImplementedError
+
+    def to_markdown(self) -> str:
+        return self.render("md")
+
+    def to_latex(self) -> str:
+        return self.render("latex")
+
+    def to_html(self) -> str:
+        return self.render("html")
+
+    def to_csv(self) -> str:
+        return self.render("csv")
+
+    def __str__(self) -> str:
+        return self.to_markdown()
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+
 @dataclass(frozen=True, kw_only=True, repr=False, eq=False)
-class SignificanceTable:
+class SignificanceTable(Renderings):
     """The tables of one form of an executed ``analysis`` (``tables``: one per metric in the seeds
     and summary forms, one in all in the configs form): ``rows()``/``to_frame()`` are their data,
     ``to_markdown()``, ``to_latex()``, ``to_html()`` and ``to_csv()`` their text (``render(format)``
@@ -147,27 +177,6 @@ class SignificanceTable:
         """The tables as ``format`` (md, latex, csv, html: the renderers of harness.present.render),
         as `harness table --format` prints them."""
         return render_text(self.tables, format)
-
-    def to_markdown(self) -> str:
-        return self.render("md")
-
-    def to_latex(self) -> str:
-        return self.render("latex")
-
-    def to_html(self) -> str:
-        return self.render("html")
-
-    def to_csv(self) -> str:
-        return self.render("csv")
-
-    def __str__(self) -> str:
-        return self.to_markdown()
-
-    def _repr_markdown_(self) -> str:
-        return self.to_markdown()
-
-    def _repr_html_(self) -> str:
-        return self.to_html()
 
     def __repr__(self) -> str:
         a = self.analysis
