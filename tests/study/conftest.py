@@ -196,3 +196,15 @@ def run_finished_study(root: Path) -> FinishedStudy:
         mp.setattr(mlflow_tracking, "_tracking_uri", mlflow_tracking._tracking_uri)
         out = run_study(load_spec(path), tracking_uri=uri, progress=progress.append)
     return FinishedStudy(root, SHARED_NAME, path, uri, out, tuple(progress))
+
+
+def runs_by_kind(client: Any, name: str) -> dict[str, list]:
+    """Study ``name``'s MLflow runs (an ``MlflowClient``'s) grouped by their kind tag (study,
+    config, trial)."""
+    from harness.tracking import conventions as C
+
+    exp = client.get_experiment_by_name(name)
+    out: dict[str, list] = {}
+    for r in client.search_runs([exp.experiment_id], max_results=1000):
+        out.setdefault(r.data.tags.get(C.TAG_KIND), []).append(r)
+    return out

@@ -16,20 +16,12 @@ from harness.stats.crossed import crossed_test
 from harness.stats.sequential import GroupSequential, Stop, signed_z
 from harness.study.spec import load_spec
 from harness.tracking import conventions as C
-from tests.study.conftest import write_study
+from tests.study.conftest import runs_by_kind, write_study
 
 COLLECTIONS = [
     {"name": "talk-a", "data": {"conversations": 30, "split_seed": 13}},
     {"name": "talk-b", "data": {"conversations": 30, "split_seed": 29}},
 ]
-
-
-def _by_kind(client: MlflowClient, name: str) -> dict[str, list]:
-    exp = client.get_experiment_by_name(name)
-    out: dict[str, list] = {}
-    for r in client.search_runs([exp.experiment_id], max_results=1000):
-        out.setdefault(r.data.tags.get(C.TAG_KIND), []).append(r)
-    return out
 
 
 @pytest.mark.slow
@@ -41,7 +33,7 @@ def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
     lines: list[str] = []
     run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
     assert "round 1 of 2: 4 configurations x seeds [1, 2] (2 comparisons open)" in lines
-    runs = _by_kind(MlflowClient(uri), "sched2")
+    runs = runs_by_kind(MlflowClient(uri), "sched2")
     seeds: dict[tuple[str, str], list[int]] = {}
     for t in runs[C.KIND_TRIAL]:
         assert t.info.status == "FINISHED"
@@ -96,7 +88,7 @@ def test_search_early_stopping_and_confirmation_over_two_collections(ray_root: P
     lines: list[str] = []
     run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
-    runs = _by_kind(client, "across")
+    runs = runs_by_kind(client, "across")
     configs = runs[C.KIND_CONFIG]
     trials = runs[C.KIND_TRIAL]
     for r in [*configs, *trials]:  # the collection: a tag and a param on every config and seed run

@@ -16,7 +16,7 @@ from harness.stats.crossed import crossed_test
 from harness.stats.sequential import RULE, GroupSequential, Stop, signed_z
 from harness.study.spec import load_spec
 from harness.tracking import conventions as C
-from tests.study.conftest import write_study
+from tests.study.conftest import runs_by_kind, write_study
 
 # A configuration that learns and one that diverges (its scores collapse to ties), against the
 # baseline, 20 steps each; seeds 2, then 1 more per round, up to 4.
@@ -24,14 +24,6 @@ ROUNDS = {"data": {"max_dev_queries": 16}, "train": {"steps": 20, "eval_every": 
           "configs": {"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1},
                       "diverging-lr": {"train.lr": 0.5}},
           "seeds": {"start": 2, "step": 1, "max": 4}}
-
-
-def _by_kind(client: MlflowClient, name: str) -> dict[str, list]:
-    exp = client.get_experiment_by_name(name)
-    out: dict[str, list] = {}
-    for r in client.search_runs([exp.experiment_id], max_results=1000):
-        out.setdefault(r.data.tags.get(C.TAG_KIND), []).append(r)
-    return out
 
 
 @pytest.mark.slow
@@ -43,7 +35,7 @@ def test_seed_rounds_through_ray_and_mlflow(ray_root, tmp_path):
     lines: list[str] = []
     out = run_study(spec, tracking_uri=uri, progress=lines.append)
     client = MlflowClient(uri)
-    runs = _by_kind(client, "rounds")
+    runs = runs_by_kind(client, "rounds")
     configs = {r.info.run_name: r for r in runs[C.KIND_CONFIG]}
     seeds: dict[str, list[int]] = {}
     for t in runs[C.KIND_TRIAL]:
@@ -86,7 +78,7 @@ def test_seed_rounds_through_ray_and_mlflow(ray_root, tmp_path):
     # A resumed driver recomputes the same rounds from MLflow: nothing trained or recorded twice.
     before = {kind: len(v) for kind, v in runs.items()}
     run_study(spec, tracking_uri=uri, resume=True, progress=lambda _: None)
-    again = _by_kind(client, "rounds")
+    again = runs_by_kind(client, "rounds")
     assert {kind: len(v) for kind, v in again.items()} == before
     assert {r.info.run_name: r.data.tags.get(C.TAG_SEQUENTIAL) for r in again[C.KIND_CONFIG]} == \
         {n: r.data.tags.get(C.TAG_SEQUENTIAL) for n, r in configs.items()}
