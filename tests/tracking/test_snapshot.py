@@ -18,6 +18,7 @@ from harness.results.mlflow_reader import _read, incomplete_note, one_read, open
 from harness.results.study_record import _read as read_record
 from harness.tracking import conventions as C
 from harness.tracking.snapshot import ExperimentSnapshot, SqliteSnapshot, sqlite_experiment
+from tests.tracking.conftest import write_benchmark_study
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -29,18 +30,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
     """A study as the driver writes it (harness.tracking.records, real MLflow), plus a deleted seed
     run, a NaN metric and a second experiment."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import table_report
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
     from mlflow.tracking import MlflowClient
 
     db = tmp_path_factory.mktemp("mlruns") / "mlflow.db"
     uri = f"sqlite:///{db.resolve()}"
-    table_report.write_study(uri, queries=12, seeds=3)
+    written = write_benchmark_study(uri, queries=12, seeds=3)
     client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(table_report.STUDY)
+    exp = client.get_experiment_by_name(written)
     client.rename_experiment(exp.experiment_id, STUDY)
     trial = client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_TRIAL}' and "
                                "attributes.status = 'FINISHED'")[0]

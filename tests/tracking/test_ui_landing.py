@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.tracking import conventions as C
+from tests.tracking.conftest import write_benchmark_study
 
 pytestmark = pytest.mark.slow
 
@@ -31,18 +32,13 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict[str,
     from harness.tracking.records import StudyRecords
     from harness.tracking.store import TrackingStore
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import table_report
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
     db = tmp_path_factory.mktemp("mlruns") / "mlflow.db"
     uri = f"sqlite:///{db}"
-    table_report.write_study(uri, queries=12)
+    written = write_benchmark_study(uri, queries=12)
     client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(table_report.STUDY)
+    exp = client.get_experiment_by_name(written)
     assert exp.tags[C.TAG_EXPERIMENT_KIND] == C.EXPERIMENT_KIND  # set as the driver created it
-    StudyRecords(TrackingStore(uri), exp.experiment_id, table_report.STUDY).verdict_view("map")
+    StudyRecords(TrackingStore(uri), exp.experiment_id, written).verdict_view("map")
     verdicts = {}
     for run in client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'"):
         verdicts[run.info.run_name] = f"verdict of {run.info.run_name}: MAP +0.0{len(verdicts)}"
