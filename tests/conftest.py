@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -155,3 +155,25 @@ def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
     utils._initialize_tables = initialize
     yield template
     utils._initialize_tables = original
+
+
+@pytest.fixture
+def records():
+    """Synthetic study results (tests/synthetic.py): a baseline and three candidates over 3 seeds."""
+    from tests.synthetic import synthetic_records
+
+    return synthetic_records()
+
+
+@pytest.fixture
+def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
+    """Run the ``harness`` command line in this process: ``run_cli("table", ...)`` returns (exit code,
+    stdout, stderr)."""
+    from harness.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        rc = main(list(argv))
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return run

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("argv", [["validate", "search_spaces/wsls2021_bm25.yaml", "--no-model"],
-                                  ["table", "--from", "tests/evaluation/fixtures/escaping.csv"]])
+                                  ["table", "--from", "tests/present/fixtures/escaping.csv"]])
 def test_a_closed_pipe_is_not_a_traceback(argv: list[str]) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *argv], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)

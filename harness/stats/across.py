@@ -8,7 +8,7 @@ The combined verdict of a configuration on a metric is the HKSJ random-effects c
 (harness.stats.combined) of its per-collection mean differences, by default with equal weights
 (``weighting``; the one-sample t-test of the k differences on k - 1 df): inverse-variance weights
 estimated from 3 to 5 seeds carry those estimates' noise into the verdict and raise its size to
-6-9% at alpha .05 (docs/statistics.md, tests/evaluation/test_combined.py), which equal weights do
+6-9% at alpha .05 (docs/statistics.md, tests/stats/test_combined.py), which equal weights do
 not. Each per-collection difference comes with its test's variance (for the weights and tau^2):
 the crossed test's squared standard error; for the t-tests (across-seeds, seed-averaged) the
 squared SE behind their t interval; for tests with no one standard error (per-seed, Wilcoxon,

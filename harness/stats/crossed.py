@@ -62,7 +62,7 @@ difference, the crossed analogue of d_z. On a balanced design the ANOVA componen
 estimates of the mixed model (when none is clamped), so the components and ``se`` are those lme4 or
 statsmodels' MixedLM with crossed variance components gives.
 
-In simulated null studies (docs/statistics.md; tests/evaluation/test_small_seeds.py) this test keeps
+In simulated null studies (docs/statistics.md; tests/stats/test_small_seeds.py) this test keeps
 its size at 2, 3 and 5 seeds where the Satterthwaite test did not.
 
 Degenerate input: every d = 0 gives t = 0, p = 1; a constant non-zero shift gives SE = 0, t = +-inf,

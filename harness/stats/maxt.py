@@ -17,7 +17,7 @@ quasi-Monte Carlo (Genz & Bretz; ``scipy.stats.multivariate_t`` / ``multivariate
 with ``MAXPTS_PER_DIM`` points per comparison and a generator seeded afresh at every call, so the same
 statistics always give the same p-values and p~ is a continuous function of the threshold (the
 critical value is its root). Its error is about 1e-5 (standard deviation over generator seeds, 8
-comparisons, tests/evaluation/test_maxt.py); a single comparison gets the exact Student/normal tail.
+comparisons, tests/stats/test_maxt.py); a single comparison gets the exact Student/normal tail.
 A correlation matrix that is singular (more comparisons than units, or two identical comparisons) gets
 a ridge of ``RIDGE`` on its diagonal, rescaled to unit diagonal: the Genz algorithm needs a positive
 definite matrix, and the ridge moves p~ by about 1e-4 at most.

@@ -30,7 +30,7 @@ true difference delta is exact over the normal mean difference:
 
     power(delta) = mean over draws of [Phi((delta - h) / SE) + Phi((-delta - h) / SE)]
 
-and the MDE solves power(MDE) = ``power``. The simulation in tests/evaluation/test_power_sim.py checks that the table's own test, run on simulated studies with a true difference equal to the MDE,
+and the MDE solves power(MDE) = ``power``. The simulation in tests/stats/test_power_sim.py checks that the table's own test, run on simulated studies with a true difference equal to the MDE,
 marks it 80% +- 4 points of the time at the corrected level. More seeds shrink the seed and residual
 terms only: as S grows the MDE falls towards the query floor (z_{1-level/2} + z_{power})
 sqrt(s2_query / Q), so an effect at or below the floor needs more queries, not more seeds.

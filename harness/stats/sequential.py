@@ -60,7 +60,7 @@ freedom and cannot become very small, so the O'Brien-Fleming-type spending of La
 spends almost nothing early, the less the smaller alpha / m) lets even a large effect run to the
 later rounds; rho = 4.5 spends a little more early. kappa trades the seeds spent on null comparisons
 against the power lost to futility. Both were chosen by the simulation in
-tests/evaluation/test_sequential.py, whose figures docs/statistics.md quotes: size at or below
+tests/stats/test_sequential.py, whose figures docs/statistics.md quotes: size at or below
 nominal, power within 5 points of the fixed design at max seeds, seeds spent at most 60% of max
 with no effect and with a large one.
 

@@ -17,8 +17,7 @@ from harness.present.report import study_report
 from harness.results.mlflow_reader import default_tracking_uri, read_experiment
 from harness.stats.crossed import crossed_test
 from harness.tracking import conventions as C
-
-from .conftest import log_seed_results, synthetic_records
+from tests.synthetic import log_seed_results, synthetic_records
 
 mlflow = pytest.importorskip("mlflow")
 

@@ -16,8 +16,7 @@ from harness.results.stored import StudyResults
 from harness.stats.corrections import adjust
 from harness.stats.crossed import crossed_batch
 from harness.stats.significance import AnalysisOptions, analyse
-
-from .conftest import synthetic_records
+from tests.synthetic import synthetic_records
 
 
 def _results(**kw: object) -> StudyResults:
@@ -80,7 +79,7 @@ def _null_family_rejections(candidates: int, studies: int, seed: int, correction
 
 @pytest.mark.parametrize("candidates", [8, 30])
 def test_family_wise_error_with_many_null_candidates(candidates: int) -> None:
-    # At 10 seeds; tests/evaluation/test_small_seeds.py holds the same at 3 seeds.
+    # At 10 seeds; tests/stats/test_small_seeds.py holds the same at 3 seeds.
     studies = 1000 if candidates == 8 else 300
     holm = _null_family_rejections(candidates, studies, seed=candidates, correction="holm")
     none = _null_family_rejections(candidates, studies, seed=candidates, correction="none")

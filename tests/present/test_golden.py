@@ -1,7 +1,7 @@
 """Markdown and LaTeX renderings against golden files; the LaTeX compiles where pdflatex exists, and
 the PDF's text (pdftotext) holds every table's caption and legend.
 
-Regenerate after an intended change: HARNESS_UPDATE_GOLDEN=1 pytest tests/evaluation/test_golden.py
+Regenerate after an intended change: HARNESS_UPDATE_GOLDEN=1 pytest tests/present/test_golden.py
 (library versions in the footnote are replaced by @VERSIONS@ before rendering, so the LaTeX comment
 lines wrap the same whatever the installed versions are).
 """

@@ -23,8 +23,7 @@ from harness.stats import maxt as _maxt
 from harness.stats.corrections import adjust
 from harness.stats.crossed import crossed_batch
 from harness.stats.significance import AnalysisOptions, analyse
-
-from .conftest import synthetic_records, write_long_csv
+from tests.synthetic import synthetic_records, write_long_csv
 
 Cli = Callable[..., tuple[int, str, str]]
 

@@ -21,8 +21,7 @@ from harness.analysis import StudyAnalysis
 from harness.errors import ConfigError, HarnessError, UnknownName
 from harness.present.power_text import COLUMNS as POWER_COLUMNS
 from harness.present.significance_table import COLUMNS
-
-from .conftest import EFFECTS, synthetic_records, write_long_csv
+from tests.synthetic import EFFECTS, synthetic_records, write_long_csv
 
 pd = pytest.importorskip("pandas")
 

@@ -32,8 +32,7 @@ from harness.results.stored import StudyResults
 from harness.results.study_record import StudyRecord
 from harness.stats.power import mde
 from harness.stats.significance import AnalysisOptions
-
-from .conftest import synthetic_records
+from tests.synthetic import synthetic_records
 
 CHROMIUM = Path("/usr/bin/chromium")
 

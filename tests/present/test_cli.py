@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.results.stored import RunRecord
-
-from .conftest import synthetic_records, write_long_csv
+from tests.synthetic import synthetic_records, write_long_csv
 
 Cli = Callable[..., tuple[int, str, str]]
 

@@ -22,8 +22,7 @@ from harness.analysis import StudyAnalysis, form_for
 from harness.errors import ConfigError, DataError, HarnessError
 from harness.present.table import AUTO_FORM
 from harness.tracking.store import default_tracking_uri
-
-from .conftest import synthetic_records, write_long_csv, write_study_records
+from tests.synthetic import synthetic_records, write_long_csv, write_study_records
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("mlflow")

@@ -12,8 +12,7 @@ from harness.cli import main
 from harness.errors import DataError
 from harness.results.stored import EvaluationMismatch, StudyResults
 from harness.tracking import conventions as C
-
-from .conftest import log_seed_results, synthetic_records
+from tests.synthetic import log_seed_results, synthetic_records
 
 mlflow = pytest.importorskip("mlflow")
 

@@ -14,8 +14,7 @@ from harness.errors import DataError
 from harness.results.stored import RunRecord, StudyResults
 from harness.stats.crossed import VarianceComponents
 from harness.stats.power import mde, power_analysis
-
-from .conftest import synthetic_records, write_long_csv
+from tests.synthetic import synthetic_records, write_long_csv
 
 Cli = Callable[..., tuple[int, str, str]]
 

@@ -25,8 +25,7 @@ from harness.metrics.measures import (
     metric_key,
 )
 from harness.tracking.conventions import METRICS
-
-from .conftest import synthetic_records, write_long_csv
+from tests.synthetic import synthetic_records, write_long_csv
 
 Cli = Callable[..., tuple[int, str, str]]
 

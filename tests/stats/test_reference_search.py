@@ -1,6 +1,5 @@
 """Issue 39's search for a more powerful small-sample reference of the crossed test that keeps its
-size: seeded simulations of ranker-like null and effect studies (tests/evaluation/
-test_small_seeds.py's generator) through the default generalized p-value and two Satterthwaite
+size: seeded simulations of ranker-like null and effect studies (tests/stats/test_small_seeds.py's generator) through the default generalized p-value and two Satterthwaite
 references. The figures are the table of docs/statistics.md ("Searching for a more powerful
 reference"); marked slow (about a minute)."""
 
@@ -11,8 +10,7 @@ import pytest
 from scipy import stats
 
 from harness.stats.crossed import crossed_batch
-
-from .test_small_seeds import _mean_squares, _satterthwaite_p, _studies
+from tests.stats.test_small_seeds import _mean_squares, _satterthwaite_p, _studies
 
 STUDIES = 2000
 

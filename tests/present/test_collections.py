@@ -28,8 +28,7 @@ from harness.stats.combined import combine, combine_batch
 from harness.stats.corrections import adjust
 from harness.stats.crossed import crossed_batch
 from harness.stats.significance import AnalysisOptions
-
-from .conftest import synthetic_records
+from tests.synthetic import synthetic_records
 
 SHIFTS = {"msdialog": {"base": 0.0, "better": 0.06, "same": 0.0, "worse": -0.08},
           "mantis": {"base": 0.0, "better": 0.04, "same": 0.01, "worse": -0.05}}

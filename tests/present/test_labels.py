@@ -12,8 +12,8 @@ from harness.results.mlflow_reader import read_experiment
 from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from harness.tracking.store import default_tracking_uri
-from tests.evaluation.conftest import synthetic_records, write_study_records
 from tests.study.conftest import write_study
+from tests.synthetic import synthetic_records, write_study_records
 
 
 def test_a_config_label_is_parsed_and_checked(tmp_path: Path) -> None:

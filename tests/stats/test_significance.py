@@ -11,8 +11,7 @@ from scipy import stats
 from harness.errors import ConfigError, DataError
 from harness.results.stored import RunRecord, StudyResults
 from harness.stats.significance import AnalysisOptions, Markers, analyse
-
-from .conftest import synthetic_records
+from tests.synthetic import synthetic_records
 
 
 def _results(records: list[RunRecord], **kw: object) -> StudyResults:

@@ -9,8 +9,7 @@ import dataclasses
 from harness.results.stored import StudyResults
 from harness.stats.across import analyse_collections
 from harness.stats.significance import analyse
-
-from .conftest import synthetic_records
+from tests.synthetic import synthetic_records
 
 EFFECTS = {"base": 0.0, "better": 0.05}
 

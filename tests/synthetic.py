@@ -1,9 +1,10 @@
-"""Synthetic study results: per-query values for a baseline and candidates over seeds."""
+"""Synthetic study results for the tests of tables, statistics and readers (tests/stats, tests/present,
+tests/results): per-query values for a baseline and candidates over seeds, as records, a long CSV
+or a finished study in a real MLflow store."""
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,23 +46,6 @@ def write_long_csv(path: Path, records: list[RunRecord], *, per_query: bool = Tr
                 else:
                     w.writerow([rec.config, rec.seed, metric, float(np.mean(list(values.values())))])
     return path
-
-
-@pytest.fixture
-def records() -> list[RunRecord]:
-    return synthetic_records()
-
-
-@pytest.fixture
-def run_cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
-    from harness.cli import main
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        rc = main(list(argv))
-        out, err = capsys.readouterr()
-        return rc, out, err
-
-    return run
 
 
 def log_seed_results(client, run_id: str, rec: RunRecord) -> None:

@@ -21,8 +21,7 @@ from harness.stats.power import power_analysis
 from harness.stats.sequential import RULE
 from harness.stats.significance import AnalysisOptions, analyse
 from harness.tracking import conventions as C
-
-from .conftest import synthetic_records
+from tests.synthetic import synthetic_records
 
 # The baseline and "open-long" ran 6 seeds; "stopped" got no more after round 1 (3 seeds).
 REASONS = {"stopped": "futility at round 1 (3 seeds)", "open-long": "max seeds (6): not settled"}

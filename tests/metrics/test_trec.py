@@ -27,8 +27,7 @@ from harness.metrics.trec import (
     write_qrels,
     write_run,
 )
-
-from .test_metrics import QRELS, RUN
+from tests.metrics.test_metrics import QRELS, RUN
 
 
 def _ir_measures(qrels_file: str | io.StringIO, run_file: str | io.StringIO) -> dict[str, dict[str, float]]:
