@@ -300,10 +300,13 @@ print("ok")
 
 
 def test_drivers_racing_to_create_a_new_sqlite_store_all_get_it(tmp_path):
+    """Twice: first with no empty-store template in the cache (the drivers race to make it too),
+    then with the template the first race left."""
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache")}
     for attempt in range(2):
         db = tmp_path / f"race{attempt}" / "mlflow.db"
         go = tmp_path / f"go{attempt}"
-        procs = [subprocess.Popen([sys.executable, "-c", STORE_RACE, f"sqlite:///{db}", str(go), str(i)],
+        procs = [subprocess.Popen([sys.executable, "-c", STORE_RACE, f"sqlite:///{db}", str(go), str(i)], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
         time.sleep(3)  # every process waiting at the gate (or soon: the gate stays open)
         go.touch()
