@@ -81,6 +81,7 @@ def results_csv(tmp_path: Path) -> Path:
 
 # -- outputs -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_full_disk_leaves_the_previous_table_whole_and_says_so_in_one_line(tmp_path, results_csv):
     out = tmp_path / "table.md"
     assert _harness("table", "--from", str(results_csv), "--output", str(out)).returncode == 0
@@ -114,6 +115,7 @@ def test_stdout_on_a_full_device_is_one_line(results_csv):
     _one_line_error(proc, "standard output", "No space left on device")
 
 
+@pytest.mark.slow
 def test_plots_into_a_file_and_a_full_disk_are_one_line(tmp_path, results_csv):
     blocker = tmp_path / "plots"
     blocker.write_text("a file where the folder should be\n")
@@ -299,6 +301,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_drivers_racing_to_create_a_new_sqlite_store_all_get_it(tmp_path):
     """Twice: first with no empty-store template in the cache (the drivers race to make it too),
     then with the template the first race left."""

@@ -21,6 +21,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
 
 
+@pytest.mark.slow
 def test_the_plan_fits_the_budget_in_the_goals_order():
     import device
 
@@ -40,6 +41,7 @@ def test_the_plan_fits_the_budget_in_the_goals_order():
     assert {r.model for r in small} == {"tiny", "packaged"} and {r.length for r in small} == {32, 64}
 
 
+@pytest.mark.slow
 def test_a_budget_too_small_for_a_row_plans_none_and_stretches_all():
     import device
 

@@ -187,6 +187,7 @@ PINNED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_a_build_writes_the_bytes_that_encoding_its_queries_writes(name: str, tmp_path: Path) -> None:
     """The build packs its cache columns from corpus positions (``cache.pack``): the file holds

@@ -81,6 +81,7 @@ def test_each_collection_is_validated_alone_and_named(tmp_path: Path) -> None:
         read_long_collections(path)
 
 
+@pytest.mark.slow
 def test_the_whole_table_is_one_holm_family_equal_to_statsmodels() -> None:
     cols = _collections()
     analysis = analyse_collections(cols)
@@ -94,6 +95,7 @@ def test_the_whole_table_is_one_holm_family_equal_to_statsmodels() -> None:
     assert {c.family_size for _, c in comps} | {c.family_size for c in analysis.combined} == {18}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, sizes", [("metric", {9}), ("collection", {6})])
 def test_the_other_families(family: str, sizes: set[int]) -> None:
     analysis = analyse_collections(_collections(), family=family)
@@ -154,6 +156,7 @@ def _null_table_rejections(k: int, candidates: int, metrics: int, studies: int, 
     return float(np.mean([(adjust(correction, row) < 0.05).any() for row in p]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 3])
 def test_family_wise_error_of_the_whole_table(k: int) -> None:
     """docs/statistics.md ("Across collections"): Holm over the whole table keeps the chance of any
@@ -216,6 +219,7 @@ def test_the_latex_compiles_as_one_float(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_the_command_and_compare_accept_the_collection_column(
         run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
     path = _write(tmp_path / "r.csv", _collections())
@@ -232,6 +236,7 @@ def test_the_command_and_compare_accept_the_collection_column(
     assert rc == 0 and "family: each metric's comparisons over all collections" in out
 
 
+@pytest.mark.slow
 def test_the_table_object_holds_what_it_prints(tmp_path: Path) -> None:
     """CollectionsStudy.table() is data: a row per collection, configuration and metric whose mean
     and SD are the seeds' (computed here from the CSV with pandas), whose markers are the printed
@@ -281,6 +286,7 @@ def test_a_one_collection_file_gives_the_table_of_today(run_cli: Callable[..., t
 CHROMIUM = Path("/usr/bin/chromium")
 
 
+@pytest.mark.slow
 def test_the_table_and_report_page_in_chromium(tmp_path: Path) -> None:
     """The study's report page (the whole table, then the per-seed blocks) opened from a file in
     headless Chromium: no console error, the column groups span their metrics, every body row has a

@@ -24,7 +24,7 @@ COLLECTIONS = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
     root = ray_root
     path = write_study(root, "sched2", configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1}},
@@ -70,7 +70,7 @@ def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
                                         MlflowClient(uri).list_artifacts(study.info.run_id, "tables")}
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_search_early_stopping_and_confirmation_over_two_collections(ray_root: Path) -> None:
     """A searcher's proposal runs on both collections under one name; a configuration that cannot
     learn (lr 0.5) is stopped at the rung on each collection by that collection's ranking, the

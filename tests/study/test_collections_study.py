@@ -43,7 +43,7 @@ def test_spec_expands_every_configuration_over_the_collections(tmp_path: Path) -
     assert [nc.name for nc in spec.collection_configs("talk-b")] == ["baseline", "ls"]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: Path,
                                                       capsys: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:

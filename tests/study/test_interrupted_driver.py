@@ -89,7 +89,7 @@ def _interrupt(tmp_path: Path, ray_tmp: Path, name: str, sig: signal.Signals, gr
     return proc.returncode, (tmp_path / "driver.err").read_text(), cmd
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_incomplete(tmp_path, ray_tmp, capsys,
                                                                                        monkeypatch):
     rc, err, cmd = _interrupt(tmp_path, ray_tmp, "ctrl-c", signal.SIGINT, group=True)
@@ -124,7 +124,7 @@ def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_inco
     assert "INCOMPLETE" not in capsys.readouterr().out
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_sigterm_ends_the_study_killed_and_exits_143(tmp_path, ray_tmp):
     rc, err, _ = _interrupt(tmp_path, ray_tmp, "sigterm", signal.SIGTERM, group=False)
     assert rc == 143, err

@@ -145,6 +145,7 @@ def test_conditional_space_and_grid():
 HEAVY_STUDIES = {"wsls2021_table2.yaml"}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.heavy) if p.name in HEAVY_STUDIES else p
                                   for p in sorted((ROOT / "search_spaces").glob("*.yaml"))], ids=lambda p: p.name)
 def test_every_shipped_study_validates(path, capsys):

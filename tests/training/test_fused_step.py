@@ -83,6 +83,7 @@ def test_the_detector_finds_a_host_read():
     assert_no_host_read(lambda x: (x * 2).sum(), torch.ones(3))  # and a plain one passes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flat", [{}, {"train.loss": "pairwise"}, {"train.compile": "true"}],
                          ids=["pointwise", "pairwise", "compiled-layout"])
 def test_the_fused_step_compiles_to_one_graph(prepared, monkeypatch, flat):

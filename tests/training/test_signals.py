@@ -84,6 +84,7 @@ def test_curriculum_trial_end_to_end(prepared):
     assert final.metrics["map"] > 0.6
 
 
+@pytest.mark.slow
 def test_smoothed_and_weighted_trials_end_to_end(prepared):
     for flat in ({"smoothing.method": "T-WSLS", "smoothing.epsilon": 0.2, "train.steps": 60},
                  {"weighting.heuristic": "norm", "weighting.m": 0.5, "train.steps": 60},
