@@ -144,10 +144,9 @@ def test_search_early_stopping_and_confirmation_over_two_collections(ray_root: P
     assert {f"exploratory/tables/{f}" for f in forms} <= artifacts("exploratory/tables")
     assert artifacts("plots") == {"plots/talk-a", "plots/talk-b"}
     assert "plots/talk-a/map.png" in artifacts("plots/talk-a") and "plots/talk-b/map.png" in artifacts("plots/talk-b")
-    tables = {path: client.download_artifacts(study.info.run_id, path, str(root / "tables"))
-              for path in ("tables/collections-configs.md", "exploratory/tables/collections-configs.md")}
-    confirmatory = Path(tables["tables/collections-configs.md"]).read_text()
-    exploratory = Path(tables["exploratory/tables/collections-configs.md"]).read_text()
+    confirmatory, exploratory = (
+        Path(client.download_artifacts(study.info.run_id, path, str(root / folder))).read_text()
+        for path, folder in (("tables/collections-configs.md", "c"), ("exploratory/tables/collections-configs.md", "e")))
     assert "on talk-a and talk-b (confirmatory)" in confirmatory.splitlines()[0]
     assert "on talk-a and talk-b (exploratory)" in exploratory.splitlines()[0]
     assert f"| {name} |" in exploratory and "stopped early and left out: diverging-lr" in exploratory

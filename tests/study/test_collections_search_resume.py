@@ -41,6 +41,7 @@ def _search_lines(log: Path, fixed: set[str], event: str) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # over a minute: 12 trials, two drivers (the killed one starts its own Ray)
 def test_a_search_over_two_collections_killed_and_resumed(tmp_path: Path, ray_root: Path,
                                                           capsys: pytest.CaptureFixture[str],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
