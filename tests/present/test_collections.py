@@ -123,6 +123,14 @@ def test_the_combined_verdict_is_the_hksj_combination_of_the_collections() -> No
     assert weighted.get_combined("better", "map").result.weighting == "inverse-variance"
 
 
+def test_one_seed_over_collections_is_refused_in_one_line(tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    one = {name: StudyResults.build(synthetic_records(queries=10, seeds=(1,)), source=name) for name in ("a", "b")}
+    with pytest.raises(DataError, match=r"needs 2 or more seeds per collection; these results have one \(1\)"):
+        analyse_collections(one)
+    rc, out, err = run_cli("table", "--from", str(_write(tmp_path / "r.csv", one)))
+    assert rc != 0 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
 def test_maxt_and_mismatched_baselines_are_refused() -> None:
     cols = _collections()
     with pytest.raises(ConfigError, match="maxt is not available over several collections"):
