@@ -32,6 +32,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return uri
 
 
+@pytest.mark.slow  # the module's MLflow store and matplotlib: seconds
 def test_table_plots_a_figure_per_collection_and_metric(store: str, tmp_path: Path, run_cli: Cli) -> None:
     rc, out, err = run_cli("table", "--experiment", "multi", "--tracking-uri", store,
                            "--plots", str(tmp_path / "plots"))
@@ -45,6 +46,7 @@ def test_table_plots_a_figure_per_collection_and_metric(store: str, tmp_path: Pa
     assert (tmp_path / "plots" / "talk-a/map.png").read_bytes() != (tmp_path / "plots" / "talk_b/map.png").read_bytes()
 
 
+@pytest.mark.slow  # the module's MLflow store and matplotlib: seconds
 def test_each_figure_is_its_collection_with_the_whole_tables_markers(store: str) -> None:
     analysis = CollectionsStudy(collections=read_experiment_collections("multi", tracking_uri=store)).analyse()
     marked = {(name, config) for name, a in analysis.analyses.items() for config in a.results.configs
