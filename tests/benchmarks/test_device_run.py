@@ -50,6 +50,7 @@ def test_a_budget_too_small_for_a_row_plans_none_and_stretches_all():
     assert planned == [] and stretch == rows
 
 
+@pytest.mark.slow
 def test_the_benchmark_reads_the_loss_back_as_often_as_a_study():
     import peers
 
@@ -59,6 +60,7 @@ def test_the_benchmark_reads_the_loss_back_as_often_as_a_study():
     assert peers.LOG_EVERY > 1
 
 
+@pytest.mark.slow
 def test_blocked_packages_fail_to_import_as_if_absent():
     code = ("import staged; staged.block_imports()\n"
             "try:\n    import mlflow\nexcept ImportError as e:\n    print('blocked', e)\n")

@@ -160,6 +160,7 @@ def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path, smal
     assert groups[0] != groups[1]
 
 
+@pytest.mark.slow
 def test_splits_share_no_conversation(small_splits: Splits) -> None:
     groups = {name: {q.group for q in small_splits.split(name)} for name in ("train", "dev", "test")}
     assert all(groups.values())

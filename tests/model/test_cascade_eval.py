@@ -89,6 +89,7 @@ def test_offline_replay_equals_live_cascade(trained: Trained, alpha: tuple[float
         assert offline.relative_cost == 1.0
 
 
+@pytest.mark.slow
 def test_sweep_over_the_figure2_grid(trained: Trained) -> None:
     model, dev = trained.trainer.model, trained.splits.dev
     grid = alpha_grid(len(model.exits), (0.1, 0.3, 0.5))

@@ -80,6 +80,7 @@ def test_forest_rows_are_the_tests_differences_and_intervals(results):
         assert (marker != "") == (p < 0.05)
 
 
+@pytest.mark.slow
 def test_forest_rows_under_the_crossed_test_are_the_tables_figures(report):
     """The default (crossed) test: the rows carry what the config runs get (map_delta, map_ci_*)."""
     for config, diff, low, high, _ in forest_rows(report.analysis, "mrr"):
@@ -124,6 +125,7 @@ def test_power_curve_is_the_noncentral_t_mde_at_each_seed_count(report):
     assert own_mde(power, "better", "map") == curve[power.seeds]  # the dot lies on its curve
 
 
+@pytest.mark.slow
 def test_decisions_say_what_was_decided(results, report):
     import dataclasses
 

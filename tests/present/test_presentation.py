@@ -97,6 +97,7 @@ def test_the_report_counts_distinct_comparisons(results: StudyResults) -> None:
     assert "MAP = MRR = MRR@10; P@1 = R-Prec here" in page
 
 
+@pytest.mark.slow
 def test_a_baseline_named_baseline_is_never_the_baseline_baseline(results: StudyResults) -> None:
     analysis = StudyAnalysis(results=results, options=TableOptions())
     texts = {fmt: analysis.table().render(fmt) for fmt in ("md", "latex", "csv", "html")}
@@ -110,6 +111,7 @@ def test_a_baseline_named_baseline_is_never_the_baseline_baseline(results: Study
     assert "against the baseline" in texts["md"] and "Holm correction" in texts["report"]
 
 
+@pytest.mark.slow
 def test_power_dots_lie_on_their_curves_and_the_rule_is_stated(results: StudyResults) -> None:
     report = study_report(results, formats=("html",))
     power = report.power

@@ -91,6 +91,7 @@ def test_table_from_experiment(store: tuple[str, list], run_cli: Callable[..., t
     assert float(cells[("AVG", NAMES["worse"])]["p_value"]) == pytest.approx(ref.p_value, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_report_from_experiment(store: tuple[str, list]) -> None:
     uri, _ = store
     results = read_experiment(STUDY, tracking_uri=uri)

@@ -64,6 +64,7 @@ def test_seeds_needed_and_the_query_floor() -> None:
     assert strict is not None and strict > (seeds_needed(COMPS, 100, 0.025) or 0)
 
 
+@pytest.mark.slow
 def test_power_analysis_uses_the_crossed_components(records: list[RunRecord]) -> None:
     res = StudyResults.build(records)
     pa = power_analysis(res, PowerOptions(metrics=("map",), seeds=(10, 5), effect=0.02))

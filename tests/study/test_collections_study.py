@@ -146,6 +146,7 @@ def _exported_ap(folder: Path) -> dict[tuple[str, str, str], list[float]]:
     return out
 
 
+@pytest.mark.slow
 def test_validate_prints_the_plan_per_collection_and_names_one_that_does_not_load(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_study(tmp_path, "multi", **STUDY)

@@ -133,6 +133,7 @@ def test_sigterm_ends_the_study_killed_and_exits_143(tmp_path, ray_tmp):
     assert runs[C.KIND_STUDY] == ["KILLED"] and all("RUNNING" not in s for s in runs.values()), runs
 
 
+@pytest.mark.slow
 def test_a_stop_signal_during_ray_get_keeps_its_number(ray_root):
     """Ray's blocking calls turn a handler's StudyInterrupted into a plain KeyboardInterrupt; the
     driver still knows the signal (harness.driver._signals.stopped_by), so SIGTERM exits 143."""

@@ -104,6 +104,7 @@ def test_the_study_run_gets_the_page(study):
     assert page.count("data:image/png;base64,") == 3
 
 
+@pytest.mark.slow
 def test_the_curves_read_back_are_the_ones_logged(study):
     """read_study_record: every seed's dev_map history, the tested step, the stopped step."""
     from harness.results.mlflow_reader import read_experiment

@@ -68,6 +68,7 @@ def test_progress_lines_show_dev_values_never_the_test_set(finished):
     assert shown == sorted(round(v, 4) for v in objectives.values())
 
 
+@pytest.mark.slow
 def test_study_completes_with_nested_runs_and_same_seeds(finished, tmp_path):
     study, uri, name, n_configs, n_seeds = finished
     out = study.out
@@ -110,6 +111,7 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished, tmp_path):
     assert set(out["references"]) == {"random", "bm25"}
 
 
+@pytest.mark.slow
 def test_config_runs_sort_with_their_seeds_and_seed_runs_keep_the_tested_dev_value(finished):
     """Config runs carry test_<metric> (the mean of their seed runs' test_<metric>) beside
     <metric>_mean; each seed run carries best_dev_<metric>, the dev value at the checkpoint tested
@@ -356,6 +358,7 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, ray_
         assert all(float((g.state[k].float() - p.state[k].float()).abs().max()) <= 1e-5 for k in p.state), key
 
 
+@pytest.mark.slow
 def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root):
     """Tune would wait for the GPUs forever (it only logs that no trial can start): the driver
     refuses in one line naming the study, the ask and what the local Ray has (1 logical GPU here),
