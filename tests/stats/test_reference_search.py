@@ -89,9 +89,9 @@ def _limit_power(level: float, a: float, k: int, b: float, delta: float) -> floa
 def _envelope(level: float, a0: float, k: int, b: float, c: float, delta: float) -> float:
     """The most power at (a0, delta) of any test phi(|dbar|, MS_seed) whose size is at most ``level``
     at every seed mean square expectation a >= c (the limit model): a linear programme over tests
-    constant on a grid of cells of |dbar| sqrt(S Q) and MS_seed (Neyman-Pearson with a continuum of
-    nulls; Lehmann & Romano, Testing Statistical Hypotheses, 3.8). Tests constant on cells are tests,
-    so the value is attained; the size constraint is imposed on a dense grid of a."""
+    constant on a grid of cells of |dbar| sqrt(S Q) and MS_seed (Neyman-Pearson against a composite
+    null, discretised). Tests constant on cells are tests, so the value is attained by one; the size
+    constraint is imposed on a dense grid of a."""
     t_edges = np.concatenate([[0.0], np.geomspace(1e-3, 1e3, 200) * np.sqrt(a0 + b), [np.inf]])
     m_edges = np.concatenate([[0.0], np.geomspace(1e-5, 1e5, 200) * a0, [np.inf]])
     nulls = c + np.concatenate([[0.0], np.geomspace(1e-4, 1e5, 100)]) * a0
