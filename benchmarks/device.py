@@ -25,7 +25,7 @@ at most 10 minutes. So:
    step, each distinct row once, every harness row compiled (``aot_eager``: graph capture without
    code generation) and every package the GPU machine lacks blocked from import
    (``staged.device_lacks``), so a crash a CPU could have found is found here
-   (tests/benchmarks/test_device_run.py runs it in ``make test``).
+   (tests/benchmarks/test_device_run.py runs it).
 
 The trainer rows are ``benchmarks/gpu.py``'s (one process each, started one row ahead); timing and
 FLOPs as documented there and in ``benchmarks/peers.py``: warm-up (every batch width compiled, then

@@ -107,6 +107,7 @@ def test_the_device_machine_lacks_every_package_outside_torch_transformers_and_s
                 "scipy", "yaml", "harness"} & lacks
 
 
+@pytest.mark.slow  # the stage: the packaged encoder and the data set written
 def test_a_stage_missing_a_file_is_refused_in_one_line_before_any_row(stage, tmp_path):
     import shutil
 
@@ -121,7 +122,9 @@ def test_a_stage_missing_a_file_is_refused_in_one_line_before_any_row(stage, tmp
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.slow  # every row of the plan in its own process, as on the GPU, small
+# every row of the plan in its own process, as on the GPU, small: still minutes on 2 cores (each
+# plain harness row's compiled step takes most of its process's time), so heavy
+@pytest.mark.heavy
 def test_the_rehearsal_runs_every_row_of_the_plan(stage, tmp_path):
     manifest = json.loads((stage / "manifest.json").read_text())
     assert manifest["bytes"] < 60 * 2**20  # travels with the tree under the 64 MiB limit

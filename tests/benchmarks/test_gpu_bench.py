@@ -47,7 +47,7 @@ def test_train_flops_counts_projections_ffn_and_quadratic_attention():
     assert gpu.datasheet_peak("Some GPU") is None
 
 
-@pytest.mark.slow  # five trainer processes and the cascade, tiny
+@pytest.mark.heavy  # five trainer processes and the cascade, tiny: minutes on 2 cores
 def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     out = _run("--smoke", "--trainers", "harness", "--packing", "2", "--out", str(tmp_path / "gpu"))
     assert out.returncode == 0, out.stderr[-2000:]
