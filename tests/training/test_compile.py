@@ -82,6 +82,7 @@ def test_compiled_training_equals_eager_in_the_same_layout(data, monkeypatch) ->
     assert compiled.resolved()["train.compile_effective"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_failing_compile_warns_once_and_runs_eager(data, monkeypatch) -> None:
     calls = []
 
@@ -101,7 +102,7 @@ def test_a_failing_compile_warns_once_and_runs_eager(data, monkeypatch) -> None:
     assert got == want  # eager, in the same layout: the same numbers
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # inductor's C++ compile of every kernel: minutes on 2 cores
 @pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="inductor needs a C compiler")
 def test_inductor_on_cpu_trains_as_eager(data, monkeypatch) -> None:
     import torch._inductor.config as inductor
