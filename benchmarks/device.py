@@ -20,10 +20,12 @@ at most 10 minutes. So:
    per line, flushed) as soon as it is measured, with the GPU's name, step time, pairs/s, MFU, peak
    memory and compiles; ``$OUT/gpu.json`` and ``$OUT/gpu.md`` (benchmarks/gpu.py's formats) are
    written at the end.
-3. ``--rehearse`` (here, no GPU): the same plan and code paths on CPU with a tiny model, length 32,
-   a few steps, every harness row compiled (``aot_eager``: graph capture without code generation)
-   and the packages the GPU machine lacks blocked from import (``staged.DEVICE_LACKS``), so a crash
-   a CPU could have found is found here (tests/benchmarks/test_device_run.py runs it).
+3. ``--rehearse`` (here, no GPU): the same plan and code paths on CPU, small: a tiny model (the
+   packaged encoder's own rows keep it, read from the stage), length 32, one warm-up and one timed
+   step, each distinct row once, every harness row compiled (``aot_eager``: graph capture without
+   code generation) and every package the GPU machine lacks blocked from import
+   (``staged.device_lacks``), so a crash a CPU could have found is found here
+   (tests/benchmarks/test_device_run.py runs it).
 
 The trainer rows are ``benchmarks/gpu.py``'s (one process each, started one row ahead); timing and
 FLOPs as documented there and in ``benchmarks/peers.py``: warm-up (every batch width compiled, then
@@ -118,14 +120,30 @@ def plan(rehearse: bool) -> list[Row]:
         rows.append(Row("cascade", model, 128, estimate_s=CASCADE_S))
     if rows:
         rows[0].estimate_s += START_S
-    if rehearse:  # the same rows, small: a tiny BERT for bert-base, length 32 for 128 (64 for 512)
-        for r in rows:
-            if r.model == "bert-base":
-                r.model = "tiny"
-            r.length = {128: 32, 512: 64}[r.length]
-            r.eval_pairs = min(r.eval_pairs, 64)
-            r.trials = min(r.trials, 2)  # the same code path as 4 processes, on 2 cores
+    if rehearse:
+        return _small(rows)
     return rows
+
+
+def _small(rows: list[Row]) -> list[Row]:
+    """The rehearsal's rows: the same rows, small (a tiny BERT for bert-base, and for the packing
+    rows, whose code path is the processes and their barrier, not the weights; length 32 for 128,
+    64 for 512; 2 trials, the same code path as 4 processes, on 2 cores), each distinct row once
+    (packing 2 and 4 are both 2 trials here). The packaged encoder's own rows stay: they read
+    the stage's weights as the GPU run does."""
+    out: list[Row] = []
+    seen: set[tuple[Any, ...]] = set()
+    for r in rows:
+        if r.model == "bert-base" or r.kind == "packing":
+            r.model = "tiny"
+        r.length = {128: 32, 512: 64}[r.length]
+        r.eval_pairs = min(r.eval_pairs, 8)
+        r.trials = min(r.trials, 2)
+        key = (r.kind, r.model, r.length, r.trainer, r.trials)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
 
 
 def fit(rows: list[Row], budget_s: float) -> tuple[list[Row], list[Row]]:
@@ -175,8 +193,8 @@ def _args(ns: argparse.Namespace, rehearse: bool) -> argparse.Namespace:
     a = argparse.Namespace(batch=32, steps=60, warmup=10, fused=5, eval_batch=256, eval_pairs=4096,
                            device=ns.device, packing_steps=30, cascade_batch=128, cascade_rounds=20,
                            deadline=ns.deadline)
-    if rehearse:
-        a.batch, a.steps, a.warmup, a.fused, a.packing_steps = 4, 2, 2, 2, 1
+    if rehearse:  # the smallest run of every path: one warm-up step (the compiles before it), one timed
+        a.batch, a.steps, a.warmup, a.fused, a.packing_steps = 4, 1, 1, 2, 1
         a.cascade_batch, a.cascade_rounds = 8, 1
         peers.DATA = {**peers.DATA, "data.conversations": ns.conversations or 30}
     elif ns.conversations:
@@ -361,9 +379,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"benchmarks/device.py: no stage ({staged.STAGE_ENV} or --stage-dir); write one with --stage DIR",
               file=sys.stderr)
         return 2
+    bad = staged.check_stage(staged.stage())
+    if bad:
+        print(f"benchmarks/device.py: {bad}", file=sys.stderr)
+        return 2
     if ns.rehearse:
-        # the device machine's view: the packages it lacks fail to import, here and in every row
-        os.environ[staged.BLOCK_ENV] = ",".join(staged.DEVICE_LACKS)
+        # the device machine's view: every package it lacks fails to import, here and in every row
+        os.environ[staged.BLOCK_ENV] = ",".join(staged.device_lacks())
         staged.block_imports()
     import torch
 

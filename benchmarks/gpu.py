@@ -33,7 +33,7 @@ Cascade: ``benchmarks/cascade.py``'s measurement on the GPU under bf16 autocast,
 length (batch 128 candidates of one query; speed-ups from synchronised wall clock).
 
     python benchmarks/gpu.py                   # on a CUDA machine: everything, ~8 minutes on an H100 (estimated; one unattended command)
-    python benchmarks/gpu.py --smoke           # CPU check: tiny model, 30 conversations, 2+1 steps, into a temp folder
+    python benchmarks/gpu.py --smoke           # CPU check: tiny model, 30 conversations, 1+1 steps, into a temp folder
 Results: benchmarks/results/gpu.{json,md} with the GPU's name, driver and the machine.
 """
 
@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cascade-batch", type=int, default=128)
     p.add_argument("--cascade-rounds", type=int, default=20)
     p.add_argument("--smoke", action="store_true",
-                   help="CPU check: tiny model, length 32, 30 conversations, 2 warm-up + 1 timed step, results in a "
+                   help="CPU check: tiny model, length 32, 30 conversations, 1 warm-up + 1 timed step, results in a "
                         "temp folder")
     p.add_argument("--out", type=Path, default=None, help="output path without suffix (default results/gpu)")
     p.add_argument("--budget-s", type=float, default=480.0,
@@ -512,8 +512,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() and not args.smoke else "cpu"
     if args.smoke:
-        args.models, args.lengths, args.batch, args.steps, args.warmup = ["tiny"], [32], 4, 1, 2
-        args.eval_pairs = min(args.eval_pairs, 64)
+        args.models, args.lengths, args.batch, args.steps, args.warmup = ["tiny"], [32], 4, 1, 1
+        args.eval_pairs = min(args.eval_pairs, 8)
         args.cascade_models, args.cascade_lengths, args.cascade_batch, args.cascade_rounds = ["tiny"], [32], 8, 1
         args.fused, args.compile_models, args.packing_model, args.packing_length = 2, [], "tiny", 32
         args.packing, args.packing_steps = [n for n in args.packing if n <= 2], 1

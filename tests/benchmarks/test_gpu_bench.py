@@ -48,7 +48,7 @@ def test_train_flops_counts_projections_ffn_and_quadratic_attention():
     assert gpu.datasheet_peak("Some GPU") is None
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # five trainer processes and the cascade, tiny: minutes on 2 cores
 def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     out = _run("--smoke", "--trainers", "harness", "--packing", "2", "--out", str(tmp_path / "gpu"))
     assert out.returncode == 0, out.stderr[-2000:]
@@ -57,7 +57,7 @@ def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     assert rec["data"]["data.conversations"] == 30  # the data set of the tests' studies
     (row,) = rec["trainers"]
     assert row["trainer"] == "harness" and row["pairs"] == 4 and row["pairs_per_s"] > 0
-    assert row["eval_pairs"] >= 64 and row["eval_pairs_per_s"] > 0  # score_candidates, timed
+    assert row["eval_pairs"] >= 8 and row["eval_pairs_per_s"] > 0  # score_candidates, timed
     assert rec["cascade"][0]["results"][0]["setting"] == "plain"
     # two trials sharing the device, each process timing the same steps after the barrier
     plain, fused = rec["packing"]

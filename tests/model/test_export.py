@@ -24,7 +24,9 @@ from harness.study.spec import load_spec
 from harness.tracking import conventions as C
 from tests.study.conftest import write_study
 
-pytestmark = pytest.mark.slow
+# heavy: a study of its own (three configurations, two seeds, logged models); the loaders themselves
+# are tested without Ray in test_export_loaders.py, which `make test` runs
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 
 @pytest.fixture(scope="module")

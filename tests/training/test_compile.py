@@ -102,7 +102,7 @@ def test_a_failing_compile_warns_once_and_runs_eager(data, monkeypatch) -> None:
     assert got == want  # eager, in the same layout: the same numbers
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # inductor's C++ compile of every kernel: minutes on 2 cores
 @pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="inductor needs a C compiler")
 def test_inductor_on_cpu_trains_as_eager(data, monkeypatch) -> None:
     import torch._inductor.config as inductor
