@@ -262,33 +262,50 @@ STALE_TOKENIZER_KEYS = ("max_length", "truncation", "truncation_strategy", "stri
 
 def _harness_tokenizer(target: Path, max_length: int) -> None:
     """The saved tokenizer loads as ``HarnessBertTokenizer`` (the harness's pair truncation) where
-    the loader trusts the folder's code; as the plain ``BertTokenizer`` where it does not.
+    the loader trusts the folder's code, and not at all where it does not: ``tokenizer_class`` names
+    a class transformers does not have, so ``AutoTokenizer`` asks for ``trust_remote_code``.
     ``model_max_length`` is the trial's pair length and no other length key is left."""
     from harness.model import tokenization_harness
 
-    module = Path(tokenization_harness.__file__)
-    shutil.copyfile(module, target / module.name)
+    module = _copy_module(tokenization_harness, target)
+    name = tokenization_harness.HarnessBertTokenizer.__name__
     path = target / "tokenizer_config.json"
     config = json.loads(path.read_text())
-    config["auto_map"] = {"AutoTokenizer": [None, f"{module.stem}.{tokenization_harness.HarnessBertTokenizer.__name__}"]}
+    config["auto_map"] = {"AutoTokenizer": [None, f"{module}.{name}"]}
+    config["tokenizer_class"] = name
     config["model_max_length"] = max_length
     for key in STALE_TOKENIZER_KEYS:
         config.pop(key, None)
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+def _copy_module(module: Any, target: Path) -> str:
+    """Copy a module that an exported folder loads as its own code; its name in ``auto_map``."""
+    source = Path(module.__file__)
+    shutil.copyfile(source, target / source.name)
+    return source.stem
+
+
 def _write_sequence_classifier(model: Any, target: Path) -> None:
-    from transformers import AutoModelForSequenceClassification
+    from harness.model import modeling_harness
+    from harness.model.modeling_harness import HarnessBertConfig, HarnessBertForSequenceClassification
 
     encoder = model.encoder
     if getattr(encoder.config, "model_type", "") != "bert" or model.prefix != "bert":
         raise HarnessError(f"export supports BERT encoders, got model_type {encoder.config.model_type!r}")
-    config = encoder.config.__class__.from_dict(encoder.config.to_dict())
+    settings = encoder.config.to_dict()
+    settings.pop("model_type", None)
+    config = HarnessBertConfig.from_dict(settings)
     config.num_labels = 1
-    config.architectures = ["BertForSequenceClassification"]
+    module = _copy_module(modeling_harness, target)
+    config.architectures = [HarnessBertForSequenceClassification.__name__]
+    # A model type plain loaders do not know: they refuse the folder instead of scoring long pairs
+    # with another truncation (modeling_harness.py says why).
+    config.auto_map = {"AutoConfig": f"{module}.{HarnessBertConfig.__name__}",
+                       "AutoModelForSequenceClassification": f"{module}.{HarnessBertForSequenceClassification.__name__}"}
     # CrossEncoder(DIR).predict returns the raw logit, the harness's score (not its sigmoid).
     config.sentence_transformers = {"activation_fn": "torch.nn.modules.linear.Identity"}
-    hf = AutoModelForSequenceClassification.from_config(config)
+    hf = HarnessBertForSequenceClassification(config)
     missing, unexpected = hf.load_state_dict(model.state_dict(), strict=False)
     if missing or unexpected:
         raise HarnessError(f"the ranker's weights do not map onto BertForSequenceClassification "
@@ -386,9 +403,10 @@ def usage(folder: str | Path) -> list[str]:
         first = [f'harness: harness.model.export.load_cascade("{d}").score(batch), batch from {tokenizer}']
     else:
         first = [f'sentence-transformers: CrossEncoder("{d}", trust_remote_code=True).predict(pairs)',
-                 f'transformers: AutoModelForSequenceClassification.from_pretrained("{d}") + {tokenizer}',
+                 (f'transformers: AutoModelForSequenceClassification.from_pretrained("{d}", trust_remote_code=True)'
+                  f' + {tokenizer}'),
                  ("(trust_remote_code=True: the folder's tokenization_harness.py drops the oldest context "
-                  "first, as the harness; without it, pairs over max_length tokens score differently)")]
+                  "first, as the harness; without it, these loaders refuse the folder)")]
     return [*first, f'PyTerrier: harness.model.pyterrier_ranker.HarnessReRanker("{d}")',
             "MLflow: mlflow.pyfunc.load_model(uri), uri = a seed run's tag harness.model_uri"]
 
