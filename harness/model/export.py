@@ -10,10 +10,11 @@ best seed: the highest ``objective`` (the best dev value of the study's metric; 
 What the folder holds:
 - plain rankers: a ``BertForSequenceClassification`` (num_labels=1; the harness's parameter names
   are that class's, so the weights map 1:1), its tokenizer (model_max_length = the trial's
-  ``model.max_length``; pair truncation in ``tokenization_harness.py``) and ``config.json`` telling
-  sentence-transformers to apply no activation, so ``CrossEncoder(DIR, trust_remote_code=True)
-  .predict`` returns the harness's scores; loads with
-  ``AutoModelForSequenceClassification.from_pretrained(DIR)`` as well;
+  ``model.max_length``; pair truncation in ``tokenization_harness.py``) and ``config.json`` (model
+  type ``harness_bert``, ``modeling_harness.py``) telling sentence-transformers to apply no
+  activation, so ``CrossEncoder(DIR, trust_remote_code=True).predict`` returns the harness's
+  scores; loads with ``AutoModelForSequenceClassification.from_pretrained(DIR,
+  trust_remote_code=True)`` as well;
 - cascade rankers: the encoder and every exit classifier in ``model.safetensors``, the exits in
   ``harness_cascade.json``, and the same tokenizer; ``load_cascade(DIR)`` (or the MLflow pyfunc)
   scores with the final exit or runs the cascade;
@@ -26,8 +27,9 @@ truncates the oldest context first, which no truncation strategy of transformers
 carries the harness's tokenizer (``tokenization_harness.py``, named in ``tokenizer_config.json``'s
 ``auto_map``), which loaders use with ``trust_remote_code=True``: then sentence-transformers,
 transformers, the MLflow pyfunc and the PyTerrier re-ranker all score as the run did
-(``usage`` says how, and ``harness export`` prints it). Without it, transformers loads the plain
-BERT tokenizer, which truncates the longer text from its end.
+(``usage`` says how, and ``harness export`` prints it). Without it, these loaders refuse the
+folder (a model type and a tokenizer class transformers does not know) rather than load the plain
+BERT tokenizer, which truncates the longer text from its end (docs/exchange.md).
 """
 
 from __future__ import annotations
@@ -349,7 +351,8 @@ def model_card(info: dict[str, Any], exits: tuple[int, ...] | None) -> str:
         use = ("```python\nfrom sentence_transformers import CrossEncoder\n"
                "model = CrossEncoder(DIR, trust_remote_code=True)  # raw logits: higher = more relevant\n"
                "scores = model.predict([(context, response), ...])\n```\n\n"
-               "Or `AutoModelForSequenceClassification.from_pretrained(DIR)` (one logit) with "
+               "Or `AutoModelForSequenceClassification.from_pretrained(DIR, trust_remote_code=True)` "
+               "(one logit) with "
                "`AutoTokenizer.from_pretrained(DIR, trust_remote_code=True)`; "
                "`tokenizer(contexts, responses, truncation=True)`.")
         arch = "BertForSequenceClassification, one output logit (the relevance score)."
@@ -387,8 +390,8 @@ Model: {arch}
 Input: the query is the conversation context as one text (utterances oldest first, joined by
 spaces), the text a candidate response; at most {info['max_length']} tokens per pair, the oldest
 context dropped first, as in training. `trust_remote_code=True` loads the tokenizer that does this
-(`tokenization_harness.py`, in this folder); without it, the plain BERT tokenizer truncates the
-longer text from its end, and pairs over {info['max_length']} tokens score differently.
+(`tokenization_harness.py`, in this folder); without it, transformers and sentence-transformers
+refuse this folder rather than truncate pairs over {info['max_length']} tokens another way.
 
 The full configuration is in `{EXPORT_INFO}`.
 """
