@@ -81,7 +81,7 @@ def browser() -> Iterator[object]:
 
 
 def test_the_address_to_open_is_the_studys_verdict_view(study, ui) -> None:
-    _, landing = ui
+    url, landing = ui
     assert landing == url + C.runs_page(study[1])
 
 
