@@ -11,8 +11,9 @@ before the UI starts,
 
 - makes model training the remembered choice where the browser has none (a choice made with the
   UI's own switch is kept);
-- sends the bare address (``http://host:port/``) to the newest study's verdict view, and a
-  study's bare experiment or runs address to its verdict view (``conventions.runs_page``).
+- where the choice is model training, sends the bare address (``http://host:port/``) to the
+  newest study's verdict view, and a study's bare experiment or runs address to its verdict view
+  (``conventions.runs_page``).
 
 docs/storage.md describes what a researcher sees.
 """
@@ -55,8 +56,9 @@ def landing_script(pages: list[tuple[str, str]]) -> str:
         exp = page.split("/experiments/", 1)[1].split("/", 1)[0]
         views[exp] = page[1:]  # "#/experiments/..."
     first = pages[0][1][1:] if pages else None
-    script = ("(function(){var k=@KEY;try{if(localStorage.getItem(k)===null)localStorage.setItem(k,@VALUE)}"
-              "catch(e){}var views=@VIEWS,first=@FIRST,h=location.hash,to=null;"
+    script = ("(function(){var k=@KEY,mine=true;try{if(localStorage.getItem(k)===null)localStorage.setItem(k,@VALUE);"
+              "mine=localStorage.getItem(k)===@VALUE}catch(e){}if(!mine)return;"
+              "var views=@VIEWS,first=@FIRST,h=location.hash,to=null;"
               "if(!h||h==='#'||h==='#/'){to=first}else{"
               "var m=/^#\\/experiments\\/([^\\/?]+)(\\/runs)?\\/?$/.exec(h);"
               "if(m&&Object.prototype.hasOwnProperty.call(views,m[1]))to=views[m[1]]}"
