@@ -20,6 +20,7 @@ docs/storage.md describes what a researcher sees.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -38,15 +39,23 @@ def study_pages(uri: str) -> list[tuple[str, str]]:
     first: its verdict view where it has one, else its runs table, both on the model-training side
     of the UI (``conventions.runs_page``); none where the store cannot be read (the UI says why)."""
     from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
 
     try:
-        experiments = MlflowClient(uri).search_experiments(max_results=1000)
+        experiments = _client(uri).search_experiments(max_results=1000)
     except (MlflowException, OSError):
         return []
     experiments = sorted(experiments, key=lambda e: -(e.last_update_time or e.creation_time or 0))
     return [(e.name, C.runs_page(e.experiment_id, verdicts=C.TAG_VERDICT_VIEW in e.tags)) for e in experiments
             if C.TAG_VERDICT_VIEW in e.tags or e.tags.get(C.TAG_EXPERIMENT_KIND) == C.EXPERIMENT_KIND]
+
+
+@functools.lru_cache(maxsize=4)
+def _client(uri: str) -> Any:
+    """One client per store: the UI's page asks at each load, and opening a store costs more than
+    the query."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri)
 
 
 def landing_script(pages: list[tuple[str, str]]) -> str:
