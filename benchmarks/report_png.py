@@ -7,7 +7,9 @@ driven by Playwright) at 900 px wide, the whole page captured:
     cd /tmp/shot && python -m harness.cli demo --tracking-uri sqlite:///$PWD/mlflow.db
     python benchmarks/report_png.py --tracking-uri sqlite:////tmp/shot/mlflow.db
 
-Writes docs/img/report.png (and the page beside it as report.html in a temporary folder).
+Writes docs/img/report.png (the page itself goes to a temporary folder). The picture in docs/ is
+of table_report.py's study (``--experiment bench-table``, its store written by
+``table_report.write_study``): a real quickstart did not finish on the shared machine in time.
 """
 
 from __future__ import annotations
