@@ -9,7 +9,7 @@ driven by Playwright) at 900 px wide, the whole page captured:
 
 Writes docs/img/report.png (the page itself goes to a temporary folder). The picture in docs/ is
 of table_report.py's study (``--experiment bench-table``, its store written by
-``table_report.write_study``): a real quickstart did not finish on the shared machine in time.
+``table_report.write_study``).
 """
 
 from __future__ import annotations
