@@ -37,11 +37,12 @@ test: venv
 	$(PY) -m pytest -q -m "not heavy" -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 test-fast: venv
-	$(PY) -m pytest -q -m "not slow and not heavy"
+	$(PY) -m pytest -q -m "not slow and not heavy" -n $(TEST_WORKERS) --dist loadgroup
 
-# Everything, the heavy tests too (the GPU benchmark's CPU rehearsals: docs/benchmarks.md).
+# Everything, the heavy tests too (kill-and-resume and cluster scenarios, the GPU benchmark's CPU
+# rehearsals: docs/testing.md).
 test-all: venv
-	$(PY) -m pytest -q -m "slow or not slow" --durations=25
+	$(PY) -m pytest -q -m "slow or not slow" -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 lint: venv
 	$(VENV)/bin/ruff check harness tests benchmarks

@@ -12,6 +12,10 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One compute thread per worker (`make test` runs a worker per core): torch's OpenMP threads,
+    # two workers of two each on two cores, spin against each other and run many times slower.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from harness.config import TrialConfig
 from harness.records import Candidate, Query, Splits
@@ -72,10 +76,20 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("HARNESS_STATE_KEY", secrets.token_hex(32))
 
 
+# Fixtures that start studies on the session's Ray: a test using one is `slow` (docs/testing.md)
+# whether or not it says so, since it runs the shared study or a study of its own.
+STUDY_FIXTURES = {"finished_study", "ray_root"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`make test` runs two workers: ``--dist loadgroup``) a module's tests stay
-    on one worker, so a module-scoped study runs once, and every test that reads the session's
-    shared finished study (``finished_study``) goes to one worker, so it is trained once."""
+    """A test on the session's Ray is marked `slow` (``STUDY_FIXTURES``). Under pytest-xdist (`make
+    test` runs two workers: ``--dist loadgroup``) a module's tests stay on one worker, so a
+    module-scoped study runs once, and every test that reads the session's shared finished study
+    (``finished_study``) goes to one worker, so it is trained once."""
+    for item in items:
+        if STUDY_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
     if not config.pluginmanager.hasplugin("xdist"):
         return
     for item in items:

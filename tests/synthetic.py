@@ -69,6 +69,15 @@ def write_study_records(uri: str, study: str, records: list[RunRecord], names: d
     records -> its display name, the first the baseline. Each record is a finished seed run (its test
     metrics the means of its per-query values, as the trainer logs them); one more seed run failed,
     which the readers skip."""
+    write_collections_records(uri, study, {"": records}, names)
+
+
+def write_collections_records(uri: str, study: str, collections: dict[str, list[RunRecord]],
+                              names: dict[str, str], *, failed: bool = True) -> None:
+    """``write_study_records`` over several collections: collection -> its records, each run
+    carrying its collection (data.collection: the tag and param a study over several collections
+    writes) and each collection its own evaluation fingerprint; ``""``: a one-collection study.
+    ``failed``: add the failed seed run (the study then reads as not finished)."""
     from harness.config import TrialConfig
     from harness.metrics.measures import mean_of
     from harness.study.protocol import TrialOutcome, TrialTicket
@@ -76,12 +85,17 @@ def write_study_records(uri: str, study: str, records: list[RunRecord], names: d
     from harness.tracking.records import StudyRecords
     from harness.tracking.store import TrackingStore
 
-    tickets = {}
-    for i, (config, name) in enumerate(names.items()):
-        flat = {"model.name": "tiny"} if i == 0 else {"model.name": "tiny", "smoothing.method": "LS",
-                                                       "smoothing.epsilon": 0.1 * i}
-        role = C.ROLE_BASELINE if i == 0 else C.ROLE_CANDIDATE
-        tickets[config] = (name, role, TrialConfig.from_flat(flat))
+    def tickets(collection: str) -> dict[str, tuple]:
+        out = {}
+        for i, (config, name) in enumerate(names.items()):
+            flat = {"model.name": "tiny"} if i == 0 else {"model.name": "tiny", "smoothing.method": "LS",
+                                                           "smoothing.epsilon": 0.1 * i}
+            if collection:
+                flat["data.collection"] = collection
+            role = C.ROLE_BASELINE if i == 0 else C.ROLE_CANDIDATE
+            out[config] = (name, role, TrialConfig.from_flat(flat))
+        return out
+
     from mlflow.tracking._tracking_service import utils as mlflow_tracking
 
     with pytest.MonkeyPatch.context() as mp:
@@ -91,11 +105,14 @@ def write_study_records(uri: str, study: str, records: list[RunRecord], names: d
         mp.setattr(mlflow_tracking, "_tracking_uri", mlflow_tracking._tracking_uri)
         writer = StudyRecords.open(TrackingStore(uri), study)
         writer.study_started(params={})
-        for rec in records:
-            ticket = TrialTicket.of(*tickets[rec.config], int(rec.seed))
-            test = {m: mean_of(values.values()) for m, values in rec.per_query.items()}
-            outcome = TrialOutcome(ticket.key, test["map"], test=test, evaluation="eval-1")
-            writer.trial_finished(ticket, outcome, {m: dict(v) for m, v in rec.per_query.items()})
-        name, role, cfg = tickets[next(iter(names))]
-        writer.trial_failed(TrialTicket.of(name, role, cfg, 99), "injected")
+        for collection, records in collections.items():
+            mine = tickets(collection)
+            for rec in records:
+                ticket = TrialTicket.of(*mine[rec.config], int(rec.seed))
+                test = {m: mean_of(values.values()) for m, values in rec.per_query.items()}
+                outcome = TrialOutcome(ticket.key, test["map"], test=test, evaluation=f"eval-{collection or 1}")
+                writer.trial_finished(ticket, outcome, {m: dict(v) for m, v in rec.per_query.items()})
+        if failed:
+            name, role, cfg = tickets(next(iter(collections)))[next(iter(names))]
+            writer.trial_failed(TrialTicket.of(name, role, cfg, 99), "injected")
         writer.end()

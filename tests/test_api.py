@@ -91,6 +91,7 @@ def _one_line(exc: pytest.ExceptionInfo[HarnessError]) -> str:
     return message
 
 
+@pytest.mark.slow
 def test_the_readme_block_runs_and_prints_what_the_commands_print(
         study_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str], run_cli: Cli) -> None:
@@ -111,6 +112,7 @@ def test_the_readme_block_runs_and_prints_what_the_commands_print(
     assert isinstance(namespace["table"], harness.SignificanceTable)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize(("flags", "options", "table_args"), OPTIONS, ids=["defaults", "per-seed-holm", "configs"])
 def test_table_is_the_commands_output(fmt: str, flags: list[str], options: dict[str, Any],
@@ -136,6 +138,7 @@ def test_options_can_change_without_reading_again(study: StudyAnalysis, uri: str
     assert study.analyse().test == "crossed" and changed.analyse().test == "per-seed"
 
 
+@pytest.mark.slow
 def test_power_is_the_commands_output(study: StudyAnalysis, study_dir: Path, uri: str, run_cli: Cli) -> None:
     assert str(study.power()) == _ok(run_cli, "power", "--experiment", STUDY, "--tracking-uri", uri)
     flags = ["--format", "json", "--metric", "map", "--alpha", "0.1", "--power", "0.9", "--seeds", "4", "8",
@@ -160,6 +163,7 @@ def test_the_tracking_uri_defaults_as_the_commands_do(study: StudyAnalysis, uri:
     assert _one_line(exc).startswith(f"no MLflow store at {tmp_path.resolve() / 'mlruns' / 'mlflow.db'}")
 
 
+@pytest.mark.slow
 def test_runs_are_the_long_format_and_round_trip(study: StudyAnalysis, tmp_path: Path) -> None:
     runs = study.runs()
     assert list(runs.columns) == ["config", "seed", "metric", "value", "query"]
@@ -191,6 +195,7 @@ def test_runs_are_the_long_format_and_round_trip(study: StudyAnalysis, tmp_path:
     assert str(back.power()).startswith(f"**Power: {path}**")
 
 
+@pytest.mark.slow
 def test_a_dataframe_is_read_as_its_csv(study_dir: Path, tmp_path: Path) -> None:
     csv_path = study_dir / "results.csv"
     frame = pd.read_csv(csv_path)
@@ -269,6 +274,7 @@ def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis,
         assert message in _one_line(exc)
 
 
+@pytest.mark.slow
 def test_the_names_are_shown_lazily() -> None:
     """`import harness` imports no MLflow, torch, Ray or pandas; nor does reading harness.compare or
     harness.load_study, which import only the evaluation layer."""
@@ -289,6 +295,7 @@ def test_docstring_examples() -> None:
     assert doctest.testmod(analysis_module).failed == 0
 
 
+@pytest.mark.slow
 def test_the_python_api_page_runs_as_doctests() -> None:
     """docs/python-api.md's examples (its ```python blocks of >>> lines, in order, sharing one
     namespace) hold as written."""

@@ -130,6 +130,7 @@ def test_a_table_renders_itself_and_its_data_is_json(analysis: StudyAnalysis) ->
     assert table.frame is not table.frame and table.to_frame().equals(table.frame)  # a new frame each time
 
 
+@pytest.mark.slow
 def test_a_power_report_holds_the_power_analysis(analysis: StudyAnalysis, run_cli: Cli, csv_path: Path) -> None:
     report = analysis.power(metric="map", seeds=(2, 10), effect=0.02)
     frame = report.to_frame()
@@ -163,6 +164,7 @@ def _unknown(call: Callable[[], object]) -> UnknownName:
     return error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("call", "kind", "name", "hint"), [
     (lambda a, p: harness.compare(p, metric="mapp"), "metric", "mapp", "map"),
     (lambda a, p: a.with_options(metric="mrr@10"), "metric", "mrr@10", "mrr"),

@@ -82,6 +82,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, s
     return {name: tuple(got[str(p)]) for name, p in paths.items()}  # type: ignore[misc]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_refused_in_one_line_within_1_gib(name: str, outcomes: dict[str, tuple[int, str]]) -> None:
     rc, err = outcomes[name]

@@ -613,6 +613,7 @@ def test_odd_characters_in_a_storage_path_are_accepted(odd: str, tmp_path: Path,
     assert "Tune storage: " + str(tmp_path / odd / "runs") in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd", ["table", "power"])
 def test_a_byte_order_mark_in_a_results_csv_is_accepted(cmd: str, tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,6 +32,7 @@ _SCANNED = [("harness", 60), ("tests", 60), ("benchmarks", 10), ("docs", 10), ("
             ("search_spaces", 5)]
 
 
+@pytest.mark.slow
 def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
     """`mkdocs build --strict`: a broken link, anchor or nav entry, a page missing from the nav, or
     a failing generator in docs/hooks.py fails the build."""

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import weakref
 
+import pytest
+
 from harness.heap import frozen, paused
 
 REPO_STUDY = "search_spaces/quickstart.yaml"
@@ -22,6 +24,7 @@ def _cycle() -> weakref.ref:
     return weakref.ref(node)
 
 
+@pytest.mark.slow
 def test_frozen_hides_what_exists_from_collections_and_gives_it_back_after():
     gc.collect()
     ref = _cycle()

@@ -17,6 +17,7 @@ MODULES = ("metrics.measures", "metrics.trec", "stats.paired", "stats.crossed", 
            "present.report", "present.plots", "analysis")
 
 
+@pytest.mark.slow
 def test_imports_pull_in_no_framework() -> None:
     code = ("import sys\n" + "".join(f"import harness.{m}\n" for m in MODULES) +
             "import harness.cli.evaluation, harness.cli.runs\n" +
@@ -25,6 +26,7 @@ def test_imports_pull_in_no_framework() -> None:
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(f"harness.{name}")

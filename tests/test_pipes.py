@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["validate", "search_spaces/wsls2021_bm25.yaml", "--no-model"],
                                   ["table", "--from", "tests/present/fixtures/escaping.csv"]])
 def test_a_closed_pipe_is_not_a_traceback(argv: list[str]) -> None:

@@ -81,6 +81,7 @@ def results_csv(tmp_path: Path) -> Path:
 
 # -- outputs -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_full_disk_leaves_the_previous_table_whole_and_says_so_in_one_line(tmp_path, results_csv):
     out = tmp_path / "table.md"
     assert _harness("table", "--from", str(results_csv), "--output", str(out)).returncode == 0
@@ -114,6 +115,7 @@ def test_stdout_on_a_full_device_is_one_line(results_csv):
     _one_line_error(proc, "standard output", "No space left on device")
 
 
+@pytest.mark.slow
 def test_plots_into_a_file_and_a_full_disk_are_one_line(tmp_path, results_csv):
     blocker = tmp_path / "plots"
     blocker.write_text("a file where the folder should be\n")
@@ -299,11 +301,15 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_drivers_racing_to_create_a_new_sqlite_store_all_get_it(tmp_path):
+    """Twice: first with no empty-store template in the cache (the drivers race to make it too),
+    then with the template the first race left."""
+    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache")}
     for attempt in range(2):
         db = tmp_path / f"race{attempt}" / "mlflow.db"
         go = tmp_path / f"go{attempt}"
-        procs = [subprocess.Popen([sys.executable, "-c", STORE_RACE, f"sqlite:///{db}", str(go), str(i)],
+        procs = [subprocess.Popen([sys.executable, "-c", STORE_RACE, f"sqlite:///{db}", str(go), str(i)], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
         time.sleep(3)  # every process waiting at the gate (or soon: the gate stays open)
         go.touch()

@@ -102,7 +102,8 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--seed", type=int, default=0, help="seed of the randomisation test's generator")
     p.add_argument("--resamples", type=int, default=10_000, help="randomisation test resamples")
     p.add_argument("--output", metavar="FILE", type=Path, help="write here instead of stdout")
-    p.add_argument("--plots", metavar="DIR", type=Path, help="also write one PNG per metric here")
+    p.add_argument("--plots", metavar="DIR", type=Path,
+                   help="also write one PNG per metric here (over several collections DIR/<collection>/<metric>.png)")
     p.set_defaults(func=run_table)
 
 
@@ -176,8 +177,13 @@ def run_table(args: argparse.Namespace) -> int:
         collections = {name: with_note(res, incomplete) for name, res in collections.items()}
     study = study_of(collections, options)
     if isinstance(study, CollectionsStudy):
-        _write(study.table(form=args.form, decimals=args.decimals, names=args.names).render(args.format),
-               args.output)
+        many = study.table(form=args.form, decimals=args.decimals, names=args.names)
+        _write(many.render(args.format), args.output)
+        if args.plots is not None:
+            from harness.present.plots import write_collection_plots
+
+            for path in write_collection_plots(many.analysis, args.plots):
+                print(f"wrote {path}", file=sys.stderr)
     else:
         table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
                             decimals=args.decimals, names=args.names)

@@ -7,20 +7,32 @@ the figures in MLflow and the exported ones are the same:
 - the study run: tables/collections-configs.{md,tex,csv,html} (rows = configurations) and
   tables/collections-seeds.{md,tex,csv,html} (Penha & Hauff 2020 Table 5's per-seed blocks), and
   report.html (the configs table and the per-seed tables on one page);
+- the study run also holds plots/<collection>/<metric>.png (harness.present.plots, what
+  `harness table --plots DIR` writes);
 - each config run (one per configuration and collection): <metric>_delta and <metric>_p (its
   collection's comparison, p adjusted over the whole table), combined_<metric>_delta,
   combined_<metric>_p (adjusted), combined_<metric>_i2, and as its description the one-line
   verdict on the study's objective metric on its collection and across the collections.
+
+A study with a confirmation phase (harness.driver._confirm), as on one collection
+(harness.driver._final_report): the tables, plots and report.html above are the confirmatory
+table's (the confirmation's runs only), and exploratory/tables/collections-*.{md,tex,csv,html} the
+exploratory one's (the runs that picked, over the whole table of their own), whose config runs get
+their verdicts too, prefixed "exploratory: ".
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from harness.study.spec import StudySpec
 from harness.tracking.conventions import TAG_NOTE
 from harness.tracking.records import StudyRecords
+
+if TYPE_CHECKING:
+    from harness.results.stored import StudyResults
+    from harness.stats.across import CollectionsAnalysis
 
 _FORMATS = {"md": "md", "latex": "tex", "csv": "csv", "html": "html"}
 
@@ -29,21 +41,67 @@ def report_collections(spec: StudySpec, records: StudyRecords, ids: set[str] | N
                        log: Callable[[str], None]) -> dict[str, Any]:
     """The report of a study over several collections (module docstring); returns per
     "config@collection" its logged metrics."""
-    from harness.analysis import CollectionsStudy
     from harness.present.collections_render import collections_page
-    from harness.present.collections_significance import CollectionsSignificanceTable
     from harness.results.mlflow_reader import read_experiment_collections
 
     collections = read_experiment_collections(spec.name, tracking_uri=records.store.uri, config_ids=ids)
-    analysis = CollectionsStudy(collections=collections).analyse()
+    if any(res.phase == "confirmatory" for res in collections.values()):
+        # The runs that picked: their table beside the confirmatory one, their verdicts on their runs.
+        exploratory = _analyse(read_experiment_collections(spec.name, tracking_uri=records.store.uri,
+                                                           config_ids=ids, phase="exploratory"))
+        records.study_artifacts({f"exploratory/{path}": text for path, text in _tables(exploratory).items()})
+        _config_reports(spec, records, exploratory, note="exploratory: ")
+    analysis = _analyse(collections)
+    texts = _tables(analysis)
+    texts["report.html"] = collections_page(spec.name, texts["tables/collections-configs.html"],
+                                            texts["tables/collections-seeds.html"])
+    records.study_artifacts(texts)
+    _log_plots(records, analysis)
+    out = _config_reports(spec, records, analysis)
+    log("\n" + texts["tables/collections-configs.md"].strip())
+    page = records.verdict_view(spec.metric)
+    records.end()
+    log(f"study {spec.name}: finished; the table over {len(analysis.collections)} collections logged to "
+        f"study run {records.study_run}")
+    log(f"each configuration's verdict: MLflow runs page {page} (`harness ui` prints its address)")
+    return out
+
+
+def _analyse(collections: Mapping[str, StudyResults]) -> CollectionsAnalysis:
+    from harness.analysis import CollectionsStudy
+
+    return CollectionsStudy(collections=collections).analyse()
+
+
+def _tables(analysis: CollectionsAnalysis) -> dict[str, str]:
+    """tables/collections-{configs,seeds}.{md,tex,csv,html} of ``analysis``."""
+    from harness.present.collections_significance import CollectionsSignificanceTable
+
     texts: dict[str, str] = {}
     for form in ("configs", "seeds"):
         table = CollectionsSignificanceTable.build(analysis, form)
         for fmt, ext in _FORMATS.items():
             texts[f"tables/collections-{form}.{ext}"] = table.render(fmt)
-    texts["report.html"] = collections_page(spec.name, texts["tables/collections-configs.html"],
-                                            texts["tables/collections-seeds.html"])
-    records.study_artifacts(texts)
+    return texts
+
+
+def _log_plots(records: StudyRecords, analysis: CollectionsAnalysis) -> None:
+    """plots/<collection>/<metric>.png onto the study run."""
+    import tempfile
+    from pathlib import Path
+
+    from harness.present.plots import write_collection_plots
+
+    with tempfile.TemporaryDirectory() as tmp:
+        pngs = write_collection_plots(analysis, tmp)
+        records.study_artifacts(files=[(png, f"plots/{png.parent.relative_to(Path(tmp)).as_posix()}")
+                                       for png in pngs])
+
+
+def _config_reports(spec: StudySpec, records: StudyRecords, analysis: CollectionsAnalysis,
+                    note: str = "") -> dict[str, Any]:
+    """Each config run's comparison, combined verdict and one-line verdict (``note`` before it);
+    returns per "config@collection" the logged metrics."""
     out: dict[str, Any] = {}
     metric = spec.metric if spec.metric in analysis.metrics else analysis.metrics[0]
     for name, a in analysis.analyses.items():
@@ -63,19 +121,13 @@ def report_collections(spec: StudySpec, records: StudyRecords, ids: set[str] | N
                     metrics[f"combined_{m}_delta"] = comb.result.estimate
                     metrics[f"combined_{m}_p"] = comb.p_adjusted
                     metrics[f"combined_{m}_i2"] = comb.result.i2
-            tags = {TAG_NOTE: _verdict(analysis, name, config, metric)}
+            tags = {TAG_NOTE: note + _verdict(analysis, name, config, metric)}
             if records.config_report(cid, metrics, tags):
                 out[f"{config}@{name}"] = metrics
-    log("\n" + texts["tables/collections-configs.md"].strip())
-    page = records.verdict_view(spec.metric)
-    records.end()
-    log(f"study {spec.name}: finished; the table over {len(analysis.collections)} collections logged to "
-        f"study run {records.study_run}")
-    log(f"each configuration's verdict: MLflow runs page {page} (`harness ui` prints its address)")
     return out
 
 
-def _verdict(analysis: Any, collection: str, config: str, metric: str) -> str:
+def _verdict(analysis: CollectionsAnalysis, collection: str, config: str, metric: str) -> str:
     """One line: the configuration on its collection and across the collections."""
     if config == analysis.baseline:
         return f"baseline on {collection}"

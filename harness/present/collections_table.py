@@ -153,7 +153,7 @@ def _grouped_table(analysis: CollectionsAnalysis, form: str, decimals: int, name
     inside = "mean \u00b1 SD over seeds" if form == "configs" else "mean over seeds [interval of the difference]"
     placement = (f"each collection's cells show {inside} with the marker of its comparison with the baseline; "
                  f"the {COMBINED} \u0394 columns the combined difference across the collections")
-    title = ", ".join(labels) + f" on {_enumerate(list(analysis.collections))}"
+    title = ", ".join(labels) + f" on {_enumerate(list(analysis.collections))}" + _phase(analysis)
     return CollectionsTable(form=form, title=title, corner="configuration", groups=groups,
                             columns=labels * (len(analysis.collections) + 1), rows=rows, decimals=decimals,
                             notes=_notes(analysis, placement), metrics=metrics,
@@ -189,7 +189,7 @@ def _seeds_table(analysis: CollectionsAnalysis, metric: str, decimals: int, name
     placement = ("per collection, a row per seed, AVG and SD; markers on the seed rows, their count on the "
                  "AVG row" if per_seed else "per collection, a row per seed, AVG and SD; markers on the AVG row")
     return CollectionsTable(form="seeds", title=f"{label_of(metric, names)} on "
-                            f"{_enumerate(list(analysis.collections))}", corner="seed", groups=(),
+                            f"{_enumerate(list(analysis.collections))}{_phase(analysis)}", corner="seed", groups=(),
                             columns=configs, rows=tuple(rows), decimals=decimals,
                             notes=_notes(analysis, placement + f"; the last row the {COMBINED} difference"),
                             metrics=(metric,), collections=analysis.collections)
@@ -225,7 +225,10 @@ def _units(analysis: CollectionsAnalysis) -> tuple[str, ...]:
 
 def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
     opts = analysis.options
-    remarks: list[str] = []
+    # The phase (confirmatory or exploratory) and a study that did not finish: one sentence for the
+    # table, said once where every collection says the same.
+    remarks: list[str] = list(dict.fromkeys(a.results.phase_note for a in analysis.analyses.values()
+                                            if a.results.phase_note))
     for name, a in analysis.analyses.items():
         remarks += [f"{name}: {r}" for r in a.remarks]
         if a.results.dropped:
@@ -246,6 +249,13 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
         correction_name=opts.correction, family=analysis.family, family_words=_FAMILY_WORDS[analysis.family],
         comparisons=analysis.comparisons, combined=combined, remarks=tuple(remarks),
         tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}", versions=library_versions())
+
+
+def _phase(analysis: CollectionsAnalysis) -> str:
+    """The title's phase in a study with a confirmation phase, " (confirmatory)", as on one
+    collection (harness.present.table); "" otherwise."""
+    phases = {a.results.phase for a in analysis.analyses.values()} - {""}
+    return f" ({', '.join(sorted(phases))})" if phases else ""
 
 
 def _enumerate(items: list[str]) -> str:

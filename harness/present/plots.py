@@ -2,23 +2,37 @@
 confidence interval over seeds (t-interval, the analysis' confidence level), the baseline mean as a
 dashed line, and the marker of each comparison above its configuration. PNG through matplotlib's
 Agg canvas, created per figure (no pyplot, no global backend state).
+
+A study over several collections gets the same figure per collection and metric
+(``write_collection_plots``): ``<directory>/<collection>/<metric>.png``, one folder per collection
+as `harness runs export` writes them, each figure titled with its collection and marked by the
+whole table's family (harness.stats.across).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import stats
 
-from harness.errors import HarnessError
+from harness.errors import DataError, HarnessError
 from harness.present.table import display_name
 from harness.stats.significance import Analysis
 
+if TYPE_CHECKING:
+    from harness.stats.across import CollectionsAnalysis
 
-def plot_metric(analysis: Analysis, metric: str, path: str | Path) -> Path:
-    """Draw ``metric`` for every configuration into the PNG ``path``."""
+# A collection name (a study file's, or any text in a long CSV's collection column) as a folder name.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._+=@#-]")
+
+
+def metric_figure(analysis: Analysis, metric: str, collection: str = "") -> Any:
+    """The matplotlib ``Figure`` of ``metric`` for every configuration (module docstring), on an
+    Agg canvas; ``collection`` names the collection in the title."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -49,18 +63,46 @@ def plot_metric(analysis: Analysis, metric: str, path: str | Path) -> Path:
     ax.set_xticks(range(len(configs)), list(configs), rotation=30 if len(configs) > 4 else 0, ha="right"
                   if len(configs) > 4 else "center")
     ax.set_ylabel(display_name(metric))
-    ax.set_title(f"{display_name(metric)}: {len(configs) - 1} configurations vs {res.baseline}, "
+    where = f" on {collection}" if collection else ""
+    ax.set_title(f"{display_name(metric)}{where}: {len(configs) - 1} configurations vs {res.baseline}, "
                  f"{len(res.seeds)} seeds ({analysis.test} test)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+def plot_metric(analysis: Analysis, metric: str, path: str | Path, collection: str = "") -> Path:
+    """Draw ``metric`` for every configuration into the PNG ``path``."""
     import io
 
     from harness.textfile import write_atomic
 
     png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=120)
+    metric_figure(analysis, metric, collection).savefig(png, format="png", dpi=120)
     return write_atomic(path, png.getvalue(), "plot")
 
 
 def write_plots(analysis: Analysis, directory: str | Path) -> list[Path]:
     """One PNG per analysed metric, ``<directory>/<metric>.png``."""
     return [plot_metric(analysis, m, Path(directory) / f"{m}.png") for m in analysis.metrics]
+
+
+def collection_folders(collections: tuple[str, ...]) -> dict[str, str]:
+    """Each collection's folder name (unsafe characters as ``_``); two collections whose names
+    would share a folder are refused, naming both."""
+    folders: dict[str, str] = {}
+    for name in collections:
+        folder = _UNSAFE.sub("_", name) or "_"
+        clash = next((c for c, f in folders.items() if f == folder), None)
+        if clash is not None:
+            raise DataError(f"collections {clash!r} and {name!r} would share the plot folder {folder!r}; "
+                            "rename one")
+        folders[name] = folder
+    return folders
+
+
+def write_collection_plots(analysis: CollectionsAnalysis, directory: str | Path) -> list[Path]:
+    """One PNG per collection and analysed metric, ``<directory>/<collection>/<metric>.png``
+    (module docstring), in the table's order: collection by collection."""
+    folders = collection_folders(analysis.collections)
+    return [plot_metric(a, m, Path(directory) / folders[name] / f"{m}.png", collection=name)
+            for name, a in analysis.analyses.items() for m in a.metrics]

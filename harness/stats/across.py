@@ -51,7 +51,7 @@ from harness.stats.corrections import MAXT, adjust
 from harness.stats.crossed import CrossedResult
 from harness.stats.identical import identical_groups
 from harness.stats.paired import BETTER, WORSE, paired_test
-from harness.stats.significance import PAIRINGS, Analysis, AnalysisOptions, Comparison, analyse
+from harness.stats.significance import PAIRINGS, UNTESTED, Analysis, AnalysisOptions, Comparison, analyse
 
 FAMILIES = ("table", "metric", "collection")
 DEFAULT_FAMILY = "table"
@@ -176,6 +176,12 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
                         + ", ".join(f"{n}: {t}" for n, t in tests.items())
                         + "); name one with --test that every collection supports")
     test = tests[names[0]]
+    if test == UNTESTED:
+        # One seed: no collection's comparison is tested (one collection's table says why), and a
+        # combined verdict would rest on query-level tests alone.
+        raise DataError(f"a table over several collections needs 2 or more seeds per collection; these "
+                        f"results have one ({collections[names[0]].seeds[0]}): add seeds, or tabulate "
+                        "one collection at a time")
     metrics = analyses[names[0]].metrics
     for n, a in analyses.items():
         if set(a.metrics) != set(metrics):

@@ -143,6 +143,8 @@ def create_sqlite_store(uri: str, db: Path) -> None:
     with fh:
         fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
         check_sqlite_store(db, may_create=True)  # under the lock: never a half-made store
+        if not db.exists() or db.stat().st_size == 0:
+            _copy_empty_store(uri, db)
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
         from sqlalchemy.exc import SQLAlchemyError
@@ -152,6 +154,61 @@ def create_sqlite_store(uri: str, db: Path) -> None:
         except (MlflowException, SQLAlchemyError) as exc:
             raise HarnessError(f"tracking URI {redact_uri(uri)}: cannot open the store: "
                                f"{str(exc).splitlines()[0][:300]}") from None
+
+
+def _empty_store_template() -> Path | None:
+    """A new, empty MLflow store for the installed MLflow, made once per version in the harness's
+    cache (``$HARNESS_CACHE``, else ``~/.cache/harness``: the data cache's folder) and kept there:
+    making a store's tables runs every one of MLflow's schema migrations, seconds that each new
+    study would otherwise pay. None where the cache cannot be written (MLflow then makes the tables
+    itself)."""
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    folder = Path(os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "harness").expanduser() / "mlflow"
+    template = folder / f"empty-store-mlflow-{mlflow.__version__}.db"
+    if template.is_file():
+        return template
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".empty-store-", suffix=".db")
+        os.close(fd)
+        os.unlink(tmp)  # MLflow makes the file (an empty one it would refuse as no database)
+        try:
+            MlflowClient(tracking_uri=f"sqlite:///{tmp}").search_experiments(max_results=1)
+            os.replace(tmp, template)  # whole or not at all: drivers making it at once each rename theirs
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    except Exception:  # noqa: BLE001 (any failure: the store is made the slow way, as before)
+        return None
+    return template
+
+
+def _copy_empty_store(uri: str, db: Path) -> None:
+    """Make the new store ``db`` a copy of the empty template (``_empty_store_template``), its
+    Default experiment's artifacts beside the store (``artifact_root_for``) and dated now; replaced
+    whole (no reader sees a half-copied file). Nothing happens without a template."""
+    import shutil
+    import sqlite3
+    import time
+
+    template = _empty_store_template()
+    if template is None:
+        return
+    tmp = db.with_name(f".{db.name}.{os.getpid()}.new")
+    try:
+        shutil.copyfile(template, tmp)
+        con = sqlite3.connect(tmp)
+        try:
+            now = int(time.time() * 1000)
+            con.execute("UPDATE experiments SET artifact_location = ?, creation_time = ?, last_update_time = ? "
+                        "WHERE experiment_id = 0", (f"{artifact_root_for(uri)}/0", now, now))
+            con.commit()
+        finally:
+            con.close()
+        os.replace(tmp, db)
+    except (OSError, sqlite3.Error):
+        tmp.unlink(missing_ok=True)  # MLflow makes the tables itself
 
 
 class TrackingStore:

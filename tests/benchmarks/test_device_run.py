@@ -21,6 +21,7 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
 
 
+@pytest.mark.slow
 def test_the_plan_fits_the_budget_in_the_goals_order():
     import device
 
@@ -40,6 +41,7 @@ def test_the_plan_fits_the_budget_in_the_goals_order():
     assert {r.model for r in small} == {"tiny", "packaged"} and {r.length for r in small} == {32, 64}
 
 
+@pytest.mark.slow
 def test_a_budget_too_small_for_a_row_plans_none_and_stretches_all():
     import device
 
@@ -48,6 +50,7 @@ def test_a_budget_too_small_for_a_row_plans_none_and_stretches_all():
     assert planned == [] and stretch == rows
 
 
+@pytest.mark.slow
 def test_the_benchmark_reads_the_loss_back_as_often_as_a_study():
     import peers
 
@@ -57,6 +60,7 @@ def test_the_benchmark_reads_the_loss_back_as_often_as_a_study():
     assert peers.LOG_EVERY > 1
 
 
+@pytest.mark.slow
 def test_blocked_packages_fail_to_import_as_if_absent():
     code = ("import staged; staged.block_imports()\n"
             "try:\n    import mlflow\nexcept ImportError as e:\n    print('blocked', e)\n")

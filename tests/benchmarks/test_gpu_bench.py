@@ -29,6 +29,7 @@ def test_help_names_the_peers_and_the_smoke_option():
     assert "--smoke" in out.stdout and "CrossEncoderTrainer" in out.stdout and "group_by_length" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
 def test_refuses_to_time_on_a_cpu_in_one_line():
     out = _run("--device", "cpu", "--out", "/nonexistent/gpu")
@@ -67,6 +68,7 @@ def test_smoke_run_writes_results_that_say_it_is_a_smoke_run(tmp_path):
     assert "has not run" in (tmp_path / "gpu.md").read_text()
 
 
+@pytest.mark.slow
 def test_the_time_budget_stops_what_runs_at_it_and_skips_the_rest(tmp_path):
     """``--budget-s``: one job ends in time, the next is still running at the deadline (stopped),
     the last one's turn comes after it (skipped, though started ahead); each gets its result."""

@@ -184,7 +184,7 @@ def _uninterrupted(root: Path, name: str) -> dict[str, dict[str, float]]:
     return out
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_killed_worker_node_resumes_its_trial_on_the_other_node(cluster, tmp_path):
     address, nodes = cluster
     # Once both trials have a checkpoint and neither has ended, worker 1 dies.

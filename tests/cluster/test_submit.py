@@ -45,6 +45,7 @@ def _metrics(run: dict[str, Any]) -> dict[str, float]:
 
 # -- bad input: nothing is submitted -------------------------------------------------------------
 
+@pytest.mark.heavy
 def test_invalid_study_is_refused_before_anything_is_submitted(ray_head: RayHead, cluster_root: Path) -> None:
     bad = cluster_root / "bad-study.yaml"
     bad.write_text(QUICKSTART.read_text().replace("curriculum.pacing: root_n", "curriculum.pacing: root_nn"))
@@ -58,6 +59,7 @@ def test_invalid_study_is_refused_before_anything_is_submitted(ray_head: RayHead
     assert job_ids(ray_head) == before
 
 
+@pytest.mark.heavy
 def test_rejected_and_missing_token(ray_head: RayHead, cluster_root: Path) -> None:
     before = job_ids(ray_head)
     wrong = write_env_file(cluster_root / "wrong.env", RAY_AUTH_TOKEN="not-the-cluster-token")
@@ -82,6 +84,7 @@ def test_unreachable_address(cluster_root: Path) -> None:
     assert "is not reachable" in line
 
 
+@pytest.mark.heavy
 def test_unreachable_tracking_server_is_caught_before_submission(ray_head: RayHead, cluster_root: Path) -> None:
     env_file = write_env_file(cluster_root / "ok2.env", RAY_AUTH_TOKEN=ray_head.token)
     before = job_ids(ray_head)
@@ -93,6 +96,7 @@ def test_unreachable_tracking_server_is_caught_before_submission(ray_head: RayHe
 
 # -- the quickstart study as a Ray Job -----------------------------------------------------------
 
+@pytest.mark.heavy
 def test_quickstart_smoke_job_succeeds_and_its_runs_are_on_the_mlflow_server(smoke_job: SmokeJob) -> None:
     result = smoke_job.result
     assert result.returncode == 0, explain(result)
@@ -120,6 +124,7 @@ def test_quickstart_smoke_job_succeeds_and_its_runs_are_on_the_mlflow_server(smo
     assert params["model.name"] == "tiny" and params["train.steps"] == "6"
 
 
+@pytest.mark.heavy
 def test_artifacts_go_through_the_tracking_server(smoke_job: SmokeJob, mlflow_server: Any) -> None:
     assert smoke_job.result.returncode == 0, explain(smoke_job.result)
     trial = next(r for r in smoke_job.runs if _tags(r).get("harness.kind") == "trial")
@@ -129,6 +134,7 @@ def test_artifacts_go_through_the_tracking_server(smoke_job: SmokeJob, mlflow_se
     assert list((mlflow_server.root / "artifacts").rglob("test.csv"))
 
 
+@pytest.mark.heavy
 def test_secrets_never_reach_output_params_or_artifacts(smoke_job: SmokeJob, ray_head: RayHead,
                                                         mlflow_server: Any) -> None:
     result = smoke_job.result
@@ -147,6 +153,7 @@ def test_secrets_never_reach_output_params_or_artifacts(smoke_job: SmokeJob, ray
             assert ray_head.token.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.heavy
 def test_jobs_stop_and_unknown_job(ray_head: RayHead, smoke_job: SmokeJob) -> None:
     env_file = str(smoke_job.env_file)
     result = harness("jobs", "stop", smoke_job.job_id, "--address", ray_head.address, "--env-file", env_file)

@@ -113,6 +113,7 @@ def open_runs_table(page: Any, url: str, experiment_id: str, study: str, configs
     page.locator("[col-id='metrics.`map_p`']").first.wait_for(timeout=10_000)
 
 
+@pytest.mark.heavy
 def test_config_runs_nested_under_the_study_run_with_p_values(runs_page: Any, smoke_job: SmokeJob,
                                                                shots: Path) -> None:
     page = runs_page
@@ -136,6 +137,7 @@ def test_config_runs_nested_under_the_study_run_with_p_values(runs_page: Any, sm
         assert _cell(page, name, "tags.`harness.marker.map`") == _tags(run)["harness.marker.map"]
 
 
+@pytest.mark.heavy
 def test_compare_view_of_two_config_runs(runs_page: Any, smoke_job: SmokeJob, shots: Path) -> None:
     page = runs_page
     configs = [r for r in smoke_job.runs if _tags(r).get("harness.kind") == "config"]

@@ -36,6 +36,7 @@ def test_vectorised_over_difficulties_and_steps() -> None:
     np.testing.assert_allclose(w, [[0.0, 0.5, 1.0], [0.5, 0.75, 1.0]])
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(d=st.floats(0, 1), a=st.integers(0, 10_000), b=st.integers(0, 10_000),
        m=st.one_of(st.integers(0, 5000), st.just(math.inf)), anti=st.booleans())

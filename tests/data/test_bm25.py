@@ -32,6 +32,7 @@ def test_tokenize_lowercases_word_runs() -> None:
     assert tokenize("  ...  ") == []
 
 
+@pytest.mark.slow
 def test_scores_exactly_equal_rank_bm25(sample: tuple[list[list[str]], list[list[str]]]) -> None:
     docs, queries = sample
     assert len(docs) >= 300
@@ -63,6 +64,7 @@ def test_rows_over_many_blocks_exactly_equal_rank_bm25(
         assert index.scores(query, out) is out and np.array_equal(out, reference.get_scores(query))
 
 
+@pytest.mark.slow
 def test_sampled_row_is_the_row_and_its_strided_hits(
         sample: tuple[list[list[str]], list[list[str]]], monkeypatch: pytest.MonkeyPatch) -> None:
     """``span_row_sampled`` (the response sampler's row) writes the same row as ``span_row`` and

@@ -44,6 +44,7 @@ def test_merge_utterances_joins_consecutive_messages_of_one_sender() -> None:
     assert merge_utterances(groups) == ("hi there how are you", "fine thanks")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["small_splits", "small_context"])
 def test_candidates_positive_first_negatives_from_other_conversations(
         fixture: str, request: pytest.FixtureRequest) -> None:
@@ -63,6 +64,7 @@ def test_candidates_positive_first_negatives_from_other_conversations(
         assert len(set(texts)) == len(texts) and all(texts)
 
 
+@pytest.mark.slow
 def test_context_protocol_reproduces_the_candidates_built_before_protocols(
         small_context: Splits) -> None:
     # sha256 of the 12-conversation build of the bm25 sampler before data.protocol existed
@@ -73,6 +75,7 @@ def test_context_protocol_reproduces_the_candidates_built_before_protocols(
         "7d03d9fb4e9f3e4156fcff057459e3d803586e656787235146f3ab4120a100ee")
 
 
+@pytest.mark.slow
 def test_negatives_are_the_true_bm25_top_hits(small_context: Splits, chitchat_path: Path) -> None:
     convs = read_conversations(chitchat_path)
     texts = [u for c in convs for u in c.utterances]
@@ -144,6 +147,7 @@ def test_usable_hits_match_a_full_sort_with_ties() -> None:
         assert neg._usable_hits(row, neg.Texts(keys), banned, want, exclude).tolist() == expected
 
 
+@pytest.mark.slow
 def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path, small_splits: Splits,
                                                         one_worker_build: Splits,
                                                         indexed: tuple[Corpus, Bm25]) -> None:
@@ -156,6 +160,7 @@ def test_build_is_deterministic_and_seed_changes_split(chitchat_path: Path, smal
     assert groups[0] != groups[1]
 
 
+@pytest.mark.slow
 def test_splits_share_no_conversation(small_splits: Splits) -> None:
     groups = {name: {q.group for q in small_splits.split(name)} for name in ("train", "dev", "test")}
     assert all(groups.values())
@@ -210,6 +215,7 @@ def one_worker_build(chitchat_path: Path, indexed: tuple[Corpus, Bm25]) -> Split
                         fingerprint="small", workers=1, corpus=corpus, bm25=bm25)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fork", [True, False], ids=["forked-processes", "threads"])
 def test_two_workers_build_what_one_builds(one_worker_build: Splits, chitchat_path: Path,
                                            indexed: tuple[Corpus, Bm25],
@@ -223,6 +229,7 @@ def test_two_workers_build_what_one_builds(one_worker_build: Splits, chitchat_pa
     assert two == one_worker_build
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [1000, 3])
 def test_response_chunks_sample_what_sample_one_samples(indexed: tuple[Corpus, Bm25], wordy_chitchat: Path,
                                                         depth: int) -> None:

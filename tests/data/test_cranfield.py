@@ -88,6 +88,7 @@ def test_candidates_are_rank_bm25s_top_documents(splits, irds) -> None:  # type:
         assert [c.score for c in q.candidates] == [scores[i] for i in ranked], q.qid
 
 
+@pytest.mark.slow
 def test_split_rule_depth_and_fingerprint(splits) -> None:  # type: ignore[no-untyped-def]
     again = load_splits(DataConfig(source="cranfield", depth=30))
     assert again.fingerprint == splits.fingerprint
@@ -105,6 +106,7 @@ def test_its_candidates_come_with_it() -> None:
         TrialConfig.from_flat({"data.source": "cranfield", "train.sampler": "bm25"})
 
 
+@pytest.mark.slow
 def test_the_collections_demo_validates_with_both_plans(capsys: pytest.CaptureFixture[str]) -> None:
     # Every shipped study validates in tests/study/test_spec.py; this one's plan must show Cranfield's
     # split as docs/data.md gives it (the dev split capped at 12 by the study).

@@ -38,7 +38,8 @@ def test_fingerprint_covers_build_fields_version_and_source(monkeypatch: pytest.
     for key, value in changes.items():
         changed = dataclasses.replace(base, **{key: value})
         assert cache.fingerprint(cache.build_fields(changed), ["abc"]) != fp, key
-    same = dataclasses.replace(base, max_train_queries=5, cache_dir="/elsewhere")
+    # Neither a cap, the cache folder nor a collection's name (a study over several) is a build input.
+    same = dataclasses.replace(base, max_train_queries=5, cache_dir="/elsewhere", collection="talk-a")
     assert cache.fingerprint(cache.build_fields(same), ["abc"]) == fp
     context = dataclasses.replace(base, protocol="context")  # the one protocol that reads no depth
     assert cache.build_fields(dataclasses.replace(context, depth=10)) == cache.build_fields(context)
@@ -171,6 +172,11 @@ def test_load_splits_builds_once_then_reads_the_cache(tmp_path: Path, tiny_chitc
     assert second == first and any(m.startswith("loaded the data set") for m in messages)
     assert second.evaluation == first.evaluation
     assert cache.cache_file(cfg, first.fingerprint).is_file()
+    # A collection named in a study over several collections loads the same file: no second build.
+    messages.clear()
+    named = load_splits(dataclasses.replace(cfg, collection="talk-a"), progress=messages.append)
+    assert named == first and any(m.startswith("loaded the data set") for m in messages)
+    assert [p.name for p in (tmp_path / "c" / "data").iterdir()] == [cache.cache_file(cfg, first.fingerprint).name]
     capped = load_splits(dataclasses.replace(cfg, max_test_queries=1))
     assert len(capped.test) == 1 and capped.train == first.train
 
@@ -187,6 +193,7 @@ PINNED = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PINNED))
 def test_a_build_writes_the_bytes_that_encoding_its_queries_writes(name: str, tmp_path: Path) -> None:
     """The build packs its cache columns from corpus positions (``cache.pack``): the file holds

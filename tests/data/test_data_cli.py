@@ -9,6 +9,7 @@ import pytest
 from harness.cli import main
 
 
+@pytest.mark.slow
 def test_build_then_stats_on_a_subset(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     opts = ["--conversations", "6", "--negatives", "4", "--cache-dir", str(tmp_path)]
     assert main(["data", "build", *opts]) == 0

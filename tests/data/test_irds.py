@@ -121,6 +121,7 @@ def test_unknown_id_is_one_line_naming_close_ids(capsys: pytest.CaptureFixture[s
         check_data(DataConfig(source="irds", irds_id="msmarco-pasage/dev/small"))
 
 
+@pytest.mark.slow
 def test_a_set_that_needs_a_download_says_so_in_one_line(tmp_path: Path) -> None:
     """A real id with an empty ir_datasets home: its files are not here, and every connection is
     refused (proxies pointed at a closed local port), whatever network this machine has."""

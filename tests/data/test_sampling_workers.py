@@ -74,6 +74,7 @@ print(json.dumps({"started": started, "again": again, "after": len(negatives._CO
 """
 
 
+@pytest.mark.slow
 def test_kernels_compile_in_the_background_into_the_cache_that_warm_then_loads(tmp_path) -> None:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     out = subprocess.run([sys.executable, "-c", PREWARM], env=env, capture_output=True, text=True,

@@ -15,6 +15,7 @@ MODULES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name: str) -> None:
     module = importlib.import_module(name)

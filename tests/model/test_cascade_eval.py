@@ -57,6 +57,7 @@ def trained() -> Trained:
     return Trained(trainer, data, splits, before, after, mats)
 
 
+@pytest.mark.slow
 def test_training_a_cascade_improves_every_exit(trained: Trained) -> None:
     assert set(trained.before) == set(trained.after) == {2, 3, 4}
     for layer in (2, 3, 4):
@@ -69,6 +70,7 @@ def test_trainer_dev_map_is_the_final_exit(trained: Trained) -> None:
     assert final_dev == pytest.approx(trained.after[4], abs=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("alpha", [(0.0,), (0.3,), (0.5, 0.25, 0.0)])
 def test_offline_replay_equals_live_cascade(trained: Trained, alpha: tuple[float, ...]) -> None:
     model, data = trained.trainer.model, trained.data
@@ -87,6 +89,7 @@ def test_offline_replay_equals_live_cascade(trained: Trained, alpha: tuple[float
         assert offline.relative_cost == 1.0
 
 
+@pytest.mark.slow
 def test_sweep_over_the_figure2_grid(trained: Trained) -> None:
     model, dev = trained.trainer.model, trained.splits.dev
     grid = alpha_grid(len(model.exits), (0.1, 0.3, 0.5))

@@ -81,6 +81,7 @@ def test_each_collection_is_validated_alone_and_named(tmp_path: Path) -> None:
         read_long_collections(path)
 
 
+@pytest.mark.slow
 def test_the_whole_table_is_one_holm_family_equal_to_statsmodels() -> None:
     cols = _collections()
     analysis = analyse_collections(cols)
@@ -94,6 +95,7 @@ def test_the_whole_table_is_one_holm_family_equal_to_statsmodels() -> None:
     assert {c.family_size for _, c in comps} | {c.family_size for c in analysis.combined} == {18}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family, sizes", [("metric", {9}), ("collection", {6})])
 def test_the_other_families(family: str, sizes: set[int]) -> None:
     analysis = analyse_collections(_collections(), family=family)
@@ -119,6 +121,14 @@ def test_the_combined_verdict_is_the_hksj_combination_of_the_collections() -> No
         assert comb.result.p_value == pytest.approx(stats.ttest_1samp(y, 0.0).pvalue)
     weighted = analyse_collections(cols, weighting="inverse-variance")
     assert weighted.get_combined("better", "map").result.weighting == "inverse-variance"
+
+
+def test_one_seed_over_collections_is_refused_in_one_line(tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    one = {name: StudyResults.build(synthetic_records(queries=10, seeds=(1,)), source=name) for name in ("a", "b")}
+    with pytest.raises(DataError, match=r"needs 2 or more seeds per collection; these results have one \(1\)"):
+        analyse_collections(one)
+    rc, out, err = run_cli("table", "--from", str(_write(tmp_path / "r.csv", one)))
+    assert rc != 0 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 def test_maxt_and_mismatched_baselines_are_refused() -> None:
@@ -154,6 +164,7 @@ def _null_table_rejections(k: int, candidates: int, metrics: int, studies: int, 
     return float(np.mean([(adjust(correction, row) < 0.05).any() for row in p]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 3])
 def test_family_wise_error_of_the_whole_table(k: int) -> None:
     """docs/statistics.md ("Across collections"): Holm over the whole table keeps the chance of any
@@ -216,6 +227,7 @@ def test_the_latex_compiles_as_one_float(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-2000:]
 
 
+@pytest.mark.slow
 def test_the_command_and_compare_accept_the_collection_column(
         run_cli: Callable[..., tuple[int, str, str]], tmp_path: Path) -> None:
     path = _write(tmp_path / "r.csv", _collections())
@@ -232,6 +244,7 @@ def test_the_command_and_compare_accept_the_collection_column(
     assert rc == 0 and "family: each metric's comparisons over all collections" in out
 
 
+@pytest.mark.slow
 def test_the_table_object_holds_what_it_prints(tmp_path: Path) -> None:
     """CollectionsStudy.table() is data: a row per collection, configuration and metric whose mean
     and SD are the seeds' (computed here from the CSV with pandas), whose markers are the printed
@@ -281,6 +294,7 @@ def test_a_one_collection_file_gives_the_table_of_today(run_cli: Callable[..., t
 CHROMIUM = Path("/usr/bin/chromium")
 
 
+@pytest.mark.slow
 def test_the_table_and_report_page_in_chromium(tmp_path: Path) -> None:
     """The study's report page (the whole table, then the per-seed blocks) opened from a file in
     headless Chromium: no console error, the column groups span their metrics, every body row has a

@@ -47,6 +47,7 @@ def _render(run_cli: Callable[..., tuple[int, str, str]], *argv: str) -> str:
     return out.replace(library_versions(), "@VERSIONS@")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name: str, run_cli: Callable[..., tuple[int, str, str]],
                 monkeypatch: pytest.MonkeyPatch) -> None:

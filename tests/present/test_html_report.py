@@ -63,6 +63,7 @@ def _record(results: StudyResults, **extra) -> StudyRecord:
     return StudyRecord(metric="map", curves=curves, tested=tested, **extra)
 
 
+@pytest.mark.slow
 def test_forest_rows_are_the_tests_differences_and_intervals(results):
     """Under the across-seeds test each row is the paired t-test over the per-seed means: its mean
     difference and 95% interval are scipy's ttest_rel ones."""
@@ -79,6 +80,7 @@ def test_forest_rows_are_the_tests_differences_and_intervals(results):
         assert (marker != "") == (p < 0.05)
 
 
+@pytest.mark.slow
 def test_forest_rows_under_the_crossed_test_are_the_tables_figures(report):
     """The default (crossed) test: the rows carry what the config runs get (map_delta, map_ci_*)."""
     for config, diff, low, high, _ in forest_rows(report.analysis, "mrr"):
@@ -96,6 +98,7 @@ def test_curve_bands_over_seeds_with_different_steps():
     assert low == pytest.approx([0.1, 0.2, 0.5]) and high == pytest.approx([0.3, 0.4, 0.7])
 
 
+@pytest.mark.slow
 def test_power_curve_is_the_noncentral_t_mde_at_each_seed_count(report):
     """Each point: the crossed test's MDE (harness.stats.power.mde) at the table's corrected level,
     Holm's first step over the analysis's family; above Satterthwaite's noncentral-t figure at the
@@ -122,6 +125,7 @@ def test_power_curve_is_the_noncentral_t_mde_at_each_seed_count(report):
     assert own_mde(power, "better", "map") == curve[power.seeds]  # the dot lies on its curve
 
 
+@pytest.mark.slow
 def test_decisions_say_what_was_decided(results, report):
     import dataclasses
 
@@ -141,6 +145,7 @@ def test_decisions_say_what_was_decided(results, report):
     assert said[3] == "Seed schedule: better: settled: better at round 2 (6 seeds) (3 seeds tested)."
 
 
+@pytest.mark.slow
 def test_the_page_is_self_contained(results, report):
     page = report_html(report, _record(results), title="demo <study>")
     assert page.startswith("<!DOCTYPE html>") and "<title>demo &lt;study&gt;: study report</title>" in page
@@ -182,6 +187,7 @@ def browser():
         b.close()
 
 
+@pytest.mark.slow
 def test_the_page_in_chromium(results, report, browser, tmp_path):
     """Opened from a file: no console message of level error or warning, no uncaught exception, no
     request but the page itself and its data: images, every figure decoded at its size, the table and

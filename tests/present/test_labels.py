@@ -28,6 +28,7 @@ def test_a_config_label_is_parsed_and_checked(tmp_path: Path) -> None:
         load_spec(path)
 
 
+@pytest.mark.slow
 def test_the_label_tag_names_the_configuration_in_every_renderer(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 

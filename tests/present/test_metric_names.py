@@ -52,6 +52,7 @@ def test_name_conversions() -> None:
     assert evaluate(qrels, run, ["AP", "RR@10"]).per_query == evaluate(qrels, run, ["map", "mrr_10"]).per_query
 
 
+@pytest.mark.slow
 def test_table_names_and_csv_columns(tmp_path: Path, run_cli: Cli) -> None:
     src = write_long_csv(tmp_path / "r.csv", synthetic_records(metrics=("map", "mrr_10")))
     rc, out, err = run_cli("table", "--from", str(src), "--form", "configs", "--names", "ir-measures",
@@ -70,6 +71,7 @@ def test_table_names_and_csv_columns(tmp_path: Path, run_cli: Cli) -> None:
         ("MAP", "map", "AP"), ("MRR@10", "mrr_10", "RR@10")}
 
 
+@pytest.mark.slow
 def test_long_csv_with_ir_measures_names(tmp_path: Path, run_cli: Cli) -> None:
     records = synthetic_records(metrics=("map", "mrr_10"))
     by_key = write_long_csv(tmp_path / "keys.csv", records)

@@ -27,6 +27,7 @@ def _error(run_cli: Cli, *argv: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_cli_prints_components_and_a_seed_table(tmp_path: Path, run_cli: Cli) -> None:
     src = write_long_csv(tmp_path / "r.csv", synthetic_records())
     rc, out, err = run_cli("power", "--from", str(src), "--metric", "map", "--effect", "0.01")
@@ -51,6 +52,7 @@ def test_cli_prints_components_and_a_seed_table(tmp_path: Path, run_cli: Cli) ->
     assert out_file.read_text().startswith("**Power: ")
 
 
+@pytest.mark.slow
 def test_cli_says_when_an_effect_needs_more_queries(tmp_path: Path, run_cli: Cli) -> None:
     """A query component that alone exceeds the effect: no seed count reaches it."""
     g = np.random.default_rng(4)
@@ -68,6 +70,7 @@ def _records(matrices: dict[str, np.ndarray], metric: str = "map") -> list[RunRe
             for c, m in matrices.items() for s, row in enumerate(m)]
 
 
+@pytest.mark.slow
 def test_cli_says_which_components_were_clamped(tmp_path: Path, run_cli: Cli) -> None:
     g = np.random.default_rng(5)
     base = g.uniform(0.2, 0.8, (3, 20))
@@ -83,6 +86,7 @@ def test_cli_says_which_components_were_clamped(tmp_path: Path, run_cli: Cli) ->
         "component for new on MAP" in out
 
 
+@pytest.mark.slow
 def test_cli_errors(tmp_path: Path, run_cli: Cli) -> None:
     records = synthetic_records()
     one = write_long_csv(tmp_path / "one.csv", synthetic_records(seeds=(1,)))

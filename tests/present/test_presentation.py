@@ -57,6 +57,7 @@ def results() -> StudyResults:
                               baseline="baseline")
 
 
+@pytest.mark.slow
 def test_identical_metrics_are_found_from_the_data_and_counted_once(results: StudyResults) -> None:
     merged = analyse(results, AnalysisOptions(family="all"))
     assert merged.metrics == ("map", "p_1", "ndcg_10")
@@ -70,6 +71,7 @@ def test_identical_metrics_are_found_from_the_data_and_counted_once(results: Stu
     assert merged.get("curriculum", "map").result.p_value == every.get("curriculum", "mrr").result.p_value
 
 
+@pytest.mark.slow
 def test_identical_metrics_are_shown_once_with_a_note(results: StudyResults) -> None:
     analysis = StudyAnalysis(results=results, options=TableOptions())
     md = analysis.table(form="configs").to_markdown()
@@ -87,6 +89,7 @@ def test_identical_metrics_are_shown_once_with_a_note(results: StudyResults) -> 
     assert outcome.markers["rprec"] == outcome.markers["p_1"]
 
 
+@pytest.mark.slow
 def test_the_report_counts_distinct_comparisons(results: StudyResults) -> None:
     page = report_html(study_report(results, formats=("html",)))
     decided = re.search(r"<li>(\d+) of (\d+) comparisons significant", page)
@@ -94,6 +97,7 @@ def test_the_report_counts_distinct_comparisons(results: StudyResults) -> None:
     assert "MAP = MRR = MRR@10; P@1 = R-Prec here" in page
 
 
+@pytest.mark.slow
 def test_a_baseline_named_baseline_is_never_the_baseline_baseline(results: StudyResults) -> None:
     analysis = StudyAnalysis(results=results, options=TableOptions())
     texts = {fmt: analysis.table().render(fmt) for fmt in ("md", "latex", "csv", "html")}
@@ -107,6 +111,7 @@ def test_a_baseline_named_baseline_is_never_the_baseline_baseline(results: Study
     assert "against the baseline" in texts["md"] and "Holm correction" in texts["report"]
 
 
+@pytest.mark.slow
 def test_power_dots_lie_on_their_curves_and_the_rule_is_stated(results: StudyResults) -> None:
     report = study_report(results, formats=("html",))
     power = report.power
@@ -117,6 +122,7 @@ def test_power_dots_lie_on_their_curves_and_the_rule_is_stated(results: StudyRes
     assert "dots: this study&#x27;s 3 seeds (as in power/power.md)" in report_html(report)
 
 
+@pytest.mark.slow
 def test_a_degenerate_comparison_is_not_estimable_in_words() -> None:
     """A configuration that scores as the baseline in every run: no variance, so no MDE; never
     "MDE 0.0000" or "df nan"."""

@@ -69,6 +69,7 @@ def test_default_test_and_power(records: list[RunRecord]) -> None:
     assert "generalized p-value" in report.tables["tables/seeds.md"]
 
 
+@pytest.mark.slow
 def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
     one = [RunRecord(config=c, seed="1", per_query={"map": {f"q{i}": (i + k) / 20 for i in range(8)}})
            for k, c in enumerate(("a", "b"))]
@@ -89,6 +90,7 @@ def test_single_seed_and_per_seed(records: list[RunRecord]) -> None:
         study_report(StudyResults.build(one), formats=("pdf",))
 
 
+@pytest.mark.slow
 def test_plots(records: list[RunRecord], tmp_path: Path) -> None:
     report = study_report(StudyResults.build(records), formats=("md",))
     paths = write_plots(report.analysis, tmp_path / "plots")
@@ -104,6 +106,7 @@ VERDICT = re.compile(r"(?P<decided>[^:]+): (?P<name>\S+) (?P<delta>[+-]\d\.\d{3}
                      r"over (?P<m>\d+)")
 
 
+@pytest.mark.slow
 def test_verdict_lines_say_what_the_tables_say(records: list[RunRecord]) -> None:
     """Each config run's description: the objective's difference, interval, adjusted p, test,
     correction and family size, and the marker; the values re-derived from the per-query data."""

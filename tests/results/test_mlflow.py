@@ -66,6 +66,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list]:
     return uri, _write_study(uri)
 
 
+@pytest.mark.slow
 def test_table_from_experiment(store: tuple[str, list], run_cli: Callable[..., tuple[int, str, str]]) -> None:
     uri, records = store
     rc, out, err = run_cli("table", "--experiment", STUDY, "--tracking-uri", uri, "--format", "csv",
@@ -90,6 +91,7 @@ def test_table_from_experiment(store: tuple[str, list], run_cli: Callable[..., t
     assert float(cells[("AVG", NAMES["worse"])]["p_value"]) == pytest.approx(ref.p_value, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_report_from_experiment(store: tuple[str, list]) -> None:
     uri, _ = store
     results = read_experiment(STUDY, tracking_uri=uri)
@@ -104,6 +106,7 @@ def test_report_from_experiment(store: tuple[str, list]) -> None:
     assert "map_delta" not in report.outcomes[NAMES["base"]].metrics
 
 
+@pytest.mark.slow
 def test_power_from_experiment(store: tuple[str, list], run_cli: Callable[..., tuple[int, str, str]]) -> None:
     """`harness power --experiment` reads the store as `harness table` does; its components are those
     of the records written."""
@@ -127,6 +130,7 @@ def test_power_from_experiment(store: tuple[str, list], run_cli: Callable[..., t
     assert rc == 2 and "unknown MLflow experiment 'nope'" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_reader_keeps_only_the_named_configurations(store: tuple[str, list]) -> None:
     """A study file edited between runs: its report reads only the configurations it names now."""
     uri, _ = store

@@ -128,6 +128,7 @@ def test_export_reproduces_mlflow_test_metrics(study, tmp_path: Path, run_cli: C
     assert (tmp_path / "qrels" / "dev.qrels").read_text().count("\n") == 16 * 6
 
 
+@pytest.mark.slow
 def test_export_writes_per_query_values(study, tmp_path: Path, run_cli: Cli) -> None:
     """per_query.csv: one row per (configuration, seed, query, metric); each value is ir_measures'
     on the exported run file and qrels (an implementation of its own), the harness key and

@@ -131,6 +131,7 @@ def _null_size(k: int, seeds: int, studies: int, weighting: str, seed: int) -> f
     return float(np.mean(p < 0.05))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [2, 3, 4])
 def test_size_at_alpha_05(k: int) -> None:
     """The figures in docs/statistics.md ("Across collections"). With the variances known the HKSJ

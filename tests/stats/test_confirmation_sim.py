@@ -9,6 +9,7 @@ fresh seeds its rate is within binomial noise of nominal."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from harness.stats.crossed import crossed_batch
 
@@ -30,6 +31,7 @@ def _better(d: np.ndarray) -> np.ndarray:
     return (r.p_value < 0.05) & (r.mean > 0)
 
 
+@pytest.mark.slow
 def test_the_pick_is_inflated_on_its_own_runs_and_honest_on_fresh_seeds():
     rng = np.random.default_rng(20240529)
     difficulty = rng.uniform(0.2, 0.8, (N, Q))

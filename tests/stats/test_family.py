@@ -23,6 +23,7 @@ def _results(**kw: object) -> StudyResults:
     return StudyResults.build(synthetic_records(), **kw)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_the_default_is_holm_over_each_metric_equal_to_statsmodels() -> None:
     res = _results()
     analysis = analyse(res)
@@ -43,6 +44,7 @@ def test_none_stays_and_says_so() -> None:
         render(build_tables(analysis, "seeds"), "md")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test, per_config", [("crossed", 1), ("per-seed", 3)])
 def test_configurations_stopped_early_count_in_the_family_with_p_one(test: str, per_config: int) -> None:
     res = dataclasses.replace(_results(), stopped={"tpe-1": "rung 1 of 2", "tpe-2": "rung 1 of 2"})
@@ -77,6 +79,7 @@ def _null_family_rejections(candidates: int, studies: int, seed: int, correction
     return float(np.mean([(adjust(correction, row) < 0.05).any() for row in p]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("candidates", [8, 30])
 def test_family_wise_error_with_many_null_candidates(candidates: int) -> None:
     # At 10 seeds; tests/stats/test_small_seeds.py holds the same at 3 seeds.

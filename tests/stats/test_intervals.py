@@ -25,6 +25,7 @@ def _scipy_inversion(d: np.ndarray, confidence: float = 0.95) -> tuple[float, fl
             math.inf if keep[-1] == len(walsh) else float(walsh[keep[-1]]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "decimals"), [(8, None), (20, None), (40, None), (51, None), (60, None),
                                              (20, 1), (60, 1)])
 def test_wilcoxon_interval_is_scipys_inversion(n: int, decimals: int | None) -> None:
@@ -37,6 +38,7 @@ def test_wilcoxon_interval_is_scipys_inversion(n: int, decimals: int | None) -> 
             assert wilcoxon_interval(d, conf) == pytest.approx(_scipy_inversion(d, conf), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_wilcoxon_interval_small_tied_sample() -> None:
     """n <= 13 with ties: scipy's sign-flip distribution of average ranks (one scipy inversion: each
     of its permutation tests takes a while)."""
@@ -53,6 +55,7 @@ def test_hodges_lehmann_estimate() -> None:
     assert r.ci_low <= r.estimate <= r.ci_high
 
 
+@pytest.mark.slow
 def test_wilcoxon_interval_agrees_with_its_verdict_without_zeros() -> None:
     """300 seeded continuous data sets (0 never a Walsh average): full agreement."""
     g = np.random.default_rng(7)

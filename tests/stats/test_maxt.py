@@ -28,6 +28,7 @@ from tests.synthetic import synthetic_records, write_long_csv
 Cli = Callable[..., tuple[int, str, str]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sizes, seed", [((12, 12, 12, 12), 1), ((20, 8, 15, 11, 9), 2), ((6, 30, 30), 3)])
 def test_the_engine_gives_scipy_dunnett_p_values_and_allowance(sizes: tuple[int, ...], seed: int) -> None:
     """One-way layout, control first: scipy's Dunnett statistics with Dunnett's correlation
@@ -48,6 +49,7 @@ def test_the_engine_gives_scipy_dunnett_p_values_and_allowance(sizes: tuple[int,
     assert (ci.high - ci.low) / 2 == pytest.approx(allowance, rel=2e-3)
 
 
+@pytest.mark.slow
 def test_the_engine_is_deterministic_accurate_and_between_the_bounds() -> None:
     r = np.full((8, 8), 0.5)
     np.fill_diagonal(r, 1.0)
@@ -119,6 +121,7 @@ def _null_study(g: np.random.Generator, candidates: int, seeds: int = 5, queries
     return read_long_frame(pd.DataFrame(rows), baseline="c0")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test", ["crossed", "seed-averaged", "across-seeds", "per-seed"])
 def test_never_above_bonferroni_and_intervals_agree_with_p(test: str) -> None:
     """Random studies with effects near the detection limit: maxt adjusted p lies between the raw p
@@ -147,6 +150,7 @@ def test_a_single_candidate_is_its_own_test() -> None:
     assert c.simultaneous == pytest.approx((c.result.ci_low, c.result.ci_high), rel=1e-6)
 
 
+@pytest.mark.slow
 def test_footnote_family_stopped_and_refusals(tmp_path: Path, run_cli: Cli) -> None:
     res = StudyResults.build(synthetic_records())
     text = render(build_tables(analyse(res, AnalysisOptions(correction="maxt")), "seeds"), "md")
@@ -200,6 +204,7 @@ def _null_family(test: str, studies: int, candidates: int, seed: int) -> dict[st
             "holm": float(np.mean([(adjust("holm", row) < 0.05).any() for row in p]))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test", ["seed-averaged", pytest.param("crossed", marks=pytest.mark.slow)])
 def test_family_wise_error_of_null_studies_is_five_percent(test: str) -> None:
     studies = 2000
@@ -209,6 +214,7 @@ def test_family_wise_error_of_null_studies_is_five_percent(test: str) -> None:
     assert rate["maxt"] >= rate["holm"] >= rate["bonferroni"]
 
 
+@pytest.mark.slow
 def test_the_csv_and_mlflow_intervals_are_the_simultaneous_ones_under_maxt():
     """What a reader sees beside a maxt marker (the CSV's ci columns, the config run's ci metrics)
     is the simultaneous interval, so it excludes 0 exactly where the marker says significant."""

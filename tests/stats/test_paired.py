@@ -94,6 +94,7 @@ print(json.dumps(r.p_value))
 """
 
 
+@pytest.mark.slow
 def test_randomisation_same_p_in_two_processes() -> None:
     ps = [json.loads(subprocess.run([sys.executable, "-c", _CHILD], check=True, capture_output=True,
                                     text=True).stdout) for _ in range(2)]

@@ -25,6 +25,7 @@ def _statsmodels_noncentrality(df: float, alpha: float, power: float) -> float:
     return float(d) * math.sqrt(df + 1)
 
 
+@pytest.mark.slow
 def test_mde_in_the_limits_is_students_noncentral_t() -> None:
     """Where only the seeds vary the crossed test is the t-test over per-seed means (S - 1 df), where
     only the queries vary the t-test over seed-averaged queries (Q - 1 df): the simulated MDE then
@@ -49,6 +50,7 @@ def test_mde_in_the_limits_is_students_noncentral_t() -> None:
     assert float(power_at(_statsmodels_noncentrality(df, 0.05, 0.8), df, 0.05)) == pytest.approx(0.8, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_seeds_needed_and_the_query_floor() -> None:
     for effect in (0.05, 0.025, 0.02):
         s = seeds_needed(COMPS, 100, effect)
@@ -62,6 +64,7 @@ def test_seeds_needed_and_the_query_floor() -> None:
     assert strict is not None and strict > (seeds_needed(COMPS, 100, 0.025) or 0)
 
 
+@pytest.mark.slow
 def test_power_analysis_uses_the_crossed_components(records: list[RunRecord]) -> None:
     res = StudyResults.build(records)
     pa = power_analysis(res, PowerOptions(metrics=("map",), seeds=(10, 5), effect=0.02))

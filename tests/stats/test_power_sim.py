@@ -29,6 +29,7 @@ def _detected(comps: VarianceComponents, seeds: int, effect: float, level: float
     return float(np.mean((batch.p_value < level) & (batch.mean > 0)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("seeds", "family"), [(3, 1), (5, 8), (10, 30)])
 def test_the_table_detects_the_printed_mde_with_the_promised_power(seeds: int, family: int) -> None:
     """At the MDE `harness power` prints for a family of m comparisons, the crossed test at
@@ -41,6 +42,7 @@ def test_the_table_detects_the_printed_mde_with_the_promised_power(seeds: int, f
     assert 0.76 <= rate <= 0.84, rate
 
 
+@pytest.mark.slow
 def test_seeds_needed_reach_the_power_and_one_fewer_does_not() -> None:
     """The seed count printed for an effect is the smallest that reaches 80% at the level: by
     simulation through the table's test, about 80% there and clearly less two seeds earlier."""
@@ -53,6 +55,7 @@ def test_seeds_needed_reach_the_power_and_one_fewer_does_not() -> None:
     assert at >= 0.76 and before < 0.76
 
 
+@pytest.mark.slow
 def test_the_analysis_uses_the_corrected_level_of_the_study_family() -> None:
     """A study of 4 candidates: the figures are at 0.05 / 4 by default, at 0.05 with a family of
     one, and a larger family needs a larger difference."""

@@ -83,6 +83,7 @@ def _upper(n: int, p: float) -> float:
 
 # -- the design ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("looks", [(4, 6, 8, 10, 12), (3, 5, 7, 9)])
 @pytest.mark.parametrize("alpha", [0.05, 0.05 / 8])
 def test_bounds_spend_alpha_as_scipy_multivariate_normal_says(looks: tuple[int, ...], alpha: float) -> None:
@@ -154,6 +155,7 @@ def test_schedule() -> None:
 
 # -- by simulation -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("interaction", [0.0, 0.3])
 def test_size_of_one_comparison_and_seeds_it_spends(interaction: float) -> None:
     """One null candidate (per-run MAP SD about 0.02, 55 queries) through the schedule 4, 6, ..., 12:
@@ -176,6 +178,7 @@ def test_size_of_one_comparison_and_seeds_it_spends(interaction: float) -> None:
     assert spent <= 0.6, spent
 
 
+@pytest.mark.slow
 def test_family_wise_error_and_seeds_with_eight_null_candidates() -> None:
     """8 null candidates sharing the baseline's runs, each at its Bonferroni share 0.05 / 8: at least
     one verdict in at most 5% of studies; the candidates spend at most 60% of max seeds."""
@@ -196,6 +199,7 @@ def test_family_wise_error_and_seeds_with_eight_null_candidates() -> None:
     assert spent <= 0.6, spent
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", [1, 8])
 def test_power_within_five_points_of_the_fixed_design_at_max_seeds(family: int) -> None:
     """At the effect where the fixed design (the crossed test of all 12 seeds at the comparison's

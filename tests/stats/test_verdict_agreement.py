@@ -39,6 +39,7 @@ def _study(seed: int, *, seeds: int = 3, candidates: int = 8, queries: int = 30,
     return StudyResults.build(records)
 
 
+@pytest.mark.slow
 def test_one_seed_tables_are_unmarked_by_default() -> None:
     """100 seeded one-seed studies of 8 null or shifted candidates: no table of any form carries a
     marker by default, every footnote says why; the opt-in marks with the query-only symbols only."""
@@ -64,6 +65,7 @@ def _printed_delta(text: str) -> float:
     return float(re.sub(r"[^0-9.\-]", "", text.split("\u00b1")[0]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("test", ["crossed", "seed-averaged", "wilcoxon", "randomisation", "across-seeds"])
 @pytest.mark.parametrize("correction", ["holm", "none", "bonferroni", "bh", MAXT])
 def test_no_marker_contradicts_the_printed_difference(test: str, correction: str) -> None:

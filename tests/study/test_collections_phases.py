@@ -65,6 +65,7 @@ def _synthetic_round(spec: Any, store: TrackingStore, exp: str, runs: list[tuple
     return run_round
 
 
+@pytest.mark.slow
 def test_a_seed_schedule_decides_each_collection_on_its_own_results_with_the_same_seeds(tmp_path: Path) -> None:
     spec = load_spec(write_study(tmp_path, "sched", **SCHEDULED))
     assert spec.seed_schedule is not None and rounds.comparisons(spec) == 2
@@ -225,6 +226,7 @@ def test_the_pick_is_finished_on_every_collection_and_ranked_by_the_stated_objec
     assert [p.config_id for p in again] == [p.config_id for p in picks]
 
 
+@pytest.mark.slow
 def test_validate_prints_each_collection_s_search_and_confirmation_trials(tmp_path: Path,
                                                                        capsys: pytest.CaptureFixture[str]) -> None:
     from harness.cli import main

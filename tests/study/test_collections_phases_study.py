@@ -24,7 +24,7 @@ COLLECTIONS = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
     root = ray_root
     path = write_study(root, "sched2", configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1}},
@@ -70,7 +70,7 @@ def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
                                         MlflowClient(uri).list_artifacts(study.info.run_id, "tables")}
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_search_early_stopping_and_confirmation_over_two_collections(ray_root: Path) -> None:
     """A searcher's proposal runs on both collections under one name; a configuration that cannot
     learn (lr 0.5) is stopped at the rung on each collection by that collection's ranking, the
@@ -131,4 +131,29 @@ def test_search_early_stopping_and_confirmation_over_two_collections(ray_root: P
     assert set(results) == {"talk-a", "talk-b"}
     for res in results.values():
         assert res.phase == "confirmatory" and set(res.configs) == {"baseline", name} and res.seeds == ("3", "4")
-    assert runs[C.KIND_STUDY][0].info.status == "FINISHED"
+    study = runs[C.KIND_STUDY][0]
+    assert study.info.status == "FINISHED"
+
+    # The study run: the confirmatory table and its plots, and beside them the exploratory table
+    # (the runs that picked), as a one-collection confirmed study logs both.
+    def artifacts(folder: str) -> set[str]:
+        return {a.path for a in client.list_artifacts(study.info.run_id, folder)}
+
+    forms = {f"collections-{form}.{ext}" for form in ("configs", "seeds") for ext in ("md", "tex", "csv", "html")}
+    assert {f"tables/{f}" for f in forms} <= artifacts("tables")
+    assert {f"exploratory/tables/{f}" for f in forms} <= artifacts("exploratory/tables")
+    assert artifacts("plots") == {"plots/talk-a", "plots/talk-b"}
+    assert "plots/talk-a/map.png" in artifacts("plots/talk-a") and "plots/talk-b/map.png" in artifacts("plots/talk-b")
+    confirmatory, exploratory = (
+        Path(client.download_artifacts(study.info.run_id, path, str(root / folder))).read_text()
+        for path, folder in (("tables/collections-configs.md", "c"), ("exploratory/tables/collections-configs.md", "e")))
+    assert "on talk-a and talk-b (confirmatory)" in confirmatory.splitlines()[0]
+    assert "on talk-a and talk-b (exploratory)" in exploratory.splitlines()[0]
+    assert f"| {name} |" in exploratory and "stopped early and left out: diverging-lr" in exploratory
+    # Each config run has its verdict: the exploratory ones (fixed and search phases) say so.
+    notes = {(r.data.tags[C.TAG_PHASE], r.info.run_name, r.data.tags[C.TAG_COLLECTION]):
+             r.data.tags.get(C.TAG_NOTE, "") for r in runs_by_kind(client, "across")[C.KIND_CONFIG]}
+    for collection in ("talk-a", "talk-b"):
+        assert notes[(C.PHASE_FIXED, "baseline", collection)] == f"exploratory: baseline on {collection}"
+        assert notes[(C.PHASE_SEARCH, name, collection)].startswith(f"exploratory: map on {collection}: \u0394 ")
+        assert notes[(C.PHASE_CONFIRMATION, name, collection)].startswith(f"map on {collection}: \u0394 ")

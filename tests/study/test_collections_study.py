@@ -43,7 +43,7 @@ def test_spec_expands_every_configuration_over_the_collections(tmp_path: Path) -
     assert [nc.name for nc in spec.collection_configs("talk-b")] == ["baseline", "ls"]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: Path,
                                                       capsys: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,6 +146,7 @@ def _exported_ap(folder: Path) -> dict[tuple[str, str, str], list[float]]:
     return out
 
 
+@pytest.mark.slow
 def test_validate_prints_the_plan_per_collection_and_names_one_that_does_not_load(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write_study(tmp_path, "multi", **STUDY)

@@ -25,7 +25,7 @@ CONFIRM = {"data": {"max_dev_queries": 16}, "train": {"steps": 10, "eval_every":
            "seeds": [1, 2]}
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_confirmation_through_ray_and_mlflow(ray_root, capsys):
     path = write_study(ray_root, "confirm", **CONFIRM)
     spec = load_spec(path)

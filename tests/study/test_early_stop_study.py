@@ -75,7 +75,7 @@ def check_the_configuration_that_cannot_learn_is_stopped_at_the_first_rung(
     assert "diverging-lr (at step 5:" in table and "| diverging-lr" not in table
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray_root):
     """In a search phase, a proposal (it diverges: lr 0.5) is judged against the baseline's stored
     value at the rung and stopped there with all its seeds. (One proposal: two diverging ones would
@@ -106,7 +106,7 @@ def test_search_phase_proposals_are_stopped_against_the_fixed_configurations(ray
 
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and_stopped_stays_stopped(
         ray_root, tmp_path, monkeypatch, capsys):
     """One driver per study, and a killed driver's study resumed, on one study with early stopping.

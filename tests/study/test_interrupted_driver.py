@@ -89,7 +89,7 @@ def _interrupt(tmp_path: Path, ray_tmp: Path, name: str, sig: signal.Signals, gr
     return proc.returncode, (tmp_path / "driver.err").read_text(), cmd
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_incomplete(tmp_path, ray_tmp, capsys,
                                                                                        monkeypatch):
     rc, err, cmd = _interrupt(tmp_path, ray_tmp, "ctrl-c", signal.SIGINT, group=True)
@@ -124,7 +124,7 @@ def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_inco
     assert "INCOMPLETE" not in capsys.readouterr().out
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_sigterm_ends_the_study_killed_and_exits_143(tmp_path, ray_tmp):
     rc, err, _ = _interrupt(tmp_path, ray_tmp, "sigterm", signal.SIGTERM, group=False)
     assert rc == 143, err
@@ -133,6 +133,7 @@ def test_sigterm_ends_the_study_killed_and_exits_143(tmp_path, ray_tmp):
     assert runs[C.KIND_STUDY] == ["KILLED"] and all("RUNNING" not in s for s in runs.values()), runs
 
 
+@pytest.mark.slow
 def test_a_stop_signal_during_ray_get_keeps_its_number(ray_root):
     """Ray's blocking calls turn a handler's StudyInterrupted into a plain KeyboardInterrupt; the
     driver still knows the signal (harness.driver._signals.stopped_by), so SIGTERM exits 143."""

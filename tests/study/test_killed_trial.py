@@ -40,7 +40,7 @@ def _run(root: Path, ray_tmp: Path, *argv: str) -> subprocess.CompletedProcess[s
                           env=env, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_trial_whose_worker_dies_is_one_line_with_its_cause_and_the_resume_command(tmp_path: Path,
                                                                                       ray_tmp: Path) -> None:
     path = write_study(tmp_path, "killed", seeds=[1, 2], concurrency=1, failure={"max_retries": 0})

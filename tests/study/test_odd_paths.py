@@ -16,6 +16,7 @@ from tests.study.conftest import write_study
 ODD = "my runs ü<%"
 
 
+@pytest.mark.slow
 def test_a_study_runs_from_a_directory_with_a_space_a_letter_and_percent(
         ray_root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     odd = ray_root / ODD

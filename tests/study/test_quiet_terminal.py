@@ -22,7 +22,7 @@ NOISE = [r"Configuration for experiment", r"tensorboard", r"INFO mlflow", r"\d+i
          r"Loading weights", r"Writing model shards", r"Downloading artifacts"]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_small_study_prints_the_harness_output_only(tmp_path: Path) -> None:
     path = write_study(tmp_path, "quiet", seeds=[1, 2], concurrency=1)
     ray_tmp = Path(tempfile.mkdtemp(prefix="quiet-", dir="/tmp"))  # Ray's socket paths must be short

@@ -64,7 +64,7 @@ def _tree(pid: int) -> list[psutil.Process]:
     return [root, *root.children(recursive=True)]
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_credentials_stay_out_of_logs_and_stores_and_ray_listens_on_loopback(tmp_path: Path, ray_tmp: Path) -> None:
     secrets_env = {name: f"planted-{name.lower()}-{secrets.token_hex(12)}"
                    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
@@ -99,7 +99,7 @@ def test_credentials_stay_out_of_logs_and_stores_and_ray_listens_on_loopback(tmp
     assert not leaks, leaks
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_killed_driver_leaves_no_ray_process(tmp_path: Path, ray_tmp: Path) -> None:
     proc, gate, log, key = _start(tmp_path, ray_tmp, {})
     ray_procs: list[psutil.Process] = []

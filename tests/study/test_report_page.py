@@ -90,6 +90,7 @@ def _section(page: str, key: str) -> str:
     return re.search(rf'<section id="{key}">(.*?)</section>', page, re.DOTALL).group(1)
 
 
+@pytest.mark.slow
 def test_the_study_run_gets_the_page(study):
     page = study["page"]
     assert not any(line.startswith("report.html: skipped") for line in study["logs"])
@@ -103,6 +104,7 @@ def test_the_study_run_gets_the_page(study):
     assert page.count("data:image/png;base64,") == 3
 
 
+@pytest.mark.slow
 def test_the_curves_read_back_are_the_ones_logged(study):
     """read_study_record: every seed's dev_map history, the tested step, the stopped step."""
     from harness.results.mlflow_reader import read_experiment
@@ -129,6 +131,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]
     return rc, out, err
 
 
+@pytest.mark.slow
 def test_harness_report_writes_the_same_page(study, capsys):
     """The file `harness report` writes and the study run's page: the same sections, figures included
     (matplotlib's Agg draws the same bytes), up to the footer's time."""
@@ -140,6 +143,7 @@ def test_harness_report_writes_the_same_page(study, capsys):
         assert _section(written, key) == _section(study["page"], key), key
 
 
+@pytest.mark.slow
 def test_harness_report_errors_are_one_line(study, capsys, tmp_path):
     uri = study["uri"]
     rc, _, err = _cli(capsys, "report", "--experiment", "nope", "--to", str(tmp_path / "r.html"), "--tracking-uri", uri)
@@ -155,6 +159,7 @@ def test_harness_report_errors_are_one_line(study, capsys, tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow
 def test_the_python_api_block_builds_the_same_page(study, monkeypatch):
     """docs/python-api.md's block (on this study, from the directory of its ./mlruns store) gives
     the study run's page (and so `harness report`'s)."""

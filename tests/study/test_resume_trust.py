@@ -110,6 +110,7 @@ def test_a_wiped_store_is_said_and_deleting_the_state_resumes_from_mlflow(study,
     assert len(after) == len(before)  # no trial trained or recorded twice
 
 
+@pytest.mark.slow
 def test_the_suites_own_ray_listens_on_loopback_only(ray_root):
     """The session's Ray (tests/study/conftest.py) binds 127.0.0.1, as a study's does."""
     import psutil

@@ -143,6 +143,7 @@ def _recomputed(spec: Any, config: str, rounds: int) -> list[float]:
     return z
 
 
+@pytest.mark.slow
 def test_rounds_give_seeds_to_open_comparisons_only_and_record_why_each_stopped(tmp_path):
     spec = load_spec(_write(tmp_path, SCHEDULED.replace("ls", "better", 1).replace("wsls", "same").replace(
         "seeds: {start", "  - name: slight\n    set: {smoothing.method: LS, smoothing.epsilon: 0.3}\nseeds: {start")))
@@ -200,6 +201,7 @@ def test_rounds_give_seeds_to_open_comparisons_only_and_record_why_each_stopped(
     assert len(after) == 1 + 4 + len(trials)
 
 
+@pytest.mark.slow
 def test_a_failed_trial_stops_its_comparison_as_incomplete(tmp_path):
     spec = load_spec(_write(tmp_path, SCHEDULED.replace("ls", "slight", 1).replace("wsls", "same")))
     store = TrackingStore(f"sqlite:///{tmp_path / 'mlflow.db'}")

@@ -26,7 +26,7 @@ ROUNDS = {"data": {"max_dev_queries": 16}, "train": {"steps": 20, "eval_every": 
           "seeds": {"start": 2, "step": 1, "max": 4}}
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_seed_rounds_through_ray_and_mlflow(ray_root, tmp_path):
     root = ray_root
     path = write_study(root, "rounds", **ROUNDS)

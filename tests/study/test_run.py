@@ -53,6 +53,7 @@ def finished(finished_study):
     return finished_study, finished_study.uri, finished_study.name, len(spec.fixed_configs()), len(spec.seeds)
 
 
+@pytest.mark.slow
 def test_progress_lines_show_dev_values_never_the_test_set(finished):
     study, uri, name, n_configs, n_seeds = finished
     progress = [line for line in study.progress if line.startswith(("[trial]", "[config]"))]
@@ -67,6 +68,7 @@ def test_progress_lines_show_dev_values_never_the_test_set(finished):
     assert shown == sorted(round(v, 4) for v in objectives.values())
 
 
+@pytest.mark.slow
 def test_study_completes_with_nested_runs_and_same_seeds(finished, tmp_path):
     study, uri, name, n_configs, n_seeds = finished
     out = study.out
@@ -109,6 +111,7 @@ def test_study_completes_with_nested_runs_and_same_seeds(finished, tmp_path):
     assert set(out["references"]) == {"random", "bm25"}
 
 
+@pytest.mark.slow
 def test_config_runs_sort_with_their_seeds_and_seed_runs_keep_the_tested_dev_value(finished):
     """Config runs carry test_<metric> (the mean of their seed runs' test_<metric>) beside
     <metric>_mean; each seed run carries best_dev_<metric>, the dev value at the checkpoint tested
@@ -198,6 +201,7 @@ def test_the_runs_page_shows_each_configurations_verdict(finished, tmp_path):
         service.stop()
 
 
+@pytest.mark.slow
 def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished, ray_root, tmp_path):
     """Every trial of a study (the plain study's baseline and ls, seed 3) fails once after its
     step-3 checkpoint, is retried from it, and ends with the test MAP of the uninterrupted trial."""
@@ -216,6 +220,7 @@ def test_injected_failure_is_retried_from_checkpoint_with_same_metrics(finished,
     assert len(failing) == 2 and failing == {key: plain[key] for key in failing}
 
 
+@pytest.mark.heavy
 def test_a_trial_that_fails_every_retry_fails_the_study_naming_it(ray_root):
     """The README's promise: a study with trials that failed after their retries ends with an error
     naming them (the CLI exits non-zero with it), its study run and their configuration's run FAILED,
@@ -240,6 +245,7 @@ def test_a_trial_that_fails_every_retry_fails_the_study_naming_it(ray_root):
     assert not client.list_artifacts(runs["study"][0].info.run_id, "tables")
 
 
+@pytest.mark.heavy
 def test_fractional_gpus_pack_two_trials_at_once(ray_root, tmp_path):
     """Two 0.5-GPU trials on one GPU run at once: each waits after its first evaluation until the
     other has reached its own (up to a minute), so a worker that starts late cannot hide the packing
@@ -255,6 +261,7 @@ def test_fractional_gpus_pack_two_trials_at_once(ray_root, tmp_path):
     assert all(t.data.params["train.device"] == "auto" for t in trials)
 
 
+@pytest.mark.heavy
 def test_nsga2_search_over_alpha_with_cascade_cost_objective(ray_root):
     root = ray_root
     nsga = _spec(root, "nsga", train={"steps": 4, "eval_every": 2}, cascade={"enabled": True}, search={
@@ -303,6 +310,7 @@ def _seed_runs(uri: str, name: str) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.heavy
 def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, ray_root, tmp_path):
     """``resources.seeds_per_trial: 2`` with ``fuse: true`` over 3 seeds: each configuration (the
     plain study's baseline, curriculum and ls) trains as
@@ -350,6 +358,7 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, ray_
         assert all(float((g.state[k].float() - p.state[k].float()).abs().max()) <= 1e-5 for k in p.state), key
 
 
+@pytest.mark.slow
 def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root):
     """Tune would wait for the GPUs forever (it only logs that no trial can start): the driver
     refuses in one line naming the study, the ask and what the local Ray has (1 logical GPU here),

@@ -43,7 +43,7 @@ def s3(monkeypatch: pytest.MonkeyPatch):
         server.stop()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy
 def test_a_study_on_s3_keeps_checkpoints_and_state_in_the_bucket(tmp_path, s3):
     lines: list[str] = []
     with local_ray(tmp_path, own=True) as root:  # its workers read the AWS variables set above

@@ -34,9 +34,10 @@ def _answers(url: str) -> bool:
         return False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [pytest.param(signal.SIGTERM, id="SIGTERM"),
-                                 pytest.param(signal.SIGHUP, id="SIGHUP", marks=pytest.mark.slow),
-                                 pytest.param(signal.SIGKILL, id="SIGKILL", marks=pytest.mark.slow)])
+                                 pytest.param(signal.SIGHUP, id="SIGHUP", marks=pytest.mark.heavy),
+                                 pytest.param(signal.SIGKILL, id="SIGKILL", marks=pytest.mark.heavy)])
 def test_a_signal_to_harness_ui_stops_the_mlflow_server(tmp_path: Path, sig: signal.Signals) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}

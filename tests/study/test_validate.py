@@ -82,6 +82,7 @@ def test_encoder_depth_without_weights():
     assert encoder_depth("no-such-hub-model") is None
 
 
+@pytest.mark.slow
 def test_validate_checks_a_study_without_loading_torch() -> None:
     """`harness validate --no-model` (and `harness submit`, which runs the same checks first) answers
     in about a second: it checks the study without importing torch or the tokenizers, which only data

@@ -82,6 +82,7 @@ def test_compiled_training_equals_eager_in_the_same_layout(data, monkeypatch) ->
     assert compiled.resolved()["train.compile_effective"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_failing_compile_warns_once_and_runs_eager(data, monkeypatch) -> None:
     calls = []
 

@@ -101,6 +101,7 @@ def _two_relevant(q: Query) -> Query:
     return dataclasses.replace(q, candidates=tuple(cands))
 
 
+@pytest.mark.slow
 def test_the_best_dev_checkpoint_is_chosen_by_the_selection_metric() -> None:
     base = toy_splits()
     splits = dataclasses.replace(base, dev=tuple(_two_relevant(q) for q in base.dev))

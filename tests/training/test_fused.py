@@ -74,6 +74,7 @@ def _assert_close(recs, sep, tol, *, centred=False):
             assert a.resolved == b.resolved
 
 
+@pytest.mark.slow
 def test_interleaved_group_is_the_separate_runs(prepared, separate):
     group = SeedGroup(_cfgs()[:2], prepared, fused=False, log_every=2)
     assert not group.fused
@@ -84,6 +85,7 @@ def test_interleaved_group_is_the_separate_runs(prepared, separate):
         _assert_close(recs, sep, 0.0)
 
 
+@pytest.mark.slow
 def test_fused_group_equals_the_separate_runs(prepared, separate):
     group = SeedGroup(_cfgs(), prepared, fused=True, log_every=2)
     assert group.fused
@@ -97,6 +99,7 @@ def test_fused_group_equals_the_separate_runs(prepared, separate):
     assert len({round(t[qid][next(iter(doc))], 3) for t in tests}) == len(SEEDS)
 
 
+@pytest.mark.slow
 def test_fused_checkpoints_are_each_seeds_own_and_resume(prepared, separate, tmp_path):
     """A member's checkpoint, written mid-run by the fused group, is its seed's ordinary trainer.pt:
     an ordinary Trainer resumes it, and so does a new fused group, both to the separate run's end."""

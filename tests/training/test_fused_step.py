@@ -72,6 +72,7 @@ def assert_no_host_read(fn, *args):
     return out
 
 
+@pytest.mark.slow
 def test_the_detector_finds_a_host_read():
     """Each way of reading a device value back is caught: as a graph break, or as a node that
     needs the value on the host."""
@@ -83,6 +84,7 @@ def test_the_detector_finds_a_host_read():
     assert_no_host_read(lambda x: (x * 2).sum(), torch.ones(3))  # and a plain one passes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flat", [{}, {"train.loss": "pairwise"}, {"train.compile": "true"}],
                          ids=["pointwise", "pairwise", "compiled-layout"])
 def test_the_fused_step_compiles_to_one_graph(prepared, monkeypatch, flat):
@@ -134,6 +136,7 @@ def grads_as_params(grads):
     return out
 
 
+@pytest.mark.slow
 def test_compiled_fused_steps_count_one_compile_per_width(prepared, monkeypatch):
     """Compiled, every member's pairs share one padded width (a multiple of WIDTH_MULTIPLE, capped at
     model.max_length): the widths a batch can have are compiled before the first step

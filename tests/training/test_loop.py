@@ -27,6 +27,7 @@ def prepared():
     return prepare_data(splits, tiny_config().model)
 
 
+@pytest.mark.slow
 def test_tiny_model_learns_toy_task(prepared):
     cfg = tiny_config(**{"train.steps": 60})
     trainer = Trainer(cfg, prepared)
@@ -41,6 +42,7 @@ def test_tiny_model_learns_toy_task(prepared):
     assert last.best_step in (20, 40, 60)
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics_other_seed_differs(prepared):
     a = _run(Trainer(tiny_config(), prepared))
     b = _run(Trainer(tiny_config(), prepared))
@@ -52,6 +54,7 @@ def test_same_seed_same_metrics_other_seed_differs(prepared):
     assert not torch.equal(first, next(p for p in d.model.parameters()))
 
 
+@pytest.mark.slow
 def test_resume_equals_uninterrupted(prepared, tmp_path):
     cfg = tiny_config(**{"train.steps": 40, "train.eval_every": 10})
     full = Trainer(cfg, prepared)
@@ -72,6 +75,7 @@ def test_resume_equals_uninterrupted(prepared, tmp_path):
         assert torch.equal(p, q), n
 
 
+@pytest.mark.slow
 def test_checkpoint_holds_best_weights_once_and_resumes_exactly(prepared, tmp_path):
     """At an improving evaluation the best-dev weights are the current weights: the checkpoint
     stores them once (best_is_model); between evaluations it stores both. Either resumes exactly."""
@@ -125,11 +129,13 @@ def test_balanced_instances(prepared):
     assert pw.instances.pairwise and len(pw.instances) == len(prepared.splits.train)
 
 
+@pytest.mark.slow
 def test_pairwise_training_learns(prepared):
     rec = _run(Trainer(tiny_config(**{"train.loss": "pairwise", "train.steps": 60}), prepared))
     assert rec.metrics["map"] > 0.8
 
 
+@pytest.mark.slow
 def test_scores_do_not_depend_on_batch_mates(prepared):
     from harness.model.scoring import score_candidates
 

@@ -26,6 +26,7 @@ def test_cpu_bf16_needs_the_flag_a_big_enough_encoder_and_train_bf16() -> None:
     assert use_bf16(False, torch.device("cuda")) is False
 
 
+@pytest.mark.slow
 def test_the_effective_precision_is_recorded() -> None:
     splits = toy_splits()
     prepared = prepare_data(splits, tiny_config().model)

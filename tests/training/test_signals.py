@@ -47,22 +47,26 @@ def plain(prepared):
     return _final_params(tiny_config(**STEPS), prepared)
 
 
+@pytest.mark.slow
 def test_pacing_baseline_equals_no_curriculum(prepared, plain):
     cfg = tiny_config(**STEPS, **{"curriculum.scoring": "turns", "curriculum.pacing": "baseline"})
     _assert_same(plain, _final_params(cfg, prepared))
 
 
+@pytest.mark.slow
 def test_m_zero_weighting_equals_unweighted_loss(prepared, plain):
     cfg = tiny_config(**STEPS, **{"weighting.heuristic": "recip", "weighting.m": 0})
     _assert_same(plain, _final_params(cfg, prepared))
 
 
+@pytest.mark.slow
 def test_epsilon_zero_equals_hard_labels(prepared, plain):
     for method in ("LS", "WSLS", "T-WSLS"):
         cfg = tiny_config(**STEPS, **{"smoothing.method": method, "smoothing.epsilon": 0.0})
         _assert_same(plain, _final_params(cfg, prepared))
 
 
+@pytest.mark.slow
 def test_knobs_change_training(prepared, plain):
     for flat in ({"weighting.heuristic": "kde", "weighting.m": 1.0},
                  {"smoothing.method": "LS", "smoothing.epsilon": 0.2},
@@ -71,6 +75,7 @@ def test_knobs_change_training(prepared, plain):
         assert any(not torch.equal(p, q) for p, q in zip(params, plain[0], strict=True)), flat
 
 
+@pytest.mark.slow
 def test_curriculum_trial_end_to_end(prepared):
     cfg = tiny_config(**{"curriculum.scoring": "sigma_bm25", "curriculum.pacing": "root_n",
                          "curriculum.n": 2, "curriculum.delta": 0.33, "curriculum.T": 0.9,
@@ -84,6 +89,7 @@ def test_curriculum_trial_end_to_end(prepared):
     assert final.metrics["map"] > 0.6
 
 
+@pytest.mark.slow
 def test_smoothed_and_weighted_trials_end_to_end(prepared):
     for flat in ({"smoothing.method": "T-WSLS", "smoothing.epsilon": 0.2, "train.steps": 60},
                  {"weighting.heuristic": "norm", "weighting.m": 0.5, "train.steps": 60},
@@ -95,6 +101,7 @@ def test_smoothed_and_weighted_trials_end_to_end(prepared):
         assert any(isinstance(r, EvalRecord) for r in recs)
 
 
+@pytest.mark.slow
 def test_teacher_trained_once_and_reused(splits, tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
     cfg = tiny_config(**{"curriculum.scoring": "bert_pred", "curriculum.pacing": "root_n",
