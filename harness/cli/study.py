@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -198,9 +199,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(f"harness: warning: serving the MLflow UI on {args.host}: anyone who reaches port {args.port} "
               "can read, change and delete every study in this store (no authentication)",
               file=sys.stderr, flush=True)
+    from harness.tracking import ui
+
     uri = check_tracking_uri(args.tracking_uri)
     url = f"http://{args.host}:{args.port}"
-    pages = study_pages(uri)
+    pages = ui.study_pages(uri)
     # The address to open is a study's runs table on the model-training side of the UI: MLflow's
     # root opens on its GenAI side, whose experiment page is an overview of traces.
     landing = f"{url}{pages[0][1]}" if pages else url
@@ -208,26 +211,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     for name, page in pages:
         what = "each configuration's verdict" if C.VERDICT_VIEW in page else "its runs"
         print(f"  study {name}: {what} at {url}{page}", flush=True)
-    cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", args.host,
+    # MLflow's own server, its page opening on training runs and verdicts (harness.tracking.ui)
+    os.environ[ui.URI_ENV] = uri
+    cmd = [sys.executable, "-m", ui.__name__, "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     return run_forwarding_signals(cmd)
-
-
-def study_pages(uri: str) -> list[tuple[str, str]]:
-    """(experiment, runs page address) of every study in the store, the most recently updated
-    first: its verdict view where it has one, else its runs table, both on the model-training side
-    of the UI (harness.tracking.conventions.runs_page); none where the store cannot be read (the UI
-    says why)."""
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    try:
-        experiments = MlflowClient(uri).search_experiments(max_results=1000)
-    except (MlflowException, OSError):
-        return []
-    experiments = sorted(experiments, key=lambda e: -(e.last_update_time or e.creation_time or 0))
-    return [(e.name, C.runs_page(e.experiment_id, verdicts=C.TAG_VERDICT_VIEW in e.tags)) for e in experiments
-            if C.TAG_VERDICT_VIEW in e.tags or e.tags.get(C.TAG_EXPERIMENT_KIND) == C.EXPERIMENT_KIND]
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

@@ -10,10 +10,11 @@ best seed: the highest ``objective`` (the best dev value of the study's metric; 
 What the folder holds:
 - plain rankers: a ``BertForSequenceClassification`` (num_labels=1; the harness's parameter names
   are that class's, so the weights map 1:1), its tokenizer (model_max_length = the trial's
-  ``model.max_length``; pair truncation in ``tokenization_harness.py``) and ``config.json`` telling
-  sentence-transformers to apply no activation, so ``CrossEncoder(DIR, trust_remote_code=True)
-  .predict`` returns the harness's scores; loads with
-  ``AutoModelForSequenceClassification.from_pretrained(DIR)`` as well;
+  ``model.max_length``; pair truncation in ``tokenization_harness.py``) and ``config.json`` (model
+  type ``harness_bert``, ``modeling_harness.py``) telling sentence-transformers to apply no
+  activation, so ``CrossEncoder(DIR, trust_remote_code=True).predict`` returns the harness's
+  scores; loads with ``AutoModelForSequenceClassification.from_pretrained(DIR,
+  trust_remote_code=True)`` as well;
 - cascade rankers: the encoder and every exit classifier in ``model.safetensors``, the exits in
   ``harness_cascade.json``, and the same tokenizer; ``load_cascade(DIR)`` (or the MLflow pyfunc)
   scores with the final exit or runs the cascade;
@@ -26,8 +27,9 @@ truncates the oldest context first, which no truncation strategy of transformers
 carries the harness's tokenizer (``tokenization_harness.py``, named in ``tokenizer_config.json``'s
 ``auto_map``), which loaders use with ``trust_remote_code=True``: then sentence-transformers,
 transformers, the MLflow pyfunc and the PyTerrier re-ranker all score as the run did
-(``usage`` says how, and ``harness export`` prints it). Without it, transformers loads the plain
-BERT tokenizer, which truncates the longer text from its end.
+(``usage`` says how, and ``harness export`` prints it). Without it, these loaders refuse the
+folder (a model type and a tokenizer class transformers does not know) rather than load the plain
+BERT tokenizer, which truncates the longer text from its end (docs/exchange.md).
 """
 
 from __future__ import annotations
@@ -262,33 +264,50 @@ STALE_TOKENIZER_KEYS = ("max_length", "truncation", "truncation_strategy", "stri
 
 def _harness_tokenizer(target: Path, max_length: int) -> None:
     """The saved tokenizer loads as ``HarnessBertTokenizer`` (the harness's pair truncation) where
-    the loader trusts the folder's code; as the plain ``BertTokenizer`` where it does not.
+    the loader trusts the folder's code, and not at all where it does not: ``tokenizer_class`` names
+    a class transformers does not have, so ``AutoTokenizer`` asks for ``trust_remote_code``.
     ``model_max_length`` is the trial's pair length and no other length key is left."""
     from harness.model import tokenization_harness
 
-    module = Path(tokenization_harness.__file__)
-    shutil.copyfile(module, target / module.name)
+    module = _copy_module(tokenization_harness, target)
+    name = tokenization_harness.HarnessBertTokenizer.__name__
     path = target / "tokenizer_config.json"
     config = json.loads(path.read_text())
-    config["auto_map"] = {"AutoTokenizer": [None, f"{module.stem}.{tokenization_harness.HarnessBertTokenizer.__name__}"]}
+    config["auto_map"] = {"AutoTokenizer": [None, f"{module}.{name}"]}
+    config["tokenizer_class"] = name
     config["model_max_length"] = max_length
     for key in STALE_TOKENIZER_KEYS:
         config.pop(key, None)
     path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+def _copy_module(module: Any, target: Path) -> str:
+    """Copy a module that an exported folder loads as its own code; its name in ``auto_map``."""
+    source = Path(module.__file__)
+    shutil.copyfile(source, target / source.name)
+    return source.stem
+
+
 def _write_sequence_classifier(model: Any, target: Path) -> None:
-    from transformers import AutoModelForSequenceClassification
+    from harness.model import modeling_harness
+    from harness.model.modeling_harness import HarnessBertConfig, HarnessBertForSequenceClassification
 
     encoder = model.encoder
     if getattr(encoder.config, "model_type", "") != "bert" or model.prefix != "bert":
         raise HarnessError(f"export supports BERT encoders, got model_type {encoder.config.model_type!r}")
-    config = encoder.config.__class__.from_dict(encoder.config.to_dict())
+    settings = encoder.config.to_dict()
+    settings.pop("model_type", None)
+    config = HarnessBertConfig.from_dict(settings)
     config.num_labels = 1
-    config.architectures = ["BertForSequenceClassification"]
+    module = _copy_module(modeling_harness, target)
+    config.architectures = [HarnessBertForSequenceClassification.__name__]
+    # A model type plain loaders do not know: they refuse the folder instead of scoring long pairs
+    # with another truncation (modeling_harness.py says why).
+    config.auto_map = {"AutoConfig": f"{module}.{HarnessBertConfig.__name__}",
+                       "AutoModelForSequenceClassification": f"{module}.{HarnessBertForSequenceClassification.__name__}"}
     # CrossEncoder(DIR).predict returns the raw logit, the harness's score (not its sigmoid).
     config.sentence_transformers = {"activation_fn": "torch.nn.modules.linear.Identity"}
-    hf = AutoModelForSequenceClassification.from_config(config)
+    hf = HarnessBertForSequenceClassification(config)
     missing, unexpected = hf.load_state_dict(model.state_dict(), strict=False)
     if missing or unexpected:
         raise HarnessError(f"the ranker's weights do not map onto BertForSequenceClassification "
@@ -332,7 +351,8 @@ def model_card(info: dict[str, Any], exits: tuple[int, ...] | None) -> str:
         use = ("```python\nfrom sentence_transformers import CrossEncoder\n"
                "model = CrossEncoder(DIR, trust_remote_code=True)  # raw logits: higher = more relevant\n"
                "scores = model.predict([(context, response), ...])\n```\n\n"
-               "Or `AutoModelForSequenceClassification.from_pretrained(DIR)` (one logit) with "
+               "Or `AutoModelForSequenceClassification.from_pretrained(DIR, trust_remote_code=True)` "
+               "(one logit) with "
                "`AutoTokenizer.from_pretrained(DIR, trust_remote_code=True)`; "
                "`tokenizer(contexts, responses, truncation=True)`.")
         arch = "BertForSequenceClassification, one output logit (the relevance score)."
@@ -370,8 +390,8 @@ Model: {arch}
 Input: the query is the conversation context as one text (utterances oldest first, joined by
 spaces), the text a candidate response; at most {info['max_length']} tokens per pair, the oldest
 context dropped first, as in training. `trust_remote_code=True` loads the tokenizer that does this
-(`tokenization_harness.py`, in this folder); without it, the plain BERT tokenizer truncates the
-longer text from its end, and pairs over {info['max_length']} tokens score differently.
+(`tokenization_harness.py`, in this folder); without it, transformers and sentence-transformers
+refuse this folder rather than truncate pairs over {info['max_length']} tokens another way.
 
 The full configuration is in `{EXPORT_INFO}`.
 """
@@ -386,9 +406,10 @@ def usage(folder: str | Path) -> list[str]:
         first = [f'harness: harness.model.export.load_cascade("{d}").score(batch), batch from {tokenizer}']
     else:
         first = [f'sentence-transformers: CrossEncoder("{d}", trust_remote_code=True).predict(pairs)',
-                 f'transformers: AutoModelForSequenceClassification.from_pretrained("{d}") + {tokenizer}',
+                 (f'transformers: AutoModelForSequenceClassification.from_pretrained("{d}", trust_remote_code=True)'
+                  f' + {tokenizer}'),
                  ("(trust_remote_code=True: the folder's tokenization_harness.py drops the oldest context "
-                  "first, as the harness; without it, pairs over max_length tokens score differently)")]
+                  "first, as the harness; without it, these loaders refuse the folder)")]
     return [*first, f'PyTerrier: harness.model.pyterrier_ranker.HarnessReRanker("{d}")',
             "MLflow: mlflow.pyfunc.load_model(uri), uri = a seed run's tag harness.model_uri"]
 

@@ -46,7 +46,7 @@ class ExportedRanker:
             self.model = load_cascade(folder)
             self.forward = self.model.score
         else:
-            self.model = AutoModelForSequenceClassification.from_pretrained(str(folder)).eval()
+            self.model = AutoModelForSequenceClassification.from_pretrained(str(folder), trust_remote_code=True).eval()
             self.forward = lambda batch: self.model(**batch).logits[:, 0]
 
     @torch.no_grad()

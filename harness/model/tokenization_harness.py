@@ -11,7 +11,9 @@ texts, and "longest_first" gives an odd budget's spare token to the longer text)
   this file next to the saved tokenizer and names the class in ``tokenizer_config.json``'s
   ``auto_map``, so ``AutoTokenizer.from_pretrained(DIR, trust_remote_code=True)`` and
   ``CrossEncoder(DIR, trust_remote_code=True)`` tokenize pairs as the harness does. Without
-  ``trust_remote_code`` they load the plain ``BertTokenizer`` (transformers' own truncation).
+  ``trust_remote_code`` they refuse the folder (``tokenizer_class`` names this class, and the
+  model type is ``harness_bert``, ``modeling_harness.py``) rather than load the plain
+  ``BertTokenizer`` (transformers' own truncation).
 
 The file needs transformers 5 only (no harness): it is loaded from the exported folder.
 """

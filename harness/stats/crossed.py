@@ -273,7 +273,10 @@ def _tail_below(x: np.ndarray, v: np.ndarray, weight: np.ndarray) -> np.ndarray:
     with a non-positive variance contributing 0 for x > 0 (and 1 for x < 0)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(v > 0, x / np.sqrt(np.where(v > 0, v, 1.0)), np.copysign(np.inf, x))
-    return special.ndtr(-z) @ weight
+    # A product and numpy's own sum, not ``@``: a BLAS dot product of one vector splits it over
+    # threads, which on a busy machine costs far more than the arithmetic, and its rounding
+    # depends on the thread count.
+    return (special.ndtr(-z) * weight).sum(axis=-1)
 
 
 def generalized_p(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray,
@@ -303,7 +306,7 @@ def _interval_half_width(v: np.ndarray, weight: np.ndarray, confidence: float) -
     scale, w = np.sqrt(v[keep]), weight[keep]
 
     def gap(h: float) -> float:
-        return float(special.ndtr(-h / scale) @ w) - target
+        return float((special.ndtr(-h / scale) * w).sum()) - target  # not ``@``: see _tail_below
 
     hi = float(scale.max()) * 50.0
     while gap(hi) > 0:

@@ -72,7 +72,7 @@ def _frame(query) -> pd.DataFrame:
 
 def test_cross_encoder_from_the_export_scores_as_the_harness(study, tmp_path, capsys):
     from sentence_transformers import CrossEncoder
-    from transformers import AutoModelForSequenceClassification
+    from transformers import AutoModelForSequenceClassification, BertForSequenceClassification
 
     _, uri, _, _, runs = study
     seed = _of(runs, C.KIND_TRIAL, "baseline")[0]
@@ -82,9 +82,12 @@ def test_cross_encoder_from_the_export_scores_as_the_harness(study, tmp_path, ca
     query, ours = _harness_scores(seed_model)
     assert len(ours) >= 5 and np.ptp(ours) > 3e-4  # a real ranking to compare
 
-    hf, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True)
+    hf, info = AutoModelForSequenceClassification.from_pretrained(out, output_loading_info=True,
+                                                                  trust_remote_code=True)
     assert not any(info.values()), info  # every weight mapped 1:1, none initialised afresh
-    assert type(hf).__name__ == "BertForSequenceClassification" and hf.config.num_labels == 1
+    assert isinstance(hf, BertForSequenceClassification) and hf.config.num_labels == 1
+    with pytest.raises(ValueError, match="trust_remote_code"):  # refused, not scored otherwise
+        AutoModelForSequenceClassification.from_pretrained(out)
 
     pairs = [(context_text(query.context), c.text) for c in query.candidates]
     assert f'CrossEncoder("{out}", trust_remote_code=True)' in capsys.readouterr().out  # what to call

@@ -73,12 +73,32 @@ def test_cross_encoder_reproduces_the_run(trained) -> None:
     # the call `harness export` prints (export.usage), as printed
     _same_run(queries, eval(_printed(folder, "sentence-transformers"), {"CrossEncoder": CrossEncoder,
                                                                        "pairs": pairs}), run, run_map)
-    # Without trust_remote_code: the plain BertTokenizer, whose truncation keeps the OLDEST context.
-    plain = CrossEncoder(str(folder), device="cpu").tokenizer
-    assert type(plain).__name__ == "BertTokenizer"
+
+
+@pytest.mark.parametrize("trust", [None, False])
+def test_plain_loaders_refuse_the_folder_without_its_code(trained, trust) -> None:
+    """Without trust_remote_code (not given, or False) no loader scores the folder with
+    transformers' own truncation (the plain BertTokenizer keeps the OLDEST context): each refuses it
+    and names trust_remote_code or the folder's model type."""
+    from sentence_transformers import CrossEncoder
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    folder, _, pairs, *_ = trained
+    kwargs = {} if trust is None else {"trust_remote_code": trust}
+    loaders = [lambda: AutoConfig.from_pretrained(folder, **kwargs),
+               lambda: AutoModelForSequenceClassification.from_pretrained(folder, **kwargs),
+               lambda: CrossEncoder(str(folder), device="cpu", **kwargs)]
+    if trust is None:  # told False, transformers falls back to a generic tokenizer; the model still refuses
+        loaders.append(lambda: AutoTokenizer.from_pretrained(folder, **kwargs))
+    for load in loaders:
+        with pytest.raises(ValueError, match="trust_remote_code|harness_bert"):
+            load()
+    # what those loaders would have scored with: another truncation for nearly every pair
+    plain = load_tokenizer(TrialConfig.from_flat(dict(FLAT)).model)
     ours = PairCollator(plain, FLAT["model.max_length"])
     ids = [ours.pair_ids(*ours.tokenize([a, b]))[0].tolist() for a, b in pairs]
-    theirs = plain([a for a, _ in pairs], [b for _, b in pairs], truncation=True)["input_ids"]
+    theirs = plain([a for a, _ in pairs], [b for _, b in pairs], truncation=True,
+                   max_length=FLAT["model.max_length"])["input_ids"]
     assert sum(x != y for x, y in zip(ids, theirs, strict=True)) >= 0.9 * len(pairs)
 
 
@@ -179,7 +199,7 @@ def test_no_truncation_strategy_of_transformers_reproduces_the_harness(trained) 
     from transformers import AutoTokenizer
 
     folder, *_ = trained
-    plain = AutoTokenizer.from_pretrained(folder)
+    plain = AutoTokenizer.from_pretrained(folder, tokenizer_type="bert")
     assert type(plain).__name__ == "BertTokenizer"
     texts = [" ".join(["word"] * n) for n in range(1, 20)]
     pairs = [(a, b) for a in texts for b in texts]

@@ -1,9 +1,9 @@
 """`harness ui` opens on the study's training runs with their verdicts, not on MLflow 3's GenAI
 overview: the address it prints to open, loaded in headless Chromium (Debian's /usr/bin/chromium
 driven by Playwright), shows the config runs, each with its verdict in the Description column, on
-the model-training side of the UI; the experiment's own address without it opens the GenAI side
-(the sidebar of Overview, Judges, Traces), which is why the address carries workflowType.
-docs/storage.md."""
+the model-training side of the UI; so do the bare root, the experiment's bare address and a run's
+page in a browser that never chose a side (MLflow would open them on its GenAI side: the sidebar of
+Overview, Judges, Traces). docs/storage.md."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ def test_the_address_to_open_is_the_studys_verdict_view(study, ui) -> None:
 def test_the_first_screen_shows_the_runs_with_their_verdicts_not_the_genai_overview(study, ui, browser,
                                                                                     tmp_path: Path) -> None:
     _, exp_id, verdicts = study
-    url, landing = ui
+    _, landing = ui
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     try:
         page.goto(landing, wait_until="load")
@@ -102,8 +102,42 @@ def test_the_first_screen_shows_the_runs_with_their_verdicts_not_the_genai_overv
         assert not [w for w in GENAI_SIDEBAR if w in body], body[:2000]
         assert "Detect Issues" not in body and "-seed" not in body  # no GenAI pop-up; seed runs stay behind
 
-        # Why the address says workflowType: the experiment's page without it is the GenAI side.
+    finally:
+        page.close()
+
+
+def test_every_address_of_the_study_opens_on_training_runs_in_a_fresh_browser(study, ui, browser) -> None:
+    """MLflow 3.17 opens the GenAI side unless the address or the browser's remembered choice says
+    otherwise (harness.tracking.ui): the bare root, the experiment's bare address and a run's page,
+    each in a browser that never chose, open on the training side; the root and the experiment on
+    the verdict view. A browser that chose GenAI with the UI's switch keeps its choice."""
+    from mlflow.tracking import MlflowClient
+
+    uri, exp_id, verdicts = study
+    url, _ = ui
+    run = MlflowClient(uri).search_runs([exp_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'")[0]
+    for address, shown in ((f"{url}/", verdicts.values()), (f"{url}/#/experiments/{exp_id}", verdicts.values()),
+                           (f"{url}/#/experiments/{exp_id}/runs/{run.info.run_id}", [run.info.run_name])):
+        page = browser.new_page(viewport={"width": 1600, "height": 1000})  # a fresh context each
+        try:
+            page.goto(address, wait_until="load")
+            for text in shown:
+                page.get_by_text(text, exact=True).first.wait_for(timeout=240_000)
+            body = page.inner_text("body")
+            assert not [w for w in GENAI_SIDEBAR if w in body], (address, body[:2000])
+            assert "Detect Issues" not in body, address
+            if shown is not verdicts.values():
+                continue
+            assert f"/experiments/{exp_id}/runs" in page.url and C.VERDICT_VIEW in page.url, page.url
+        finally:
+            page.close()
+
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:  # the UI's switch set to GenAI in this browser: kept
+        page.goto(f"{url}/", wait_until="load")
+        page.evaluate("localStorage.setItem('mlflow.workflowType_v1', JSON.stringify('genai'))")
         page.goto(f"{url}/#/experiments/{exp_id}", wait_until="load")
+        page.reload(wait_until="load")
         page.get_by_text("Judges", exact=True).first.wait_for(timeout=120_000)
     finally:
         page.close()
