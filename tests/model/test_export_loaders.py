@@ -21,6 +21,9 @@ from harness.training.loop import FinalRecord, Trainer
 from harness.training.tokenized import prepare_data
 from tests.conftest import toy_splits
 
+# slow: its fixture trains a toy ranker, and each loader loads it (seconds each)
+pytestmark = pytest.mark.slow
+
 # max_length 16: budget 13 (odd, where "longest_first" would give its spare token to the longer
 # text); the toy contexts are about 12 tokens and the responses 6, so nearly every pair is cut.
 FLAT = {"model.name": "tiny", "model.max_length": 16, "train.steps": 20, "train.batch_size": 16,
