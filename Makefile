@@ -10,8 +10,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
-# pytest-xdist workers for `make test`: one per core of the 2-core machines CI runs on; a module's
-# tests share a worker (tests/conftest.py), so a module's study runs once.
+# pytest-xdist workers for `make test`: one per core of the 2-core machines CI runs on; a file's
+# tests share a worker (`--dist loadfile`), so a module's study runs once.
 TEST_WORKERS ?= 2
 
 .PHONY: venv demo demo-collections test test-fast test-all lint docs bench bench-gpu clean
@@ -34,15 +34,15 @@ demo-collections: venv
 
 test: venv
 	@{ command -v chromium && command -v pdflatex && command -v pdftotext; } >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && for p in chromium "texlive-latex-recommended poppler-utils"; do DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p >/dev/null || echo "$$p not installed: the browser or PDF tests will skip"; done; }
-	$(PY) -m pytest -q -m "not heavy" -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	$(PY) -m pytest -q -m "not heavy" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 test-fast: venv
-	$(PY) -m pytest -q -m "not slow and not heavy" -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -m "not slow and not heavy" -n $(TEST_WORKERS) --dist loadfile
 
 # Everything, the heavy tests too (kill-and-resume and cluster scenarios, the GPU benchmark's CPU
 # rehearsals: docs/testing.md).
 test-all: venv
-	$(PY) -m pytest -q -m "slow or not slow" -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	$(PY) -m pytest -q -m "slow or not slow" -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 lint: venv
 	$(VENV)/bin/ruff check harness tests benchmarks

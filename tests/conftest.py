@@ -83,18 +83,10 @@ STUDY_FIXTURES = {"finished_study", "ray_root"}
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test on the session's Ray is marked `slow` (``STUDY_FIXTURES``). Under pytest-xdist (`make
-    test` runs two workers: ``--dist loadgroup``) a module's tests stay on one worker, so a
-    module-scoped study runs once, and every test that reads the session's shared finished study
-    (``finished_study``) goes to one worker, so it is trained once."""
+    """A test on the session's Ray is marked `slow` (``STUDY_FIXTURES``)."""
     for item in items:
         if STUDY_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        group = "finished_study" if "finished_study" in getattr(item, "fixturenames", ()) else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -136,7 +128,26 @@ def finished_study(tmp_path_factory: pytest.TempPathFactory):
     numbers, so that adding a configuration here does not break unrelated tests."""
     from tests.study.conftest import run_finished_study
 
-    return run_finished_study(tmp_path_factory.mktemp("finished-study"))
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return run_finished_study(tmp_path_factory.mktemp("finished-study"))
+    # Under pytest-xdist (`make test`: two workers, `--dist loadfile`) the readers are in several
+    # files, so on both workers: the first to ask runs the study in the workers' common temporary
+    # folder, the other waits for it and reads the same store and files.
+    import fcntl
+    import pickle
+
+    common = tmp_path_factory.getbasetemp().parent
+    with open(common / "finished-study.lock", "a") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        done = common / "finished-study.pickle"
+        if done.is_file():
+            return pickle.loads(done.read_bytes())
+        (common / "finished-study").mkdir(exist_ok=True)
+        study = run_finished_study(common / "finished-study")
+        tmp = done.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(study))
+        tmp.replace(done)
+        return study
 
 
 @pytest.fixture(scope="session", autouse=True)
