@@ -134,8 +134,9 @@ def test_every_address_of_the_study_opens_on_training_runs_in_a_fresh_browser(st
 
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     try:  # the UI's switch set to GenAI in this browser: kept
-        page.goto(f"{url}/", wait_until="load")
-        page.evaluate("localStorage.setItem('mlflow.workflowType_v1', JSON.stringify('genai'))")
+        # remembered before any page of the UI runs (set from a loaded page, the page's own redirect
+        # to the verdict view could land after it and MLflow would remember training instead)
+        page.add_init_script("localStorage.setItem('mlflow.workflowType_v1', JSON.stringify('genai'))")
         page.goto(f"{url}/#/experiments/{exp_id}", wait_until="load")
         page.reload(wait_until="load")
         page.get_by_text("Judges", exact=True).first.wait_for(timeout=120_000)
