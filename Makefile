@@ -11,7 +11,8 @@ export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
 # pytest-xdist workers for `make test`: one per core of the 2-core machines CI runs on; a file's
-# tests share a worker (`--dist loadfile`), so a module's study runs once.
+# tests share a worker (`--dist loadfile`), so a module's study runs once; the files take the order
+# tests/conftest.py gives them (longest first: --no-loadscope-reorder), so both workers end together.
 TEST_WORKERS ?= 2
 
 .PHONY: venv demo demo-collections test test-fast test-all lint docs bench bench-gpu clean
@@ -34,15 +35,15 @@ demo-collections: venv
 
 test: venv
 	@{ command -v chromium && command -v pdflatex && command -v pdftotext; } >/dev/null || [ "$$(id -u)" != 0 ] || { apt-get update -qq && for p in chromium "texlive-latex-recommended poppler-utils"; do DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$p >/dev/null || echo "$$p not installed: the browser or PDF tests will skip"; done; }
-	$(PY) -m pytest -q -m "not heavy" -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q -m "not heavy" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 test-fast: venv
-	$(PY) -m pytest -q -m "not slow and not heavy" -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -q -m "not slow and not heavy" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Everything, the heavy tests too (kill-and-resume and cluster scenarios, the GPU benchmark's CPU
 # rehearsals: docs/testing.md).
 test-all: venv
-	$(PY) -m pytest -q -m "slow or not slow" -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q -m "slow or not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: venv
 	$(VENV)/bin/ruff check harness tests benchmarks

@@ -81,12 +81,37 @@ def pytest_configure(config: pytest.Config) -> None:
 STUDY_FIXTURES = {"finished_study", "ray_root"}
 
 
+# The files that take longest under `make test` (two workers, `--dist loadfile`
+# --no-loadscope-reorder), longest chain first, so that both workers end together: the finished
+# study's builder first, the studies of their own next, the finished study's other readers after it
+# is made. Only an order: every test runs wherever its file is, listed or not.
+LONG_FILES_FIRST = (
+    "tests/study/test_run.py",
+    "tests/study/test_trial_retry.py",
+    "tests/study/test_resume_trust.py",
+    "tests/test_reliability.py",
+    "tests/tracking/test_ui_landing.py",
+    "tests/data/test_chitchat.py",
+    "tests/stats/test_verdict_agreement.py",
+    "tests/stats/test_sequential.py",
+    "tests/stats/test_maxt.py",
+    "tests/study/test_odd_paths.py",
+    "tests/study/test_fair_study.py",
+    "tests/study/test_ui_stop.py",
+    "tests/training/test_precision.py",
+    "tests/study/test_spec.py",
+)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """A test on the session's Ray is marked `slow` (``STUDY_FIXTURES``)."""
+    """A test on the session's Ray is marked `slow` (``STUDY_FIXTURES``); the files of
+    ``LONG_FILES_FIRST`` go first, in its order (a stable sort: the rest keep pytest's)."""
     for item in items:
         if STUDY_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.slow)
+    rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

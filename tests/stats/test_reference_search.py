@@ -177,7 +177,7 @@ REFERENCES = {"generalized": lambda d: crossed_batch(d).p_value, "satterthwaite"
               "satterthwaite-kept": _kept_seed_term_p, "calibrated": _calibrated_p, "seed-df": _seed_df_p}
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # the whole search, about 30 s: `make test-all`
 def test_sizes_and_power_of_the_candidate_references() -> None:
     """Null studies at 2, 3, 5 and 10 seeds and a gain of 0.06 (training SD 0.02): the default's size
     is not above 5% or 0.05 / 8 (its count within the upper 99% binomial bound) at every seed count.

@@ -1,9 +1,10 @@
-"""`harness ui` opens on the study's training runs with their verdicts, not on MLflow 3's GenAI
+"""`harness ui` on the session's finished study (tests/conftest.py's ``finished_study``, real Ray
+and MLflow) opens on the study's training runs with their verdicts, not on MLflow 3's GenAI
 overview: the address it prints to open, loaded in headless Chromium (Debian's /usr/bin/chromium
 driven by Playwright), shows the config runs, each with its verdict in the Description column, on
 the model-training side of the UI; so do the bare root, the experiment's bare address and a run's
 page in a browser that never chose a side (MLflow would open them on its GenAI side: the sidebar of
-Overview, Judges, Traces). docs/storage.md."""
+Overview, Judges, Traces). One MLflow server and one browser for the module. docs/storage.md."""
 
 from __future__ import annotations
 
@@ -14,53 +15,38 @@ from pathlib import Path
 import pytest
 
 from harness.tracking import conventions as C
-from tests.tracking.conftest import write_benchmark_study
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
 GENAI_SIDEBAR = ("Judges", "Observability")  # entries of the GenAI side's sidebar only
 
 
 @pytest.fixture(scope="module")
-def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, dict[str, str]]:
-    """A finished study as the driver records it (three configurations, their verdicts as run
-    descriptions, the verdict view): (tracking URI, experiment id, config run name -> verdict)."""
-    from mlflow.tracking import MlflowClient
-
-    from harness.tracking.records import StudyRecords
-    from harness.tracking.store import TrackingStore
-
-    db = tmp_path_factory.mktemp("mlruns") / "mlflow.db"
-    uri = f"sqlite:///{db}"
-    written = write_benchmark_study(uri, queries=12)
-    client = MlflowClient(uri)
-    exp = client.get_experiment_by_name(written)
+def study(finished_study) -> tuple[str, str, str, dict[str, str]]:
+    """The finished study as its driver recorded it: (tracking URI, experiment id, study name,
+    config run name -> its verdict, the run's description)."""
+    exp = finished_study.client.get_experiment_by_name(finished_study.name)
     assert exp.tags[C.TAG_EXPERIMENT_KIND] == C.EXPERIMENT_KIND  # set as the driver created it
-    StudyRecords(TrackingStore(uri), exp.experiment_id, written).verdict_view("map")
-    verdicts = {}
-    for run in client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'"):
-        verdicts[run.info.run_name] = f"verdict of {run.info.run_name}: MAP +0.0{len(verdicts)}"
-        client.set_tag(run.info.run_id, C.TAG_NOTE, verdicts[run.info.run_name])
-    return uri, exp.experiment_id, verdicts
+    verdicts = {r.info.run_name: r.data.tags[C.TAG_NOTE] for r in finished_study.runs(C.KIND_CONFIG)}
+    return finished_study.uri, exp.experiment_id, finished_study.name, verdicts
 
 
 @pytest.fixture(scope="module")
-def ui(study, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """`harness ui` on the study's store: (its root address, the address it says to open)."""
+def ui(study, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+    """`harness ui` on the study's store: (its root address, the address it says to open first,
+    what it printed)."""
     from tests.cluster.services import REPO, clean_env, free_port, spawn
 
-    uri = study[0]
     log = tmp_path_factory.mktemp("ui") / "harness-ui.log"
     port = free_port()
-    service = spawn("harness ui", [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", uri,
+    service = spawn("harness ui", [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", study[0],
                                    "--port", str(port)], log, clean_env(), REPO)
     url = f"http://127.0.0.1:{port}"
     try:
         service.wait_http(f"{url}/health", 300)  # a loaded machine starts MLflow's server slowly
-        first = log.read_text().splitlines()[0]
-        yield url, first.rsplit(": open ", 1)[1].strip()
+        printed = log.read_text()
+        yield url, printed.splitlines()[0].rsplit(": open ", 1)[1].strip(), printed
     finally:
         service.stop()
 
@@ -81,27 +67,39 @@ def browser() -> Iterator[object]:
 
 
 def test_the_address_to_open_is_the_studys_verdict_view(study, ui) -> None:
-    url, landing = ui
-    assert landing == url + C.runs_page(study[1])
+    _, exp_id, name, _ = study
+    url, landing, printed = ui
+    assert landing == url + C.runs_page(exp_id)
+    # ... and the study's own line names the same page
+    shown = next(line.split(" at ", 1)[1].strip() for line in printed.splitlines()
+                 if line.strip().startswith(f"study {name}:"))
+    assert shown == landing
 
 
-def test_the_first_screen_shows_the_runs_with_their_verdicts_not_the_genai_overview(study, ui, browser,
-                                                                                    tmp_path: Path) -> None:
-    _, exp_id, verdicts = study
-    _, landing = ui
+def test_the_first_screen_shows_each_configurations_verdict_not_the_genai_overview(study, ui, browser,
+                                                                                  tmp_path: Path) -> None:
+    """The runs table lists the config runs (not their seed runs) and shows each one's verdict in
+    the Description column, with no column added by hand; the page is the model-training side."""
+    _, exp_id, _, verdicts = study
+    _, landing, _ = ui
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     try:
         page.goto(landing, wait_until="load")
         for name in verdicts:
             page.get_by_text(name, exact=True).first.wait_for(timeout=240_000)
-        page.get_by_text(next(iter(verdicts.values())), exact=True).first.wait_for(timeout=30_000)
-        page.screenshot(path=str(tmp_path / "landing.png"))
+        page.screenshot(path=str(tmp_path / "verdicts.png"))
+        for name, text in verdicts.items():
+            row = page.locator("[role=row]", has=page.get_by_text(name, exact=True)).first
+            idx = row.get_attribute("row-index")
+            cells = " ".join(page.locator(f"[role=row][row-index='{idx}']").all_inner_texts())
+            # The runs table shows a description's first 50 characters (then "..."; the whole line
+            # on hover and on the run's page): the decision, difference, interval and p.
+            assert (text if len(text) <= 50 else f"{text[:50]}...") in cells, (name, text, cells)
         body = page.inner_text("body")
         assert f"/experiments/{exp_id}/runs" in page.url and "Description" in body, body[:2000]
-        assert all(text in body for text in verdicts.values()), body[:2000]
         assert not [w for w in GENAI_SIDEBAR if w in body], body[:2000]
-        assert "Detect Issues" not in body and "-seed" not in body  # no GenAI pop-up; seed runs stay behind
-
+        assert "Detect Issues" not in body  # no GenAI pop-up
+        assert not [n for n in verdicts if f"{n}-seed" in body]  # the seed runs stay behind them
     finally:
         page.close()
 
@@ -113,10 +111,10 @@ def test_every_address_of_the_study_opens_on_training_runs_in_a_fresh_browser(st
     the verdict view. A browser that chose GenAI with the UI's switch keeps its choice."""
     from mlflow.tracking import MlflowClient
 
-    uri, exp_id, verdicts = study
-    url, _ = ui
+    uri, exp_id, _, verdicts = study
+    url, _, _ = ui
     run = MlflowClient(uri).search_runs([exp_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'")[0]
-    for address, shown in ((f"{url}/", verdicts.values()), (f"{url}/#/experiments/{exp_id}", verdicts.values()),
+    for address, shown in ((f"{url}/", list(verdicts)), (f"{url}/#/experiments/{exp_id}", list(verdicts)),
                            (f"{url}/#/experiments/{exp_id}/runs/{run.info.run_id}", [run.info.run_name])):
         page = browser.new_page(viewport={"width": 1600, "height": 1000})  # a fresh context each
         try:
@@ -126,7 +124,7 @@ def test_every_address_of_the_study_opens_on_training_runs_in_a_fresh_browser(st
             body = page.inner_text("body")
             assert not [w for w in GENAI_SIDEBAR if w in body], (address, body[:2000])
             assert "Detect Issues" not in body, address
-            if shown is not verdicts.values():
+            if len(shown) == 1:
                 continue
             assert f"/experiments/{exp_id}/runs" in page.url and C.VERDICT_VIEW in page.url, page.url
         finally:
