@@ -10,6 +10,10 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_NO_ADVISORY_WARNINGS := 1
 export TOKENIZERS_PARALLELISM := false
 export RAY_USAGE_STATS_ENABLED := 0
+# Byte-code caches on (a machine may turn them off): the suite starts hundreds of Python processes
+# (CLI runs, Ray workers, MLflow servers), each of which would compile the harness again, and
+# pytest caches its rewritten test modules the same way.
+unexport PYTHONDONTWRITEBYTECODE
 # pytest-xdist workers for `make test`: one per core of the 2-core machines CI runs on; a file's
 # tests share a worker (`--dist loadfile`), so a module's study runs once; the files take the order
 # tests/conftest.py gives them (longest first: --no-loadscope-reorder), so both workers end together.

@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1] / "harness"
 
 # Bottom to top: a module may import its own layer and the layers before it, never one after it.
 LAYERS = [
-    {"errors", "suggest", "registry", "records", "heap", "_face", "textfile", "redact"},
+    {"errors", "suggest", "registry", "records", "heap", "_face", "textfile", "redact", "cachedir"},
     {"curriculum", "losses", "tracking"},
     {"metrics"},
     {"results"},

@@ -302,20 +302,24 @@ print("ok")
 
 
 @pytest.mark.slow
-def test_drivers_racing_to_create_a_new_sqlite_store_all_get_it(tmp_path):
-    """Twice: first with no empty-store template in the cache (the drivers race to make it too),
-    then with the template the first race left."""
-    env = {**os.environ, "HARNESS_CACHE": str(tmp_path / "cache")}
-    for attempt in range(2):
-        db = tmp_path / f"race{attempt}" / "mlflow.db"
-        go = tmp_path / f"go{attempt}"
-        procs = [subprocess.Popen([sys.executable, "-c", STORE_RACE, f"sqlite:///{db}", str(go), str(i)], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for i in range(2)]
-        time.sleep(3)  # every process waiting at the gate (or soon: the gate stays open)
-        go.touch()
-        for p in procs:
-            out, err = p.communicate(timeout=600)
-            assert p.returncode == 0 and out.decode().strip() == "ok", err.decode()[-2000:]
+def test_drivers_racing_to_create_a_new_sqlite_store_all_get_it(tmp_path, monkeypatch):
+    """Two races at once: two drivers with no empty-store template in their cache (they race to make
+    it too), and two with a template in theirs (made first, here)."""
+    from harness.tracking.store import TrackingStore
+
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "warm"))
+    TrackingStore(f"sqlite:///{tmp_path / 'first' / 'mlflow.db'}")  # leaves the template in warm/
+    assert list((tmp_path / "warm" / "mlflow").glob("empty-store-*.db"))
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", STORE_RACE, f"sqlite:///{tmp_path / cache / 'mlflow.db'}",
+                               str(go), str(i)], env={**os.environ, "HARNESS_CACHE": str(tmp_path / cache)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for cache in ("cold", "warm") for i in range(2)]
+    time.sleep(3)  # every process waiting at the gate (or soon: the gate stays open)
+    go.touch()
+    for p in procs:
+        out, err = p.communicate(timeout=600)
+        assert p.returncode == 0 and out.decode().strip() == "ok", err.decode()[-2000:]
 
 
 @pytest.mark.parametrize(("address", "says"), [

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.cachedir import cache_home
 from harness.data._progress import Progress
 from harness.data.config import DataConfig
 from harness.records import Candidate, Query, Splits
@@ -104,8 +105,7 @@ def train_fingerprint(base: str, method: str) -> str:
 
 def cache_root(cfg: DataConfig) -> Path:
     """The absolute cache folder for ``cfg`` (see the module docstring)."""
-    base = cfg.cache_dir or os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "harness"
-    return Path(base).expanduser().resolve()
+    return cache_home(cfg.cache_dir)
 
 
 def cache_file(cfg: DataConfig, fp: str) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from harness.cachedir import cache_home
 from harness.errors import ConfigError, HarnessError
 from harness.redact import SECRET_MARKERS, redact_uri, strip_credentials
 from harness.tracking import conventions as C
@@ -158,14 +159,14 @@ def create_sqlite_store(uri: str, db: Path) -> None:
 
 def _empty_store_template() -> Path | None:
     """A new, empty MLflow store for the installed MLflow, made once per version in the harness's
-    cache (``$HARNESS_CACHE``, else ``~/.cache/harness``: the data cache's folder) and kept there:
+    cache (harness.cachedir: the data cache's folder) and kept there:
     making a store's tables runs every one of MLflow's schema migrations, seconds that each new
     study would otherwise pay. None where the cache cannot be written (MLflow then makes the tables
     itself)."""
     import mlflow
     from mlflow.tracking import MlflowClient
 
-    folder = Path(os.environ.get("HARNESS_CACHE") or Path.home() / ".cache" / "harness").expanduser() / "mlflow"
+    folder = cache_home() / "mlflow"
     template = folder / f"empty-store-mlflow-{mlflow.__version__}.db"
     if template.is_file():
         return template

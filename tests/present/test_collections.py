@@ -165,7 +165,7 @@ def _null_table_rejections(k: int, candidates: int, metrics: int, studies: int, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("k", [pytest.param(2, marks=pytest.mark.heavy), 3])
 def test_family_wise_error_of_the_whole_table(k: int) -> None:
     """docs/statistics.md ("Across collections"): Holm over the whole table keeps the chance of any
     false marker at or below 5% in null studies of k collections x 4 candidates x 2 metrics."""

@@ -80,7 +80,7 @@ def _null_family_rejections(candidates: int, studies: int, seed: int, correction
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("candidates", [8, 30])
+@pytest.mark.parametrize("candidates", [8, pytest.param(30, marks=pytest.mark.heavy)])
 def test_family_wise_error_with_many_null_candidates(candidates: int) -> None:
     # At 10 seeds; tests/stats/test_small_seeds.py holds the same at 3 seeds.
     studies = 1000 if candidates == 8 else 300

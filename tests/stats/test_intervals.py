@@ -26,7 +26,8 @@ def _scipy_inversion(d: np.ndarray, confidence: float = 0.95) -> tuple[float, fl
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("n", "decimals"), [(8, None), (20, None), (40, None), (51, None), (60, None),
+@pytest.mark.parametrize(("n", "decimals"), [(8, None), (20, None), (40, None), (51, None),
+                                             pytest.param(60, None, marks=pytest.mark.heavy),
                                              (20, 1), (60, 1)])
 def test_wilcoxon_interval_is_scipys_inversion(n: int, decimals: int | None) -> None:
     """Exact distribution (n <= 50, no ties), normal approximation (n > 50, or ties), by scipy."""

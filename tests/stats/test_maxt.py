@@ -205,7 +205,8 @@ def _null_family(test: str, studies: int, candidates: int, seed: int) -> dict[st
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("test", ["seed-averaged", pytest.param("crossed", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("test", [pytest.param("seed-averaged", marks=pytest.mark.heavy),
+                                  pytest.param("crossed", marks=pytest.mark.slow)])
 def test_family_wise_error_of_null_studies_is_five_percent(test: str) -> None:
     studies = 2000
     rate = _null_family(test, studies, 8, seed=29)

@@ -214,7 +214,7 @@ def test_sizes_and_power_of_the_candidate_references() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seeds", [2, 5])
+@pytest.mark.parametrize("seeds", [pytest.param(2, marks=pytest.mark.heavy), 5])
 def test_no_test_that_keeps_its_size_detects_much_more(seeds: int) -> None:
     """At the ranker-like design's own components (the mean mean squares of its null studies) and
     its gain, in the large-query limit: the generalized p-value's power is close to the envelope, the

@@ -200,7 +200,7 @@ def test_family_wise_error_and_seeds_with_eight_null_candidates() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", [1, 8])
+@pytest.mark.parametrize("family", [pytest.param(1, marks=pytest.mark.heavy), 8])
 def test_power_within_five_points_of_the_fixed_design_at_max_seeds(family: int) -> None:
     """At the effect where the fixed design (the crossed test of all 12 seeds at the comparison's
     level 0.05 / family) has about 80% power, the sequential rule settles 'better' in at most 5

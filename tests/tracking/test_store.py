@@ -30,12 +30,14 @@ def _schema(db: Path) -> tuple[dict[str, list[str]], list[tuple]]:
     return sql, version
 
 
-def _new_store(db: Path, cache: Path) -> None:
-    """A driver's first open of the store ``db``, in a process of its own (this session's processes
-    copy a schema template of the suite's: tests/conftest.py)."""
+def _new_stores(*stores: tuple[Path, Path]) -> None:
+    """Each (store ``db``, cache) pair: a driver's first open of the store, in a process of its own
+    (this session's processes copy a schema template of the suite's: tests/conftest.py); the
+    processes run side by side."""
     code = "import sys; from harness.tracking.store import TrackingStore; TrackingStore(sys.argv[1])"
-    subprocess.run([sys.executable, "-c", code, f"sqlite:///{db}"], check=True,
-                   env={**os.environ, "HARNESS_CACHE": str(cache)})
+    procs = [subprocess.Popen([sys.executable, "-c", code, f"sqlite:///{db}"],
+                              env={**os.environ, "HARNESS_CACHE": str(cache)}) for db, cache in stores]
+    assert [p.wait(timeout=600) for p in procs] == [0] * len(procs)
 
 
 @pytest.mark.slow
@@ -43,17 +45,16 @@ def test_a_new_store_is_the_store_mlflow_makes_from_a_template_made_once(tmp_pat
     cache = tmp_path / "cache"
     template = cache / "mlflow" / f"empty-store-mlflow-{mlflow.__version__}.db"
     first = tmp_path / "a" / "mlflow.db"
-    _new_store(first, cache)
-    assert template.is_file()
-    made = template.stat().st_mtime_ns
-    second = tmp_path / "b" / "mlflow.db"
-    _new_store(second, cache)
-    assert template.stat().st_mtime_ns == made  # made once, copied after
-    # MLflow's own store, where the cache cannot be written (a file where its folder would be)
+    # beside it, MLflow's own store, where the cache cannot be written (a file where its folder would be)
     blocked = tmp_path / "blocked"
     blocked.write_text("")
     own = tmp_path / "c" / "mlflow.db"
-    _new_store(own, blocked)
+    _new_stores((first, cache), (own, blocked))
+    assert template.is_file()
+    made = template.stat().st_mtime_ns
+    second = tmp_path / "b" / "mlflow.db"
+    _new_stores((second, cache))
+    assert template.stat().st_mtime_ns == made  # made once, copied after
     assert _schema(second) == _schema(own) == _schema(first)
     assert _schema(own)[1]  # a schema version is recorded
     # the Default experiment beside its store, and the store works as MLflow's own
