@@ -89,13 +89,17 @@ def load_encoder(cfg: ModelConfig, *, seed: int) -> Any:
     source = model_source(cfg.name)
     try:
         config = AutoConfig.from_pretrained(source)
-        return AutoModel.from_pretrained(source, config=config, attn_implementation="sdpa",
-                                         add_pooling_layer=True)
+        encoder = AutoModel.from_pretrained(source, config=config, attn_implementation="sdpa",
+                                            add_pooling_layer=True)
     except TypeError:
         # Encoders without a pooling layer argument.
-        return AutoModel.from_pretrained(source, attn_implementation="sdpa")
+        encoder = AutoModel.from_pretrained(source, attn_implementation="sdpa")
     except (OSError, ValueError) as exc:
         raise ConfigError(_unloadable(cfg.name, exc)) from None
+    # float32 weights whatever the checkpoint stores: recent transformers keep a half-precision
+    # checkpoint's dtype, and the trainer keeps float32 master weights (bf16 is autocast's choice,
+    # harness.training._precision), as a study of the same weights stored in float32 would.
+    return encoder.float()
 
 
 def _unloadable(name: str, exc: Exception) -> str:

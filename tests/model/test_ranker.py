@@ -130,3 +130,17 @@ def test_pooler_comes_from_the_checkpoint() -> None:
     encoder = load_encoder(ModelConfig(name="packaged"), seed=0)
     with safe_open(str(packaged_model_path() / "model.safetensors"), "pt") as f:
         torch.testing.assert_close(encoder.pooler.dense.weight, f.get_tensor("pooler.dense.weight"))
+
+
+def test_a_half_precision_checkpoint_loads_as_float32(tmp_path) -> None:
+    """The trainer keeps float32 master weights (bf16 is autocast's); a checkpoint stored in fp16
+    (as benchmarks/staged.py stores the packaged encoder) loads with its values, in float32."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    half = BertModel(BertConfig(vocab_size=99, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32)).half()
+    half.save_pretrained(tmp_path)
+    encoder = load_encoder(ModelConfig(name=str(tmp_path)), seed=0)
+    assert {p.dtype for p in encoder.parameters()} == {torch.float32}
+    torch.testing.assert_close(encoder.pooler.dense.weight, half.pooler.dense.weight.float())
