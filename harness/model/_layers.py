@@ -84,7 +84,7 @@ def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
         return F.dropout(x, p, True)
     t = min(65535, max(1, round(p * 65536)))
     n = x.numel()
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1)
+    bits = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64)
     keep = bits.view(torch.int16)[:n].view(x.shape) >= (t - 32768)
     return _Dropout.apply(x, keep, 65536.0 / (65536 - t))  # type: ignore[no-any-return]
 

@@ -57,7 +57,7 @@ def _cpu_keep(shape: tuple[int, ...], p: float, gen: torch.Generator) -> torch.T
     n = 1
     for d in shape:
         n *= d
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64).random_(-(2**63), 2**63 - 1, generator=gen)
+    bits = torch.randint(-(2**63), 2**63 - 1, ((n + 3) // 4,), dtype=torch.int64, generator=gen)
     return bits.view(torch.int16)[:n].view(shape) >= (t - 32768)
 
 
