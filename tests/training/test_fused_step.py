@@ -6,7 +6,8 @@ unbacked symbol (``u0``) or refuses; the step's inputs are built on the host ahe
 foreach clip is each replica's ``clip_grad_norm_``.
 
 Graphs are captured by dynamo with a backend that keeps them and runs them as captured (no code
-generation: what is checked is the capture, not the kernels)."""
+generation: what is checked is the capture, not the kernels; tests/training/graphs.py). The plain
+step's own test is tests/training/test_step_graph.py."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from harness.training import _compile
 from harness.training.fused import SeedGroup
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
+from tests.training.graphs import assert_no_host_read
 
 FLAT = {"train.steps": 4, "train.eval_every": 4, "train.batch_size": 4, "train.bf16": False}
 
@@ -38,38 +40,6 @@ def prepared():
 def _engine(prepared, **flat):
     cfgs = [tiny_config(**{**FLAT, **flat, "train.seed": s}) for s in (1, 2)]
     return SeedGroup(cfgs, prepared, fused=True)._engine
-
-
-def _host_reads(gm: torch.fx.GraphModule) -> list[str]:
-    """The nodes of a captured graph that need a device value on the host."""
-    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
-
-    out = []
-    for node in gm.graph.nodes:
-        value = node.meta.get("example_value")
-        if node.op == "call_method" and node.target in ("item", "tolist", "nonzero", "__bool__") or value is not None and free_unbacked_symbols(value):
-            out.append(node.format_node())
-    return out
-
-
-def one_graph(fn):
-    """``fn`` compiled with ``fullgraph=True`` (a graph break raises) by a backend that keeps the
-    captured graphs; returns the compiled function and the list of graphs (filled on call)."""
-    graphs: list[torch.fx.GraphModule] = []
-
-    def keep(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    return torch.compile(fn, fullgraph=True, backend=keep), graphs
-
-
-def assert_no_host_read(fn, *args):
-    compiled, graphs = one_graph(fn)
-    out = compiled(*args)
-    assert len(graphs) == 1, f"{len(graphs)} graphs"
-    assert _host_reads(graphs[0]) == []
-    return out
 
 
 @pytest.mark.slow
