@@ -25,7 +25,10 @@ at most 10 minutes. So:
    step, each distinct row once, every harness row compiled (``aot_eager``: graph capture without
    code generation) and every package the GPU machine lacks blocked from import
    (``staged.device_lacks``), so a crash a CPU could have found is found here
-   (tests/benchmarks/test_device_run.py runs it).
+   (tests/benchmarks/test_device_run.py runs it). ``--rehearse --quick``: each code path once (the
+   first row of each: a plain, a fused, the packaged encoder read from the stage with its
+   evaluation, each peer, eager, trials sharing the device, the cascade), compiled only where
+   compiling is the row's point (the plain and fused harness rows), for ``make test``.
 
 The trainer rows are ``benchmarks/gpu.py``'s (one process each, started one row ahead); timing and
 FLOPs as documented there and in ``benchmarks/peers.py``: warm-up (every batch width compiled, then
@@ -36,6 +39,7 @@ harness skips: its [CLS]-only last layer).
     python benchmarks/device.py --stage .device-stage                # here: ~45 MB to carry
     benchmarks/device_run.sh                                         # there: results in $OUT
     python benchmarks/device.py --rehearse --stage-dir .device-stage --out /tmp/rehearsal
+    python benchmarks/device.py --rehearse --quick --stage-dir .device-stage --out /tmp/rehearsal
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ class Row:
     trials: int = 1
     estimate_s: float = 0.0
     eval_pairs: int = 0
+    compile: bool = True  # in a rehearsal: whether the row's harness trainer compiles (aot_eager)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def label(self) -> str:
@@ -94,8 +99,9 @@ class Row:
         return f"{self.trainer} {self.model} {self.length}"
 
 
-def plan(rehearse: bool) -> list[Row]:
-    """Every row, in the order the goals need them (module docstring), with its estimate."""
+def plan(rehearse: bool, quick: bool = False) -> list[Row]:
+    """Every row, in the order the goals need them (module docstring), with its estimate
+    (``quick``, a rehearsal only: each code path once, ``_quick``)."""
     rows: list[Row] = []
 
     def trainer(model: str, length: int, name: str, eval_pairs: int = 0) -> None:
@@ -121,8 +127,31 @@ def plan(rehearse: bool) -> list[Row]:
     if rows:
         rows[0].estimate_s += START_S
     if rehearse:
-        return _small(rows)
+        return _quick(_small(rows)) if quick else _small(rows)
     return rows
+
+
+def path_of(r: Row) -> tuple[Any, ...]:
+    """A row's code path: its trainer (the packaged encoder's harness row, which reads the stage's
+    weights and measures evaluation, its own); every packing row shares one (the processes and their
+    barrier), as does every cascade row. Lengths and models of one trainer are the same code."""
+    if r.kind == "trainer":
+        return (r.kind, r.trainer, r.eval_pairs > 0)
+    return (r.kind,)
+
+
+def _quick(rows: list[Row]) -> list[Row]:
+    """The quick rehearsal's rows: the first of each code path (``path_of``), in the plan's order;
+    compiled only where compilation is the row's point (the plain and the fused harness step:
+    the packaged row's point is the stage and evaluation, the packing row's the processes)."""
+    out: list[Row] = []
+    seen: set[tuple[Any, ...]] = set()
+    for r in rows:
+        if path_of(r) not in seen:
+            seen.add(path_of(r))
+            r.compile = r.kind == "trainer" and r.trainer in ("harness", "harness-fused") and not r.eval_pairs
+            out.append(r)
+    return out
 
 
 def _small(rows: list[Row]) -> list[Row]:
@@ -206,8 +235,10 @@ def _side(a: argparse.Namespace, row: Row, path: Path, rehearse: bool, steps: in
     import gpu
 
     cmd = gpu._side_cmd(a, row.trainer, path, row.length, steps) + ["--eval-pairs", str(row.eval_pairs)]
-    if rehearse:  # compiled code paths on CPU, graph capture without code generation
+    if rehearse and row.compile:  # compiled code paths on CPU, graph capture without code generation
         cmd += ["--compile-mode", "true", "--compile-backend", "aot_eager"]
+    elif rehearse:
+        cmd += ["--compile-mode", "false"]
     return cmd
 
 
@@ -227,9 +258,9 @@ def run(ns: argparse.Namespace) -> int:
     except ImportError:
         st_version = "not installed"
     machine = describe("torch", "transformers")
-    sink.write({"kind": "env", "rehearsal": rehearse, "device": ns.device, "gpu": info, "machine": machine,
+    sink.write({"kind": "env", "rehearsal": rehearse, "quick": ns.quick, "device": ns.device, "gpu": info, "machine": machine,
                 "sentence_transformers": st_version, "stage": str(staged.stage()), "budget_s": ns.budget_s})
-    planned, stretch = fit(plan(rehearse), ns.budget_s if ns.budget_s > 0 else float("inf"))
+    planned, stretch = fit(plan(rehearse, ns.quick), ns.budget_s if ns.budget_s > 0 else float("inf"))
     rows = planned + stretch
     say = lambda msg: print(f"[device] {msg}", file=sys.stderr, flush=True)
     for line in plan_lines(planned, stretch, ns.budget_s):
@@ -259,8 +290,9 @@ def run(ns: argparse.Namespace) -> int:
             else:
                 jobs.append((meta, [_side(a, r, path, rehearse, a.steps)]))
             kinds.append(r.kind)
-        for n, ((meta, results, seconds), kind) in enumerate(zip(gpu.pipeline(jobs, work, deadline=ns.deadline),
-                                                                 kinds, strict=True)):
+        measured_rows = _in_process(jobs, work, ns.deadline) if ns.quick else gpu.pipeline(jobs, work,
+                                                                                          deadline=ns.deadline)
+        for n, ((meta, results, seconds), kind) in enumerate(zip(measured_rows, kinds, strict=True)):
             row = _row(meta, results, seconds, kind, a, info, peak, measured)
             (packing if kind == "packing" else trainers).append(row)
             sink.write({"kind": kind, **row})
@@ -290,6 +322,25 @@ def run(ns: argparse.Namespace) -> int:
     sink.write({"kind": "done", "wall_s": rec["wall_s"]})
     say(f"done in {rec['wall_s']:.0f} s: {ns.out}/results.jsonl, gpu.json, gpu.md")
     return 0
+
+
+def _in_process(jobs: list[tuple[dict[str, Any], list[list[str]]]], root: Path, deadline: float | None) -> Any:
+    """``gpu.pipeline``'s results for the quick rehearsal: a row of one process runs in this one
+    (``gpu.in_process``: the same runner, no start-up of torch and transformers per row); a row of
+    several (trials sharing the device) runs through the pipeline, whose processes are its point."""
+    import gpu
+
+    for meta, cmds in jobs:
+        t0 = time.perf_counter()
+        if deadline is not None and time.monotonic() >= deadline:
+            yield meta, [{"error": gpu.OUT_OF_TIME}] * len(cmds), 0.0
+            continue
+        if len(cmds) > 1:
+            yield from gpu.pipeline([(meta, cmds)], root, deadline=deadline)
+            continue
+        print(f"[gpu bench] {meta['trainer']} ({meta['model']}, length {meta['length']}, in this process) ...",
+              file=sys.stderr, flush=True)
+        yield meta, [gpu.in_process(cmds[0])], time.perf_counter() - t0
 
 
 def peers_model_dir(name: str, root: Path) -> Path:
@@ -341,7 +392,8 @@ def _brief(row: dict[str, Any]) -> str:
     mfu = row.get("mfu")
     return (f"{name}: {row['pairs_per_s']:.0f} pairs/s, step {row.get('step_ms', 0):.1f} ms, "
             f"MFU {'-' if mfu is None else f'{100 * mfu:.1f}%'}, peak {row.get('peak_gpu_mem_gb', 0):.2f} GiB, "
-            f"{row.get('compiles_in_window', 0)} compiles in the timed window")
+            f"{row.get('compiles_in_window', 0)} compiles in the timed window, "
+            f"{row.get('graph_breaks', 0)} graph breaks")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,6 +405,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rehearse", action="store_true",
                    help="CPU rehearsal: the plan's rows small (tiny model, length 32), compiled paths, and "
                         "the device machine's missing packages blocked")
+    p.add_argument("--quick", action="store_true",
+                   help="with --rehearse: each code path once (make test's rehearsal), compiled only where "
+                        "compiling is the row's point")
     p.add_argument("--plan", action="store_true", help="print the plan with its estimates and stop")
     p.add_argument("--budget-s", type=float, default=BUDGET_S,
                    help=f"the plan's time budget in seconds (default {BUDGET_S:.0f}); 0: no budget")
@@ -360,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="data set size (default: benchmarks/peers.py's; 30 in a rehearsal)")
     p.add_argument("--device", default=None, help="default: cuda (cpu with --rehearse)")
     ns = p.parse_args(argv)
+    if ns.quick and not ns.rehearse:
+        p.error("--quick is a rehearsal's (--rehearse --quick)")
     if ns.stage:
         import peers
 
@@ -368,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stage written: {ns.stage} ({manifest['bytes'] / 2**20:.1f} MiB)")
         return 0
     if ns.plan:
-        print("\n".join(plan_lines(*fit(plan(ns.rehearse), ns.budget_s if ns.budget_s > 0 else float("inf")),
+        print("\n".join(plan_lines(*fit(plan(ns.rehearse, ns.quick), ns.budget_s if ns.budget_s > 0 else float("inf")),
                                    ns.budget_s)))
         return 0
     if ns.out is None:

@@ -25,8 +25,15 @@ if [ ! -f "$STAGE/manifest.json" ]; then
 fi
 # What the machine has, first: if anything below fails, this much still comes back.
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
-  "$PY" -c 'import sys, torch, transformers; print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__)' 2>&1
-  "$PY" -c 'import sentence_transformers as s; print("sentence-transformers", s.__version__)' 2>&1 | tail -1
+  "$PY" - <<'EOF' 2>&1
+import sys, torch, transformers
+print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, flush=True)
+try:
+    import sentence_transformers as s
+    print("sentence-transformers", s.__version__)
+except Exception as e:  # what the machine lacks is what this file is for
+    print("sentence-transformers:", type(e).__name__, e)
+EOF
   echo "C compiler (inductor, triton): $(command -v gcc || command -v cc || echo none)"
 } > "$OUT/env.txt"
 "$PY" benchmarks/device.py --stage-dir "$STAGE" --out "$OUT" "$@" 2> >(tee "$OUT/log.txt" >&2)

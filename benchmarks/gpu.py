@@ -73,7 +73,26 @@ PEAK_BF16_TFLOPS = {  # dense (no sparsity) bf16 tensor-core peaks from the data
 # -- one trainer in its own process (the trainers live in peers.py) ---------------------------
 
 def side(args: argparse.Namespace) -> int:
+    print("RESULT " + json.dumps(side_result(args)), flush=True)
+    return 0
+
+
+def in_process(cmd: list[str]) -> dict[str, Any]:
+    """The result of a side command (``_side_cmd``'s ``[python, gpu.py, --side, ...]``) run in this
+    process instead of its own (``benchmarks/device.py --rehearse --quick``: the same runner and
+    result, without a process start-up per row)."""
+    args = parser().parse_args(cmd[2:])
+    args.deadline = None
+    if args.conversations:
+        peers.DATA = {**peers.DATA, "data.conversations": args.conversations}
+    return side_result(args)
+
+
+def side_result(args: argparse.Namespace) -> dict[str, Any]:
+    """One trainer (``args.side``) timed: ``Meter.result``'s fields, whether it ran compiled, the
+    graph breaks met, evaluation pairs/s (harness) and peak memory (CUDA); or ``error``."""
     import torch
+    from torch._dynamo.utils import counters
 
     if args.compile_backend:  # the CPU rehearsal: compiled code paths without code generation
         from harness.training import _compile
@@ -84,6 +103,7 @@ def side(args: argparse.Namespace) -> int:
     if args.device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     out: dict[str, Any]
+    breaks = sum(counters["graph_break"].values())
     try:
         trainer = RUNNERS[args.side](args, meter)
         out = meter.result(args.batch, args.steps)
@@ -93,14 +113,15 @@ def side(args: argparse.Namespace) -> int:
         out["compile_failed"] = None if compiled is None else compiled.failed
         if args.side in ("harness", "harness-eager") and args.eval_pairs > 0:
             out.update(eval_rate(trainer, args))
+        # every graph break dynamo met in this trainer's compiles (a compiled step should have none)
+        out["graph_breaks"] = int(sum(counters["graph_break"].values()) - breaks)
         if args.device.startswith("cuda"):
             out["peak_gpu_mem_gb"] = torch.cuda.max_memory_allocated() / 2**30
     except Exception as exc:  # noqa: BLE001 - a peer that cannot run is reported, never faked
         traceback.print_exc(file=sys.stderr)
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         out = {"error": f"{type(exc).__name__}: {first[:300]}"}
-    print("RESULT " + json.dumps(out), flush=True)
-    return 0
+    return out
 
 
 def eval_rate(trainer: Any, args: argparse.Namespace) -> dict[str, float]:
@@ -454,7 +475,7 @@ def packing_lines(rec: dict[str, Any]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=["packaged", "bert-base"],
                    choices=["packaged", "bert-base", "tiny"])
@@ -498,7 +519,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conversations", type=int, help=argparse.SUPPRESS)
     p.add_argument("--compile-backend", help=argparse.SUPPRESS)  # torch.compile's backend in a side
     p.add_argument("--compile-mode", help=argparse.SUPPRESS)  # train.compile in a side (default auto)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     args.deadline = time.monotonic() + args.budget_s if args.budget_s > 0 and not args.side else None
     import torch
 

@@ -163,3 +163,44 @@ def test_the_rehearsal_runs_every_row_of_the_plan(stage, tmp_path):
     assert trainers[2]["eval_pairs_per_s"] > 0
     assert (out / "gpu.json").is_file() and "smoke run" in (out / "gpu.md").read_text().lower()
     assert (out / "env.txt").read_text().strip()
+
+
+def test_the_quick_rehearsal_plans_each_code_path_once():
+    import device
+
+    small, quick = device.plan(rehearse=True), device.plan(rehearse=True, quick=True)
+    paths = [device.path_of(r) for r in quick]
+    assert len(set(paths)) == len(paths) and set(paths) == {device.path_of(r) for r in small}
+    assert [r.label() for r in quick if r.compile] == ["harness tiny 32", "harness-fused tiny 32"]
+    assert all(r.compile for r in small)
+
+
+# each code path of the plan once (make test's rehearsal): the rows in this process but the trials
+# sharing the device, which are processes; compiled where compiling is the row's point
+@pytest.mark.slow
+def test_the_quick_rehearsal_runs_each_code_path(stage, tmp_path):
+    import device
+
+    out = tmp_path / "out"
+    run = subprocess.run(["bash", str(ROOT / "benchmarks" / "device_run.sh"), "--rehearse", "--quick",
+                          "--budget-s", "0"], capture_output=True, text=True, check=False,
+                         env=_env(OUT=str(out), HARNESS_BENCH_STAGE=str(stage), PYTHON=sys.executable))
+    assert run.returncode == 0, run.stderr[-4000:]
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert lines[0]["quick"] is True and lines[-1]["kind"] == "done"
+    rows = [x for x in lines if x["kind"] in ("trainer", "packing", "cascade")]
+    quick = device.plan(rehearse=True, quick=True)
+    assert len(rows) == len(quick)
+    ours = [x for x in rows if x["kind"] == "cascade" or x["trainer"].startswith("harness")]
+    assert [x for x in ours if "error" in x] == []
+    assert all("ImportError" in x["error"] or "ModuleNotFoundError" in x["error"] for x in rows if "error" in x)
+    trainers = {(x["trainer"], x["model"]): x for x in rows if x["kind"] == "trainer"}
+    for key in (("harness", "tiny"), ("harness-fused", "tiny")):  # compiled: one graph, before the window
+        x = trainers[key]
+        assert x["compiled"] and x["compiles"] >= 1 and x["compiles_in_window"] == 0 and x["graph_breaks"] == 0, x
+    packaged = trainers[("harness", "packaged")]  # the stage's fp16 weights, trained in float32
+    assert not packaged["compiled"] and packaged["eval_pairs_per_s"] > 0 and packaged["pairs_per_s"] > 0
+    assert trainers[("harness-fused", "tiny")]["pairs"] == 2 * 4 * 1
+    (packing,) = [x for x in rows if x["kind"] == "packing"]
+    assert len(packing["per_trial_pairs_per_s"]) == 2
+    assert (out / "gpu.json").is_file() and (out / "env.txt").read_text().strip()
