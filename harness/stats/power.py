@@ -53,10 +53,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 from harness.errors import ConfigError, DataError
 from harness.results.stored import StudyResults
+from harness.stats import distributions as dist
 from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
 
 DEFAULT_SEEDS = (3, 5, 10, 20)
@@ -127,14 +128,16 @@ def _se_df(comps: VarianceComponents, seeds: np.ndarray, queries: int) -> tuple[
 def power_at(noncentrality: np.ndarray | float, df: np.ndarray | float, alpha: float) -> np.ndarray:
     """The two-sided t-test's power at level ``alpha`` when its statistic is noncentral t with
     ``df`` and ``noncentrality`` (the true difference over its SE)."""
+    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
+
     df, lam = np.broadcast_arrays(np.asarray(df, dtype=np.float64), np.asarray(noncentrality, dtype=np.float64))
-    c = stats.t.ppf(1 - alpha / 2, df)
+    c = dist.t.ppf(1 - alpha / 2, df)
     finite = np.where(np.isinf(df), 1.0, df)  # df = inf: the normal limit below
     with np.errstate(invalid="ignore"):
         # The far tail is negligible where scipy's nct returns NaN for it (large noncentrality, few df).
         far = np.nan_to_num(stats.nct.cdf(-c, finite, lam), nan=0.0)
         t_power = stats.nct.sf(c, finite, lam) + far
-    z_power = stats.norm.sf(c - lam) + stats.norm.cdf(-c - lam)
+    z_power = dist.norm.sf(c - lam) + dist.norm.cdf(-c - lam)
     return np.where(np.isinf(df), z_power, t_power)
 
 
@@ -191,7 +194,7 @@ def _chi2_draws(seeds: int, queries: int) -> np.ndarray:
     g = np.random.default_rng(DRAWS_SEED)
     u = np.stack([(g.permutation(DRAWS) + g.random(DRAWS)) / DRAWS for _ in range(3)], axis=1)
     dfs = np.array([seeds - 1, queries - 1, (seeds - 1) * (queries - 1)], dtype=np.float64)
-    return stats.chi2.ppf(u, dfs) / dfs
+    return dist.chi2.ppf(u, dfs) / dfs
 
 
 def half_widths(comps: VarianceComponents, seeds: int, queries: int, level: float) -> np.ndarray:
@@ -241,7 +244,7 @@ def query_floor(comps: VarianceComponents, queries: int, *, level: float = 0.05,
     """The limit of MDE(S, Q) as S grows: the query term alone, known (module docstring)."""
     if comps.query <= 0:
         return 0.0
-    return float(stats.norm.isf(level / 2.0) + stats.norm.ppf(power)) * math.sqrt(comps.query / queries)
+    return float(dist.norm.isf(level / 2.0) + dist.norm.ppf(power)) * math.sqrt(comps.query / queries)
 
 
 def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, level: float = 0.05,
@@ -270,7 +273,7 @@ def one_seed_seeds(differences: np.ndarray, *, level: float, power: float = 0.8)
     mean = float(d.mean())
     if mean == 0.0 or len(d) < 2:
         return None
-    lam = float(stats.norm.isf(level / 2.0) + stats.norm.ppf(power))
+    lam = float(dist.norm.isf(level / 2.0) + dist.norm.ppf(power))
     return max(2, math.ceil(float(d.var(ddof=1)) * lam * lam / (len(d) * mean * mean)))
 
 
