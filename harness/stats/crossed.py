@@ -93,11 +93,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from harness.errors import DataError
 from harness.stats import distributions as dist
 from harness.stats.paired import PairedResult
+from harness.stats.roots import brentq
 
 SEED = "seed"
 QUERY = "query"
@@ -312,7 +313,7 @@ def _interval_half_width(v: np.ndarray, weight: np.ndarray, confidence: float) -
     hi = float(scale.max()) * 50.0
     while gap(hi) > 0:
         hi *= 10.0
-    return float(optimize.brentq(gap, 0.0, hi, xtol=1e-12 * float(np.median(scale)), rtol=1e-12))
+    return float(brentq(gap, 0.0, hi, xtol=1e-12 * float(np.median(scale)), rtol=1e-12))
 
 
 def equivalent_df(critical: float, confidence: float) -> float:
@@ -320,7 +321,7 @@ def equivalent_df(critical: float, confidence: float) -> float:
     q = (1.0 + confidence) / 2.0
     if not critical > float(dist.norm.ppf(q)):
         return math.inf
-    return float(optimize.brentq(lambda df: float(dist.t.ppf(q, df)) - critical, 1e-3, 1e9, rtol=1e-10))
+    return float(brentq(lambda df: float(dist.t.ppf(q, df)) - critical, 1e-3, 1e9, rtol=1e-10))
 
 
 @dataclass(frozen=True, kw_only=True)

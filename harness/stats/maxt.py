@@ -62,10 +62,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize
 
 from harness.errors import DataError
 from harness.stats import distributions as dist
+from harness.stats.roots import brentq
 
 MAXPTS_PER_DIM = 4000
 QMC_SEED = 0
@@ -144,7 +144,7 @@ def critical_value(corr: np.ndarray, df: float, alpha: float, *, phantoms: int =
     lo, hi = quantile(alpha) * 0.99, quantile(alpha / (k + phantoms)) * 1.01  # marginal, Bonferroni
     if k == 1 and not phantoms:
         return quantile(alpha)
-    return float(optimize.brentq(gap, lo, hi, xtol=1e-10, rtol=1e-12))
+    return float(brentq(gap, lo, hi, xtol=1e-10, rtol=1e-12))
 
 
 def unit_correlation(differences: Sequence[np.ndarray]) -> np.ndarray:

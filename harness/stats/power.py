@@ -49,16 +49,23 @@ sqrt(s2_query / Q), so an effect at or below the floor needs more queries, not m
 from __future__ import annotations
 
 import functools
+import hashlib
+import marshal
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
+from harness.cachedir import cache_home
 from harness.errors import ConfigError, DataError
 from harness.results.stored import StudyResults
 from harness.stats import distributions as dist
 from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
+from harness.stats.roots import brentq
 
 DEFAULT_SEEDS = (3, 5, 10, 20)
 MAX_SEEDS = 10_000
@@ -143,6 +150,44 @@ def power_at(noncentrality: np.ndarray | float, df: np.ndarray | float, alpha: f
 
 @functools.lru_cache(maxsize=256)
 def critical_table(seeds: int, queries: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """``compute_critical_table``'s grid and values, read from the cache folder where an earlier
+    process saved them (``harness report`` draws a dozen designs' power curves; each table is the
+    same every time for the same code and libraries, and most of the report's arithmetic)."""
+    path = _table_path(seeds, queries, level)
+    try:
+        with np.load(path) as saved:
+            return saved["w"], saved["c"]
+    except (OSError, ValueError, KeyError):
+        pass  # not cached yet, or unreadable: compute it
+    w, c = compute_critical_table(seeds, queries, level)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            np.savez(fh, w=w, c=c)
+        os.replace(tmp, path)  # whole or absent for a concurrent reader
+    except OSError:
+        pass  # a read-only cache folder costs time, not correctness
+    return w, c
+
+
+def _table_path(seeds: int, queries: int, level: float) -> Path:
+    """The cache file of one table: keyed by the design, the level's exact float, the code that
+    computes it (its bytecode and constants, and the quadrature's) and the libraries' versions."""
+    import scipy
+
+    key = hashlib.sha256(repr((seeds, queries, float(level).hex(), SHARES, BISECTIONS, NEWTON_STEPS,
+                               _code_key(compute_critical_table), _code_key(chi2_nodes), np.__version__,
+                               scipy.__version__)).encode()).hexdigest()[:24]
+    return cache_home() / "power" / f"critical-{seeds}-{queries}-{key}.npz"
+
+
+def _code_key(function: Any) -> bytes:
+    code = function.__code__
+    return hashlib.sha256(marshal.dumps((code.co_code, code.co_consts, code.co_names))).digest()
+
+
+def compute_critical_table(seeds: int, queries: int, level: float) -> tuple[np.ndarray, np.ndarray]:
     """The crossed pivot's critical value c(w) at two-sided ``level`` (module docstring), over the
     grid w in [-1, 1] of b / (MS_seed + |b|), b = MS_query - MS_resid: with the scale
     u = MS_seed + |b|, the pivot of S Q Var(dbar) is u ((1 - |w|) (S-1) / X_seed + w (Q-1) / X_query)
@@ -235,7 +280,7 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
         high = float(h.max()) + 10.0 * se
         while gap(high) < 0:
             high *= 2.0
-        m = float(optimize.brentq(gap, 0.0, high, xtol=1e-10 * high)) if gap(0.0) < 0 else 0.0
+        m = float(brentq(gap, 0.0, high, xtol=1e-10 * high)) if gap(0.0) < 0 else 0.0
     return MdeRow(seeds=seeds, queries=queries, se=se, df=float(sat[0]), mde=m, level=level)
 
 

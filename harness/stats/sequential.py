@@ -88,10 +88,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from harness.errors import ConfigError
 from harness.stats import distributions as dist
+from harness.stats.roots import brentq
 
 # How a footnote names the rule.
 RULE = ("a group-sequential rule (Lan & DeMets error spending with the Kim & DeMets power family, "
@@ -186,7 +187,7 @@ def _efficacy(fractions: tuple[float, ...], alpha: float, spending: Spending) ->
         if target <= 0 or excess(MAX_BOUND) >= 0:
             c = MAX_BOUND
         else:
-            c = float(optimize.brentq(excess, 0.0, MAX_BOUND, xtol=1e-10))
+            c = float(brentq(excess, 0.0, MAX_BOUND, xtol=1e-10))
         bounds.append(c)
         y = c * u
         mass = (dist.norm.pdf((y[:, None] - mu[None, :]) / sd) / sd) @ mass * w * c

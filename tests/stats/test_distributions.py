@@ -54,9 +54,11 @@ def test_chi2_quantiles() -> None:
     _same(dist.chi2.ppf(u, dfs), stats.chi2.ppf(u, dfs))
 
 
-def test_the_table_and_report_paths_do_not_import_scipy_stats() -> None:
-    """Why the module exists: the tests of a table and the power figures load without it."""
+def test_the_table_and_report_paths_do_not_import_scipy_stats_or_optimize() -> None:
+    """Why this module and harness.stats.roots exist: the tests of a table and the power figures
+    load without scipy.stats and scipy.optimize."""
     code = ("import sys, harness.stats.significance, harness.stats.power, harness.stats.sequential, "
-            "harness.stats.combined, harness.present.plots; print('scipy.stats' in sys.modules)")
+            "harness.stats.combined, harness.present.plots, harness.present.html_report; "
+            "print(sorted(m for m in ('scipy.stats', 'scipy.optimize') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
