@@ -264,10 +264,12 @@ def power_of(comps: VarianceComponents, seeds: int, queries: int, effect: float,
     return float(np.mean(special.ndtr((effect - h) / se) + special.ndtr((-effect - h) / se)))
 
 
+@functools.lru_cache(maxsize=4096)
 def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0.05,
         power: float = 0.8) -> MdeRow:
     """The minimum detectable effect of the crossed test in a study of ``seeds`` x ``queries`` at
-    two-sided ``level`` (module docstring)."""
+    two-sided ``level`` (module docstring). Kept per process: the report's power curves ask again
+    for the rows of the power analysis (a row is frozen, its arguments hashable)."""
     se_arr, sat = _se_df(comps, np.array([seeds]), queries)
     se = float(se_arr[0])
     m = 0.0
