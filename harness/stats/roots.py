@@ -13,7 +13,7 @@ between the current estimate and a "block" point; try inverse quadratic interpol
 secant where the bracket just flipped), and fall back to bisection when the step is not short
 enough; stop when half the bracket is below (xtol + rtol |x|) / 2.
 
-    >>> brentq(lambda x: x * x - 2.0, 0.0, 2.0) == 1.4142135623730951
+    >>> abs(brentq(lambda x: x * x - 2.0, 0.0, 2.0) - 2 ** 0.5) < XTOL
     True
 """
 
