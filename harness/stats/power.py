@@ -55,7 +55,6 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from scipy import special
@@ -176,18 +175,21 @@ def critical_table(seeds: int, queries: int, level: float) -> tuple[np.ndarray, 
 
 def _table_path(seeds: int, queries: int, level: float) -> Path:
     """The cache file of one table: keyed by the design, the level's exact float, the code that
-    computes it (its bytecode and constants, and the quadrature's) and the libraries' versions."""
+    computes it (its source and the quadrature's) and the libraries' versions."""
     import scipy
 
     key = hashlib.sha256(repr((seeds, queries, float(level).hex(), SHARES, BISECTIONS, NEWTON_STEPS,
-                               _code_key(compute_critical_table), _code_key(chi2_nodes), np.__version__,
+                               _code_key(), np.__version__,
                                scipy.__version__)).encode()).hexdigest()[:24]
     return cache_home() / "power" / f"critical-{seeds}-{queries}-{key}.npz"
 
 
-def _code_key(function: Any) -> str:
-    """The function's source text (not its bytecode: marshal's bytes vary between processes)."""
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
+@functools.lru_cache(maxsize=1)
+def _code_key() -> str:
+    """The source text of what computes a table (not its bytecode: marshal's bytes vary between
+    processes), read once per process."""
+    return hashlib.sha256("".join(inspect.getsource(f) for f in (compute_critical_table, chi2_nodes)).encode()
+                          ).hexdigest()
 
 
 def compute_critical_table(seeds: int, queries: int, level: float) -> tuple[np.ndarray, np.ndarray]:

@@ -21,12 +21,19 @@ def cache(tmp_path, monkeypatch):
     power.mde.cache_clear()
 
 
-def test_a_cached_table_is_the_computed_one(cache) -> None:
+def test_a_cached_table_is_the_computed_one(cache, monkeypatch) -> None:
     w, c = power.critical_table(3, 20, 0.05)
+    assert c.min() == 0  # where no node's pivot is positive: a valid table has zeros
     (saved,) = cache.glob("critical-3-20-*.npz")
     want_w, want_c = power.compute_critical_table(3, 20, 0.05)
     power.critical_table.cache_clear()
-    again_w, again_c = power.critical_table(3, 20, 0.05)  # read from the file this time
+
+    def not_again(*args):
+        raise AssertionError(f"computed again: {args}")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(power, "compute_critical_table", not_again)
+        again_w, again_c = power.critical_table(3, 20, 0.05)  # read from the file this time
     for got in (w, again_w):
         np.testing.assert_array_equal(got, want_w)
     for got in (c, again_c):
