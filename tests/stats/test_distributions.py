@@ -55,8 +55,8 @@ def test_chi2_quantiles() -> None:
 
 
 def test_the_table_and_report_paths_do_not_import_scipy_stats_or_optimize() -> None:
-    """Why this module and harness.stats.roots exist: the tests of a table and the power figures
-    load without scipy.stats and scipy.optimize."""
+    """Why this module and harness.stats.roots exist: the modules of a table and the power figures
+    load without scipy.stats, and without scipy.optimize until a root is sought."""
     code = ("import sys, harness.stats.significance, harness.stats.power, harness.stats.sequential, "
             "harness.stats.combined, harness.present.plots, harness.present.html_report; "
             "print(sorted(m for m in ('scipy.stats', 'scipy.optimize') if m in sys.modules))")
