@@ -65,7 +65,8 @@ statsmodels' MixedLM with crossed variance components gives.
 In simulated null studies (docs/statistics.md; tests/stats/test_small_seeds.py) this test keeps
 its size at 2, 3 and 5 seeds where the Satterthwaite test did not. Its size is at most nominal at
 every share of the seeds in the large-query limit and nominal as that share tends to 1, and none of
-the candidate references tried kept its size at 2 to 10 seeds and detected clearly more
+the candidate references tried (Kenward-Roger and a calibration at an upper confidence bound of the
+seeds' share among them) kept its size at 2 to 10 seeds and detected clearly more
 (docs/statistics.md, "Searching for a more powerful reference"; tests/stats/test_reference_search.py).
 
 Degenerate input: every d = 0 gives t = 0, p = 1; a constant non-zero shift gives SE = 0, t = +-inf,
