@@ -865,7 +865,7 @@ def _check_collection_seeds(spec: StudySpec, names: list[str]) -> None:
     and in its confirmation: its table tests each collection's comparisons across seeds and refuses
     one seed (harness.stats.across), so one seed is refused here, before any trial trains, not
     after all of them. (A seed schedule starts at 2 or more: ``_seed_schedule``.)"""
-    where = f"a study over several collections ({', '.join(names)})"
+    where = f"a study over collections ({', '.join(names)})"
     if len(spec.seeds) < 2:
         raise refuse("seeds", list(spec.seeds), f"a list of at least 2 seeds in {where}",
                      why="its table tests each collection's comparisons across seeds, and one seed "

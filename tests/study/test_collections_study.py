@@ -179,9 +179,9 @@ def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, me
 
 @pytest.mark.parametrize("extra, key, message", [
     ({"seeds": [1]}, "seeds",
-     "seeds must be a list of at least 2 seeds in a study over several collections (talk-a, talk-b), got [1]"),
+     "seeds must be a list of at least 2 seeds in a study over collections (talk-a, talk-b), got [1]"),
     ({"confirm": {"top": 1, "seeds": 1}}, "confirm",
-     "confirm.seeds must be at least 2 in a study over several collections (talk-a, talk-b), got 1"),
+     "confirm.seeds must be at least 2 in a study over collections (talk-a, talk-b), got 1"),
 ], ids=["seeds", "confirm.seeds"])
 def test_one_seed_over_several_collections_is_refused_before_anything_runs(
         tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]], extra: dict, key: str, message: str) -> None:
