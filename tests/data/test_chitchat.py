@@ -202,13 +202,6 @@ def test_too_few_conversations_and_bad_files(tmp_path: Path,
 
 
 @pytest.fixture(scope="module")
-def indexed(chitchat_path: Path) -> tuple[Corpus, Bm25]:
-    """The corpus and its BM25 index, read and built once for the builds below."""
-    corpus = read_corpus(chitchat_path)
-    return corpus, Bm25(corpus)
-
-
-@pytest.fixture(scope="module")
 def one_worker_build(chitchat_path: Path, indexed: tuple[Corpus, Bm25]) -> Splits:
     corpus, bm25 = indexed
     return build_splits(DataConfig(conversations=12, split_seed=13), path=chitchat_path,
