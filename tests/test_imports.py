@@ -11,7 +11,8 @@ import sys
 import pytest
 
 MODULES = ("metrics.measures", "metrics.trec", "stats.paired", "stats.crossed", "stats.corrections",
-           "stats.maxt", "stats.significance", "stats.sequential", "stats.power", "results.stored",
+           "stats.maxt", "stats.significance", "stats.sequential", "stats.power", "stats.roots",
+           "stats.distributions", "results.stored",
            "results.longcsv", "results.mlflow_reader", "results.study_record", "results.trec_export",
            "present.table", "present.render", "present.significance_table", "present.power_text",
            "present.report", "present.plots", "analysis")

@@ -3,7 +3,7 @@ from an MLflow study or a long results CSV.
 
     harness table (--experiment NAME [--tracking-uri URI] | --from FILE) [--metric M ...]
                   [--test auto|crossed|per-seed|across-seeds|seed-averaged|randomisation|wilcoxon]
-                  [--correction none|bonferroni|holm|bh|maxt] [--family metric|table]
+                  [--correction none|bonferroni|holm|bh|maxt] [--family table|metric|collection]
                   [--levels 0.05 0.01] [--format md|latex|csv|html] [--form auto|seeds|configs|summary]
                   [--output FILE] [--baseline NAME] [--plots DIR] [--names label|ir-measures|key]
                   [--phase auto|confirmatory|exploratory] [--one-seed-test query]

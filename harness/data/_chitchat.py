@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,37 @@ class Bm25:
                                f"for BM25")
             self._index = BM25Index([tokenize(t) for t in self._corpus.texts])
         return self._index
+
+
+# The corpora read while ``sharing_corpora`` is active: (path, size, mtime) -> (corpus, index).
+_SHARED: dict[tuple[str, int, int], tuple[Corpus, Bm25]] | None = None
+
+
+@contextmanager
+def sharing_corpora() -> Iterator[None]:
+    """Within it, a chitchat-format file is read and BM25-indexed at most once, however many builds
+    need it (a study's data variants: one per training sampler); released when it ends, so no
+    process keeps a corpus it no longer builds from."""
+    global _SHARED
+    outer = _SHARED
+    if outer is None:
+        _SHARED = {}
+    try:
+        yield
+    finally:
+        if outer is None:
+            _SHARED = None
+
+
+def _shared_corpus(path: Path, progress: Progress | None) -> tuple[Corpus, Bm25]:
+    """``open_corpus(path)``, reused while ``sharing_corpora`` is active (the file unchanged)."""
+    if _SHARED is None:
+        return open_corpus(path, progress)
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _SHARED:
+        _SHARED[key] = open_corpus(path, progress)
+    return _SHARED[key]
 
 
 def open_corpus(path: Path, progress: Progress | None = None) -> tuple[Corpus, Bm25]:
@@ -378,7 +410,7 @@ def load_chitchat(cfg: DataConfig, train_sampler: str, progress: Progress | None
 
     def corpus() -> tuple[Corpus, Bm25]:
         if not shared:
-            shared.append(open_corpus(path, progress))
+            shared.append(_shared_corpus(path, progress))
         return shared[0]
 
     def build_base() -> cache.Payload:

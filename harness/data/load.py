@@ -29,6 +29,8 @@ import dataclasses
 import hashlib
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from harness.data._progress import Progress
 from harness.data._splits import SPLIT_NAMES, cap_queries
@@ -62,6 +64,16 @@ def load_splits(cfg: DataConfig, *, train_sampler: str = "dataset",
     splits = apply_caps(SOURCES.get(cfg.source)(cfg, train_sampler, progress), cfg)
     check_splits(splits, cfg)
     return splits
+
+
+@contextmanager
+def sharing_corpora() -> Iterator[None]:
+    """Within it, builds of several data variants (one per training sampler) read and index each
+    source corpus once (the embedded chitchat set: ``harness.data._chitchat.sharing_corpora``)."""
+    from harness.data._chitchat import sharing_corpora as chitchat
+
+    with chitchat():
+        yield
 
 
 def _data_name(cfg: DataConfig) -> str:

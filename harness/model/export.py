@@ -266,7 +266,13 @@ def _harness_tokenizer(target: Path, max_length: int) -> None:
     """The saved tokenizer loads as ``HarnessBertTokenizer`` (the harness's pair truncation) where
     the loader trusts the folder's code, and not at all where it does not: ``tokenizer_class`` names
     a class transformers does not have, so ``AutoTokenizer`` asks for ``trust_remote_code``.
-    ``model_max_length`` is the trial's pair length and no other length key is left."""
+    ``model_max_length`` is the trial's pair length and no other length key is left.
+
+    The vocabulary stays in ``tokenizer.json`` at the folder's root, where a generic class could
+    read it too: hidden under another name, ``BertTokenizer.from_pretrained(DIR)`` (a class named
+    explicitly, no auto_map consulted) builds a five-token vocabulary without a word and scores
+    every pair as unknown tokens, which is worse than another truncation; ``AutoTokenizer``
+    refuses the folder without ``trust_remote_code`` either way (tests/model/test_export_loaders.py)."""
     from harness.model import tokenization_harness
 
     module = _copy_module(tokenization_harness, target)

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import stats
 
 from harness.errors import DataError, HarnessError
 from harness.present.table import display_name
+from harness.stats import distributions as dist
 from harness.stats.significance import Analysis
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def metric_figure(analysis: Analysis, metric: str, collection: str = "") -> Any:
         values = res.seed_values(config, metric)
         n = len(values)  # the study's seeds, or those a seed schedule gave this configuration
         offsets = np.linspace(-0.15, 0.15, n) if n > 1 else np.zeros(1)
-        tcrit = float(stats.t.ppf((1 + analysis.options.confidence) / 2, n - 1)) if n > 1 else math.nan
+        tcrit = float(dist.t.ppf((1 + analysis.options.confidence) / 2, n - 1)) if n > 1 else math.nan
         ax.scatter(i + offsets, values, s=14, color="0.55", zorder=2,
                    label="per seed" if i == 0 else None)
         half = tcrit * values.std(ddof=1) / math.sqrt(n) if n > 1 else 0.0

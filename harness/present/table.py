@@ -23,6 +23,7 @@ keeps the keys whatever the style.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ class Table:
     metrics: tuple[str, ...] = ()
 
 
+@functools.lru_cache(maxsize=1)  # read from the installed packages' metadata once per process
 def library_versions() -> str:
     names = ("numpy", "scipy", "ir-measures")
     return ", ".join([f"harness {__version__}", *(f"{n} {metadata.version(n)}" for n in names)])

@@ -40,9 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from harness.errors import DataError
+from harness.stats import distributions as dist
 from harness.stats.paired import BETTER, EQUAL, WORSE
 
 TAU2_METHODS = ("pm", "dl")
@@ -163,7 +163,7 @@ def combine_batch(effects: np.ndarray, variances: np.ndarray, *, tau2_method: st
     se = np.sqrt(var)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(se > 0, mu / np.where(se > 0, se, 1.0), np.where(mu == 0, 0.0, np.sign(mu) * np.inf))
-    p = 2.0 * stats.t.sf(np.abs(t), k - 1)
+    p = 2.0 * dist.t.sf(np.abs(t), k - 1)
     return CombinedBatch(estimate=mu, se=se, statistic=t, p_value=p, tau2=tau2, q=q)
 
 
@@ -180,7 +180,7 @@ def combine(effects: Sequence[float], variances: Sequence[float], *, confidence:
         raise DataError(f"combine takes one estimate per collection, got shape {y.shape}")
     b = combine_batch(y, v, tau2_method=tau2_method, weighting=weighting)
     k = len(y)
-    half = float(stats.t.ppf(0.5 + confidence / 2.0, k - 1)) * float(b.se)
+    half = float(dist.t.ppf(0.5 + confidence / 2.0, k - 1)) * float(b.se)
     q = float(b.q)
     w = 1.0 / (v + float(b.tau2)) if weighting == WEIGHTINGS[0] else np.ones_like(v)
     i2 = math.nan if math.isnan(q) else max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0
@@ -194,5 +194,5 @@ def combine(effects: Sequence[float], variances: Sequence[float], *, confidence:
 def standard_error(mean_diff: float, ci_low: float, ci_high: float, confidence: float, df: float) -> float:
     """The standard error behind a t interval mean +- t_{(1+c)/2, df} se (a test that reports its
     interval and df, not its SE); infinite df is the normal interval."""
-    crit = stats.norm.ppf(0.5 + confidence / 2.0) if math.isinf(df) else stats.t.ppf(0.5 + confidence / 2.0, df)
+    crit = dist.norm.ppf(0.5 + confidence / 2.0) if math.isinf(df) else dist.t.ppf(0.5 + confidence / 2.0, df)
     return float((ci_high - ci_low) / (2.0 * crit))

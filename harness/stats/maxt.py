@@ -62,9 +62,10 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import optimize, stats
 
 from harness.errors import DataError
+from harness.stats import distributions as dist
+from harness.stats.roots import brentq
 
 MAXPTS_PER_DIM = 4000
 QMC_SEED = 0
@@ -74,7 +75,7 @@ RIDGE = 1e-6
 def marginal_sf(x: np.ndarray | float, df: float) -> np.ndarray:
     """P(|T| >= x) for one Student t with ``df`` (normal when infinite)."""
     x = np.abs(np.asarray(x, dtype=np.float64))
-    return 2.0 * (stats.norm.sf(x) if math.isinf(df) else stats.t.sf(x, df))
+    return 2.0 * (dist.norm.sf(x) if math.isinf(df) else dist.t.sf(x, df))
 
 
 def _positive_definite(corr: np.ndarray) -> np.ndarray:
@@ -89,6 +90,8 @@ def max_abs_sf(x: np.ndarray | Sequence[float], corr: np.ndarray, df: float, *,
                maxpts_per_dim: int = MAXPTS_PER_DIM) -> np.ndarray:
     """P(max_j |T_j| >= x) for each threshold x, T central multivariate t (correlation ``corr``,
     ``df``; normal when infinite); deterministic (module docstring)."""
+    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
+
     xs = np.abs(np.asarray(x, dtype=np.float64))
     r = np.atleast_2d(np.asarray(corr, dtype=np.float64))
     k = len(r)
@@ -136,12 +139,12 @@ def critical_value(corr: np.ndarray, df: float, alpha: float, *, phantoms: int =
                      + phantoms * marginal_sf(c, df)) - alpha
 
     def quantile(a: float) -> float:
-        return float(stats.norm.isf(a / 2.0) if math.isinf(df) else stats.t.isf(a / 2.0, df))
+        return float(dist.norm.isf(a / 2.0) if math.isinf(df) else dist.t.isf(a / 2.0, df))
 
     lo, hi = quantile(alpha) * 0.99, quantile(alpha / (k + phantoms)) * 1.01  # marginal, Bonferroni
     if k == 1 and not phantoms:
         return quantile(alpha)
-    return float(optimize.brentq(gap, lo, hi, xtol=1e-10, rtol=1e-12))
+    return float(brentq(gap, lo, hi, xtol=1e-10, rtol=1e-12))
 
 
 def unit_correlation(differences: Sequence[np.ndarray]) -> np.ndarray:

@@ -65,10 +65,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from harness.errors import DataError
 from harness.registry import Registry
+from harness.stats import distributions as dist
 
 BETTER = "better"
 WORSE = "worse"
@@ -135,6 +135,8 @@ PROCEDURES: Registry[Procedure] = Registry("evaluation.test")
 
 @PROCEDURES.register("t")
 def _t(d: np.ndarray, *, rng: np.random.Generator, resamples: int, confidence: float) -> Outcome:
+    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
+
     res = stats.ttest_rel(d, np.zeros_like(d))
     return Outcome(float(res.statistic), float(res.pvalue))
 
@@ -142,6 +144,8 @@ def _t(d: np.ndarray, *, rng: np.random.Generator, resamples: int, confidence: f
 @PROCEDURES.register("wilcoxon")
 def _wilcoxon(d: np.ndarray, *, rng: np.random.Generator, resamples: int,
               confidence: float) -> Outcome:
+    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
+
     res = stats.wilcoxon(d)
     low, high = wilcoxon_interval(d, confidence)
     return Outcome(float(res.statistic), float(res.pvalue), estimate=hodges_lehmann(d),
@@ -187,13 +191,15 @@ def _signed_rank_p(d: np.ndarray, counts: np.ndarray) -> np.ndarray:
     mean = n * (n + 1) / 4.0
     se = math.sqrt((n * (n + 1) * (2 * n + 1) - float((ties ** 3 - ties).sum()) / 2.0) / 24.0)
     z = (r - mean) / se
-    return np.minimum(1.0, 2.0 * np.minimum(stats.norm.cdf(z), stats.norm.sf(z)))
+    return np.minimum(1.0, 2.0 * np.minimum(dist.norm.cdf(z), dist.norm.sf(z)))
 
 
 def _permutation_p(x: np.ndarray, shifts: np.ndarray) -> np.ndarray:
     """scipy's Wilcoxon p-value for n <= PERMUTATION_MAX_N with ties, at each shift (none a Walsh
     average): the signed-rank statistic against its distribution over all 2^n sign vectors, with
     scipy.stats.permutation_test's two-sided rule and relative tolerance."""
+    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
+
     n = len(x)
     codes = np.arange(2 ** n, dtype=np.int64)[:, None]
     subsets = ((codes >> np.arange(n, dtype=np.int64)) & 1).astype(np.float64)
@@ -232,7 +238,7 @@ def wilcoxon_interval(d: Sequence[float] | np.ndarray, confidence: float = 0.95)
     j = np.arange(big + 1)
     if big > 200_000:  # evaluate near the normal approximation's boundary only
         mean_j = big / 2.0
-        half = float(stats.norm.ppf(1 - alpha / 2)) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
+        half = float(dist.norm.ppf(1 - alpha / 2)) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
         j = np.unique(np.clip(np.concatenate([np.arange(-3, 4) + math.floor(mean_j - half),
                                               np.arange(-3, 4) + math.ceil(mean_j + half),
                                               [math.floor(mean_j)]]), 0, big))
@@ -340,7 +346,7 @@ def paired_test(procedure: str, candidate: Sequence[float] | np.ndarray,
     # Differences equal up to rounding (a constant shift) leave the t statistic undefined in floats.
     constant = float(np.ptp(d)) <= 1e-12 * float(np.abs(d).max())
     sd = 0.0 if constant else float(d.std(ddof=1))
-    half = float(stats.t.ppf((1.0 + confidence) / 2.0, n - 1)) * sd / math.sqrt(n)
+    half = float(dist.t.ppf((1.0 + confidence) / 2.0, n - 1)) * sd / math.sqrt(n)
     if not d.any():
         out = Outcome(0.0, 1.0, estimate=0.0 if procedure == "wilcoxon" else None, interval=(0.0, 0.0),
                       interval_name=_INTERVAL_NAMES.get(procedure, T_INTERVAL))

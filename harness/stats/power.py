@@ -49,15 +49,22 @@ sqrt(s2_query / Q), so an effect at or below the floor needs more queries, not m
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import math
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
+from harness.cachedir import cache_home
 from harness.errors import ConfigError, DataError
 from harness.results.stored import StudyResults
+from harness.stats import distributions as dist
 from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
+from harness.stats.roots import brentq
 
 DEFAULT_SEEDS = (3, 5, 10, 20)
 MAX_SEEDS = 10_000
@@ -127,19 +134,65 @@ def _se_df(comps: VarianceComponents, seeds: np.ndarray, queries: int) -> tuple[
 def power_at(noncentrality: np.ndarray | float, df: np.ndarray | float, alpha: float) -> np.ndarray:
     """The two-sided t-test's power at level ``alpha`` when its statistic is noncentral t with
     ``df`` and ``noncentrality`` (the true difference over its SE)."""
+    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
+
     df, lam = np.broadcast_arrays(np.asarray(df, dtype=np.float64), np.asarray(noncentrality, dtype=np.float64))
-    c = stats.t.ppf(1 - alpha / 2, df)
+    c = dist.t.ppf(1 - alpha / 2, df)
     finite = np.where(np.isinf(df), 1.0, df)  # df = inf: the normal limit below
     with np.errstate(invalid="ignore"):
         # The far tail is negligible where scipy's nct returns NaN for it (large noncentrality, few df).
         far = np.nan_to_num(stats.nct.cdf(-c, finite, lam), nan=0.0)
         t_power = stats.nct.sf(c, finite, lam) + far
-    z_power = stats.norm.sf(c - lam) + stats.norm.cdf(-c - lam)
+    z_power = dist.norm.sf(c - lam) + dist.norm.cdf(-c - lam)
     return np.where(np.isinf(df), z_power, t_power)
 
 
 @functools.lru_cache(maxsize=256)
 def critical_table(seeds: int, queries: int, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """``compute_critical_table``'s grid and values, read from the cache folder where an earlier
+    process saved them (``harness report`` draws a dozen designs' power curves; each table is the
+    same every time for the same code and libraries, and most of the report's arithmetic)."""
+    path = _table_path(seeds, queries, level)
+    try:
+        with np.load(path) as saved:  # no pickles (np.load's default): a planted file runs no code
+            w, c = saved["w"], saved["c"]
+        if (w.shape == c.shape == (SHARES,) and np.array_equal(w, np.linspace(-1.0, 1.0, SHARES))
+                and bool(np.all(np.isfinite(c) & (c >= 0)))):
+            return w, c
+    except (OSError, ValueError, KeyError):
+        pass  # not cached yet, unreadable or not this table's shape: compute it
+    w, c = compute_critical_table(seeds, queries, level)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            np.savez(fh, w=w, c=c)
+        os.replace(tmp, path)  # whole or absent for a concurrent reader
+    except OSError:
+        pass  # a read-only cache folder costs time, not correctness
+    return w, c
+
+
+def _table_path(seeds: int, queries: int, level: float) -> Path:
+    """The cache file of one table: keyed by the design, the level's exact float, the code that
+    computes it (its source and the quadrature's) and the libraries' versions."""
+    import scipy
+
+    key = hashlib.sha256(repr((seeds, queries, float(level).hex(), SHARES, BISECTIONS, NEWTON_STEPS,
+                               _code_key(), np.__version__,
+                               scipy.__version__)).encode()).hexdigest()[:24]
+    return cache_home() / "power" / f"critical-{seeds}-{queries}-{key}.npz"
+
+
+@functools.lru_cache(maxsize=1)
+def _code_key() -> str:
+    """The source text of what computes a table (not its bytecode: marshal's bytes vary between
+    processes), read once per process."""
+    return hashlib.sha256("".join(inspect.getsource(f) for f in (compute_critical_table, chi2_nodes)).encode()
+                          ).hexdigest()
+
+
+def compute_critical_table(seeds: int, queries: int, level: float) -> tuple[np.ndarray, np.ndarray]:
     """The crossed pivot's critical value c(w) at two-sided ``level`` (module docstring), over the
     grid w in [-1, 1] of b / (MS_seed + |b|), b = MS_query - MS_resid: with the scale
     u = MS_seed + |b|, the pivot of S Q Var(dbar) is u ((1 - |w|) (S-1) / X_seed + w (Q-1) / X_query)
@@ -191,7 +244,7 @@ def _chi2_draws(seeds: int, queries: int) -> np.ndarray:
     g = np.random.default_rng(DRAWS_SEED)
     u = np.stack([(g.permutation(DRAWS) + g.random(DRAWS)) / DRAWS for _ in range(3)], axis=1)
     dfs = np.array([seeds - 1, queries - 1, (seeds - 1) * (queries - 1)], dtype=np.float64)
-    return stats.chi2.ppf(u, dfs) / dfs
+    return dist.chi2.ppf(u, dfs) / dfs
 
 
 def half_widths(comps: VarianceComponents, seeds: int, queries: int, level: float) -> np.ndarray:
@@ -216,10 +269,12 @@ def power_of(comps: VarianceComponents, seeds: int, queries: int, effect: float,
     return float(np.mean(special.ndtr((effect - h) / se) + special.ndtr((-effect - h) / se)))
 
 
+@functools.lru_cache(maxsize=4096)
 def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0.05,
         power: float = 0.8) -> MdeRow:
     """The minimum detectable effect of the crossed test in a study of ``seeds`` x ``queries`` at
-    two-sided ``level`` (module docstring)."""
+    two-sided ``level`` (module docstring). Kept per process: the report's power curves ask again
+    for the rows of the power analysis (a row is frozen, its arguments hashable)."""
     se_arr, sat = _se_df(comps, np.array([seeds]), queries)
     se = float(se_arr[0])
     m = 0.0
@@ -232,7 +287,7 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
         high = float(h.max()) + 10.0 * se
         while gap(high) < 0:
             high *= 2.0
-        m = float(optimize.brentq(gap, 0.0, high, xtol=1e-10 * high)) if gap(0.0) < 0 else 0.0
+        m = float(brentq(gap, 0.0, high, xtol=1e-10 * high)) if gap(0.0) < 0 else 0.0
     return MdeRow(seeds=seeds, queries=queries, se=se, df=float(sat[0]), mde=m, level=level)
 
 
@@ -241,7 +296,7 @@ def query_floor(comps: VarianceComponents, queries: int, *, level: float = 0.05,
     """The limit of MDE(S, Q) as S grows: the query term alone, known (module docstring)."""
     if comps.query <= 0:
         return 0.0
-    return float(stats.norm.isf(level / 2.0) + stats.norm.ppf(power)) * math.sqrt(comps.query / queries)
+    return float(dist.norm.isf(level / 2.0) + dist.norm.ppf(power)) * math.sqrt(comps.query / queries)
 
 
 def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, level: float = 0.05,
@@ -270,7 +325,7 @@ def one_seed_seeds(differences: np.ndarray, *, level: float, power: float = 0.8)
     mean = float(d.mean())
     if mean == 0.0 or len(d) < 2:
         return None
-    lam = float(stats.norm.isf(level / 2.0) + stats.norm.ppf(power))
+    lam = float(dist.norm.isf(level / 2.0) + dist.norm.ppf(power))
     return max(2, math.ceil(float(d.var(ddof=1)) * lam * lam / (len(d) * mean * mean)))
 
 

@@ -88,9 +88,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
 from harness.errors import ConfigError
+from harness.stats import distributions as dist
+from harness.stats.roots import brentq
 
 # How a footnote names the rule.
 RULE = ("a group-sequential rule (Lan & DeMets error spending with the Kim & DeMets power family, "
@@ -118,7 +120,7 @@ def obrien_fleming_spending(t: np.ndarray, alpha: float) -> np.ndarray:
     """The O'Brien-Fleming-type function of Lan & DeMets (1983), two-sided:
     alpha(t) = 4 - 4 Phi(z_{alpha/4} / sqrt(t)); kept for reference (module docstring, "Why")."""
     t = np.maximum(np.asarray(t, dtype=np.float64), 1e-300)
-    return np.asarray(4.0 - 4.0 * special.ndtr(stats.norm.isf(alpha / 4.0) / np.sqrt(t)))
+    return np.asarray(4.0 - 4.0 * special.ndtr(dist.norm.isf(alpha / 4.0) / np.sqrt(t)))
 
 
 @dataclass(frozen=True)
@@ -168,10 +170,10 @@ def _efficacy(fractions: tuple[float, ...], alpha: float, spending: Spending) ->
     spent = np.asarray(spending(t, alpha), dtype=np.float64)
     if t[-1] >= 1.0:
         spent[-1] = alpha
-    bounds = [float(stats.norm.isf(spent[0] / 2.0)) if spent[0] > 0 else MAX_BOUND]
+    bounds = [float(dist.norm.isf(spent[0] / 2.0)) if spent[0] > 0 else MAX_BOUND]
     u, w = np.polynomial.legendre.leggauss(NODES)
     x = bounds[0] * u
-    mass = stats.norm.pdf(x) * w * bounds[0]  # density of z_1 on (-c_1, c_1) times node weights
+    mass = dist.norm.pdf(x) * w * bounds[0]  # density of z_1 on (-c_1, c_1) times node weights
     for k in range(1, len(t)):
         r = t[k - 1] / t[k]
         mu, sd = x * math.sqrt(r), math.sqrt(1.0 - r)
@@ -185,10 +187,10 @@ def _efficacy(fractions: tuple[float, ...], alpha: float, spending: Spending) ->
         if target <= 0 or excess(MAX_BOUND) >= 0:
             c = MAX_BOUND
         else:
-            c = float(optimize.brentq(excess, 0.0, MAX_BOUND, xtol=1e-10))
+            c = float(brentq(excess, 0.0, MAX_BOUND, xtol=1e-10))
         bounds.append(c)
         y = c * u
-        mass = (stats.norm.pdf((y[:, None] - mu[None, :]) / sd) / sd) @ mass * w * c
+        mass = (dist.norm.pdf((y[:, None] - mu[None, :]) / sd) / sd) @ mass * w * c
         x = y
     return tuple(bounds)
 
@@ -278,18 +280,18 @@ class GroupSequential:
     def futility(self) -> np.ndarray:
         """f_k for the looks before the last: |z_k| < f_k stops for futility (module docstring)."""
         t = self.fractions[:-1]
-        theta = stats.norm.isf(self.alpha / 2.0) + stats.norm.ppf(self.power)
+        theta = dist.norm.isf(self.alpha / 2.0) + dist.norm.ppf(self.power)
         gamma = self.kappa * np.sqrt(1.0 - t)
         # CP_k(f) = gamma: sqrt(t) f + theta (1 - t) - c_K = sqrt(1 - t) Phi^-1(gamma); gamma 0 (no
         # futility) gives f = -inf, floored at 0.
-        quantile = stats.norm.ppf(gamma)
+        quantile = dist.norm.ppf(gamma)
         f = (self.efficacy[-1] - theta * (1.0 - t) + np.sqrt(1.0 - t) * quantile) / np.sqrt(t)
         return np.asarray(np.maximum(f, 0.0))
 
     def conditional_power(self, look: int, z: float) -> float:
         """CP_k(z) at the design alternative (module docstring); ``look`` 0-based, before the last."""
         t = float(self.fractions[look])
-        theta = stats.norm.isf(self.alpha / 2.0) + stats.norm.ppf(self.power)
+        theta = dist.norm.isf(self.alpha / 2.0) + dist.norm.ppf(self.power)
         return float(special.ndtr((math.sqrt(t) * abs(z) + theta * (1.0 - t) - self.efficacy[-1])
                                   / math.sqrt(1.0 - t)))
 
@@ -334,4 +336,4 @@ def signed_z(mean: np.ndarray | float, p_value: np.ndarray | float) -> np.ndarra
     """z = sign(mean) Phi^-1(1 - p / 2): a two-sided p-value as a signed normal score (p = 0 gives
     +-inf, p = 1 gives 0)."""
     p = np.clip(np.asarray(p_value, dtype=np.float64), 0.0, 1.0)
-    return np.asarray(np.sign(mean) * stats.norm.isf(p / 2.0))
+    return np.asarray(np.sign(mean) * dist.norm.isf(p / 2.0))

@@ -63,11 +63,11 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 import numpy as np
-from scipy import stats
 
 from harness.errors import ConfigError, DataError, UnknownName
 from harness.registry import Registry
 from harness.results.stored import StudyResults
+from harness.stats import distributions as dist
 from harness.stats import maxt as _maxt
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION, MAXT, MAXT_TESTS, adjust
 from harness.stats.crossed import crossed_test
@@ -476,13 +476,13 @@ def maxt_family(test: str, results: Sequence[PairedResult], differences: Sequenc
     alpha = 1.0 - confidence
     if test == CROSSED:
         p = np.array([r.p_value for r in results])
-        z = np.where(p > 0, stats.norm.isf(np.maximum(p, 1e-300) / 2.0), np.inf)
+        z = np.where(p > 0, dist.norm.isf(np.maximum(p, 1e-300) / 2.0), np.inf)
         corr = _maxt.crossed_correlation(differences)
         p_adj = _maxt.adjusted(z, corr, math.inf, phantoms=phantoms)
         c = _maxt.critical_value(corr, math.inf, alpha, phantoms=phantoms)
         # The crossed interval at the level whose two-sided normal score is c inverts the same pivot
         # as the p-value: it excludes 0 exactly when |z| > c.
-        level = 1.0 - float(2.0 * stats.norm.sf(c))
+        level = 1.0 - float(2.0 * dist.norm.sf(c))
         ints = []
         for d in differences:
             r = crossed_test(d, np.zeros_like(d), confidence=level)

@@ -854,6 +854,23 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         hint = did_you_mean(target, names, n=1, style="; ", otherwise="")
         raise _fail("search.objective_collection", f"search.objective_collection: {target!r} is not one of the "
                     f"study's collections ({', '.join(names)}){hint}")
+    _check_collection_seeds(spec, names)
     baseline, *configs = expanded
     return dataclasses.replace(spec, baseline=baseline, configs=tuple(configs), collections=tuple(names),
                                collection_data=dict(zip(names, per, strict=True)), objective_collection=target)
+
+
+def _check_collection_seeds(spec: StudySpec, names: list[str]) -> None:
+    """A study over several collections trains at least 2 seeds per configuration, in the study
+    and in its confirmation: its table tests each collection's comparisons across seeds and refuses
+    one seed (harness.stats.across), so one seed is refused here, before any trial trains, not
+    after all of them. (A seed schedule starts at 2 or more: ``_seed_schedule``.)"""
+    where = f"a study over collections ({', '.join(names)})"
+    if len(spec.seeds) < 2:
+        raise refuse("seeds", list(spec.seeds), f"a list of at least 2 seeds in {where}",
+                     why="its table tests each collection's comparisons across seeds, and one seed "
+                     "gives no such test: add a seed, or run one collection per study")
+    if spec.confirm is not None and len(spec.confirm.seeds) < 2:
+        raise refuse("confirm.seeds", len(spec.confirm.seeds), f"at least 2 in {where}",
+                     why="the confirmatory table tests these seeds alone, across seeds, and one seed "
+                     "gives no such test")

@@ -56,26 +56,26 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
 
 
 def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[str, PreparedData]:
-    from harness.data.load import load_splits
+    from harness.data.load import load_splits, sharing_corpora
     from harness.training.teacher import difficulty_scores
+    from harness.training.tokenized import prepare_data
 
     groups: dict[str, list[TrialConfig]] = {}
     for cfg in possible_configs(spec):
         groups.setdefault(variant_key(cfg), []).append(cfg)
-    from harness.training.tokenized import prepare_data
-
     out: dict[str, PreparedData] = {}
-    for key, cfgs in groups.items():
-        first = cfgs[0]
-        splits = load_splits(first.data, train_sampler=first.train.sampler, progress=progress)
-        progress(f"prepare: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} "
-                 f"test queries ({first.data.source}, protocol {first.data.protocol}, train.sampler "
-                 f"{first.train.sampler}, model {first.model.name})")
-        # Every configuration with every study seed: pair scores and random orders are per seed.
-        seeds = (*spec.seeds, *(spec.confirm.seeds if spec.confirm else ()))
-        scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in seeds], splits,
-                                   progress=progress)
-        out[key] = prepare_data(splits, first.model, scores)
+    with sharing_corpora():  # the variants' builds (one per training sampler) read a corpus once
+        for key, cfgs in groups.items():
+            first = cfgs[0]
+            splits = load_splits(first.data, train_sampler=first.train.sampler, progress=progress)
+            progress(f"prepare: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} "
+                     f"test queries ({first.data.source}, protocol {first.data.protocol}, train.sampler "
+                     f"{first.train.sampler}, model {first.model.name})")
+            # Every configuration with every study seed: pair scores and random orders are per seed.
+            seeds = (*spec.seeds, *(spec.confirm.seeds if spec.confirm else ()))
+            scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in seeds], splits,
+                                       progress=progress)
+            out[key] = prepare_data(splits, first.model, scores)
     return out
 
 

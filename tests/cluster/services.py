@@ -119,6 +119,34 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
+def answers(url: str) -> bool:
+    """Whether ``url`` answers at all (any HTTP status)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2):
+            return True
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def signal_stops_ui(proc: subprocess.Popen[bytes], port: int, sig: signal.Signals) -> None:
+    """`harness ui` (``proc``, its MLflow server listening on ``port``) sent ``sig`` alone, as `kill
+    PID` does: it exits (0 when stopped on request) and leaves no server process behind (under
+    SIGKILL no handler runs: the reaper, harness.driver's, ends the server)."""
+    import psutil
+
+    server = psutil.Process(proc.pid).children(recursive=True)
+    assert server and any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                          for p in server for c in p.net_connections(kind="inet")), server
+    os.kill(proc.pid, sig)
+    # generous deadlines (not timings): a loaded machine (two test workers on 2 cores) is slow to
+    # end a web server's workers
+    proc.wait(timeout=60)
+    _, alive = psutil.wait_procs(server, timeout=60)
+    assert not alive, [(p.pid, " ".join(p.cmdline())[:80]) for p in alive]
+    assert proc.returncode == (-signal.SIGKILL if sig == signal.SIGKILL else 0)
+    assert not answers(f"http://127.0.0.1:{port}/health")
+
+
 def spawn(name: str, cmd: list[str], log: Path, env: dict[str, str], cwd: Path) -> Service:
     fh = open(log, "wb")  # noqa: SIM115 (the child owns it for its lifetime)
     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=cwd,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness.config import DataConfig
-from harness.data._chitchat import build_splits, default_path
+from harness.data._chitchat import Bm25, Corpus, build_splits, default_path, read_corpus
 from harness.records import Splits
 
 SMALL = DataConfig(conversations=12, split_seed=13)  # the response protocol (default)
@@ -29,9 +29,19 @@ def small_splits(chitchat_path: Path) -> Splits:
 
 
 @pytest.fixture(scope="session")
-def small_context(chitchat_path: Path) -> Splits:
+def indexed(chitchat_path: Path) -> tuple[Corpus, Bm25]:
+    """The corpus and its BM25 index, read and built once for the builds that take them
+    (``small_splits`` builds its own, as a user's build does, and tests/data/test_chitchat.py
+    checks that a build given them builds the same)."""
+    corpus = read_corpus(chitchat_path)
+    return corpus, Bm25(corpus)
+
+
+@pytest.fixture(scope="session")
+def small_context(chitchat_path: Path, indexed: tuple[Corpus, Bm25]) -> Splits:
     """The same 12 conversations under the context protocol (the top BM25 hits of the context)."""
-    return build_splits(SMALL_CONTEXT, path=chitchat_path, fingerprint="small-context")
+    corpus, bm25 = indexed
+    return build_splits(SMALL_CONTEXT, path=chitchat_path, fingerprint="small-context", corpus=corpus, bm25=bm25)
 
 
 def _write_chitchat(path: Path, conversations: list[list[tuple[str, str]]]) -> Path:

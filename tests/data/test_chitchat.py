@@ -202,13 +202,6 @@ def test_too_few_conversations_and_bad_files(tmp_path: Path,
 
 
 @pytest.fixture(scope="module")
-def indexed(chitchat_path: Path) -> tuple[Corpus, Bm25]:
-    """The corpus and its BM25 index, read and built once for the builds below."""
-    corpus = read_corpus(chitchat_path)
-    return corpus, Bm25(corpus)
-
-
-@pytest.fixture(scope="module")
 def one_worker_build(chitchat_path: Path, indexed: tuple[Corpus, Bm25]) -> Splits:
     corpus, bm25 = indexed
     return build_splits(DataConfig(conversations=12, split_seed=13), path=chitchat_path,
@@ -246,3 +239,28 @@ def test_response_chunks_sample_what_sample_one_samples(indexed: tuple[Corpus, B
         assert neg._run_chunk(("response", index, texts, 4, depth), requests) == expected
     assert any(len(neg._usable_hits(index.span_row(range(r.positive, r.positive + 1)), texts,
                                     int(texts.keys[r.positive]), 4, r.exclude)) < 4 for r in requests)
+
+
+def test_a_studys_data_variants_read_and_index_the_corpus_once(wordy_chitchat: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """harness.data.load.sharing_corpora (a study's preparation): the builds of two training samplers
+    open the chitchat-format file once, and build what they build apart; after it, each opens it."""
+    import harness.data._chitchat as chitchat
+    from harness.data.load import load_splits, sharing_corpora
+
+    opened: list[Path] = []
+    real = chitchat.open_corpus
+
+    def counting(path: Path, progress=None):  # type: ignore[no-untyped-def]
+        opened.append(path)
+        return real(path, progress)
+
+    monkeypatch.setattr(chitchat, "open_corpus", counting)
+    cfg = DataConfig(path=str(wordy_chitchat), negatives=4, split_seed=3)
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "shared"))
+    with sharing_corpora():
+        shared = [load_splits(cfg, train_sampler=s) for s in ("bm25", "random")]
+    assert len(opened) == 1 and chitchat._SHARED is None  # released at the end
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "apart"))
+    apart = [load_splits(cfg, train_sampler=s) for s in ("bm25", "random")]
+    assert len(opened) == 3 and shared == apart

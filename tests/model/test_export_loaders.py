@@ -82,7 +82,9 @@ def test_cross_encoder_reproduces_the_run(trained) -> None:
 def test_plain_loaders_refuse_the_folder_without_its_code(trained, trust) -> None:
     """Without trust_remote_code (not given, or False) no loader scores the folder with
     transformers' own truncation (the plain BertTokenizer keeps the OLDEST context): each refuses it
-    and names trust_remote_code or the folder's model type."""
+    and names trust_remote_code or the folder's model type. AutoTokenizer too: told False, it finds
+    the auto_map's class and no class of its own named by tokenizer_class (HarnessBertTokenizer),
+    and raises transformers' "contains custom code" error rather than a generic tokenizer."""
     from sentence_transformers import CrossEncoder
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
@@ -91,8 +93,7 @@ def test_plain_loaders_refuse_the_folder_without_its_code(trained, trust) -> Non
     loaders = [lambda: AutoConfig.from_pretrained(folder, **kwargs),
                lambda: AutoModelForSequenceClassification.from_pretrained(folder, **kwargs),
                lambda: CrossEncoder(str(folder), device="cpu", **kwargs)]
-    if trust is None:  # told False, transformers falls back to a generic tokenizer; the model still refuses
-        loaders.append(lambda: AutoTokenizer.from_pretrained(folder, **kwargs))
+    loaders.append(lambda: AutoTokenizer.from_pretrained(folder, **kwargs))
     for load in loaders:
         with pytest.raises(ValueError, match="trust_remote_code|harness_bert"):
             load()

@@ -242,6 +242,8 @@ def test_the_command_and_compare_accept_the_collection_column(
     assert rc != 0 and "maxt is not available over several collections" in err and "Traceback" not in err
     rc, out, _ = run_cli("table", "--from", str(path), "--family", "metric")
     assert rc == 0 and "family: each metric's comparisons over all collections" in out
+    rc, out, _ = run_cli("table", "--from", str(path), "--family", "collection")
+    assert rc == 0 and "family: each collection's comparisons, and the combined verdicts as one family" in out
 
 
 @pytest.mark.slow

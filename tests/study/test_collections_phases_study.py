@@ -157,3 +157,13 @@ def test_search_early_stopping_and_confirmation_over_two_collections(ray_root: P
         assert notes[(C.PHASE_FIXED, "baseline", collection)] == f"exploratory: baseline on {collection}"
         assert notes[(C.PHASE_SEARCH, name, collection)].startswith(f"exploratory: map on {collection}: \u0394 ")
         assert notes[(C.PHASE_CONFIRMATION, name, collection)].startswith(f"map on {collection}: \u0394 ")
+    # The combined verdict in MLflow: the pick's config run on each collection carries the same
+    # combined metrics, their estimate the mean of the two collections' differences (equal
+    # weights, docs/statistics.md "Across collections"), and its verdict note says it.
+    picked = {r.data.tags[C.TAG_COLLECTION]: r for r in runs_by_kind(client, "across")[C.KIND_CONFIG]
+              if r.data.tags[C.TAG_PHASE] == C.PHASE_CONFIRMATION and r.info.run_name == name}
+    a, b = picked["talk-a"].data.metrics, picked["talk-b"].data.metrics
+    assert a["combined_map_delta"] == b["combined_map_delta"] == pytest.approx((a["map_delta"] + b["map_delta"]) / 2)
+    assert a["combined_map_p"] == b["combined_map_p"] and 0 < a["combined_map_p"] <= 1 and "combined_map_i2" in a
+    for r in picked.values():
+        assert f"across 2 collections: \u0394 {a['combined_map_delta']:+.4f}, p_adj " in r.data.tags[C.TAG_NOTE]

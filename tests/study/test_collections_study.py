@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +175,47 @@ def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, me
     with pytest.raises(ConfigError) as err:
         load_spec(write_study(tmp_path, "bad", **{**STUDY, **extra}))
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("extra, key, message", [
+    ({"seeds": [1]}, "seeds",
+     "seeds must be a list of at least 2 seeds in a study over collections (talk-a, talk-b), got [1]"),
+    ({"confirm": {"top": 1, "seeds": 1}}, "confirm",
+     "confirm.seeds must be at least 2 in a study over collections (talk-a, talk-b), got 1"),
+], ids=["seeds", "confirm.seeds"])
+def test_one_seed_over_several_collections_is_refused_before_anything_runs(
+        tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]], extra: dict, key: str, message: str) -> None:
+    """The table over collections refuses one-seed results; validate, run and submit refuse such a
+    study up front, in one line naming the file and the key's line, and run makes nothing (no Tune
+    storage, no MLflow store) before refusing."""
+    path = write_study(tmp_path, "one-seed", **{**STUDY, **extra})
+    line = 1 + next(i for i, text in enumerate(path.read_text().splitlines()) if text.startswith(f"{key}:"))
+    uri = f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+    for argv in (["validate", str(path), "--no-model"], ["run", str(path), "--tracking-uri", uri],
+                 ["submit", str(path), "--address", "http://127.0.0.1:1"]):
+        rc, out, err = run_cli(*argv)
+        assert rc != 0 and out == "", argv
+        assert err.startswith(f"harness: error: {path}:{line}: {message}; "), (argv, err)
+        assert "\n" not in err.strip() and "Traceback" not in err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "store").exists()
+
+
+@pytest.mark.heavy  # the shipped study's 12 trials on real Ray: over a minute on 2 cores
+def test_the_demo_study_runs_at_its_smoke_budget_and_ends_with_the_table_of_both_collections(
+        ray_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`make demo-collections` runs search_spaces/quickstart_collections.yaml; at its smoke budget
+    (the tiny model, 6 steps) it runs through real Ray and MLflow and ends, as the demo does, with
+    one table over chitchat and Cranfield: a column group each and the combined verdict."""
+    study = Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart_collections.yaml"
+    monkeypatch.chdir(tmp_path)  # its storage_path (runs) goes here, not into the repository
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["run", str(study), "--smoke", "--tracking-uri", uri]) == 0
+    printed = capsys.readouterr()
+    text = printed.out + printed.err
+    assert "| configuration | chitchat: MAP |" in text and "| cranfield: MAP |" in text, text[-3000:]
+    assert "combined" in text and "the table over 2 collections logged to study run" in text
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("quickstart-collections").experiment_id],
+                              max_results=100)
+    trials = [r.data.tags[C.TAG_COLLECTION] for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_TRIAL]
+    assert sorted(trials) == ["chitchat"] * 6 + ["cranfield"] * 6  # 2 configurations x 3 seeds each

@@ -230,3 +230,25 @@ def test_validate_counts_the_ray_trials_of_the_grouped_seeds(tmp_path, seeds, k,
     assert ray_trials(spec) == expected
     if isinstance(seeds, list):
         assert len(group_tickets(fixed_tickets(spec), k)) == expected
+
+
+def test_seed_groups_over_several_collections_stay_within_a_collection(tmp_path):
+    """resources.seeds_per_trial over two collections: each (configuration, collection) trains its
+    seeds in runs of k, a group never mixes collections (its members share one config id and one
+    data.collection), and every (configuration, collection, seed) trains exactly once."""
+    from harness.driver._orchestrate import fixed_tickets
+    from harness.study.validate import ray_trials
+
+    collections = [{"name": "talk-a", "data": {"split_seed": 13}}, {"name": "talk-b", "data": {"split_seed": 29}}]
+    spec = _spec(tmp_path, seeds=[1, 2, 3], resources={"seeds_per_trial": 2}, collections=collections)
+    grid = [TrialTicket.from_tune(t) for t in group_tickets(fixed_tickets(spec), spec.seeds_per_trial)]
+    got = [(t.name, t.config().data.collection, [m.seed for m in t.members()]) for t in grid]
+    assert sorted(got) == sorted((name, c, seeds) for name in ("baseline", "ls") for c in ("talk-a", "talk-b")
+                                 for seeds in ([1, 2], [3]))
+    for t in grid:
+        assert {m.config_id for m in t.members()} == {t.config_id}
+        assert {m.config().data.collection for m in t.members()} == {t.config().data.collection}
+    members = sorted(m.key for t in grid for m in t.members())
+    singles = sorted(TrialTicket.of(nc.name, nc.role, nc.config, s).key for nc in spec.fixed_configs() for s in spec.seeds)
+    assert members == singles and len(members) == trial_count(spec) == 12
+    assert ray_trials(spec) == len(grid) == 8

@@ -4,10 +4,13 @@ overview: the address it prints to open, loaded in headless Chromium (Debian's /
 driven by Playwright), shows the config runs, each with its verdict in the Description column, on
 the model-training side of the UI; so do the bare root, the experiment's bare address and a run's
 page in a browser that never chose a side (MLflow would open them on its GenAI side: the sidebar of
-Overview, Judges, Traces). One MLflow server and one browser for the module. docs/storage.md."""
+Overview, Judges, Traces). At the end, `kill` (SIGTERM) to `harness ui` leaves no server behind
+(tests/study/test_ui_stop.py holds SIGHUP and SIGKILL). One MLflow server and one browser for the
+module. docs/storage.md."""
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,9 +36,9 @@ def study(finished_study) -> tuple[str, str, str, dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def ui(study, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
+def ui(study, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str, object]]:
     """`harness ui` on the study's store: (its root address, the address it says to open first,
-    what it printed)."""
+    what it printed, its process as ``tests.cluster.services.Service``)."""
     from tests.cluster.services import REPO, clean_env, free_port, spawn
 
     log = tmp_path_factory.mktemp("ui") / "harness-ui.log"
@@ -46,7 +49,7 @@ def ui(study, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, s
     try:
         service.wait_http(f"{url}/health", 300)  # a loaded machine starts MLflow's server slowly
         printed = log.read_text()
-        yield url, printed.splitlines()[0].rsplit(": open ", 1)[1].strip(), printed
+        yield url, printed.splitlines()[0].rsplit(": open ", 1)[1].strip(), printed, service
     finally:
         service.stop()
 
@@ -68,7 +71,7 @@ def browser() -> Iterator[object]:
 
 def test_the_address_to_open_is_the_studys_verdict_view(study, ui) -> None:
     _, exp_id, name, _ = study
-    url, landing, printed = ui
+    url, landing, printed, _ = ui
     assert landing == url + C.runs_page(exp_id)
     # ... and the study's own line names the same page
     shown = next(line.split(" at ", 1)[1].strip() for line in printed.splitlines()
@@ -81,7 +84,7 @@ def test_the_first_screen_shows_each_configurations_verdict_not_the_genai_overvi
     """The runs table lists the config runs (not their seed runs) and shows each one's verdict in
     the Description column, with no column added by hand; the page is the model-training side."""
     _, exp_id, _, verdicts = study
-    _, landing, _ = ui
+    _, landing, _, _ = ui
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     try:
         page.goto(landing, wait_until="load")
@@ -112,7 +115,7 @@ def test_every_address_of_the_study_opens_on_training_runs_in_a_fresh_browser(st
     from mlflow.tracking import MlflowClient
 
     uri, exp_id, _, verdicts = study
-    url, _, _ = ui
+    url, _, _, _ = ui
     run = MlflowClient(uri).search_runs([exp_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'")[0]
     for address, shown in ((f"{url}/", list(verdicts)), (f"{url}/#/experiments/{exp_id}", list(verdicts)),
                            (f"{url}/#/experiments/{exp_id}/runs/{run.info.run_id}", [run.info.run_name])):
@@ -140,3 +143,12 @@ def test_every_address_of_the_study_opens_on_training_runs_in_a_fresh_browser(st
         page.get_by_text("Judges", exact=True).first.wait_for(timeout=120_000)
     finally:
         page.close()
+
+
+def test_sigterm_to_harness_ui_stops_its_mlflow_server(ui) -> None:
+    """Last in the module: `kill PID` on `harness ui` after it served the pages above ends it (exit
+    0) and its MLflow server's processes."""
+    from tests.cluster.services import signal_stops_ui
+
+    url, _, _, service = ui
+    signal_stops_ui(service.proc, int(url.rsplit(":", 1)[1]), signal.SIGTERM)
