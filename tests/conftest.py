@@ -91,7 +91,6 @@ LONG_FILES_FIRST = (
     "tests/study/test_resume_trust.py",
     "tests/test_reliability.py",
     "tests/tracking/test_ui_landing.py",
-    "tests/benchmarks/test_device_run.py",
     "tests/data/test_chitchat.py",
     "tests/stats/test_verdict_agreement.py",
     "tests/stats/test_sequential.py",

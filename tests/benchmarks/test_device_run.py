@@ -175,9 +175,11 @@ def test_the_quick_rehearsal_plans_each_code_path_once():
     assert all(r.compile for r in small)
 
 
-# each code path of the plan once (make test's rehearsal): the rows in this process but the trials
-# sharing the device, which are processes; compiled where compiling is the row's point
-@pytest.mark.slow
+# each code path of the plan once: the rows in this process but the trials sharing the device,
+# which are processes; compiled where compiling is the row's point. Heavy for now: about 70 s
+# alone and 110 s of a worker under `make test`, which is over its ten minutes already (its cost
+# is process starts and imports, not the rows)
+@pytest.mark.heavy
 def test_the_quick_rehearsal_runs_each_code_path(stage, tmp_path):
     import device
 
