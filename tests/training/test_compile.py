@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import warnings
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -23,12 +22,7 @@ from harness.training.loop import Trainer
 from harness.training.tokenized import prepare_data
 from tests.conftest import tiny_config, toy_splits
 
-
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 @pytest.fixture(scope="module")

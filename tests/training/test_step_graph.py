@@ -9,32 +9,20 @@ CPU dropout draws its bits inside the graph, from the same generator)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 
 from harness.model.scoring import to_device
 from harness.training import _compile
 from harness.training.loop import Trainer
-from harness.training.tokenized import prepare_data
-from tests.conftest import tiny_config, toy_splits
+from tests.conftest import tiny_config
 from tests.training.graphs import assert_no_host_read
 
 FLAT = {"train.steps": 4, "train.eval_every": 4, "train.batch_size": 4, "train.bf16": False,
         "train.compile": "true"}
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo() -> Iterator[None]:
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-
-
-@pytest.fixture(scope="module")
-def prepared():
-    return prepare_data(toy_splits(n_train=24, n_dev=4, n_test=4), tiny_config().model)
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")
 
 
 def _trainer(prepared, monkeypatch, **flat) -> Trainer:
