@@ -213,12 +213,17 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(f"  study {name}: {what} at {url}{page}", flush=True)
     # MLflow's own server, its page opening on training runs and verdicts (harness.tracking.ui)
     os.environ[ui.URI_ENV] = uri
+    # MLflow's server also starts its job runner (seven worker processes that poll without pause,
+    # for GenAI jobs: scorers, judges, trace roll-ups), which a study's runs never use; off unless
+    # the user turned it on
+    os.environ.setdefault(JOB_EXECUTION_ENV, "false")
     cmd = [sys.executable, "-m", ui.__name__, "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     return run_forwarding_signals(cmd)
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+JOB_EXECUTION_ENV = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"  # mlflow.environment_variables
 
 
 def run_forwarding_signals(cmd: list[str], grace_s: float = 10.0) -> int:

@@ -71,8 +71,13 @@ def browser() -> Iterator[object]:
 
 def test_the_address_to_open_is_the_studys_verdict_view(study, ui) -> None:
     _, exp_id, name, _ = study
-    url, landing, printed, _ = ui
+    url, landing, printed, service = ui
     assert landing == url + C.runs_page(exp_id)
+    # ... served without MLflow's job runner (its worker processes poll without pause)
+    import psutil
+
+    server = [" ".join(p.cmdline()) for p in psutil.Process(service.proc.pid).children(recursive=True)]
+    assert server and not [c for c in server if "mlflow.server.jobs" in c], server
     # ... and the study's own line names the same page
     shown = next(line.split(" at ", 1)[1].strip() for line in printed.splitlines()
                  if line.strip().startswith(f"study {name}:"))
