@@ -257,7 +257,9 @@ def start_mlflow_server(root: Path, schema: Path | None = None, wait: bool = Tru
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend,
            "--artifacts-destination", str(root / "artifacts"), "--host", "127.0.0.1", "--port", str(port),
            "--workers", "1"]
-    service = spawn("mlflow server", cmd, root / "mlflow-server.log", clean_env(), root)
+    # without MLflow's GenAI job runner (worker processes that poll without pause), as `harness ui`
+    service = spawn("mlflow server", cmd, root / "mlflow-server.log",
+                    clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false"), root)
     server = MlflowServer(service, f"http://127.0.0.1:{port}", backend, root)
     if wait:
         server.ready()
