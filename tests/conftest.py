@@ -95,7 +95,6 @@ LONG_FILES_FIRST = (
     "tests/stats/test_verdict_agreement.py",
     "tests/stats/test_sequential.py",
     "tests/stats/test_maxt.py",
-    "tests/study/test_odd_paths.py",
     "tests/study/test_fair_study.py",
     "tests/study/test_ui_stop.py",
     "tests/training/test_precision.py",

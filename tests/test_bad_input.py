@@ -6,7 +6,7 @@ One table: each row writes its files under the test's directory and gives the co
 what the error line must name. The commands run in this process (``harness.cli.main``), where Ray
 and training are fenced off (``_no_ray_no_training``): every row must be refused before either.
 Then the input that must be accepted (byte-order marks) and the warnings that are not errors.
-A study run from a directory whose name is no URI is tests/study/test_odd_paths.py (it needs Ray).
+A study run from a directory whose name is no URI is tests/study/test_resume_trust.py (it needs Ray).
 """
 
 from __future__ import annotations

@@ -606,7 +606,7 @@ def test_the_sweep_covers_every_area() -> None:
 @pytest.mark.parametrize("odd", ["with space", "caf\u00e9", "a<b", "100%", "#hash"])
 def test_odd_characters_in_a_storage_path_are_accepted(odd: str, tmp_path: Path,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """A storage path is quoted where it becomes a URI, never refused (tests/study/test_odd_paths.py
+    """A storage path is quoted where it becomes a URI, never refused (tests/study/test_resume_trust.py
     runs a study from such a directory)."""
     p = _write(tmp_path / "study.yaml", _study_text(storage=f"'{tmp_path / odd / 'runs'}'"))
     assert main(["validate", str(p), "--no-model"]) == 0, capsys.readouterr().err

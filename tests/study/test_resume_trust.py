@@ -1,12 +1,18 @@
 """Resume trusts only Tune state the study's driver signed (harness.driver._state_trust), through real
 Ray and MLflow: a planted ``tuner.pkl`` whose unpickling would run code is refused, never opened;
 state without the driver's signature is refused; a wiped store is said, not "every trial recorded";
-deleting the refused state resumes from MLflow's records alone. docs/reliability.md."""
+deleting the refused state resumes from MLflow's records alone. docs/reliability.md.
+
+The study runs from a directory whose name is no URI (a space, a non-ASCII letter, ``<`` and
+``%``) on the defaults, which put everything under the working directory (Tune storage ``runs``,
+the MLflow store ``mlruns``): every path the harness hands to Tune, pyarrow, SQLite and MLflow
+holds these characters, and its table is read back from the same store."""
 
 from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from harness.cli import main
 from harness.tracking import conventions as C
+from harness.tracking.store import default_tracking_uri
 from tests.study.conftest import write_study
 
 
@@ -27,13 +34,34 @@ class _Planted:
         return os.system, (f"touch {self.marker}",)
 
 
+ODD = "my runs ü<%"
+
+
 @pytest.fixture(scope="module")
-def study(ray_root: Path) -> tuple[Path, str]:
-    """A finished one-seed study (its Tune state signed as the driver wrote it)."""
-    path = write_study(ray_root, "trust", seeds=[1])
-    uri = f"sqlite:///{ray_root / 'trust.db'}"
-    assert main(["run", str(path), "--tracking-uri", uri]) == 0
-    return path, uri
+def study(ray_root: Path) -> Iterator[tuple[Path, str]]:
+    """A finished one-seed study (its Tune state signed as the driver wrote it), run from the
+    directory ``ODD`` on the default storage and store; the module's tests run there."""
+    odd = ray_root / ODD
+    odd.mkdir()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(odd)
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        path = write_study(odd, "trust", storage_path="runs", seeds=[1])
+        assert main(["run", str(path)]) == 0
+        yield path, default_tracking_uri()
+
+
+@pytest.mark.slow
+def test_a_study_runs_from_a_directory_with_a_space_a_letter_and_percent(study, capsys):
+    path, uri = study
+    odd = path.parent
+    assert uri == f"sqlite:///{odd / 'mlruns' / 'mlflow.db'}"
+    assert (odd / "runs" / "trust-fixed").is_dir()
+    assert (odd / "mlruns" / "mlflow.db").is_file()
+    assert any((odd / "mlruns" / "artifacts" / "trust").rglob("per_query/test.csv"))
+    capsys.readouterr()
+    assert main(["table", "--experiment", "trust", "--format", "csv"]) == 0
+    assert "baseline" in capsys.readouterr().out
 
 
 def _resume(path: Path, uri: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
