@@ -87,7 +87,6 @@ STUDY_FIXTURES = {"finished_study", "ray_root"}
 # is made. Only an order: every test runs wherever its file is, listed or not.
 LONG_FILES_FIRST = (
     "tests/study/test_run.py",
-    "tests/study/test_trial_retry.py",
     "tests/study/test_resume_trust.py",
     "tests/test_reliability.py",
     "tests/tracking/test_ui_landing.py",

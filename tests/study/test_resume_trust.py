@@ -6,7 +6,10 @@ deleting the refused state resumes from MLflow's records alone. docs/reliability
 The study runs from a directory whose name is no URI (a space, a non-ASCII letter, ``<`` and
 ``%``) on the defaults, which put everything under the working directory (Tune storage ``runs``,
 the MLflow store ``mlruns``): every path the harness hands to Tune, pyarrow, SQLite and MLflow
-holds these characters, and its table is read back from the same store."""
+holds these characters, and its table is read back from the same store. Its one trial fails once
+after its step-3 checkpoint (the trainable's test hooks), is retried from it, and ends as if it
+never failed: with the test MAP of the session's finished study's same trial (the baseline, seed 1;
+tests/conftest.py's ``finished_study``)."""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from harness.cli import main
 from harness.tracking import conventions as C
 from harness.tracking.store import default_tracking_uri
-from tests.study.conftest import write_study
+from tests.study.conftest import SHARED, write_study
 
 
 class _Planted:
@@ -39,16 +42,31 @@ ODD = "my runs ü<%"
 
 @pytest.fixture(scope="module")
 def study(ray_root: Path) -> Iterator[tuple[Path, str]]:
-    """A finished one-seed study (its Tune state signed as the driver wrote it), run from the
-    directory ``ODD`` on the default storage and store; the module's tests run there."""
+    """A finished study of the finished study's baseline at seed 1 (its Tune state signed as the
+    driver wrote it), run by `harness run` from the directory ``ODD`` on the default storage and
+    store, its trial failing once (``ODD/fail`` marks it, ``ODD/trials.log`` has its starts); the
+    module's tests run there."""
+    from harness.cli import build_parser, dispatch
+    from harness.cli.study import cmd_run
+    from harness.driver.runner import TrialHooks
+
     odd = ray_root / ODD
-    odd.mkdir()
+    (odd / "fail").mkdir(parents=True)
+    hooks = TrialHooks(fail_once_dir=str(odd / "fail"), trial_log=str(odd / "trials.log"))
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(odd)
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        path = write_study(odd, "trust", storage_path="runs", seeds=[1])
-        assert main(["run", str(path)]) == 0
+        path = write_study(odd, "trust", storage_path="runs",
+                           **{**SHARED, "models": "none", "configs": {}, "seeds": [1]})
+        assert dispatch(lambda a: cmd_run(a, hooks=hooks), build_parser().parse_args(["run", str(path)])) == 0
         yield path, default_tracking_uri()
+
+
+def _test_maps(uri: str, name: str) -> dict[str, float]:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(name)
+    return {r.data.tags[C.TAG_TRIAL_KEY]: r.data.metrics["test_map"]
+            for r in client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{C.KIND_TRIAL}'")}
 
 
 @pytest.mark.slow
@@ -159,3 +177,16 @@ def _loopback(ip: str) -> bool:
     address = ipaddress.ip_address(ip)
     mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1 is 127.0.0.1
     return (mapped or address).is_loopback
+
+
+@pytest.mark.slow
+def test_a_failed_trial_is_retried_from_its_checkpoint_and_ends_as_if_it_never_failed(study, request):
+    """Last in the module: it waits for the finished study, which the other worker builds meanwhile."""
+    path, uri = study
+    assert len(list((path.parent / "fail").iterdir())) == 1  # the trial failed once
+    restarts = [ln for ln in (path.parent / "trials.log").read_text().splitlines() if " start 3" in ln]
+    assert len(restarts) == 1  # ... and was resumed from its step-3 checkpoint
+    # The finished study asked for only now: under xdist the other worker runs it meanwhile.
+    finished = request.getfixturevalue("finished_study")
+    retried, plain = _test_maps(uri, "trust"), _test_maps(finished.uri, finished.name)
+    assert len(retried) == 1 and retried == {key: plain[key] for key in retried}
