@@ -10,6 +10,7 @@ from harness._face import face
 
 __all__ = [
     "EvalRecord",
+    "check_negatives",
     "FinalRecord",
     "PreparedData",
     "SeedGroup",
@@ -20,6 +21,7 @@ __all__ = [
 ]
 
 __getattr__, __dir__ = face(__name__, {
+    "check_negatives": "_instances",
     "difficulty_scores": "teacher",
     "EvalRecord": "loop",
     "FinalRecord": "loop",
