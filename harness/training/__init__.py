@@ -10,12 +10,12 @@ from harness._face import face
 
 __all__ = [
     "EvalRecord",
-    "check_negatives",
     "FinalRecord",
     "PreparedData",
     "SeedGroup",
     "StepRecord",
     "Trainer",
+    "check_negatives",
     "difficulty_scores",
     "prepare_data",
 ]
