@@ -235,6 +235,10 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
             remarks.append(f"{name}: " + dropped_note(a.results.dropped, len(a.results.qids or ())))
         if a.results.stopped:
             remarks.append(f"{name}: stopped early and left out: " + ", ".join(a.results.stopped))
+    for name, group in analysis.counted_once:
+        remarks.append(f"{name}: {' = '.join(label_of(m) for m in group)} there (equal per-query values in "
+                       "every run, one relevant document per query): one comparison each, counted once "
+                       "in the family")
     k = len(analysis.collections)
     weights = ("inverse-variance random-effects weights, tau^2 by "
                f"{_TAU2_NAMES[analysis.tau2_method]}" if analysis.weighting == "inverse-variance"

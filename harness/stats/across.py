@@ -97,6 +97,9 @@ class CollectionsAnalysis:
     baseline: str
     tau2_method: str = DEFAULT_TAU2
     weighting: str = DEFAULT_WEIGHTING
+    # (collection, metrics): metrics identical on that collection alone (shown apart, since another
+    # collection tells them apart), whose comparisons there are one member of the family each
+    counted_once: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def collections(self) -> tuple[str, ...]:
@@ -208,17 +211,24 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
                                 f"without spread on some collection)") from None
             combined_raw.append((config, metric, where, result))
 
+    # Metrics identical on one collection only (MAP = MRR with one relevant document per query there)
+    # are shown apart, but there they are one hypothesis tested once: one member of the family, whose
+    # adjusted p-value each of them shows.
+    same, counted_once = _same_comparisons(analyses, collections) if options.merge_identical else ({}, ())
     # Every test of the table, keyed by its family, then corrected family by family.
     entries: list[tuple[str, str | None, int]] = []  # (family key, collection or None, index)
     p_values: list[float] = []
     for name, a in analyses.items():
         for i, c in enumerate(a.comparisons):
+            if (name, i) in same:
+                continue
             entries.append((_family_key(family, name, c.metric), name, i))
             p_values.append(c.result.p_value)
     for i, (_, metric, _, r) in enumerate(combined_raw):
         entries.append((_family_key(family, None, metric), None, i))
         p_values.append(r.p_value)
-    phantoms = _phantoms(family, analyses, collections, metrics, missing_combined)
+    phantoms = _phantoms(family, analyses, collections, metrics, missing_combined,
+                         {(n, m) for n, group in counted_once for m in group[1:]})
     adjusted = np.empty(len(entries))
     sizes = np.empty(len(entries), dtype=int)
     for key in dict.fromkeys(k for k, _, _ in entries):
@@ -228,6 +238,7 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
         adjusted[members] = adjust(options.correction, np.asarray(p))[:len(members)]
         sizes[members] = len(members) + extra
     lookup = {(name, i): j for j, (_, name, i) in enumerate(entries)}
+    lookup.update({key: lookup[rep] for key, rep in same.items()})
     out: dict[str, Analysis] = {}
     for name, a in analyses.items():
         comps = tuple(replace(c, p_adjusted=float(adjusted[lookup[(name, i)]]),
@@ -243,7 +254,27 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
         for i, (c, m, w, r) in enumerate(combined_raw))
     return CollectionsAnalysis(analyses=out, combined=combined, options=options, family=family, test=test,
                                metrics=metrics, configs=tuple(configs), baseline=baseline,
-                               tau2_method=tau2_method, weighting=weighting)
+                               tau2_method=tau2_method, weighting=weighting, counted_once=counted_once)
+
+
+def _same_comparisons(analyses: Mapping[str, Analysis], collections: Mapping[str, StudyResults]
+                      ) -> tuple[dict[tuple[str, int], tuple[str, int]], tuple[tuple[str, tuple[str, ...]], ...]]:
+    """Per collection, the comparisons of a metric identical there to an earlier shown metric (equal
+    per-query values in every run, so the same test and p-value): (collection, index) -> the
+    (collection, index) of the same configuration's comparison on that earlier metric; and the
+    groups of such metrics per collection."""
+    same: dict[tuple[str, int], tuple[str, int]] = {}
+    groups: list[tuple[str, tuple[str, ...]]] = []
+    for name, a in analyses.items():
+        for group in identical_groups(collections[name], a.metrics):
+            if len(group) < 2:
+                continue
+            groups.append((name, group))
+            index = {(c.config, c.metric): i for i, c in enumerate(a.comparisons)}
+            for i, c in enumerate(a.comparisons):
+                if c.metric in group[1:] and (c.config, group[0]) in index:
+                    same[(name, i)] = (name, index[(c.config, group[0])])
+    return same, tuple(groups)
 
 
 def _shared_identical(collections: Mapping[str, StudyResults], options: AnalysisOptions
@@ -281,9 +312,10 @@ def _family_key(family: str, collection: str | None, metric: str) -> str:
 
 
 def _phantoms(family: str, analyses: Mapping[str, Analysis], collections: Mapping[str, StudyResults],
-              metrics: Sequence[str], missing_combined: int) -> dict[str, int]:
+              metrics: Sequence[str], missing_combined: int, once: set[tuple[str, str]]) -> dict[str, int]:
     """Comparisons counted with p = 1 per family: each collection's stopped configurations (as
-    many comparisons as a finished one has there) and the combined verdicts that could not be made."""
+    many comparisons as a finished one has there, a metric of ``once`` (collection, metric) not
+    again) and the combined verdicts that could not be made."""
     out: dict[str, int] = {}
     for name, a in analyses.items():
         res = collections[name]
@@ -291,6 +323,8 @@ def _phantoms(family: str, analyses: Mapping[str, Analysis], collections: Mappin
             continue
         candidates = max(len(res.configs) - 1, 1)
         for metric in metrics:
+            if (name, metric) in once:
+                continue
             per_metric = sum(c.metric == metric for c in a.comparisons)
             key = _family_key(family, name, metric)
             out[key] = out.get(key, 0) + len(res.stopped) * per_metric // candidates

@@ -96,6 +96,37 @@ def test_the_whole_table_is_one_holm_family_equal_to_statsmodels() -> None:
 
 
 @pytest.mark.slow
+def test_metrics_identical_on_one_collection_are_one_member_of_the_family() -> None:
+    """MRR equal to MAP on msdialog alone (as with one relevant document per query there): both
+    columns stay (mantis tells them apart), but msdialog's MRR comparison is its MAP comparison,
+    counted once: the family is statsmodels' Holm over the distinct tests, and the footnote says so."""
+    from dataclasses import replace
+
+    from harness.results.stored import RunRecord
+
+    cols = _collections()
+    records = [replace(r, per_query={**r.per_query, "mrr": r.per_query["map"]})
+               for r in synthetic_records(queries=40, effects=SHIFTS["msdialog"])]
+    assert all(isinstance(r, RunRecord) for r in records)
+    cols["msdialog"] = StudyResults.build(records, source="msdialog")
+    analysis = analyse_collections(cols)
+    assert analysis.metrics == ("map", "mrr") and analysis.counted_once == (("msdialog", ("map", "mrr")),)
+    ms, mt = analysis.analyses["msdialog"], analysis.analyses["mantis"]
+    distinct = [c for c in ms.comparisons if c.metric == "map"] + list(mt.comparisons) + list(analysis.combined)
+    ref = multipletests([c.result.p_value for c in distinct], method="holm")[1]
+    assert [c.p_adjusted for c in distinct] == pytest.approx(ref.tolist(), rel=1e-12)
+    # 3 candidates on msdialog + 3 x 2 on mantis + 3 x 2 combined, not 18
+    assert analysis.comparisons == 15 and {c.family_size for c in ms.comparisons} == {15}
+    for c in ms.comparisons:
+        twin = ms.get(c.config, "map")
+        assert (c.result.p_value, c.p_adjusted, c.level) == (twin.result.p_value, twin.p_adjusted, twin.level)
+    text = render_collections(build_collection_tables(analysis), "md")
+    assert "(m = 15 comparisons)" in text
+    assert "msdialog: MAP = MRR there (equal per-query values in every run" in text
+    assert "counted once in the family" in text
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("family, sizes", [("metric", {9}), ("collection", {6})])
 def test_the_other_families(family: str, sizes: set[int]) -> None:
     analysis = analyse_collections(_collections(), family=family)
