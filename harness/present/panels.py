@@ -62,12 +62,15 @@ def legend_above(fig: Any, axes: Any) -> Any:
 
 def place(fig: Any, axes: Any, legend: Any = None) -> None:
     """Set ``fig``'s subplot parameters so that the grid ``axes`` (rows x columns, as
-    ``Figure.subplots(squeeze=False)`` returns it) and its decorations fit the figure with PAD
-    points around each panel's decorations (SPACE of the figure more between panels, as a
-    constrained layout's defaults), below ``legend`` (from ``legend_above``). Twice: the tick labels depend
-    on the panels' size, and the first pass gives that size."""
+    ``Figure.subplots(squeeze=False)`` returns it) and its decorations fit the figure below
+    ``legend`` (from ``legend_above``): PAD points around each panel's decorations, and SPACE of
+    the figure more between panels (a constrained layout's defaults). The tick labels depend on
+    the panels' size, so where the placed panels tick elsewhere they are measured again."""
     for _ in range(2):
+        ticked = _ticks(axes)
         _adjust(fig, axes, legend)
+        if _ticks(axes) == ticked:
+            return
 
 
 def png(fig: Any, dpi: int = 100) -> bytes:
@@ -105,13 +108,14 @@ def _adjust(fig: Any, axes: Any, legend: Any) -> None:
                         wspace=gap_x / panel_w, hspace=gap_y / panel_h)
 
 
+def _ticks(axes: Any) -> list[tuple[float, ...]]:
+    """Where every visible panel's major ticks are (what its tick labels say follows from it)."""
+    return [tuple(axis.get_majorticklocs()) for _, ax in _visible(axes) for axis in (ax.xaxis, ax.yaxis)]
+
+
 def _visible(axes: Any) -> list[tuple[tuple[int, int], Any]]:
-    return [((r, c), ax) for (r, c), ax in ((idx, axes[idx]) for idx in _indices(axes.shape))
-            if ax.get_visible()]
-
-
-def _indices(shape: tuple[int, int]) -> list[tuple[int, int]]:
-    return [(r, c) for r in range(shape[0]) for c in range(shape[1])]
+    rows, cols = axes.shape
+    return [((r, c), axes[r, c]) for r in range(rows) for c in range(cols) if axes[r, c].get_visible()]
 
 
 def _decorations(ax: Any, renderer: Any, per_point: float) -> tuple[float, float, float, float]:
