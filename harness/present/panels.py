@@ -147,25 +147,31 @@ def _decorations(ax: Any, renderer: Any, per_point: float) -> tuple[float, float
 
 def _label_pad(axis: Any) -> float:
     """Points between a tick mark's end and its label."""
-    return float(axis.majorTicks[0].get_pad()) if len(axis.majorTicks) else 0.0
+    return float(axis.majorTicks[0].get_pad())
 
 
 def _tick_labels(axis: Any, renderer: Any, per_point: float) -> list[tuple[float, float, float]]:
     """(position along the axis as a fraction of it, width, height in points) of each major tick
-    label the axis will draw: those with text, inside its view."""
-    locs = axis.get_majorticklocs()
-    labels = axis.get_majorticklabels()
-    if len(labels) != len(locs):  # labels hidden (a shared axis's inner panels)
+    label the axis will draw: those with text, inside its view, horizontal. The texts are the
+    axis formatter's for its locator's ticks, as the draw makes them, measured with the labels'
+    font, without making a tick per label (the draw makes them)."""
+    label = axis.majorTicks[0].label1  # the first tick: the labels' font and visibility
+    if not label.get_visible():  # labels hidden (a shared axis's inner panels)
         return []
+    locs = axis.get_majorticklocs()
+    texts = axis.get_major_formatter().format_ticks(locs)
+    prop = label.get_fontproperties()
+    # A line of text is at least as tall as "lp", as matplotlib lays out a label.
+    _, line, _ = renderer.get_text_width_height_descent("lp", prop, ismath=False)
     scale = axis.get_transform()
     lo, hi = sorted(axis.get_view_interval())
     t_lo, t_hi = (float(v) for v in scale.transform([lo, hi]))
     slack = 1e-9 * (hi - lo)
     out = []
-    for loc, label in zip(locs, labels, strict=True):
-        if not label.get_text() or not lo - slack <= loc <= hi + slack:
+    for loc, text in zip(locs, texts, strict=True):
+        if not text or not lo - slack <= loc <= hi + slack:
             continue
         frac = (float(scale.transform([loc])[0]) - t_lo) / (t_hi - t_lo) if t_hi > t_lo else 0.5
-        extent = label.get_window_extent(renderer)
-        out.append((frac, extent.width / per_point, extent.height / per_point))
+        width, height, _ = renderer.get_text_width_height_descent(text, prop, ismath="$" in text)
+        out.append((frac, width / per_point, max(height, line) / per_point))
     return out
