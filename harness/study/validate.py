@@ -94,6 +94,7 @@ def collections_plan(spec: Any) -> list[str]:
     does not load is refused, naming it) and its plan: queries, candidates, evaluation
     fingerprint and trials."""
     from harness.data.load import load_splits
+    from harness.training import check_negatives
 
     head = (f"  collections: {len(spec.collections)} ({', '.join(spec.collections)}); every configuration "
             "on each, in one Tune run")
@@ -105,6 +106,11 @@ def collections_plan(spec: Any) -> list[str]:
             splits = load_splits(cfg.data, train_sampler=cfg.train.sampler)
         except HarnessError as exc:
             raise type(exc)(f"collection {name!r}: its data does not load: {exc}") from None
+        try:  # as the study's driver checks before any trial starts (harness.study.variants)
+            for n in sorted({c.config.train.negatives_per_positive for c in configs}):
+                check_negatives(splits.train, n)
+        except HarnessError as exc:
+            raise type(exc)(f"collection {name!r}: {exc}") from None
         candidates = [len(q.candidates) for q in splits.test]
         mean = sum(candidates) / len(candidates) if candidates else 0.0
         lines.append(f"    {name}: data.source {cfg.data.source}; {len(splits.train)} train / {len(splits.dev)} dev / "

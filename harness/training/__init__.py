@@ -15,11 +15,13 @@ __all__ = [
     "SeedGroup",
     "StepRecord",
     "Trainer",
+    "check_negatives",
     "difficulty_scores",
     "prepare_data",
 ]
 
 __getattr__, __dir__ = face(__name__, {
+    "check_negatives": "_instances",
     "difficulty_scores": "teacher",
     "EvalRecord": "loop",
     "FinalRecord": "loop",

@@ -35,6 +35,22 @@ class Instances:
         return self.cand.shape[1] == 2
 
 
+def _too_few(q: Query, negatives_per_positive: int, positives: int, negatives: int) -> ConfigError:
+    return ConfigError(f"train.negatives_per_positive={negatives_per_positive} needs "
+                       f"{negatives_per_positive * positives} negatives but query {q.qid} has a pool of {negatives}")
+
+
+def check_negatives(queries: Sequence[Query], negatives_per_positive: int) -> None:
+    """Raise ConfigError, as training would, if a training query has fewer negatives than
+    ``negatives_per_positive`` times its positives: a study checks its data this way before any
+    trial starts."""
+    for q in queries:
+        pos = sum(c.label > 0 for c in q.candidates)
+        neg = len(q.candidates) - pos
+        if pos and negatives_per_positive * pos > neg:
+            raise _too_few(q, negatives_per_positive, pos, neg)
+
+
 def build_instances(queries: Sequence[Query], *, negatives_per_positive: int, pairwise: bool,
                     rng: np.random.Generator) -> Instances:
     qs: list[int] = []
@@ -47,9 +63,7 @@ def build_instances(queries: Sequence[Query], *, negatives_per_positive: int, pa
             continue
         k = negatives_per_positive * len(pos)
         if k > len(neg):
-            raise ConfigError(
-                f"train.negatives_per_positive={negatives_per_positive} needs {k} negatives but "
-                f"query {q.qid} has a pool of {len(neg)}")
+            raise _too_few(q, negatives_per_positive, len(pos), len(neg))
         chosen = sorted(rng.choice(len(neg), size=k, replace=False).tolist())
         negs = [neg[j] for j in chosen]
         if pairwise:

@@ -114,3 +114,36 @@ def test_the_collections_demo_validates_with_both_plans(capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "cranfield: data.source cranfield; 181 train / 12 dev / 22 test queries, 30.0 candidates" in out
     assert "chitchat: data.source chitchat;" in out
+
+
+@pytest.mark.slow
+def test_a_pool_too_shallow_for_the_negatives_is_refused_before_any_trial(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Cranfield's top 20 leaves query 132 (11 relevant documents) 9 negatives, fewer than one per
+    positive: `harness validate` and the study's driver (before any trial loads a model) say so,
+    naming the collection, with the very rule and words training applies."""
+    import numpy as np
+
+    from harness.study.spec import load_spec
+    from harness.study.variants import prepare_study
+    from harness.training import check_negatives
+    from harness.training._instances import build_instances
+
+    text = (ROOT / "search_spaces" / "quickstart_collections.yaml").read_text()
+    assert "depth: 30" in text
+    study = tmp_path / "shallow.yaml"
+    study.write_text(text.replace("depth: 30", "depth: 20"))
+    assert main(["validate", str(study), "--smoke", "--no-model"]) == 2
+    err = capsys.readouterr().err
+    want = "train.negatives_per_positive=1 needs 11 negatives but query 132 has a pool of 9"
+    assert err.count("\n") == 1 and f"collection 'cranfield': {want}" in err, err
+    with pytest.raises(ConfigError, match=f"^collection 'cranfield': {want}$"):
+        spec = load_spec(study)
+        prepare_study(spec.with_overrides(spec.smoke), progress=lambda m: None)
+    train = load_splits(DataConfig(source="cranfield", depth=20)).train
+    with pytest.raises(ConfigError) as checked:
+        check_negatives(train, 1)
+    with pytest.raises(ConfigError) as trained:
+        build_instances(train, negatives_per_positive=1, pairwise=False, rng=np.random.default_rng(0))
+    assert str(checked.value) == str(trained.value) == want
+    check_negatives(load_splits(DataConfig(source="cranfield", depth=30)).train, 1)  # the shipped depth fits
