@@ -2,8 +2,9 @@
 line on stderr and a non-zero exit.
 
 Each area owns its subcommands in a module of this package exposing ``register(subparsers)``, which
-adds parsers whose ``func`` default is a handler ``(args: argparse.Namespace) -> int``. Nothing below
-this package imports it.
+adds parsers whose ``func`` default is a handler ``(args: argparse.Namespace) -> int``; ``AREAS``
+names each area's commands, so a command run imports its own area alone. Nothing below this package
+imports it.
 """
 
 from __future__ import annotations
@@ -20,16 +21,34 @@ from harness.errors import HarnessError
 __all__ = ["build_parser", "dispatch", "entry", "main"]
 
 
-def _areas() -> tuple[ModuleType, ...]:
-    """The modules that contribute subcommands, in --help order."""
-    from harness.cli import curriculum, data, evaluation, jobs, model, report, runs, study, train
+# Each area's commands, in --help order. A command run imports its own area alone (an area imports
+# the libraries its commands need); --help, no command or an unknown one import every area.
+# tests/test_cli_areas.py checks this table against what each area registers.
+AREAS: dict[str, tuple[str, ...]] = {
+    "study": ("run", "validate", "demo", "ui"),
+    "jobs": ("submit", "jobs"),
+    "train": ("train",),
+    "data": ("data",),
+    "curriculum": ("pacing",),
+    "model": ("cascade", "export"),
+    "evaluation": ("table", "power"),
+    "report": ("report",),
+    "runs": ("runs",),
+}
 
-    # run, validate, demo, ui / submit, jobs / train / data build|stats / pacing / cascade cost,
-    # export / table, power / report / runs export
-    return (study, jobs, train, data, curriculum, model, evaluation, report, runs)
+
+def _areas(command: str | None = None) -> tuple[ModuleType, ...]:
+    """The modules that contribute subcommands, in --help order: ``command``'s alone where an area
+    lists it, else all."""
+    import importlib
+
+    names = [a for a, commands in AREAS.items() if command in commands] or list(AREAS)
+    return tuple(importlib.import_module(f"harness.cli.{name}") for name in names)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``harness`` parser: with ``command``, only the subcommands of its area (what parsing
+    that command needs)."""
     parser = argparse.ArgumentParser(
         prog="harness",
         description="Hyperparameter studies for neural rankers: Ray Tune trials, Optuna searchers, "
@@ -40,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also show the libraries' own output: MLflow INFO lines, progress bars of "
                         "MLflow and transformers, Ray Tune's status (default: the harness's own lines only)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for area in _areas():
+    for area in _areas(command):
         area.register(sub)
     return parser
 
@@ -82,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = _cli_text(argv)
     if text is None:
         return 2
-    parser = build_parser()
+    parser = build_parser(_command(text))
     args = parser.parse_args(text)
     if not args.verbose:
         quiet_libraries()
@@ -92,17 +111,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return dispatch(args.func, args)
 
 
+def _command(text: Sequence[str]) -> str | None:
+    """The command: the first word that is not an option (the global options take no value); None
+    where a help option comes first (the help lists every command)."""
+    for word in text:
+        if word in ("-h", "--help"):
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
+
+
 def _cli_text(argv: Sequence[str] | None) -> list[str] | None:
     """The arguments as text every later step can encode; None (after one line on stderr) when an
     argument is not valid text in the file system's encoding (a lone surrogate from undecodable
     bytes), named with its option where it follows one."""
-    from harness.config import text_problem
-
     argv = list(sys.argv[1:] if argv is None else argv)
     for i, a in enumerate(argv):
         try:
             a.encode("utf-8")
         except UnicodeEncodeError:
+            from harness.config import text_problem
+
             option = f"{argv[i - 1]} " if i and argv[i - 1].startswith("-") else ""
             shown = a.encode("utf-8", "backslashreplace").decode()
             print(f"harness: error: {option}argument {shown!r} is not valid UTF-8 text ({text_problem(a)}: "

@@ -17,14 +17,14 @@ Built from a ``StudyReport`` (harness.present.report: the analysis, the power an
   the analysis), the study's own seed count marked with the value power/power.md reports, and the
   query floor.
 
-Figures through matplotlib's Agg canvas, created per figure as harness.present.plots does.
+Figures through matplotlib's Agg canvas, created per figure as harness.present.plots does, their
+panels placed by harness.present.panels (drawn once, when saved).
 """
 
 from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.present import panels
 from harness.present.power_text import not_estimable
 from harness.present.render import the_baseline
 from harness.present.report import CORRECTION_NAMES, StudyReport
@@ -185,21 +185,8 @@ def _tables(analysis: Analysis, decimals: int) -> str:
 
 # -- figures ------------------------------------------------------------------------------------
 
-def _figure(width: float, height: float) -> Any:
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise HarnessError("the study report needs matplotlib: pip install 'matplotlib>=3.8'") from None
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
 def _img(fig: Any, alt: str, caption: str) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    data = base64.b64encode(panels.png(fig)).decode("ascii")
     return (f'<figure><img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
             f"<figcaption>{_e(caption)}</figcaption></figure>")
 
@@ -225,7 +212,7 @@ def _forest(analysis: Analysis) -> str:
     n = len(analysis.results.configs) - 1
     cols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
-    fig = _figure(3.8 * cols + 0.8, nrows * (0.32 * n + 1.3))
+    fig = panels.figure(3.8 * cols + 0.8, nrows * (0.32 * n + 1.3))
     axes = fig.subplots(nrows, cols, squeeze=False)
     for ax in axes.flat[len(metrics):]:
         ax.set_visible(False)
@@ -244,25 +231,15 @@ def _forest(analysis: Analysis) -> str:
         ax.axvline(0.0, color="0.3", lw=0.8, ls="--")
         ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)] if k % cols == 0 else [""] * len(rows))
         ax.set_ylim(-0.7, len(rows) - 0.3)
-        ax.set_title(shown_name(analysis, metric), fontsize=10)
+        panels.title(ax, shown_name(analysis, metric), 10)
         ax.set_xlabel(f"difference to {the_baseline(analysis.results.baseline)}", fontsize=8)
         ax.tick_params(labelsize=8)
+    panels.place(fig, axes)
     interval = "simultaneous " if analysis.options.correction == "maxt" else ""
     caption = (f"Each candidate's mean difference to {the_baseline(analysis.results.baseline)} (point) and its "
                f"{level:.0%} {interval}interval ({analysis.test} test), as in the table; coloured where "
                f"the corrected test marks it (green better, red worse).")
     return _img(fig, "forest plot of the differences to the baseline", caption)
-
-
-def _legend(fig: Any, axes: Any) -> None:
-    """One legend above the panels: every labelled line once, in the order first drawn."""
-    entries: dict[str, Any] = {}
-    for ax in axes.flat:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            entries.setdefault(label, handle)
-    if entries:
-        fig.legend(list(entries.values()), list(entries), loc="outside upper center",
-                   ncols=min(len(entries), 5), fontsize=8, frameon=False)
 
 
 def curve_bands(curves: Mapping[str, Sequence[tuple[int, float]]]
@@ -286,7 +263,7 @@ def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
     order = [c for c in (*configs, *record.stopped_at) if c in record.curves]
     cols = min(4, len(order))
     nrows = math.ceil(len(order) / cols)
-    fig = _figure(3.2 * cols + 0.6, 2.5 * nrows + 0.4)
+    fig = panels.figure(3.2 * cols + 0.6, 2.5 * nrows + 0.4)
     axes = fig.subplots(nrows, cols, squeeze=False, sharex=True, sharey=True)
     for ax in axes.flat[len(order):]:
         ax.set_visible(False)
@@ -309,13 +286,13 @@ def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
         if config in record.stopped_at:
             ax.axvline(record.stopped_at[config], color="C3", lw=1, ls=":")
             title += f" (stopped at {record.stopped_at[config]})"
-        ax.set_title(title, fontsize=9)
+        panels.title(ax, title, 9)
         ax.tick_params(labelsize=8)
         if k % cols == 0:
             ax.set_ylabel(f"dev {label}", fontsize=8)
     for ax in axes[-1]:
         ax.set_xlabel("step", fontsize=8)
-    _legend(fig, axes)
+    panels.place(fig, axes, panels.legend_above(fig, axes))
     caption = (f"Dev {label} per configuration against the training step: the mean over seeds (line), "
                "the range from the lowest to the highest seed (band), and each seed's tested checkpoint, "
                "the best-dev step whose test values the table reports (stars).")
@@ -346,7 +323,7 @@ def _power(report: StudyReport) -> str:
     metrics = list(dict.fromkeys(c.metric for c in power.comparisons))
     cols = min(3, len(metrics))
     nrows = math.ceil(len(metrics) / cols)
-    fig = _figure(3.8 * cols + 0.8, 2.8 * nrows + 0.4)
+    fig = panels.figure(3.8 * cols + 0.8, 2.8 * nrows + 0.4)
     axes = fig.subplots(nrows, cols, squeeze=False)
     for ax in axes.flat[len(metrics):]:
         ax.set_visible(False)
@@ -375,12 +352,12 @@ def _power(report: StudyReport) -> str:
         ax.set_xscale("log")
         ax.set_xticks(TICKS, [str(s) for s in TICKS])
         ax.set_xticks([], minor=True)
-        ax.set_title(shown_name(analysis, metric), fontsize=10)
+        panels.title(ax, shown_name(analysis, metric), 10)
         ax.set_xlabel("seeds", fontsize=8)
         if k % cols == 0:
             ax.set_ylabel("detectable difference", fontsize=8)
         ax.tick_params(labelsize=8)
-    _legend(fig, axes)
+    panels.place(fig, axes, panels.legend_above(fig, axes))
     o = power.options
     level = (f"{o.alpha:g}/{power.family_size} (Holm's first step over the table's {power.family_size} "
              f"comparisons)" if power.family_size > 1 else f"{o.alpha:g}")

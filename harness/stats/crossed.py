@@ -99,7 +99,7 @@ from scipy import special
 from harness.errors import DataError
 from harness.stats import distributions as dist
 from harness.stats.paired import PairedResult
-from harness.stats.roots import brentq
+from harness.stats.roots import newton, secant
 
 SEED = "seed"
 QUERY = "query"
@@ -303,26 +303,42 @@ def generalized_p(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, m
 
 def _interval_half_width(v: np.ndarray, weight: np.ndarray, confidence: float) -> float:
     """h with P(pivot <= mean - h) = (1 - c)/2 for one comparison's pivot variances ``v`` (1 row):
-    nodes with a non-positive variance put their mass at the mean and add nothing for h > 0."""
+    nodes with a non-positive variance put their mass at the mean and add nothing for h > 0. The
+    tail sum_i w_i Phi(-h / s_i) falls and is convex in h > 0: Newton's steps from below the root
+    rise to it without passing it."""
     target = (1.0 - confidence) / 2.0
     keep = v > 0
     scale, w = np.sqrt(v[keep]), weight[keep]
+    inv = 1.0 / scale
 
-    def gap(h: float) -> float:
-        return float((special.ndtr(-h / scale) * w).sum()) - target  # not ``@``: see _tail_below
+    def gap(h: float) -> tuple[float, float]:
+        z = h * inv
+        # Products and numpy's sums, not ``@``: see _tail_below.
+        tail = float((special.ndtr(-z) * w).sum())
+        density = float((np.exp(-0.5 * z * z) * (w * inv)).sum()) / math.sqrt(2.0 * math.pi)
+        return tail - target, -density
 
     hi = float(scale.max()) * 50.0
-    while gap(hi) > 0:
+    while gap(hi)[0] > 0:
         hi *= 10.0
-    return float(brentq(gap, 0.0, hi, xtol=1e-12 * float(np.median(scale)), rtol=1e-12))
+    # The normal quantile at the mixture's mean scale: near the root, and below it in the designs
+    # tried, where Newton's steps on a convex tail rise to the root without passing it.
+    start = float(dist.norm.isf(target)) * float((w * scale).sum() / w.sum())
+    return newton(gap, 0.0, hi, rising=False, start=start)
 
 
 def equivalent_df(critical: float, confidence: float) -> float:
-    """The df of a Student t whose (1 + c)/2 quantile is ``critical`` (inf at or below the normal's)."""
+    """The df of a Student t whose (1 + c)/2 quantile is ``critical`` (inf at or below the normal's).
+    The quantile falls with df towards the normal's z, about z + (z^3 + z) / (4 df) for many df
+    (its Cornish-Fisher expansion): the solve starts from that df, by secant steps in log df."""
     q = (1.0 + confidence) / 2.0
-    if not critical > float(dist.norm.ppf(q)):
+    z = float(dist.norm.ppf(q))
+    if not critical > z:
         return math.inf
-    return float(brentq(lambda df: float(dist.t.ppf(q, df)) - critical, 1e-3, 1e9, rtol=1e-10))
+    lo, hi = math.log(1e-3), math.log(1e9)
+    start = min(max(math.log((z ** 3 + z) / (4.0 * (critical - z))), lo), hi)
+    return math.exp(secant(lambda u: float(dist.t.ppf(q, math.exp(u))) - critical, lo, hi, rising=False,
+                           start=start, xtol=1e-12))
 
 
 @dataclass(frozen=True, kw_only=True)

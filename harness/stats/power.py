@@ -64,7 +64,7 @@ from harness.errors import ConfigError, DataError
 from harness.results.stored import StudyResults
 from harness.stats import distributions as dist
 from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
-from harness.stats.roots import brentq
+from harness.stats.roots import newton
 
 DEFAULT_SEEDS = (3, 5, 10, 20)
 MAX_SEEDS = 10_000
@@ -236,15 +236,26 @@ def compute_critical_table(seeds: int, queries: int, level: float) -> tuple[np.n
     return w[:, 0], c
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1)
+def _uniforms() -> np.ndarray:
+    """DRAWS x 3 uniforms, one Latin hypercube from DRAWS_SEED: the same for every design."""
+    g = np.random.default_rng(DRAWS_SEED)
+    return np.stack([(g.permutation(DRAWS) + g.random(DRAWS)) / DRAWS for _ in range(3)], axis=1)
+
+
+@functools.lru_cache(maxsize=256)
+def _chi2_column(axis: int, df: int) -> np.ndarray:
+    """Column ``axis`` of the draws: chi-square(df) quantiles of that column's uniforms, over df.
+    Kept per (axis, df): the query column is the same for every seed count of a power curve."""
+    return dist.chi2.ppf(_uniforms()[:, axis], float(df)) / float(df)
+
+
 def _chi2_draws(seeds: int, queries: int) -> np.ndarray:
     """DRAWS x 3 chi-square variables over their df (seed, query, residual): the quantiles of one
     Latin hypercube of uniforms from DRAWS_SEED, the same for every design, so the figures of
     neighbouring seed counts share their randomness and move smoothly with S."""
-    g = np.random.default_rng(DRAWS_SEED)
-    u = np.stack([(g.permutation(DRAWS) + g.random(DRAWS)) / DRAWS for _ in range(3)], axis=1)
-    dfs = np.array([seeds - 1, queries - 1, (seeds - 1) * (queries - 1)], dtype=np.float64)
-    return dist.chi2.ppf(u, dfs) / dfs
+    dfs = (seeds - 1, queries - 1, (seeds - 1) * (queries - 1))
+    return np.stack([_chi2_column(axis, df) for axis, df in enumerate(dfs)], axis=1)
 
 
 def half_widths(comps: VarianceComponents, seeds: int, queries: int, level: float) -> np.ndarray:
@@ -281,13 +292,22 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
     if se > 0:
         h = half_widths(comps, seeds, queries, level)
 
-        def gap(delta: float) -> float:
+        def excess(delta: float) -> float:
             return float(np.mean(special.ndtr((delta - h) / se) + special.ndtr((-delta - h) / se))) - power
 
+        def gap(delta: float) -> tuple[float, float]:
+            a, b = (delta - h) / se, (-delta - h) / se
+            value = float(np.mean(special.ndtr(a) + special.ndtr(b))) - power
+            slope = float(np.mean(np.exp(-0.5 * a * a) - np.exp(-0.5 * b * b))) / (se * math.sqrt(2.0 * math.pi))
+            return value, slope
+
         high = float(h.max()) + 10.0 * se
-        while gap(high) < 0:
+        while excess(high) < 0:
             high *= 2.0
-        m = float(brentq(gap, 0.0, high, xtol=1e-10 * high)) if gap(0.0) < 0 else 0.0
+        # Power rises with delta. The solve starts where it would be reached if the half-width
+        # were normal: P(h + SE Z < delta) = power, delta = mean(h) + z_power sqrt(SE^2 + var(h)).
+        start = float(np.mean(h)) + float(dist.norm.ppf(power)) * math.sqrt(se * se + float(np.var(h)))
+        m = newton(gap, 0.0, high, rising=True, start=start) if excess(0.0) < 0 else 0.0
     return MdeRow(seeds=seeds, queries=queries, se=se, df=float(sat[0]), mde=m, level=level)
 
 

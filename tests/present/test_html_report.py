@@ -158,6 +158,27 @@ def test_the_page_is_self_contained(results, report):
     assert page.count('<table class="harness-table">') == 1 + len(report.analysis.metrics)
 
 
+@pytest.mark.slow
+def test_a_report_seeks_its_roots_without_scipy_optimize():
+    """The analysis, the power analysis and the page (intervals, equivalent df, MDEs) solve their
+    roots with harness.stats.roots' own steps: a process that makes the whole page loads neither
+    scipy.optimize nor scipy.stats (their imports alone cost a report a sizeable share of its time)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from tests.synthetic import synthetic_records\n"
+            "from harness.results.stored import StudyResults\n"
+            "from harness.present.report import study_report\n"
+            "from harness.present.html_report import report_html\n"
+            "results = StudyResults.build(synthetic_records(queries=30), baseline='base')\n"
+            "page = report_html(study_report(results, formats=('md', 'csv', 'html')))\n"
+            "assert page.count('data:image/png') == 2\n"
+            "print(sorted(m for m in ('scipy.optimize', 'scipy.stats') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_a_page_without_curves_or_power_says_why(results):
     """Per-run values only (no per-query values, no dev curves): no power analysis, no curves, each
     said where its figure would be."""
