@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import copy
 import functools
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -23,10 +24,39 @@ def shared_cache() -> str:
     """The data cache of this test session (removed at exit; tests/conftest.py makes it the
     session's HARNESS_CACHE). Entries are keyed by the data set's fingerprint, so studies of the
     same set load what the first one built instead of each building it again; the tests of the
-    cache itself use caches of their own."""
-    path = tempfile.mkdtemp(prefix="harness-test-cache-")
-    atexit.register(shutil.rmtree, path, ignore_errors=True)
-    return path
+    cache itself use caches of their own. Under pytest-xdist the workers of one run share it (one
+    worker loads what the other built; two building one entry at once each write it whole, by
+    rename), and the last worker to leave removes it."""
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if not run:
+        path = tempfile.mkdtemp(prefix="harness-test-cache-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        return path
+    shared = Path(tempfile.gettempdir()) / f"harness-test-cache-{run}"
+    shared.mkdir(exist_ok=True)
+    _users(shared, +1)
+    atexit.register(_leave, shared)
+    return str(shared)
+
+
+def _users(path: Path, step: int) -> int:
+    """Add ``step`` to the count of workers using ``path`` (a file beside it, under a lock)."""
+    import fcntl
+
+    with open(f"{path}.users", "a+") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        fh.seek(0)
+        count = int(fh.read() or 0) + step
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(count))
+        return count
+
+
+def _leave(path: Path) -> None:
+    if _users(path, -1) <= 0:
+        shutil.rmtree(path, ignore_errors=True)
+        Path(f"{path}.users").unlink(missing_ok=True)
 
 
 _SESSION_RAY: dict[str, bool] = {"running": False}
