@@ -388,16 +388,20 @@ def _cached(target: Path, fp: str, build: Callable[[], cache.Payload], what: str
     there (the splits are decoded from the payload, as a later load decodes the file)."""
     started = time.monotonic()
     splits = cache.load(target, fp, progress)
-    if splits is not None:
-        if progress:
-            progress(f"loaded {what} from {target} in {time.monotonic() - started:.1f}s")
-        return splits
-    with cache.paused_gc():
-        payload = build()
-        stored = cache.store(target, payload, progress)
-        splits = cache.decode(payload)
-    if stored and progress:
-        progress(f"built {what} in {time.monotonic() - started:.0f}s; cached at {target}")
+    if splits is None:
+        # built once however many processes ask at the same time: the others wait and load it
+        with cache.building(target, progress, what):
+            splits = cache.load(target, fp)  # what another process stored meanwhile (said once above)
+            if splits is None:
+                with cache.paused_gc():
+                    payload = build()
+                    stored = cache.store(target, payload, progress)
+                    splits = cache.decode(payload)
+                if stored and progress:
+                    progress(f"built {what} in {time.monotonic() - started:.0f}s; cached at {target}")
+                return splits
+    if progress:
+        progress(f"loaded {what} from {target} in {time.monotonic() - started:.1f}s")
     return splits
 
 

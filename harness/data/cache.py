@@ -285,6 +285,35 @@ def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None
     return splits if splits.fingerprint == fp else None
 
 
+@contextmanager
+def building(path: Path, progress: Progress | None = None, what: str = "it") -> Iterator[None]:
+    """Hold the build lock of cache file ``path`` (an advisory lock on a file of the folder beside
+    its own, ``data.locks/`` for ``data/``, which holds cache files only) for the block, so that processes building one data set at once (two studies, two test workers)
+    build it once: the second waits, then loads what the first stored. Where no lock can be taken
+    (a cache folder that cannot be written, a system without flock) the block runs unlocked."""
+    try:
+        import fcntl
+
+        locks = path.parent.with_name(f"{path.parent.name}.locks")
+        locks.mkdir(parents=True, exist_ok=True)
+        fh = open(locks / f"{path.name}.lock", "a")  # noqa: SIM115 (held for the block)
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress:
+                progress(f"waiting for another process building {what}")
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        except OSError:  # a file system without locks
+            pass
+        yield
+    finally:
+        fh.close()  # releases the lock
+
+
 def store(path: Path, data: Splits | Payload, progress: Progress | None = None) -> bool:
     """Write ``data`` (splits, or their ``encode``/``pack`` payload) to ``path`` atomically; on an
     OS error report it and return False (the build is still usable, only not cached)."""

@@ -185,6 +185,34 @@ def test_load_splits_builds_once_then_reads_the_cache(tmp_path: Path, tiny_chitc
 # straight from the corpus positions (commit 43f69f3, which encoded query objects), when a cache
 # file was the pickle of ``cache.encode``'s payload: the payload is still checked byte for byte
 # through that pickle (written here, never read), and the file is its ``cache.serialize``.
+def test_processes_building_one_data_set_at_once_build_it_once(tmp_path: Path, tiny_chitchat: Path) -> None:
+    """Two builders of one data set at the same time (two studies, two test workers; here two
+    threads, each with its own lock file handle as a process has): the first builds it under the
+    cache file's lock, the other waits, then loads what was stored; the same splits either way."""
+    import threading
+
+    cfg = DataConfig(path=str(tiny_chitchat), negatives=3, cache_dir=str(tmp_path / "c"))
+    target = cache.cache_file(cfg, chitchat_fingerprint(cfg))
+    said: list[list[str]] = [[], []]
+    got: list[object] = [None, None]
+    with cache.building(target):  # held here until both builders wait or have started
+        threads = [threading.Thread(target=lambda i=i: got.__setitem__(i, load_splits(cfg, progress=said[i].append)))
+                   for i in range(2)]
+        for t in threads:
+            t.start()
+        deadline = 50.0
+        while sum(any(m.startswith("waiting for another process building") for m in s) for s in said) < 2:
+            assert deadline > 0, said
+            threading.Event().wait(0.1)
+            deadline -= 0.1
+    for t in threads:
+        t.join(timeout=120)
+    built = [any(m.startswith("built the data set") for m in s) for s in said]
+    loaded = [any(m.startswith("loaded the data set") for m in s) for s in said]
+    assert sorted(built) == [False, True] and sorted(loaded) == [False, True], said
+    assert got[0] == got[1] and target.is_file()
+
+
 PINNED = {
     "small": ("2ce11acaefe5826e8328ceab41c0fb3718bdf0120c6e63df5ee05d70c8b55f9c",
               "9f7eb9bbcc197fbf42d4114f0d3c8626e29256cce7313d84d74c6e532e7e0565"),
