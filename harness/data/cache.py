@@ -287,9 +287,10 @@ def load(path: Path, fp: str, progress: Progress | None = None) -> Splits | None
 
 @contextmanager
 def building(path: Path, progress: Progress | None = None, what: str = "it") -> Iterator[None]:
-    """Hold the build lock of cache file ``path`` (an advisory lock on a file of the folder beside
-    its own, ``data.locks/`` for ``data/``, which holds cache files only) for the block, so that processes building one data set at once (two studies, two test workers)
-    build it once: the second waits, then loads what the first stored. Where no lock can be taken
+    """Hold the build lock of cache file ``path`` for the block (an advisory lock on a file in the
+    folder beside its own, ``data.locks/`` for ``data/``, which holds cache files only), so that
+    processes building one data set at once (two studies, two test workers) build it once: the
+    second waits, then loads what the first stored. Where no lock can be taken
     (a cache folder that cannot be written, a system without flock) the block runs unlocked."""
     try:
         import fcntl

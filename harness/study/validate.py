@@ -107,8 +107,7 @@ def collections_plan(spec: Any) -> list[str]:
         except HarnessError as exc:
             raise type(exc)(f"collection {name!r}: its data does not load: {exc}") from None
         try:  # as the study's driver checks before any trial starts (harness.study.variants)
-            for n in sorted({c.config.train.negatives_per_positive for c in configs}):
-                check_negatives(splits.train, n)
+            check_negatives(splits.train, *(c.config.train.negatives_per_positive for c in configs))
         except HarnessError as exc:
             raise type(exc)(f"collection {name!r}: {exc}") from None
         candidates = [len(q.candidates) for q in splits.test]

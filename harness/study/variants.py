@@ -74,13 +74,12 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
                      f"{first.train.sampler}, model {first.model.name})")
             # Each configuration's negatives per positive fit every training query's pool: said here,
             # before any trial loads a model, not by every trial as it starts.
-            for n in sorted({c.train.negatives_per_positive for c in cfgs}):
-                try:
-                    check_negatives(splits.train, n)
-                except ConfigError as exc:
-                    where = f"collection {first.data.collection!r}" if first.data.collection else \
-                        f"data.source {first.data.source}"
-                    raise ConfigError(f"{where}: {exc}") from None
+            try:
+                check_negatives(splits.train, *(c.train.negatives_per_positive for c in cfgs))
+            except ConfigError as exc:
+                where = f"collection {first.data.collection!r}" if first.data.collection else \
+                    f"data.source {first.data.source}"
+                raise ConfigError(f"{where}: {exc}") from None
             # Every configuration with every study seed: pair scores and random orders are per seed.
             seeds = (*spec.seeds, *(spec.confirm.seeds if spec.confirm else ()))
             scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in seeds], splits,

@@ -40,15 +40,16 @@ def _too_few(q: Query, negatives_per_positive: int, positives: int, negatives: i
                        f"{negatives_per_positive * positives} negatives but query {q.qid} has a pool of {negatives}")
 
 
-def check_negatives(queries: Sequence[Query], negatives_per_positive: int) -> None:
+def check_negatives(queries: Sequence[Query], *negatives_per_positive: int) -> None:
     """Raise ConfigError, as training would, if a training query has fewer negatives than
-    ``negatives_per_positive`` times its positives: a study checks its data this way before any
-    trial starts."""
-    for q in queries:
-        pos = sum(c.label > 0 for c in q.candidates)
-        neg = len(q.candidates) - pos
-        if pos and negatives_per_positive * pos > neg:
-            raise _too_few(q, negatives_per_positive, pos, neg)
+    ``negatives_per_positive`` times its positives (each value given, smallest first): a study
+    checks its data this way, for its configurations' values, before any trial starts."""
+    for n in sorted(set(negatives_per_positive)):
+        for q in queries:
+            pos = sum(c.label > 0 for c in q.candidates)
+            neg = len(q.candidates) - pos
+            if pos and n * pos > neg:
+                raise _too_few(q, n, pos, neg)
 
 
 def build_instances(queries: Sequence[Query], *, negatives_per_positive: int, pairwise: bool,
