@@ -226,7 +226,7 @@ STRATA_MAX_DF = 10
 STRATA, TAIL_STRATA = (192, 24, 8), (32, 8, 4)
 NODES = (96, 12, 4)
 LAGUERRE_MAX_DF = 150
-_CHUNK = 32  # comparisons evaluated at once (memory: _CHUNK x nodes doubles)
+_CHUNK_VALUES = 65536  # doubles per block of comparisons x nodes (generalized_p)
 
 
 def chi2_nodes(df: int, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -263,23 +263,45 @@ def _only_residual(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarr
 
 
 def pivot_variances(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray,
-                    seeds: int, queries: int) -> np.ndarray:
+                    seeds: int, queries: int, *, out: np.ndarray | None = None,
+                    scratch: np.ndarray | None = None) -> np.ndarray:
     """The generalized pivot of Var(dbar) = R / (S Q) at every quadrature node: one row per
-    comparison (module docstring)."""
+    comparison (module docstring); written into ``out`` (comparisons x nodes) where given, with
+    ``scratch`` (the same shape) as its working space."""
     inv_s, inv_q, inv_e, _ = _inverse_draws(seeds, queries)
     a, b, e = (np.asarray(x, dtype=np.float64)[:, None] for x in (ms_seed, ms_query, ms_resid))
-    return (a * inv_s + b * inv_q - e * inv_e) / (seeds * queries)
+    if out is None:
+        out = np.empty((len(a), len(inv_s)))
+    if scratch is None:
+        scratch = np.empty_like(out)
+    # (a inv_s + b inv_q - e inv_e) / (S Q) operation by operation, in the order numpy evaluates
+    # the expression: the same numbers, without a temporary array per operation.
+    np.multiply(a, inv_s, out=out)
+    np.multiply(b, inv_q, out=scratch)
+    np.add(out, scratch, out=out)
+    np.multiply(e, inv_e, out=scratch)
+    np.subtract(out, scratch, out=out)
+    return np.divide(out, seeds * queries, out=out)
 
 
-def _tail_below(x: np.ndarray, v: np.ndarray, weight: np.ndarray) -> np.ndarray:
+def _tail_below(x: np.ndarray, v: np.ndarray, weight: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     """P(pivot <= mean - x) per row: the weighted mean of Phi(-x / sqrt(v)) over the nodes, a node
-    with a non-positive variance contributing 0 for x > 0 (and 1 for x < 0)."""
+    with a non-positive variance contributing 0 for x > 0 (and 1 for x < 0). ``overwrite``: ``v``
+    is scratch, the work is done in it (no array of its size is allocated)."""
+    other = np.logical_not(v > 0)
+    z = v if overwrite else v.copy()
+    # Phi(-z) of z = x / sqrt(v) where v > 0, else of z = +-inf (the sign of x), operation by
+    # operation in place: (-x) / s is -(x / s) exactly.
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(v > 0, x / np.sqrt(np.where(v > 0, v, 1.0)), np.copysign(np.inf, x))
+        np.copyto(z, 1.0, where=other)
+        np.sqrt(z, out=z)
+        np.divide(np.negative(x), z, out=z)
+        np.copyto(z, np.copysign(np.inf, np.negative(x)), where=other)
+    special.ndtr(z, out=z)
     # A product and numpy's own sum, not ``@``: a BLAS dot product of one vector splits it over
     # threads, which on a busy machine costs far more than the arithmetic, and its rounding
     # depends on the thread count.
-    return (special.ndtr(-z) * weight).sum(axis=-1)
+    return np.multiply(z, weight, out=z).sum(axis=-1)
 
 
 def generalized_p(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray,
@@ -288,10 +310,16 @@ def generalized_p(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, m
     mean = np.asarray(mean, dtype=np.float64)
     weight = _inverse_draws(seeds, queries)[3]
     out = np.empty(mean.shape)
-    for lo in range(0, mean.size, _CHUNK):
-        sl = slice(lo, lo + _CHUNK)
-        v = pivot_variances(ms_seed[sl], ms_query[sl], ms_resid[sl], seeds, queries)
-        out[sl] = 2.0 * _tail_below(np.abs(mean[sl])[:, None], v, weight)
+    # Blocks of comparisons small enough that the block's arrays stay in the CPU's cache and are
+    # reused from block to block: each row is computed alone, so the grouping changes no value.
+    rows = max(1, _CHUNK_VALUES // weight.size)
+    block, scratch = np.empty((2, min(rows, max(mean.size, 1)), weight.size))
+    for lo in range(0, mean.size, rows):
+        sl = slice(lo, lo + rows)
+        n = len(mean[sl])
+        v = pivot_variances(ms_seed[sl], ms_query[sl], ms_resid[sl], seeds, queries,
+                            out=block[:n], scratch=scratch[:n])
+        out[sl] = 2.0 * _tail_below(np.abs(mean[sl])[:, None], v, weight, overwrite=True)
     flat = _only_residual(ms_seed, ms_query, ms_resid)
     if flat.any():
         df_e = (seeds - 1) * (queries - 1)
