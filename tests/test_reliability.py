@@ -8,7 +8,8 @@ tests/study/test_resume_trust.py). docs/reliability.md.
   probe tells an MLflow server from another HTTP server; `harness ui` stays on loopback unless told;
 - strict numbers in long CSVs; spreadsheet formulas neutralised in CSV output;
 - stores: a damaged or empty SQLite store under `harness table` is one line and is left as it was;
-  drivers racing to create a new store both get it; RAY_ADDRESS is probed, bounded, before MLflow;
+  RAY_ADDRESS is probed, bounded, before MLflow (drivers racing to create new stores all get them:
+  tests/tracking/test_store.py);
 - files that are not what they should be (FIFO, directory, symlink loop, deep JSON, lone surrogate).
 """
 
@@ -22,7 +23,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -287,39 +287,6 @@ def test_a_damaged_store_under_table_is_one_line_and_left_as_it_was(tmp_path, da
     before = db.read_bytes() if db.is_file() else None
     _one_line_error(_cli(capsys, "table", "--experiment", "s", "--tracking-uri", uri), str(db))
     assert (db.read_bytes() if db.is_file() else None) == before  # never rewritten (no tables made in it)
-
-
-STORE_RACE = """
-import sys, time
-from pathlib import Path
-from harness.tracking.store import TrackingStore
-go = Path(sys.argv[2])
-while not go.exists():
-    time.sleep(0.001)
-TrackingStore(sys.argv[1]).experiment("study-" + sys.argv[3])
-print("ok")
-"""
-
-
-@pytest.mark.slow
-def test_drivers_racing_to_create_a_new_sqlite_store_all_get_it(tmp_path, monkeypatch):
-    """Two races at once: two drivers with no empty-store template in their cache (they race to make
-    it too), and two with a template in theirs (made first, here)."""
-    from harness.tracking.store import TrackingStore
-
-    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "warm"))
-    TrackingStore(f"sqlite:///{tmp_path / 'first' / 'mlflow.db'}")  # leaves the template in warm/
-    assert list((tmp_path / "warm" / "mlflow").glob("empty-store-*.db"))
-    go = tmp_path / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", STORE_RACE, f"sqlite:///{tmp_path / cache / 'mlflow.db'}",
-                               str(go), str(i)], env={**os.environ, "HARNESS_CACHE": str(tmp_path / cache)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for cache in ("cold", "warm") for i in range(2)]
-    time.sleep(3)  # every process waiting at the gate (or soon: the gate stays open)
-    go.touch()
-    for p in procs:
-        out, err = p.communicate(timeout=600)
-        assert p.returncode == 0 and out.decode().strip() == "ok", err.decode()[-2000:]
 
 
 @pytest.mark.parametrize(("address", "says"), [
