@@ -5,6 +5,7 @@ package shows a public face (``__all__``) whose names resolve."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 from pathlib import Path
 
@@ -43,14 +44,21 @@ def _modules() -> dict[str, Path]:
     return mods
 
 
+@functools.cache
+def _trees() -> dict[str, tuple[Path, ast.Module]]:
+    """Every module's path and syntax tree, parsed once for the module's tests (they only read them)."""
+    return {name: (path, ast.parse(path.read_text(encoding="utf-8"))) for name, path in _modules().items()}
+
+
+@functools.cache
 def _graph() -> dict[str, set[str]]:
     """Module -> the harness modules it imports (a name imported from a package counts as its module
-    where one has that name, else as the package)."""
+    where one has that name, else as the package). Read once; the tests only read it."""
     mods = _modules()
     edges: dict[str, set[str]] = {m: set() for m in mods}
-    for name, path in mods.items():
+    for name, (path, tree) in _trees().items():
         package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(tree):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
@@ -155,8 +163,8 @@ def test_the_private_rule_is_not_vacuous() -> None:
 def test_no_package_imports_another_packages_private_names() -> None:
     """``from harness.x.y import _name`` only inside package x."""
     crossing = []
-    for name, path in _modules().items():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for name, (_, tree) in _trees().items():
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("harness."):
                 if _area(node.module) == _area(name):
                     continue
