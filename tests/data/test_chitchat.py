@@ -13,7 +13,7 @@ import pytest
 
 from harness.config import DataConfig
 from harness.data import _negatives as neg
-from harness.data._bm25 import BM25Index, tokenize
+from harness.data._bm25 import tokenize
 from harness.data._chitchat import (
     Bm25,
     Corpus,
@@ -76,11 +76,16 @@ def test_context_protocol_reproduces_the_candidates_built_before_protocols(
 
 
 @pytest.mark.slow
-def test_negatives_are_the_true_bm25_top_hits(small_context: Splits, chitchat_path: Path) -> None:
-    convs = read_conversations(chitchat_path)
+def test_negatives_are_the_true_bm25_top_hits(small_context: Splits, indexed: tuple[Corpus, Bm25]) -> None:
+    corpus, bm25 = indexed
+    convs = corpus.conversations  # as read_conversations reads the file
     texts = [u for c in convs for u in c.utterances]
     ids = [f"c{c.index}u{i}" for c in convs for i in range(len(c.utterances))]
-    index = BM25Index([tokenize(t) for t in texts])
+    # The session's index of these texts (built once for the builds that take it): BM25Index over
+    # each text's tokens, in this order, the full ranking below is taken from.
+    assert tuple(texts) == corpus.texts
+    index = bm25.get()
+    assert index.size == len(texts)
     for q in small_context.train[:3] + small_context.test[-2:]:
         scores = index.scores(tokenize(" ".join(q.context)))
         assert q.candidates[0].score == scores[ids.index(q.candidates[0].doc_id)]
