@@ -83,11 +83,13 @@ STUDY_FIXTURES = {"finished_study", "ray_root"}
 
 # The files that take longest under `make test` (two workers, `--dist loadfile`
 # --no-loadscope-reorder), longest chain first, so that both workers end together: the finished
-# study's builder first, the studies of their own next, the finished study's other readers after it
-# is made. Only an order: every test runs wherever its file is, listed or not.
+# study's builder first, the studies of their own next (then the short file on the session's Ray,
+# while a worker's Ray is up: it stops after the last module that needs it), the finished study's
+# other readers after it is made. Only an order: every test runs wherever its file is, listed or not.
 LONG_FILES_FIRST = (
     "tests/study/test_run.py",
     "tests/study/test_resume_trust.py",
+    "tests/study/test_interrupted_driver.py",
     "tests/test_reliability.py",
     "tests/tracking/test_ui_landing.py",
     "tests/data/test_chitchat.py",
@@ -110,6 +112,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
     rank = {path: i for i, path in enumerate(LONG_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(rank)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a module of tests on the session's Ray, when the next test (this process's next
+    module) needs none (``STUDY_FIXTURES``), the Ray stops: an idle Ray's processes (GCS, raylet,
+    agents, idle workers) keep a few percent of a core busy, which every later test of the process
+    would share its cores with. A later test that needs it starts it again (``ray_root``)."""
+    yield
+    if nextitem is not None and (getattr(nextitem, "module", None) is getattr(item, "module", None)
+                                 or STUDY_FIXTURES & set(getattr(nextitem, "fixturenames", ()))):
+        return
+    from tests.study.conftest import stop_session_ray
+
+    stop_session_ray()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

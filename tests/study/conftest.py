@@ -65,9 +65,10 @@ _SESSION_RAY: dict[str, bool] = {"running": False}
 @contextlib.contextmanager
 def local_ray(root: Path, own: bool = False) -> Iterator[Path]:
     """Ray on this machine (2 CPUs, and one logical GPU so that fractional-GPU trials can be packed)
-    for the duration. One Ray serves every study of the session, as one cluster serves a user's
-    studies: it starts on first use and stays up (``stop_session_ray`` stops it; tests/conftest.py
-    calls it when the session ends), so each study does not pay Ray's start and stop. ``own``: a
+    for the duration. One Ray serves the studies of the session, as one cluster serves a user's
+    studies: it starts on first use and stays up while the tests that follow need it
+    (``stop_session_ray`` stops it; tests/conftest.py calls it after a module when the next test
+    needs no Ray, and when the session ends), so each study does not pay Ray's start and stop. ``own``: a
     Ray of this block's own, stopped after it, for a study whose workers must see environment
     variables set just before (Ray's worker processes inherit the environment of ``ray.init``)."""
     import ray
