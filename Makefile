@@ -45,7 +45,7 @@ test-fast: venv
 	$(PY) -m pytest -q -m "not slow and not heavy" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Everything, the heavy tests too (kill-and-resume and cluster scenarios, the GPU benchmark's CPU
-# rehearsals: docs/testing.md).
+# full rehearsal: docs/testing.md).
 test-all: venv
 	$(PY) -m pytest -q -m "slow or not slow" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 

@@ -6,7 +6,9 @@ packages, cannot install from a registry, receives at most 64 MiB per call and g
 at most 10 minutes. So:
 
 1. ``--stage DIR`` (here, where the packages are): writes what the run needs from those packages,
-   about 45 MB (``benchmarks/staged.py``: the packaged encoder in fp16, the data set's splits).
+   about 47 MB (``benchmarks/staged.py``: the packaged encoder in fp16, the data set's splits, and
+   the wheels of datasets and the two of its requirements the machine lacks, for its Python 3.12:
+   ``pip download`` from the index here; the run installs them into a temporary folder first).
    Nothing else travels: bert-base is a randomly initialised BERT-base-shaped encoder built on the
    GPU machine (its weights cannot be downloaded there; model FLOPs, hence MFU, do not depend on
    the weights' values).
@@ -36,7 +38,7 @@ FLOPs as documented there and in ``benchmarks/peers.py``: warm-up (every batch w
 model FLOPs of the full encoder on the real tokens (so MFU credits neither padding nor the work the
 harness skips: its [CLS]-only last layer).
 
-    python benchmarks/device.py --stage .device-stage                # here: ~45 MB to carry
+    python benchmarks/device.py --stage .device-stage                # here: ~47 MB to carry
     benchmarks/device_run.sh                                         # there: results in $OUT
     python benchmarks/device.py --rehearse --stage-dir .device-stage --out /tmp/rehearsal
     python benchmarks/device.py --rehearse --quick --stage-dir .device-stage --out /tmp/rehearsal
@@ -252,14 +254,12 @@ def run(ns: argparse.Namespace) -> int:
     ns.deadline = t0 + ns.budget_s if ns.budget_s > 0 else None
     a = _args(ns, rehearse)
     info = gpu.gpu_info(ns.device)
-    try:
-        import sentence_transformers
-        st_version = sentence_transformers.__version__
-    except ImportError:
-        st_version = "not installed"
+    versions = staged.versions()  # read from metadata: importing sentence-transformers takes seconds
+    st_version = versions.get("sentence-transformers") or "not installed"
     machine = describe("torch", "transformers")
-    sink.write({"kind": "env", "rehearsal": rehearse, "quick": ns.quick, "device": ns.device, "gpu": info, "machine": machine,
-                "sentence_transformers": st_version, "stage": str(staged.stage()), "budget_s": ns.budget_s})
+    sink.write({"kind": "env", "rehearsal": rehearse, "quick": ns.quick, "device": ns.device, "gpu": info,
+                "machine": machine, "sentence_transformers": st_version, "versions": versions,
+                "wheels": getattr(ns, "wheels", None), "stage": str(staged.stage()), "budget_s": ns.budget_s})
     planned, stretch = fit(plan(rehearse, ns.quick), ns.budget_s if ns.budget_s > 0 else float("inf"))
     rows = planned + stretch
     say = lambda msg: print(f"[device] {msg}", file=sys.stderr, flush=True)
@@ -400,6 +400,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stage", type=Path, metavar="DIR",
                    help="write the stage (packaged encoder in fp16, the data snapshot) into DIR and stop")
+    p.add_argument("--wheels-python", default=staged.DEVICE_PYTHON, metavar="X.Y",
+                   help="with --stage: the wheels it carries (datasets, dill, multiprocess, at the versions "
+                        f"installed here) are for this Python (default {staged.DEVICE_PYTHON}, the device "
+                        "machine's); 'none': no wheels")
+    p.add_argument("--wheels-from", type=Path, metavar="DIR",
+                   help="with --stage: carry the wheels in DIR as they are instead of downloading")
     p.add_argument("--stage-dir", type=Path, help="the stage to run on (default: $HARNESS_BENCH_STAGE)")
     p.add_argument("--out", type=Path, help="results folder (results.jsonl, gpu.json, gpu.md)")
     p.add_argument("--rehearse", action="store_true",
@@ -421,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
         import peers
 
         data = {**peers.DATA, **({"data.conversations": ns.conversations} if ns.conversations else {})}
-        manifest = staged.write_stage(ns.stage, data)
+        python = None if ns.wheels_python == "none" else ns.wheels_python
+        manifest = staged.write_stage(ns.stage, data, python=python, wheels_from=ns.wheels_from)
         print(f"stage written: {ns.stage} ({manifest['bytes'] / 2**20:.1f} MiB)")
         return 0
     if ns.plan:
@@ -451,7 +458,17 @@ def main(argv: list[str] | None = None) -> int:
     if ns.device.startswith("cuda") and not torch.cuda.is_available():
         print("benchmarks/device.py: no CUDA GPU visible; use --rehearse for the CPU rehearsal", file=sys.stderr)
         return 2
-    return run(ns)
+    # what the stage carries as wheels (datasets, for the sentence-transformers rows), importable
+    # from here on in this process and the rows' (their PYTHONPATH)
+    site = Path(tempfile.mkdtemp(prefix="device-site-"))
+    ns.wheels = staged.install_wheels(staged.stage(), site)
+    print(f"[device] {ns.wheels}", file=sys.stderr, flush=True)
+    sys.path.insert(0, str(site))
+    os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (str(site), os.environ.get("PYTHONPATH")) if x)
+    try:
+        return run(ns)
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
 
 
 if __name__ == "__main__":

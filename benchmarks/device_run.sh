@@ -27,12 +27,14 @@ fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   "$PY" - <<'EOF' 2>&1
 import sys, torch, transformers
+from importlib import metadata
 print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, flush=True)
-try:
-    import sentence_transformers as s
-    print("sentence-transformers", s.__version__)
-except Exception as e:  # what the machine lacks is what this file is for
-    print("sentence-transformers:", type(e).__name__, e)
+for name in ("sentence-transformers", "accelerate", "datasets", "pyarrow", "pandas", "fsspec", "huggingface-hub",
+             "triton"):  # from metadata: what the machine has is what this file is for
+    try:
+        print(name, metadata.version(name))
+    except metadata.PackageNotFoundError:
+        print(name, "not installed")
 EOF
   echo "C compiler (inductor, triton): $(command -v gcc || command -v cc || echo none)"
 } > "$OUT/env.txt"

