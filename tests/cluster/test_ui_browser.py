@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from harness.tracking import conventions
+
 from .conftest import SmokeJob, explain
 from .services import MlflowServer, start_harness_ui
 
@@ -92,8 +94,10 @@ def _cell(page: Any, run_name: str, col_id: str) -> str:
 
 
 def open_runs_table(page: Any, url: str, experiment_id: str, study: str, configs: list[str]) -> None:
-    """The experiment's runs table, the study run expanded, p-value columns shown."""
-    page.goto(f"{url}/#/experiments/{experiment_id}/runs", wait_until="load")
+    """The experiment's runs table, the study run expanded, p-value columns shown: its own address
+    (``conventions.runs_page(verdicts=False)``; the bare one opens on the verdict view, config runs alone, which
+    tests/tracking/test_ui_landing.py checks)."""
+    page.goto(f"{url}{conventions.runs_page(experiment_id, verdicts=False)}", wait_until="load")
     page.get_by_text(study, exact=True).last.wait_for(timeout=60_000)
     assistant = page.locator("button[aria-label='Close']")
     if assistant.count():
