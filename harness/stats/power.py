@@ -292,9 +292,6 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
     if se > 0:
         h = half_widths(comps, seeds, queries, level)
 
-        def excess(delta: float) -> float:
-            return float(np.mean(special.ndtr((delta - h) / se) + special.ndtr((-delta - h) / se))) - power
-
         def gap(delta: float) -> tuple[float, float]:
             a, b = (delta - h) / se, (-delta - h) / se
             value = float(np.mean(special.ndtr(a) + special.ndtr(b))) - power
@@ -302,12 +299,12 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
             return value, slope
 
         high = float(h.max()) + 10.0 * se
-        while excess(high) < 0:
+        while gap(high)[0] < 0:
             high *= 2.0
         # Power rises with delta. The solve starts where it would be reached if the half-width
         # were normal: P(h + SE Z < delta) = power, delta = mean(h) + z_power sqrt(SE^2 + var(h)).
         start = float(np.mean(h)) + float(dist.norm.ppf(power)) * math.sqrt(se * se + float(np.var(h)))
-        m = newton(gap, 0.0, high, rising=True, start=start) if excess(0.0) < 0 else 0.0
+        m = newton(gap, 0.0, high, rising=True, start=start) if gap(0.0)[0] < 0 else 0.0
     return MdeRow(seeds=seeds, queries=queries, se=se, df=float(sat[0]), mde=m, level=level)
 
 

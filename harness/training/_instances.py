@@ -44,11 +44,11 @@ def check_negatives(queries: Sequence[Query], *negatives_per_positive: int) -> N
     """Raise ConfigError, as training would, if a training query has fewer negatives than
     ``negatives_per_positive`` times its positives (each value given, smallest first): a study
     checks its data this way, for its configurations' values, before any trial starts."""
+    pools = [(q, pos, len(q.candidates) - pos) for q in queries
+             if (pos := sum(c.label > 0 for c in q.candidates))]
     for n in sorted(set(negatives_per_positive)):
-        for q in queries:
-            pos = sum(c.label > 0 for c in q.candidates)
-            neg = len(q.candidates) - pos
-            if pos and n * pos > neg:
+        for q, pos, neg in pools:
+            if n * pos > neg:
                 raise _too_few(q, n, pos, neg)
 
 
