@@ -259,7 +259,7 @@ def run(ns: argparse.Namespace) -> int:
     machine = describe("torch", "transformers")
     sink.write({"kind": "env", "rehearsal": rehearse, "quick": ns.quick, "device": ns.device, "gpu": info,
                 "machine": machine, "sentence_transformers": st_version, "versions": versions,
-                "wheels": getattr(ns, "wheels", None), "stage": str(staged.stage()), "budget_s": ns.budget_s})
+                "wheels": ns.wheels, "stage": str(staged.stage()), "budget_s": ns.budget_s})
     planned, stretch = fit(plan(rehearse, ns.quick), ns.budget_s if ns.budget_s > 0 else float("inf"))
     rows = planned + stretch
     say = lambda msg: print(f"[device] {msg}", file=sys.stderr, flush=True)

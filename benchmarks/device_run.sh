@@ -27,14 +27,11 @@ fi
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
   "$PY" - <<'EOF' 2>&1
 import sys, torch, transformers
-from importlib import metadata
 print(sys.version.split()[0], torch.__version__, torch.version.cuda, transformers.__version__, flush=True)
-for name in ("sentence-transformers", "accelerate", "datasets", "pyarrow", "pandas", "fsspec", "huggingface-hub",
-             "triton"):  # from metadata: what the machine has is what this file is for
-    try:
-        print(name, metadata.version(name))
-    except metadata.PackageNotFoundError:
-        print(name, "not installed")
+sys.path.insert(0, "benchmarks")
+import staged  # what the machine has is what this file is for: the rows' packages, from metadata
+for name, version in staged.versions().items():
+    print(name, version or "not installed")
 EOF
   echo "C compiler (inductor, triton): $(command -v gcc || command -v cc || echo none)"
 } > "$OUT/env.txt"

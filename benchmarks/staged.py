@@ -12,7 +12,7 @@ read from those packages:
   (``peers.DATA``), queries with their candidates and labels;
 - ``DIR/wheels/``: wheels of what sentence-transformers' trainer needs and the machine lacks
   (``WHEELS``: datasets, dill, multiprocess), for its Python, at the versions installed here;
-  ``install_wheels`` puts them into a folder there (``benchmarks/device_run.sh``);
+  ``install_wheels`` puts them into a folder there (``benchmarks/device.py``, before any row);
 - ``DIR/manifest.json``: the data settings, the file sizes and the versions that wrote them.
 
 With ``HARNESS_BENCH_STAGE=DIR`` set, ``packaged_dir`` and ``load_splits`` read the stage instead of
@@ -192,9 +192,10 @@ def write_stage(out: Path, data: dict[str, Any], python: str | None = DEVICE_PYT
     shutil.rmtree(out / "wheels", ignore_errors=True)
     if wheels_from is not None:
         (out / "wheels").mkdir()
+        wheels = {}
         for w in sorted(wheels_from.glob("*.whl")):
             shutil.copy(w, out / "wheels" / w.name)
-        wheels = {w.name: "as found" for w in sorted(wheels_from.glob("*.whl"))}
+            wheels[w.name] = "as found"
     else:
         wheels = write_wheels(out / "wheels", python=python) if python else {}
     import transformers
