@@ -6,6 +6,7 @@ signal's number (harness.cli.dispatch)."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import threading
 from collections.abc import Iterator
@@ -33,7 +34,15 @@ _received: list[int] = []
 
 def _raise_interrupted(signum: int, _frame: object) -> None:
     _received.append(signum)
+    _quiet_abandoned_connections()
     raise StudyInterrupted(signum)
+
+
+def _quiet_abandoned_connections() -> None:
+    """A stop raised inside a store query makes SQLAlchemy drop that connection and then fail to
+    close its cursor, which it logs as an ERROR with a traceback ("Error closing cursor") on its
+    pool's logger; after a stop that is expected, and the driver says itself what it ends."""
+    logging.getLogger("sqlalchemy.pool").setLevel(logging.CRITICAL)
 
 
 def stopped_by(exc: BaseException) -> BaseException:

@@ -157,3 +157,56 @@ def test_a_stop_signal_during_ray_get_keeps_its_number(ray_root):
     stop = stopped_by(got.value)
     assert isinstance(stop, StudyInterrupted) and stop.signum == signal.SIGTERM
     assert stopped_by(ValueError("x")).__class__ is ValueError
+
+
+def test_a_stop_inside_a_store_query_prints_no_traceback(caplog):
+    """A stop signal that lands inside a store query (the driver reads the store while it waits):
+    SQLAlchemy drops that connection, then cannot close the query's cursor and logs that as an
+    ERROR with a traceback; after a stop nothing of it is printed, and the stop still comes out as
+    StudyInterrupted (found by the device study's rehearsal, benchmarks/device_study.py). Real
+    SQLAlchemy ORM over sqlite3, as MLflow's store reads."""
+    import logging
+    import sqlite3
+
+    import sqlalchemy as sa
+    from sqlalchemy.orm import DeclarativeBase, Session
+
+    from harness.driver._signals import StudyInterrupted, interrupts
+
+    armed: list[bool] = []
+
+    class Cursor(sqlite3.Cursor):
+        def fetchall(self):  # the signal arrives while rows are fetched
+            if armed:
+                armed.clear()
+                os.kill(os.getpid(), signal.SIGINT)
+            return super().fetchall()
+
+    class Connection(sqlite3.Connection):
+        def cursor(self, factory=Cursor):
+            return super().cursor(factory)
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Row(Base):
+        __tablename__ = "rows"
+        id = sa.Column(sa.Integer, primary_key=True)
+
+    engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(":memory:", factory=Connection))
+    Base.metadata.create_all(engine)
+    pool_logger = logging.getLogger("sqlalchemy.pool")
+    level = pool_logger.level
+    try:
+        with interrupts(), Session(engine) as session, pytest.raises(StudyInterrupted) as got:
+            session.add(Row(id=1))
+            session.commit()
+            armed.append(True)
+            session.query(Row).all()
+    finally:
+        pool_logger.setLevel(level)
+        engine.dispose()
+    assert got.value.signum == signal.SIGINT
+    # the log records a terminal would print (pytest collects them instead)
+    logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert logged == [], logged
