@@ -25,7 +25,8 @@ was sent once it has been idle for 30 s. So:
    made of this environment (``make_image``: a virtual environment whose site-packages holds only
    links to the distributions ``IMAGE`` names), the stage copied from this environment
    (uncompressed, three parts), one simulated call per part, and the study's smoke budget with no
-   GPU (tests/benchmarks/test_device_study.py).
+   GPU (tests/benchmarks/test_device_study.py). ``--image-python`` and ``--stage-from`` put another
+   python and a stage written before in their place (the device's stage under a Python 3.12 here).
 
     python benchmarks/device_study.py --stage .device-study                 # here: parts of <= 56 MiB
     benchmarks/device_study.sh                                              # there, once per part
@@ -602,11 +603,15 @@ def rehearse(ns: argparse.Namespace) -> int:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     t0 = time.monotonic()
-    python = make_image(root / "image")
+    python = ns.image_python or make_image(root / "image")
     say(f"image: {python} ({time.monotonic() - t0:.0f} s)")
-    stage = root / "stage"
-    manifest = write_stage(stage, python=f"{sys.version_info.major}.{sys.version_info.minor}", from_installed=True,
-                           parts=3, compress="none")
+    if ns.stage_from:  # a stage written before (e.g. the device's, for another python: --image-python)
+        stage = ns.stage_from
+        manifest = json.loads(next(iter(sorted(stage.glob("part*/manifest.json")))).read_text())
+    else:
+        stage = root / "stage"
+        manifest = write_stage(stage, python=f"{sys.version_info.major}.{sys.version_info.minor}",
+                               from_installed=True, parts=3, compress="none")
     say(f"stage: {len(manifest['carried'])} distributions, {manifest['bytes'] / 2**20:.0f} MiB in "
         f"{len(manifest['parts'])} parts ({time.monotonic() - t0:.0f} s)")
     study = root / "study.yaml"
@@ -665,6 +670,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="there: Ctrl-C to the study at its first output line matching REGEX (the rehearsal's "
                         "stand-in for the budget)")
     p.add_argument("--rehearse", action="store_true", help="the whole sequence on CPU (module docstring, step 3)")
+    p.add_argument("--image-python", type=Path, metavar="PYTHON",
+                   help="with --rehearse: this python stands for the image (default: one made of this environment)")
+    p.add_argument("--stage-from", type=Path, metavar="DIR",
+                   help="with --rehearse: the parts of a stage written before (default: one copied from this "
+                        "environment, uncompressed)")
     p.add_argument("harness_args", nargs="*", help="after --: passed to harness run (e.g. --smoke)")
     ns = p.parse_args(argv)
     if ns.stage:
