@@ -447,29 +447,30 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"benchmarks/device.py: {bad}", file=sys.stderr)
         return 2
-    if ns.rehearse:
-        # the device machine's view: every package it lacks fails to import, here and in every row
-        os.environ[staged.BLOCK_ENV] = ",".join(staged.device_lacks())
-        staged.block_imports()
-    import torch
-
-    if ns.device is None:
-        ns.device = "cpu" if ns.rehearse else "cuda"
-    if ns.device.startswith("cuda") and not torch.cuda.is_available():
-        print("benchmarks/device.py: no CUDA GPU visible; use --rehearse for the CPU rehearsal", file=sys.stderr)
-        return 2
-    # what the stage carries as wheels (datasets, for the sentence-transformers rows), importable
-    # from here on in this process and the rows' (their PYTHONPATH)
+    # what the stage carries as wheels (datasets, for the sentence-transformers rows), installed
+    # first, as on the device machine: importable from here on in this process and the rows' (their
+    # PYTHONPATH)
     site = Path(tempfile.mkdtemp(prefix="device-site-"))
-    ns.wheels = staged.install_wheels(staged.stage(), site)
-    print(f"[device] {ns.wheels}", file=sys.stderr, flush=True)
-    sys.path.insert(0, str(site))
-    os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (str(site), os.environ.get("PYTHONPATH")) if x)
     try:
+        ns.wheels = staged.install_wheels(staged.stage(), site)
+        print(f"[device] {ns.wheels}", file=sys.stderr, flush=True)
+        sys.path.insert(0, str(site))
+        os.environ["PYTHONPATH"] = os.pathsep.join(x for x in (str(site), os.environ.get("PYTHONPATH")) if x)
+        if ns.rehearse:
+            # the device machine's view: every package it lacks fails to import, here and in every
+            # row; read with the staged wheels on the path, so what they require counts as there
+            os.environ[staged.BLOCK_ENV] = ",".join(staged.device_lacks())
+            staged.block_imports()
+        import torch
+
+        if ns.device is None:
+            ns.device = "cpu" if ns.rehearse else "cuda"
+        if ns.device.startswith("cuda") and not torch.cuda.is_available():
+            print("benchmarks/device.py: no CUDA GPU visible; use --rehearse for the CPU rehearsal", file=sys.stderr)
+            return 2
         return run(ns)
     finally:
         shutil.rmtree(site, ignore_errors=True)
-
 
 if __name__ == "__main__":
     sys.exit(main())
