@@ -36,6 +36,7 @@ was sent once it has been idle for 30 s. So:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import io
 import json
@@ -330,10 +331,10 @@ def assemble(cache: Path, manifest: dict[str, Any]) -> Path:
     tmp = cache / ".site"
     shutil.rmtree(tmp, ignore_errors=True)
     chain = _Chain([cache / "parts" / f"part{p['part']}" for p in manifest["parts"]])
-    with tarfile.open(fileobj=io.BufferedReader(chain, 1 << 20),
-                      mode="r|xz" if manifest["compress"] == "xz" else "r|") as tar:
+    reader = io.BufferedReader(chain, 1 << 20)  # one reader: a second one would close the chain it drops
+    with tarfile.open(fileobj=reader, mode="r|xz" if manifest["compress"] == "xz" else "r|") as tar:
         tar.extractall(tmp, filter="data")
-    while io.BufferedReader(chain).read(1 << 20):  # the tar's padding: all of it is hashed
+    while reader.read(1 << 20):  # what the tar reader left (padding, the stream's end): all of it is hashed
         pass
     if chain.digest.hexdigest() != manifest["sha256"]:
         raise SystemExit("benchmarks/device_study.py: the parts put together are not the stage its manifest "
@@ -353,17 +354,23 @@ def unmet(pins: dict[str, str]) -> list[str]:
 
     out = []
     for name in pins:
-        for raw in metadata.requires(name) or []:
-            req = Requirement(raw)
-            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-                continue
+        try:
+            reqs = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            out.append(f"{name}: carried but not found on the path")
+            continue
+        for raw in reqs:
             try:
+                req = Requirement(raw)
+                if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                    continue
                 found = metadata.version(req.name)
+                if req.specifier and not req.specifier.contains(found, prereleases=True):
+                    out.append(f"{name} needs {req}, found {found}")
             except metadata.PackageNotFoundError:
-                out.append(f"{name} needs {req}, found none")
-                continue
-            if req.specifier and not req.specifier.contains(found, prereleases=True):
-                out.append(f"{name} needs {req}, found {found}")
+                out.append(f"{name} needs {raw}, found none")
+            except Exception as err:  # noqa: BLE001 - odd metadata or versions there: reported, not fatal
+                out.append(f"{name} needs {raw}: not checked ({type(err).__name__}: {err})")
     return out
 
 
@@ -389,24 +396,28 @@ def _tee(proc: subprocess.Popen[str], log: Path, stop_at: str | None, hit: threa
 
 def run_study(study: Path, env: dict[str, str], cache: Path, log: Path, deadline: float,
               extra: list[str], stop_at: str | None = None) -> dict[str, Any]:
-    """``harness run`` of ``study`` (``--resume`` when an earlier call left it interrupted, or was
-    killed while it ran; nothing when one finished it), Ctrl-C to its process group (as a terminal's) at ``deadline`` or at the
-    first output line matching ``stop_at``; returns its record (state finished, interrupted or
-    failed)."""
+    """``harness run`` of ``study`` (``--resume`` after any earlier call but one that finished it:
+    then nothing), Ctrl-C to its process group (as a terminal's) at ``deadline`` or at the first
+    output line matching ``stop_at``; returns its record (state finished, interrupted or failed)."""
     state_file = cache / "study-state.json"
     before = json.loads(state_file.read_text()) if state_file.is_file() else {}
     if before.get("state") == "finished":
         say("the study finished in an earlier call: its outputs again")
         return {**before, "again": True}
-    # "running": the call that ran it was killed before the study ended (past the command's limit)
-    resume = before.get("state") in ("interrupted", "running")
+    if before.get("state") == "running" and before.get("pgid"):
+        _stop_leftover(int(before["pgid"]))
+    # any earlier state but finished resumes: interrupted, running (its call was killed past the
+    # command's limit) or failed (a trial failed past its retries: --resume retries it); on a
+    # study with no Tune state yet, --resume runs it from the start
+    resume = bool(before)
     cmd = [sys.executable, "-m", "harness.cli", "run", str(study), "--tracking-uri", env["MLFLOW_TRACKING_URI"],
            *(["--resume"] if resume else []), *extra]
     say(("resuming: " if resume else "running: ") + " ".join(cmd[2:]))
     started = time.monotonic()
-    state_file.write_text(json.dumps({"state": "running", "command": cmd[2:]}) + "\n")
     proc = subprocess.Popen(cmd, cwd=cache, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            errors="replace", start_new_session=True)
+    # its own process session outlives this process if the call is killed: the next call stops it
+    state_file.write_text(json.dumps({"state": "running", "pgid": proc.pid, "command": cmd[2:]}) + "\n")
     hit = threading.Event()
     pump = _tee(proc, log, stop_at, hit)
     stopped = False
@@ -430,6 +441,25 @@ def run_study(study: Path, env: dict[str, str], cache: Path, log: Path, deadline
            "seconds": round(time.monotonic() - started, 1), "command": cmd[2:]}
     state_file.write_text(json.dumps(rec) + "\n")
     return rec
+
+
+def _stop_leftover(pgid: int) -> None:
+    """A study driver an earlier, killed call left running (its own process session): Ctrl-C, as at
+    the budget, then SIGKILL after the grace."""
+    try:
+        os.killpg(pgid, signal.SIGINT)
+    except (ProcessLookupError, PermissionError):
+        return
+    say(f"a study left running by an earlier call (process group {pgid}): stopped before resuming")
+    until = time.monotonic() + STOP_GRACE_S
+    while time.monotonic() < until:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def _study_name(study: Path) -> str:
@@ -482,7 +512,7 @@ def there(ns: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     manifest, missing = gather(ns.stage_dir, cache)
     rec: dict[str, Any] = {"stage": manifest["sha256"][:12], "parts": len(manifest["parts"]),
-                           "missing": missing, "gpu": gpu_name(), "python": sys.version.split()[0]}
+                           "missing": missing, "python": sys.version.split()[0]}
     if missing:
         rec["state"] = "staging"
         say(f"parts held: {len(manifest['parts']) - len(missing)} of {len(manifest['parts'])}; still to send: "
@@ -496,6 +526,7 @@ def there(ns: argparse.Namespace) -> int:
                          f"this python ({sys.executable}) is {here}: stage again with --python {here}")
     site = assemble(cache, manifest)
     rec["assembled_s"] = round(time.monotonic() - t0, 1)
+    rec["gpu"] = gpu_name()
     sys.path[:0] = [str(REPO), str(site)]
     problems = unmet(manifest["carried"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(site)]),
@@ -504,9 +535,14 @@ def there(ns: argparse.Namespace) -> int:
            "RAY_USAGE_STATS_ENABLED": "0", "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1", "PYTHONUNBUFFERED": "1"}
     code = (f"import importlib; [importlib.import_module(m) for m in {IMPORTS!r}]; import ray, mlflow, optuna; "
             "print(ray.__version__, mlflow.__version__, optuna.__version__)")
-    probe = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
-    rec.update(unmet=problems, imports=probe.stdout.strip() if probe.returncode == 0 else
-               (probe.stderr.strip().splitlines() or ["?"])[-1])
+    try:
+        probe = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False,
+                               timeout=180)
+        imports = probe.stdout.strip() if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["?"])[-1]
+        ok = probe.returncode == 0
+    except subprocess.TimeoutExpired:
+        imports, ok = "importing the study's packages took over 180 s", False
+    rec.update(unmet=problems, imports=imports)
     with open(out / "env.txt", "w", encoding="utf-8") as fh:
         fh.write(f"python {sys.version.split()[0]}; gpu {rec['gpu']}\n")
         fh.write(f"stage {rec['stage']}: {len(manifest['carried'])} distributions carried, "
@@ -515,7 +551,7 @@ def there(ns: argparse.Namespace) -> int:
         fh.write("requirements not met by what is there:\n" + "".join(f"  {p}\n" for p in problems or ["none"]))
     for p in problems:
         say(f"warning: {p}")
-    if probe.returncode != 0:
+    if not ok:
         rec["state"] = "failed"
         say(f"the study's packages do not import: {rec['imports']}")
         (out / "study.json").write_text(json.dumps(rec, indent=2) + "\n")
@@ -523,9 +559,11 @@ def there(ns: argparse.Namespace) -> int:
     say(f"packages ready ({rec['imports']}); unpacked in {rec['assembled_s']} s")
     log = out / "study.log"
     deadline = t0 + ns.budget_s - TABLES_S
+    rec["state"] = "running"  # what comes back if the call is killed before the study's end
+    (out / "study.json").write_text(json.dumps(rec, indent=2) + "\n")
     rec["study"] = run_study(ns.study.resolve(), env, cache, log, deadline, ns.harness_args, ns.stop_at)
-    if rec["study"]["state"] != "failed":
-        rec["outputs"] = outputs(_study_name(ns.study), env, cache, out, log, until=t0 + ns.budget_s + 30)
+    # a failed study may still have tables to show (a trial failed past its retries, say)
+    rec["outputs"] = outputs(_study_name(ns.study), env, cache, out, log, until=t0 + ns.budget_s + 30)
     rec["state"] = rec["study"]["state"]
     rec["wall_s"] = round(time.monotonic() - t0, 1)
     (out / "study.json").write_text(json.dumps(rec, indent=2) + "\n")

@@ -66,12 +66,14 @@ def install_stop_handlers() -> None:
 
 @contextlib.contextmanager
 def interrupts() -> Iterator[None]:
-    """``install_stop_handlers`` for the block, the previous handlers restored after it."""
+    """``install_stop_handlers`` for the block, the previous handlers (and the SQLAlchemy pool
+    logger's level, which a stop lowers) restored after it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     sigs = [getattr(signal, n) for n in STOP_SIGNALS if hasattr(signal, n)]
     previous = {s: signal.getsignal(s) for s in sigs}
+    pool_level = logging.getLogger("sqlalchemy.pool").level  # a stop silences it (_quiet_abandoned_connections)
     _received.clear()
     install_stop_handlers()
     try:
@@ -79,6 +81,7 @@ def interrupts() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        logging.getLogger("sqlalchemy.pool").setLevel(pool_level)
 
 
 @contextlib.contextmanager

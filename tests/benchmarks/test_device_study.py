@@ -205,3 +205,93 @@ def test_a_stage_for_another_python_is_refused_in_one_line_before_anything_is_un
                  str(tmp_path / "cache")])
     assert "packages for Python 3.99" in str(err.value) and "--python" in str(err.value)
     assert "\n" not in str(err.value) and not (tmp_path / "cache" / "site").exists()
+
+
+def test_bytes_left_after_the_tar_are_drained_through_one_reader_and_hashed(tmp_path):
+    """More than a read's worth of bytes after the archive's end (as an xz stream's tail can be):
+    drained and hashed through the reader the tar was read with (a second reader would close the
+    parts' stream it drops)."""
+    import hashlib
+    import io
+    import tarfile
+
+    site = _site(tmp_path / "site")
+    ds.prune(site)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for p in sorted(site.iterdir()):
+            tar.add(p, arcname=p.name)
+    blob = buf.getvalue() + bytes(3 * 2**20 + 123)
+    half = len(blob) // 2
+    parts = []
+    for k, chunk in enumerate((blob[:half], blob[half:]), 1):
+        (tmp_path / "cache" / "parts").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "cache" / "parts" / f"part{k}").write_bytes(chunk)
+        parts.append({"part": k, "bytes": len(chunk), "sha256": hashlib.sha256(chunk).hexdigest()})
+    manifest = {"compress": "none", "parts": parts, "sha256": hashlib.sha256(blob).hexdigest()}
+    out = ds.assemble(tmp_path / "cache", manifest)
+    assert _files(out) == _files(site)
+
+
+def _stub_harness(where: Path) -> dict[str, str]:
+    """A `harness` package on PYTHONPATH whose `python -m harness.cli` records its arguments and
+    exits with the next code listed in ``codes`` (what the study's driver would return)."""
+    (where / "harness" / "cli").mkdir(parents=True)
+    (where / "harness" / "__init__.py").write_text("")
+    (where / "harness" / "cli" / "__init__.py").write_text("")
+    (where / "harness" / "cli" / "__main__.py").write_text(
+        "import json, sys, pathlib\n"
+        f"root = pathlib.Path({str(where)!r})\n"
+        "codes = json.loads((root / 'codes').read_text())\n"
+        "(root / 'codes').write_text(json.dumps(codes[1:]))\n"
+        "with open(root / 'calls', 'a') as fh:\n"
+        "    fh.write(json.dumps(sys.argv[1:]) + '\\n')\n"
+        "print('[trial] stub done', flush=True)\n"
+        "sys.exit(codes[0])\n")
+    return {**os.environ, "PYTHONPATH": str(where), "MLFLOW_TRACKING_URI": "sqlite:///unused.db"}
+
+
+def test_each_call_after_the_first_resumes_the_study_until_it_finished(tmp_path):
+    """Across calls: a failed study (a trial failed past its retries) is resumed, not refused for
+    its Tune state; a finished one is not run again; a driver left running by a killed call (its
+    own process session) is stopped before the study resumes."""
+    import signal
+    import time
+
+    env = _stub_harness(tmp_path / "stub")
+    (tmp_path / "stub" / "codes").write_text("[1, 0, 0]")
+    cache, log, study = tmp_path / "cache", tmp_path / "log", tmp_path / "study.yaml"
+    cache.mkdir()
+    far = time.monotonic() + 600
+    first = ds.run_study(study, env, cache, log, far, ["--smoke"])
+    assert first["state"] == "failed" and not first["resumed"]
+    second = ds.run_study(study, env, cache, log, far, ["--smoke"])
+    assert second["state"] == "finished" and second["resumed"]
+    third = ds.run_study(study, env, cache, log, far, ["--smoke"])
+    assert third["again"]
+    calls = [json.loads(line) for line in (tmp_path / "stub" / "calls").read_text().splitlines()]
+    assert [("--resume" in c) for c in calls] == [False, True] and all(c[0] == "run" for c in calls)
+    # a call killed mid-study: its driver runs on in its own session until the next call stops it
+    import threading
+
+    left = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    reaper = threading.Thread(target=left.wait)  # there its parent is gone and init reaps it
+    reaper.start()
+    (cache / "study-state.json").write_text(json.dumps({"state": "running", "pgid": left.pid}))
+    started = time.monotonic()
+    again = ds.run_study(study, env, cache, log, far, [])
+    reaper.join(timeout=5)
+    assert left.returncode == -signal.SIGINT and time.monotonic() - started < ds.STOP_GRACE_S
+    assert again["resumed"] and again["state"] == "finished"
+
+
+def test_budget_or_a_matching_line_stops_the_study_with_ctrl_c_to_its_group(tmp_path):
+    env = _stub_harness(tmp_path / "stub")
+    main = tmp_path / "stub" / "harness" / "cli" / "__main__.py"
+    main.write_text("import signal, sys, time\nprint('[trial] stub done', flush=True)\n"
+                    "signal.signal(signal.SIGINT, lambda *a: sys.exit(130))\ntime.sleep(60)\n")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    rec = ds.run_study(tmp_path / "s.yaml", env, cache, tmp_path / "log", 1e18, [], stop_at=r"^\[trial\] .* done")
+    assert rec["state"] == "interrupted" and rec["returncode"] == 130 and rec["seconds"] < 30
+    assert "[trial] stub done" in (tmp_path / "log").read_text()

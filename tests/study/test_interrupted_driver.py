@@ -198,15 +198,15 @@ def test_a_stop_inside_a_store_query_prints_no_traceback(caplog):
     pool_logger = logging.getLogger("sqlalchemy.pool")
     level = pool_logger.level
     try:
-        with interrupts(), Session(engine) as session, pytest.raises(StudyInterrupted) as got:
+        with pytest.raises(StudyInterrupted) as got, interrupts(), Session(engine) as session:
             session.add(Row(id=1))
             session.commit()
             armed.append(True)
             session.query(Row).all()
     finally:
-        pool_logger.setLevel(level)
         engine.dispose()
     assert got.value.signum == signal.SIGINT
+    assert pool_logger.level == level  # put back when the block ends
     # the log records a terminal would print (pytest collects them instead)
     logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert logged == [], logged
