@@ -274,9 +274,12 @@ def test_each_call_after_the_first_resumes_the_study_until_it_finished(tmp_path)
     # a call killed mid-study: its driver runs on in its own session until the next call stops it
     import threading
 
-    left = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(120)"],
-                            start_new_session=True, stdout=subprocess.PIPE, text=True)
-    assert left.stdout.readline() == "up\n"  # past its start-up, as a driver left running is
+    # the stand-in installs its SIGINT handler, as the harness's driver does (a pytest-xdist worker
+    # ignores SIGINT, and its children inherit that), and says when it is up
+    code = ("import signal, time; signal.signal(signal.SIGINT, signal.default_int_handler); "
+            "print('up', flush=True); time.sleep(120)")
+    left = subprocess.Popen([sys.executable, "-c", code], start_new_session=True, stdout=subprocess.PIPE, text=True)
+    assert left.stdout.readline() == "up\n"
     reaper = threading.Thread(target=left.wait)  # there its parent is gone and init reaps it
     reaper.start()
     (cache / "study-state.json").write_text(json.dumps({"state": "running", "pgid": left.pid}))
