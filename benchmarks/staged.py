@@ -32,6 +32,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -91,17 +92,20 @@ def block_imports(names: tuple[str, ...] | None = None) -> None:
         sys.meta_path[:] = [_Without(f, frozenset(names)) for f in sys.meta_path]
 
 
-def _dist_name(name: str) -> str:
+def dist_name(name: str) -> str:
+    """A distribution's name as packaging normalises it: ``Foo_Bar.baz`` -> ``foo-bar-baz``."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def device_lacks() -> tuple[str, ...]:
-    """Top-level modules of every installed distribution outside ``DEVICE_HAS`` and its
-    requirements (extras left out), plus ``DEVICE_LACKS``: what a process on the device machine
-    cannot import. The harness itself (it travels with the tree) and the standard library stay."""
+def closure(names: Iterable[str]) -> set[str]:
+    """The distributions ``names`` and every one they require, read from the installed metadata,
+    their markers evaluated here with no extra (extras left out); normalised names."""
     from importlib import metadata
 
-    has, todo = set(), [_dist_name(d) for d in DEVICE_HAS]
+    from packaging.requirements import Requirement
+
+    has: set[str] = set()
+    todo = [dist_name(n) for n in names]
     while todo:
         name = todo.pop()
         if name in has:
@@ -111,12 +115,23 @@ def device_lacks() -> tuple[str, ...]:
             reqs = metadata.requires(name) or []
         except metadata.PackageNotFoundError:
             continue
-        for req in reqs:
-            if "extra" not in req.partition(";")[2]:
-                todo.append(_dist_name(re.match(r"[A-Za-z0-9._-]+", req).group(0)))  # type: ignore[union-attr]
+        for raw in reqs:
+            req = Requirement(raw)
+            if req.marker is None or req.marker.evaluate({"extra": ""}):
+                todo.append(dist_name(req.name))
+    return has
+
+
+def device_lacks() -> tuple[str, ...]:
+    """Top-level modules of every installed distribution outside ``DEVICE_HAS`` and its
+    requirements (``closure``), plus ``DEVICE_LACKS``: what a process on the device machine
+    cannot import. The harness itself (it travels with the tree) and the standard library stay."""
+    from importlib import metadata
+
+    has = closure(DEVICE_HAS)
     lacks = set(DEVICE_LACKS)
     for module, dists in metadata.packages_distributions().items():
-        if module.isidentifier() and module != "harness" and not {_dist_name(d) for d in dists} & has:
+        if module.isidentifier() and module != "harness" and not {dist_name(d) for d in dists} & has:
             lacks.add(module)
     return tuple(sorted(lacks))
 
@@ -207,6 +222,13 @@ def write_stage(out: Path, data: dict[str, Any], python: str | None = DEVICE_PYT
     return manifest
 
 
+def target_tags(python: str) -> list[str]:
+    """pip's options for wheels of CPython ``python`` on x86-64 Linux (``PLATFORMS``), pure ones
+    included: what ``pip download`` and ``pip install --target`` are given for the device."""
+    return ["--python-version", python, "--implementation", "cp", "--abi", f"cp{python.replace('.', '')}",
+            "--abi", "abi3", "--abi", "none", *(x for p in PLATFORMS for x in ("--platform", p)), "--platform", "any"]
+
+
 def write_wheels(out: Path, python: str = DEVICE_PYTHON, find_links: Path | None = None,
                  pins: dict[str, str] | None = None) -> dict[str, str]:
     """The wheels ``pins`` ({name: version}; default: ``WHEELS`` at the versions installed here)
@@ -227,8 +249,7 @@ def write_wheels(out: Path, python: str = DEVICE_PYTHON, find_links: Path | None
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--dest", str(out),
-           "--python-version", python, "--implementation", "cp", "--abi", f"cp{python.replace('.', '')}",
-           "--abi", "abi3", "--abi", "none", *(x for p in PLATFORMS for x in ("--platform", p)), "--platform", "any"]
+           *target_tags(python)]
     if find_links is not None:
         cmd += ["--no-index", "--find-links", str(find_links)]
     got = subprocess.run([*cmd, *(f"{n}=={v}" for n, v in pins.items())], capture_output=True, text=True,
