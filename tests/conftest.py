@@ -193,21 +193,31 @@ def finished_study(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="session", autouse=True)
 def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
-    """A new SQLite tracking store gets its schema from MLflow's ~50 migrations, ~2.4 s a store;
-    this session runs them once, into a template, and MLflow in this process then starts every new
-    SQLite store as a copy of it (SQLite's backup API): the same schema, made by the same MLflow.
-    Stores made by other processes (CLI subprocesses) still migrate their own; the template's path
-    is the fixture's value (the cluster tests' tracking server starts on a copy)."""
+    """A new SQLite tracking store gets its schema from MLflow's ~50 migrations, ~2.4 s a store.
+    The harness makes an empty store once per MLflow version in its cache (the shared test cache
+    here, so both workers use one) and starts the stores it creates as copies of it; this fixture
+    has MLflow in this process start every other new SQLite store from the same schema (SQLite's
+    backup API), so tests that open a store through MLflow directly skip the migrations too. The
+    copy leaves out the template's Default experiment: MLflow makes each store's own, with that
+    store's artifact folder. Stores made by other processes (CLI subprocesses) go through the
+    harness's copy. The schema's path is the fixture's value (the cluster tests' tracking server
+    starts on a copy)."""
     import sqlite3
     from contextlib import closing
 
     import sqlalchemy
     from mlflow.store.db import utils
 
-    template = tmp_path_factory.mktemp("mlflow-schema") / "template.db"
-    engine = sqlalchemy.create_engine(f"sqlite:///{template}")
-    utils._initialize_tables(engine)
-    engine.dispose()
+    from harness.tracking.store import _empty_store_template
+
+    template = _empty_store_template()
+    assert template is not None, "the test cache cannot hold MLflow's empty-store template"
+    schema = tmp_path_factory.mktemp("mlflow-schema") / "schema.db"
+    with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(schema)) as target:
+        source.backup(target)
+        with target:
+            target.execute("DELETE FROM experiment_tags WHERE experiment_id = 0")
+            target.execute("DELETE FROM experiments WHERE experiment_id = 0")
     original = utils._initialize_tables
 
     def initialize(engine: sqlalchemy.engine.Engine) -> None:
@@ -215,11 +225,11 @@ def _mlflow_schema_made_once(tmp_path_factory: pytest.TempPathFactory):
         if engine.url.get_backend_name() != "sqlite" or not path or path == ":memory:":
             original(engine)
             return
-        with closing(sqlite3.connect(template)) as source, closing(sqlite3.connect(path)) as target:
+        with closing(sqlite3.connect(schema)) as source, closing(sqlite3.connect(path)) as target:
             source.backup(target)
 
     utils._initialize_tables = initialize
-    yield template
+    yield schema
     utils._initialize_tables = original
 
 
