@@ -40,7 +40,7 @@ from harness.present.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
 from harness.results.stored import StudyResults
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from harness.stats.power import DEFAULT_SEEDS, FORMATS, PowerOptions
-from harness.stats.significance import AUTO, ONE_SEED_TESTS, TESTS
+from harness.stats.significance import AUTO, ONE_SEED_TESTS, TESTS, AnalysisOptions
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -127,20 +127,12 @@ def register_power(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--queries", type=int, metavar="Q", help="query count to project (default: the study's)")
     p.add_argument("--effect", type=float, metavar="E",
                    help="a mean difference: how many seeds it needs at that query count")
+    p.add_argument("--collection", metavar="NAME",
+                   help="a study over several collections: the collection to analyse (each has its own "
+                   "variance components; the default family is then the whole table's)")
     p.add_argument("--format", default="md", choices=FORMATS)
     p.add_argument("--output", metavar="FILE", type=Path, help="write here instead of stdout")
     p.set_defaults(func=run_power)
-
-
-def load_results(args: argparse.Namespace) -> StudyResults:
-    if args.from_file is not None:
-        from harness.results.longcsv import read_long_csv
-
-        return read_long_csv(args.from_file, baseline=args.baseline)
-    from harness.results.mlflow_reader import read_experiment
-
-    return read_experiment(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
-                           phase=getattr(args, "phase", "auto"))
 
 
 def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
@@ -203,7 +195,30 @@ def run_power(args: argparse.Namespace) -> int:
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
                            effect=args.effect, family_size=args.family_size)
-    _write(PowerReport.build(load_results(args), options).render(args.format), args.output)
+    collections = load_collections(args)
+    chosen = getattr(args, "collection", None)
+    if len(collections) == 1 and chosen is None:
+        results = next(iter(collections.values()))
+    else:
+        from harness.errors import ConfigError, UnknownName
+
+        source = args.experiment or args.from_file
+        if chosen is None:
+            raise ConfigError(f"{source} holds collections {', '.join(collections)}: a power analysis is of one "
+                              "collection's variance components; name one with --collection")
+        if chosen not in collections:
+            raise UnknownName("collection", chosen, list(collections), where=str(source))
+        results = collections[chosen]
+        if options.family_size is None and len(collections) > 1:
+            # Holm's first step over the table's default family: every comparison of every
+            # collection, metric and combined verdict (harness.stats.across)
+            from dataclasses import replace
+
+            from harness.stats.across import analyse_collections
+
+            table = analyse_collections(collections, AnalysisOptions(metrics=options.metrics))
+            options = replace(options, family_size=table.comparisons)
+    _write(PowerReport.build(results, options).render(args.format), args.output)
     return 0
 
 

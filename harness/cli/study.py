@@ -44,6 +44,8 @@ def register(sub: Any) -> None:
     val.add_argument("study", type=Path)
     val.add_argument("--tracking-uri")
     val.add_argument("--smoke", action="store_true")
+    val.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config key in every configuration, as `harness run --set` (repeatable)")
     val.add_argument("--no-model", action="store_true", help="skip building the model (faster)")
     val.add_argument("--gpu-memory", type=float, metavar="GIB",
                      help="memory of one GPU of the cluster, in GiB: warn when the trials sharing a GPU "
@@ -121,13 +123,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     gpu_memory = getattr(args, "gpu_memory", None)
     if gpu_memory is not None and not (math.isfinite(gpu_memory) and gpu_memory > 0):
         raise ConfigError(f"--gpu-memory must be a number of GiB > 0, got {gpu_memory:g}")
-    spec = load(args.study, args.smoke)
+    spec = load(args.study, args.smoke, getattr(args, "assign", None))
     uri = validate_study(spec, tracking_uri=args.tracking_uri, build_model=not args.no_model)
     configs = possible_configs(spec)
-    n_fixed = len(spec.fixed_configs())
+    n_fixed = len(spec.fixed_configs()) // max(1, len(spec.collections))  # per collection
     print(f"study {spec.name}: OK ({args.study})")
     print(f"  configurations: {n_fixed} fixed (baseline + {n_fixed - 1})"
-          + (f" + {spec.search.num_configs} proposed by {spec.search.searcher}" if spec.search else ""))
+          + (f" + {spec.search.num_configs} proposed by {spec.search.searcher}" if spec.search else "")
+          + (f", each on {len(spec.collections)} collections" if spec.collections else ""))
     for nc in spec.fixed_configs():
         changed = _diff(spec.defaults.to_flat(), nc.config.to_flat())
         print(f"    {nc.role:9s} {nc.name}: {changed or 'the defaults'}")

@@ -42,7 +42,7 @@ from harness.redact import redact_uri
 from harness.study.protocol import TICKET, TrialTicket, group_tickets
 from harness.study.spec import StudySpec
 from harness.study.variants import prepare_study, study_params, trial_count, variant_key
-from harness.tracking.conventions import TAG_DUPLICATE_OF
+from harness.tracking.conventions import PHASE_FIXED, TAG_DUPLICATE_OF
 from harness.tracking.records import StudyRecords
 from harness.tracking.system_metrics import SystemMetrics
 
@@ -242,6 +242,17 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                            f"MLflow store {redact_uri(uri)} has no record of it (wiped, or another "
                            "--tracking-uri?); resume against the store that recorded it, or delete the Tune "
                            "state to run the study again")
+    if existing:
+        # Tune restores the trials it holds, as they were: a study file or overrides (--set,
+        # --smoke) that now describe other configurations would resume trials no table of this
+        # file can read, and end the recorded study failed.
+        wanted = {nc.config.config_id() for nc in spec.fixed_configs()}
+        other = records.recorded_configs(PHASE_FIXED) - wanted
+        if other:
+            raise HarnessError(f"study {spec.name!r}: {len(other)} of the configurations it recorded are not "
+                               "in this study file with these overrides (--set, --smoke); resume with the "
+                               "file and overrides it ran with (its MLflow study run holds the file, each "
+                               "config run its parameters), or run the changed study under another name")
     for kept, dup in records.remove_duplicates():
         log(f"study {spec.name}: seed run {dup.run_id} repeated finished seed run {kept.run_id} of "
             f"{dup.name or dup.trial_key} (two drivers of an older version); deleted it (tag "
@@ -262,7 +273,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
             for nc in [spec.collection_configs(c)[0] for c in spec.collections] or [spec.baseline]:
                 log_qrels(records, prepared[variant_key(nc.config)].splits, nc.config.data.collection)
             init_ray(spec, num_gpus=num_gpus)
-            check_gpus(spec)
+            check_resources(spec)
             callback = TrackingCallback(spec, uri, records.experiment_id, progress=log, resume=resume_line)
             fn = tune.with_parameters(trainable, prepared=prepared, metric=spec.metric,
                                       finished=records.done_objectives(), hooks=hooks,
@@ -305,19 +316,25 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
             "tracking_uri": uri, "references": references}
 
 
-def check_gpus(spec: StudySpec) -> None:
-    """A study whose trials ask for more GPUs than a Ray started here has would wait for them
-    forever (Tune only logs that no trial can start): refused in one line. A cluster
-    (``$RAY_ADDRESS``) is not checked: its autoscaler may add GPU nodes."""
+def check_resources(spec: StudySpec) -> None:
+    """A study whose trials ask for more GPUs or CPUs than a Ray started here has would wait for
+    them forever (Tune only logs that no trial can start): refused in one line. A cluster
+    (``$RAY_ADDRESS``) is not checked: its autoscaler may add nodes."""
     import ray
 
-    if spec.gpus <= 0 or os.environ.get("RAY_ADDRESS"):
+    if os.environ.get("RAY_ADDRESS"):
         return
-    have = float(ray.cluster_resources().get("GPU", 0))
-    if spec.gpus > have:
+    have = ray.cluster_resources()
+    gpus = float(have.get("GPU", 0))
+    if spec.gpus > 0 and spec.gpus > gpus:
         raise HarnessError(f"study {spec.name!r}: each trial asks for resources.gpus {spec.gpus:g} but the "
-                           f"local Ray has {have:g} GPU(s); run it where there is a GPU (or on a cluster: "
+                           f"local Ray has {gpus:g} GPU(s); run it where there is a GPU (or on a cluster: "
                            "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")
+    cpus = float(have.get("CPU", 0))
+    if spec.cpus > cpus:
+        raise HarnessError(f"study {spec.name!r}: each trial asks for resources.cpus {spec.cpus:g} but the "
+                           f"local Ray has {cpus:g} CPU(s); lower resources.cpus in the study file to "
+                           f"{cpus:g} or less, or run it on a cluster (RAY_ADDRESS)")
 
 
 def log_qrels(records: StudyRecords, splits: Any, collection: str | None = None) -> None:

@@ -204,6 +204,14 @@ class StudySpec:
         if "train.seed" in flat:
             raise ConfigError("train.seed is set by the study's seeds (its seeds: key), not by --set or "
                               "smoke", key="train.seed")
+        if self.collections:
+            # Which data a collection is belongs to its entry: an override of every configuration
+            # would train one collection's data under another's name.
+            for key in ("data.collection", "data.source", "data.path", "data.irds_id", "data.irds_register"):
+                if key in flat:
+                    raise ConfigError(f"{key} cannot be overridden in a study over collections "
+                                      f"({', '.join(self.collections)}): each collection's entry names its "
+                                      "data; change the collections section", key=key)
 
         def over(nc: NamedConfig) -> NamedConfig:
             return dataclasses.replace(nc, config=TrialConfig.from_flat(flat, base=nc.config))
@@ -332,6 +340,9 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
     part = flatten(defaults_raw)
     flat.update(part)
     origin.update({k: f"defaults.{k}" for k in part})
+    if "data.collection" in flat:
+        raise _fail(origin["data.collection"], "data.collection is a collection's name, which the collections "
+                    "list gives (collections: [{name, data}, ...]); drop it here")
     if metric in SELECT_METRICS:
         # The checkpoint a trial reports is the best on the study's objective (every config alike).
         if flat.get("train.select_metric", metric) != metric:
@@ -834,11 +845,15 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         if not isinstance(cname, str) or name_problem(cname):
             problem = name_problem(cname) if isinstance(cname, str) else "must be a string"
             raise _fail(f"{where}.name", f"collections[{i}].name: {problem}")
-        if cname in names:
-            raise _fail(f"{where}.name", f"collections[{i}]: duplicate collection name {cname!r}")
-        data = item.get("data") or {}
-        if not isinstance(data, dict):
-            raise _fail(f"{where}.data", f"collections[{i}].data must be a mapping of data.* keys")
+        if cname.casefold() in {n.casefold() for n in names}:
+            # names become folder and file names (exports, plots): unique where case is not either
+            raise _fail(f"{where}.name", f"collections[{i}]: duplicate collection name {cname!r} (names "
+                        "differ by more than case)")
+        data = item.get("data")
+        if not isinstance(data, dict) or not data:
+            raise _fail(where if data is None else f"{where}.data",
+                        f"collections[{i}].data must be a mapping of the data.* keys of that collection "
+                        "(its source at least)")
         flat = flatten(data, "data.")
         if "data.collection" in flat:
             raise _fail(f"{where}.data", f"collections[{i}].data: data.collection is the collection's "
@@ -850,6 +865,14 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         for nc in spec.fixed_configs():
             cfg = _config(flat, f"collections.{names.index(cname)}.data", nc.config)
             expanded.append(dataclasses.replace(nc, config=cfg))
+    seen: dict[Any, str] = {}
+    per_collection = len(spec.fixed_configs())
+    for i, cname in enumerate(names):
+        data = dataclasses.replace(expanded[i * per_collection].config.data, collection=None)  # its baseline's
+        if data in seen:
+            raise _fail(f"collections.{i}.data", f"collections {seen[data]!r} and {cname!r} have the same data: "
+                        "one collection would count twice in the combined verdict; give each its own data")
+        seen[data] = cname
     if target is not None and target not in names:
         hint = did_you_mean(target, names, n=1, style="; ", otherwise="")
         raise _fail("search.objective_collection", f"search.objective_collection: {target!r} is not one of the "

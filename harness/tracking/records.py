@@ -164,6 +164,7 @@ class StudyRecords:
         self.study_name = study_name
         self._study: str | None = None
         self._configs: dict[str, str] = {}
+        self._config_phase: dict[str, str] = {}  # config id -> its phase tag, as recorded
         self._seeds: dict[str, str] = {}
         self._done: dict[str, SeedRun] = {}
         self._last_step: dict[str, int] = {}
@@ -185,6 +186,7 @@ class StudyRecords:
             self._study = run.info.run_id
         for run in iter_runs(client, self.experiment_id, C.KIND_CONFIG):
             self._configs[run.data.tags[C.TAG_CONFIG_ID]] = run.info.run_id
+            self._config_phase[run.data.tags[C.TAG_CONFIG_ID]] = run.data.tags.get(C.TAG_PHASE, "")
             self._recovered.add(run.info.run_id)
         trials = sorted(map(SeedRun.of, iter_runs(client, self.experiment_id, C.KIND_TRIAL)),
                         key=lambda s: (s.start_time, s.run_id))
@@ -418,6 +420,10 @@ class StudyRecords:
     @property
     def study_run(self) -> str | None:
         return self._study
+
+    def recorded_configs(self, phase: str) -> set[str]:
+        """The config ids an earlier driver recorded in ``phase`` (harness.phase)."""
+        return {cid for cid, p in self._config_phase.items() if p == phase}
 
     def config_runs(self) -> dict[str, str]:
         return dict(self._configs)

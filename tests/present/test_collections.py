@@ -23,7 +23,7 @@ from harness.present.collections_render import CSV_HEADER, render_collections
 from harness.present.collections_table import build_collection_tables
 from harness.results.longcsv import collection_rows, read_long_collections, read_long_csv
 from harness.results.stored import StudyResults
-from harness.stats.across import analyse_collections
+from harness.stats.across import analyse_collections, collection_effect
 from harness.stats.combined import combine, combine_batch
 from harness.stats.corrections import adjust
 from harness.stats.crossed import crossed_batch
@@ -154,6 +154,28 @@ def test_the_combined_verdict_is_the_hksj_combination_of_the_collections() -> No
     assert weighted.get_combined("better", "map").result.weighting == "inverse-variance"
 
 
+@pytest.mark.parametrize("test", ["per-seed", "wilcoxon", "randomisation", "across-seeds", "seed-averaged"])
+def test_every_test_gives_a_table_over_collections(test: str) -> None:
+    """Each test the one-collection table runs runs over collections too; a test with no one
+    standard error (per-seed, Wilcoxon, randomisation) gives the combination the paired t-test's
+    over seed-averaged queries (harness.stats.across), checked against scipy."""
+    cols = _collections()
+    analysis = analyse_collections(cols, AnalysisOptions(test=test, resamples=200))
+    assert analysis.test == test and len(analysis.combined) == 3 * len(analysis.metrics)
+    means = []
+    for name, res in cols.items():
+        config = res.seeds_of("better")
+        cand = np.mean([res.query_values("better", s, "map") for s in config], axis=0)
+        base = np.mean([res.query_values(res.baseline, s, "map") for s in config], axis=0)
+        means.append((cand - base).mean())
+        mean, var = collection_effect(analysis.analyses[name], "better", "map")
+        assert mean == pytest.approx(means[-1], rel=1e-12)
+        if test in ("per-seed", "wilcoxon", "randomisation"):
+            t = stats.ttest_rel(cand, base)
+            assert var == pytest.approx((means[-1] / t.statistic) ** 2, rel=1e-9)
+    assert analysis.get_combined("better", "map").result.estimate == pytest.approx(np.mean(means), rel=1e-12)
+
+
 def test_one_seed_over_collections_is_refused_in_one_line(tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
     one = {name: StudyResults.build(synthetic_records(queries=10, seeds=(1,)), source=name) for name in ("a", "b")}
     with pytest.raises(DataError, match=r"needs 2 or more seeds per collection; these results have one \(1\)"):
@@ -275,6 +297,34 @@ def test_the_command_and_compare_accept_the_collection_column(
     assert rc == 0 and "family: each metric's comparisons over all collections" in out
     rc, out, _ = run_cli("table", "--from", str(path), "--family", "collection")
     assert rc == 0 and "family: each collection's comparisons, and the combined verdicts as one family" in out
+
+
+@pytest.mark.slow
+def test_power_of_one_collection_at_the_whole_tables_level(run_cli: Callable[..., tuple[int, str, str]],
+                                                           tmp_path: Path) -> None:
+    """`harness power` over a file of several collections: one collection named with --collection
+    (its own variance components, as `power` of that collection's rows alone gives them), at alpha
+    over the whole table's family (Holm's first step: 18 comparisons here), not its own 3."""
+    import json
+
+    from harness.stats.power import PowerOptions, power_analysis
+
+    cols = _collections()
+    path = _write(tmp_path / "r.csv", cols)
+    rc, out, err = run_cli("power", "--from", str(path))
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "holds collections msdialog, mantis" in err and "--collection" in err
+    rc, out, err = run_cli("power", "--from", str(path), "--collection", "mantsi")
+    assert rc == 2 and "unknown collection 'mantsi'" in err and "did you mean mantis" in err
+    rc, out, err = run_cli("power", "--from", str(path), "--collection", "mantis", "--format", "json")
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["family_size"] == analyse_collections(cols).comparisons == 18
+    ref = power_analysis(cols["mantis"], PowerOptions(family_size=18))
+    assert got["level"] == pytest.approx(ref.level)
+    rc, out, err = run_cli("power", "--from", str(path), "--collection", "mantis", "--family-size", "1",
+                           "--format", "json")
+    assert rc == 0 and json.loads(out)["family_size"] == 1
 
 
 @pytest.mark.slow

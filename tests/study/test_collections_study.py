@@ -165,9 +165,17 @@ def test_validate_prints_the_plan_per_collection_and_names_one_that_does_not_loa
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"collections": [{"name": "a"}, {"name": "a"}]}, "duplicate collection name 'a'"),
+    ({"collections": [COLLECTIONS[0], {**COLLECTIONS[1], "name": "talk-a"}]}, "duplicate collection name 'talk-a'"),
+    # names become folder and file names: unique where case is not
+    ({"collections": [COLLECTIONS[0], {**COLLECTIONS[1], "name": "Talk-A"}]},
+     "duplicate collection name 'Talk-A' (names differ by more than case)"),
     ({"collections": [{"name": "a", "data": {"collection": "b"}}]}, "give it as name"),
     ({"collections": [{"name": "a", "set": {}}]}, "unknown keys ['set']"),
+    ({"collections": [COLLECTIONS[0], {"name": "b"}]}, "collections[1].data must be a mapping of the data.* keys"),
+    # one collection's data twice would count as two independent collections in the combined verdict
+    ({"collections": [COLLECTIONS[0], {**COLLECTIONS[0], "name": "again"}]},
+     "collections 'talk-a' and 'again' have the same data"),
+    ({"data": {"collection": "x"}}, "data.collection is a collection's name, which the collections list gives"),
 ])
 def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, message: str) -> None:
     from harness.errors import ConfigError
@@ -175,6 +183,21 @@ def test_bad_collections_are_refused_in_one_line(tmp_path: Path, extra: dict, me
     with pytest.raises(ConfigError) as err:
         load_spec(write_study(tmp_path, "bad", **{**STUDY, **extra}))
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_override_cannot_change_which_data_a_collection_is(tmp_path: Path) -> None:
+    """--set (and smoke) apply to every configuration: over collections, one of data.source,
+    data.path, data.irds_id would train one collection's data under another's name."""
+    from harness.errors import ConfigError
+    from harness.study.validate import load
+
+    path = write_study(tmp_path, "multi", **STUDY)
+    for key in ("data.source=cranfield", "data.collection=x", "data.path=/tmp"):
+        with pytest.raises(ConfigError, match=f"{key.split('=')[0]} cannot be overridden in a study over "
+                                              r"collections \(talk-a, talk-b\)"):
+            load(path, smoke=False, assign=[key])
+    spec = load(path, smoke=False, assign=["data.max_test_queries=5"])  # a size: every collection's
+    assert {nc.config.data.max_test_queries for nc in spec.fixed_configs()} == {5}
 
 
 @pytest.mark.parametrize("extra, key, message", [

@@ -96,6 +96,24 @@ def test_resume_of_signed_state_goes_on_and_replays(study, capsys):
 
 
 @pytest.mark.slow
+def test_a_resume_with_other_overrides_is_refused_and_changes_nothing(study, capsys):
+    """Tune would replay the recorded trials under a configuration the changed file does not have:
+    the resume is refused in one line before it writes, and the finished study stays finished."""
+    path, uri = study
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("trust")
+    runs = {r.info.run_id: (r.info.status, r.info.end_time) for r in client.search_runs([exp.experiment_id])}
+    capsys.readouterr()
+    rc = main(["run", str(path), "--tracking-uri", uri, "--resume", "--set", "train.lr=0.0001"])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("harness: error: study 'trust': 1 of the configurations it recorded "
+                                      "are not in this study file with these overrides"), err
+    assert len(err.strip().splitlines()) == 1
+    assert {r.info.run_id: (r.info.status, r.info.end_time)
+            for r in client.search_runs([exp.experiment_id])} == runs
+
+
+@pytest.mark.slow
 def test_a_planted_tuner_pkl_is_refused_and_never_unpickled(study, tmp_path, capsys):
     path, uri = study
     state = path.parent / "runs" / "trust-fixed"

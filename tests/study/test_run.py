@@ -295,7 +295,7 @@ def test_seeds_per_trial_records_each_seed_as_its_own_trial_would(finished, ray_
 
 
 @pytest.mark.slow
-def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root):
+def test_a_study_asking_for_more_gpus_or_cpus_than_the_local_ray_has_is_refused(ray_root):
     """Tune would wait for the GPUs forever (it only logs that no trial can start): the driver
     refuses in one line naming the study, the ask and what the local Ray has (1 logical GPU here),
     and the study run ends FAILED without a seed run."""
@@ -309,3 +309,10 @@ def test_a_study_asking_for_more_gpus_than_the_local_ray_has_is_refused(ray_root
                               "in the study file to train on CPU")
     runs = _runs(_uri(ray_root), "toomany")
     assert [r.info.status for r in runs["study"]] == ["FAILED"] and "trial" not in runs
+    # CPUs alike (the session's Ray has 2)
+    spec = _spec(ray_root, "toomanycpus", resources={"cpus": 3})
+    with pytest.raises(HarnessError) as exc:
+        run_study(spec, tracking_uri=_uri(ray_root), progress=lambda m: None)
+    assert str(exc.value) == ("study 'toomanycpus': each trial asks for resources.cpus 3 but the local Ray has 2 "
+                              "CPU(s); lower resources.cpus in the study file to 2 or less, or run it on a "
+                              "cluster (RAY_ADDRESS)")
