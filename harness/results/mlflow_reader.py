@@ -31,13 +31,13 @@ import os
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError, HarnessError
 from harness.metrics.measures import METRIC_KEYS, metric_key
-from harness.results.stored import RunRecord, StudyResults
+from harness.results.stored import RunRecord, StudyResults, order_seeds
 from harness.textfile import file_kind
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun, read_per_query
@@ -256,8 +256,13 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
     sequential = {labels[cid]: r.data.tags[C.TAG_SEQUENTIAL] for cid, r in
                   sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
                   if cid in labels and C.TAG_SEQUENTIAL in r.data.tags}
+    left_out = ""
+    if _unfinished(snapshot, uri):
+        records, left_out = _paired_part(records, baseline, sequential)
     results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS,
                                  sequential=sequential)
+    if left_out:
+        results = dataclasses.replace(results, phase_note=f"{results.phase_note} {left_out}".strip())
     if phase and confirmed:
         results = dataclasses.replace(results, phase=phase, phase_note=(
             CONFIRMATORY_NOTE if phase == "confirmatory" else EXPLORATORY_NOTE))
@@ -267,6 +272,36 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                                       f"{r.data.tags.get(C.TAG_STOPPED_REASON, 'stopped early')}"
             for cid, r in sorted(stopped.items(), key=lambda kv: kv[1].info.start_time or 0)})
     return results
+
+
+def _unfinished(snapshot: ExperimentSnapshot, uri: str) -> bool:
+    """Whether the study is not a finished one (``incomplete_note``'s test)."""
+    try:
+        return (any(r.info.status != "FINISHED" for r in snapshot.runs(C.KIND_STUDY))
+                or any(r.info.status != "FINISHED" for r in snapshot.runs(C.KIND_TRIAL)))
+    except store_errors() as exc:
+        raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+
+
+def _paired_part(records: list[RunRecord], baseline: str,
+                 sequential: Mapping[str, str]) -> tuple[list[RunRecord], str]:
+    """The part of an unfinished study a table can pair: every configuration that has finished
+    each of the baseline's finished seeds, on those seeds; a configuration still missing one is
+    left out (named in the sentence returned), as are seeds the baseline has not finished. A seed
+    schedule's configurations keep their own rule (StudyResults.build)."""
+    seeds = {r.seed for r in records if r.config == baseline}
+    have: dict[str, set[str]] = {}
+    for r in records:
+        have.setdefault(r.config, set()).add(r.seed)
+    out = [r for r in records if r.config in sequential or r.config == baseline
+           or (seeds <= have[r.config] and r.seed in seeds)]
+    dropped = {c: order_seeds(list(seeds - got)) for c, got in have.items()
+               if c != baseline and c not in sequential and not seeds <= got}
+    beyond = order_seeds(list({r.seed for r in records if r.seed not in seeds and r.config not in sequential}))
+    parts = [f"{c} (seed {', '.join(missing)} not finished)" for c, missing in dropped.items()]
+    if beyond:
+        parts.append(f"seed {', '.join(beyond)} (not finished by the baseline)")
+    return out, (f"Left out until it is resumed: {'; '.join(parts)}." if parts else "")
 
 
 def incomplete_note(name: str, *, tracking_uri: str | None = None) -> str:

@@ -98,7 +98,7 @@ class StudyResults:
             raise UnknownName("baseline", base, configs, where=source)
         configs = [base, *(c for c in configs if c != base)]
         _check_evaluation_sets(source, runs, configs)
-        seeds = _order_seeds([s for c, s in runs if c == base])
+        seeds = order_seeds([s for c, s in runs if c == base])
         config_seeds: dict[str, tuple[str, ...]] = {}
         for config in configs[1:]:
             have = {s for c, s in runs if c == config}
@@ -106,13 +106,13 @@ class StudyResults:
             if missing and config in sequential and have and set(seeds[:len(have)]) == have:
                 config_seeds[config] = tuple(seeds[:len(have)])  # stopped after a round
             elif missing and config in sequential and not set(have) - set(seeds):
-                raise DataError(f"{source}: configuration {config!r} has seeds {', '.join(_order_seeds(list(have)))}"
+                raise DataError(f"{source}: configuration {config!r} has seeds {', '.join(order_seeds(list(have)))}"
                                 f", not the first {len(have)} of the baseline's ({', '.join(seeds)}): the "
                                 f"rounds of a seed schedule take the seeds in order")
             elif missing:
                 raise DataError(f"{source}: configuration {config!r} is missing seeds "
                                 f"{', '.join(missing)} that the baseline {base!r} has")
-            extra = _order_seeds(list(have - set(seeds)))
+            extra = order_seeds(list(have - set(seeds)))
             if extra:
                 raise DataError(f"{source}: configuration {config!r} has seeds {', '.join(extra)} "
                                 f"that the baseline {base!r} lacks; tests pair runs by seed")
@@ -218,7 +218,7 @@ def _check_evaluation_sets(source: str, runs: Mapping[tuple[str, str], RunRecord
     order = {c: i for i, c in enumerate(configs)}
     parts = []
     for fp, members in sorted(groups.items(), key=lambda kv: min(order[c] for c in kv[1])):
-        who = "; ".join(f"{c!r} seeds {', '.join(_order_seeds(s))}"
+        who = "; ".join(f"{c!r} seeds {', '.join(order_seeds(s))}"
                         for c, s in sorted(members.items(), key=lambda kv: order[kv[0]]))
         parts.append(f"evaluation set {fp[:12]}: {who}")
     raise EvaluationMismatch(f"{source}: runs were evaluated on {len(groups)} different evaluation sets "
@@ -226,7 +226,7 @@ def _check_evaluation_sets(source: str, runs: Mapping[tuple[str, str], RunRecord
                              + " | ".join(parts))
 
 
-def _order_seeds(seeds: list[str]) -> list[str]:
+def order_seeds(seeds: list[str]) -> list[str]:
     try:
         return sorted(seeds, key=int)
     except ValueError:

@@ -166,3 +166,35 @@ def test_default_tracking_uri(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
     assert default_tracking_uri().startswith("sqlite:////")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://localhost:5000")
     assert default_tracking_uri() == "http://localhost:5000"
+
+
+@pytest.mark.slow
+def test_an_interrupted_study_tabulates_what_it_can_pair_and_names_what_is_left_out(
+        tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    """Ctrl-C while a candidate's last seed trained (its seed run KILLED, the study run KILLED):
+    the table is written, marked INCOMPLETE, exit 3, with every configuration that has all of the
+    baseline's seeds; the one still missing a seed is left out and named (docs/reliability.md)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    records = _write_study(uri)
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(STUDY).experiment_id
+    seed3 = client.search_runs([exp], f"tags.`{C.TAG_CONFIG_ID}` = 'id-worse' and tags.`{C.TAG_SEED}` = '3'")
+    [killed] = [r for r in seed3 if r.info.status == "FINISHED"]
+    client.set_terminated(killed.info.run_id, status="KILLED")
+    [study] = client.search_runs([exp], f"tags.`{C.TAG_KIND}` = '{C.KIND_STUDY}'")
+    client.set_terminated(study.info.run_id, status="KILLED")
+    rc, out, err = run_cli("table", "--experiment", STUDY, "--tracking-uri", uri, "--format", "csv",
+                           "--metric", "map")
+    assert rc == 3 and "INCOMPLETE study: its study run was interrupted (KILLED)" in err, err
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert list(dict.fromkeys(r["column"] for r in rows)) == [NAMES["base"], NAMES["better"]]
+    assert {r["row"] for r in rows} >= {"1", "2", "3", "AVG"}
+    rc, md, err = run_cli("table", "--experiment", STUDY, "--tracking-uri", uri, "--metric", "map")
+    assert rc == 3 and f"Left out until it is resumed: {NAMES['worse']} (seed 3 not finished)." in md
+    # the pairs kept are the finished study's: the same crossed test of better against the baseline
+    matrix = {c: np.array([list(r.per_query["map"].values()) for r in records if r.config == c]) for c in NAMES}
+    ref = crossed_test(matrix["better"], matrix["base"])
+    avg = next(r for r in rows if r["row"] == "AVG" and r["column"] == NAMES["better"])
+    assert float(avg["p_value"]) == pytest.approx(ref.p_value, rel=1e-9)
