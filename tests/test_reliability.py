@@ -243,8 +243,39 @@ def test_ui_refuses_a_non_loopback_host_and_a_port_out_of_range(tmp_path, capsys
     assert not (tmp_path / "mlflow.db").exists()
 
 
+def test_ui_and_export_refuse_a_store_that_is_not_there_and_create_nothing(tmp_path, capsys):
+    """A mistyped store is one line, never a new store (nor its folder) that the UI then serves
+    empty; a folder store (file:, which MLflow 3 refuses) is one line, not MLflow's traceback."""
+    uri = f"sqlite:///{tmp_path / 'typo' / 'mlflow.db'}"
+    _one_line_error(_cli(capsys, "ui", "--tracking-uri", uri), f"no MLflow store at {tmp_path / 'typo' / 'mlflow.db'}")
+    _one_line_error(_cli(capsys, "export", "0123abcd", "--to", str(tmp_path / "m"), "--tracking-uri", uri),
+                    "no MLflow store at")
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "m").exists()
+    (tmp_path / "folder").mkdir()
+    for argv in (["export", "0123abcd", "--to", str(tmp_path / "m")], ["ui"], ["table", "--experiment", "x"]):
+        _one_line_error(_cli(capsys, *argv, "--tracking-uri", (tmp_path / "folder").as_uri()),
+                        "a folder store (file:)")
+
+
+def test_ui_refuses_a_port_in_use(tmp_path, capsys):
+    """A second server on a busy port would fail behind an address printed as the UI's."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(uri).search_experiments()
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        _one_line_error(_cli(capsys, "ui", "--tracking-uri", uri, "--port", str(port)),
+                        f"--port {port}: already in use on 127.0.0.1")
+
+
 def test_ui_with_allow_remote_warns_before_serving(tmp_path):
     """--allow-remote on 0.0.0.0: the warning, then the server (stopped at once)."""
+    from mlflow.tracking import MlflowClient
+
+    MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()  # a store to serve
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ui", "--tracking-uri",
                              f"sqlite:///{tmp_path / 'mlflow.db'}", "--host", "0.0.0.0", "--port", str(port),

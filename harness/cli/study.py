@@ -194,17 +194,20 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be a TCP port in 1-65535, got {args.port}")
+    if not is_loopback(args.host) and not getattr(args, "allow_remote", False):
+        raise ConfigError(f"--host {args.host} is not a loopback address: the MLflow UI serves the store's "
+                          "whole write API without authentication to anyone who reaches it; use "
+                          "--host 127.0.0.1 (and an SSH tunnel), or pass --allow-remote to serve it anyway")
+    from harness.tracking import ui
+    from harness.tracking.store import check_existing_store
+
+    uri = check_tracking_uri(args.tracking_uri)
+    check_existing_store(uri)  # the UI shows a store's studies: a mistyped one is refused, not created
+    _check_port_free(args.host, args.port)
     if not is_loopback(args.host):
-        if not getattr(args, "allow_remote", False):
-            raise ConfigError(f"--host {args.host} is not a loopback address: the MLflow UI serves the store's "
-                              "whole write API without authentication to anyone who reaches it; use "
-                              "--host 127.0.0.1 (and an SSH tunnel), or pass --allow-remote to serve it anyway")
         print(f"harness: warning: serving the MLflow UI on {args.host}: anyone who reaches port {args.port} "
               "can read, change and delete every study in this store (no authentication)",
               file=sys.stderr, flush=True)
-    from harness.tracking import ui
-
-    uri = check_tracking_uri(args.tracking_uri)
     url = f"http://{args.host}:{args.port}"
     pages = ui.study_pages(uri)
     # The address to open is a study's runs table on the model-training side of the UI: MLflow's
@@ -223,6 +226,29 @@ def cmd_ui(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", ui.__name__, "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
     return run_forwarding_signals(cmd)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """The UI's port is free on ``host``: else the server would fail behind an address this command
+    printed, which may serve another store."""
+    import errno
+    import socket
+
+    from harness.errors import ConfigError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return  # the server names a host it cannot resolve
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"--port {port}: already in use on {host} (another `harness ui` or MLflow "
+                                  "server?); stop it, or pick another --port") from None
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")

@@ -78,9 +78,12 @@ class SeedModel:
 def _client(uri: str) -> Any:
     from mlflow.tracking import MlflowClient
 
-    from harness.tracking.store import TrackingStore
+    from harness.tracking.store import TrackingStore, check_existing_store
 
-    return TrackingStore(uri).client if uri else MlflowClient()
+    if not uri:
+        return MlflowClient()
+    check_existing_store(uri)  # a mistyped store is refused, never created
+    return TrackingStore(uri).client
 
 
 def _get_run(client: Any, run_id: str) -> Any:

@@ -32,17 +32,15 @@ import sqlite3
 import sys
 import tempfile
 from collections.abc import Collection, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError, HarnessError
 from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults, order_seeds
-from harness.textfile import file_kind
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun, read_per_query
 from harness.tracking.snapshot import ExperimentSnapshot, SqliteSnapshot, sqlite_experiment
-from harness.tracking.store import check_reachable, check_sqlite_store, default_tracking_uri, sqlite_path
+from harness.tracking.store import check_existing_store, default_tracking_uri, sqlite_path
 
 # MLflow's client retries a failing request for minutes; a read that fails mid-way should not. A
 # user's own settings of these variables win.
@@ -146,14 +144,7 @@ def open_store(tracking_uri: str | None) -> tuple[Any, str]:
 
 def _check_store(uri: str) -> None:
     """A missing or damaged SQLite store, or an unreachable server: one line, at once."""
-    if uri.startswith("sqlite:///"):
-        db = Path(uri[len("sqlite:///"):])
-        if not db.is_file() and not file_kind(db):
-            raise DataError(f"no MLflow store at {db} (tracking URI {uri}); pass --tracking-uri or set "
-                            f"MLFLOW_TRACKING_URI")
-        # read-only: never creates tables in an empty file, and a damaged file is one line
-        check_sqlite_store(db)
-    check_reachable(uri)
+    check_existing_store(uri)
 
 
 def _client(uri: str) -> Any:

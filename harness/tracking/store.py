@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from harness.cachedir import cache_home
-from harness.errors import ConfigError, HarnessError
+from harness.errors import ConfigError, DataError, HarnessError
 from harness.redact import SECRET_MARKERS, redact_uri, strip_credentials
 from harness.tracking import conventions as C
 
@@ -128,6 +128,25 @@ def check_sqlite_store(db: Path, *, may_create: bool = False) -> None:
     if not {"experiments", "runs", "alembic_version"} <= tables:
         raise HarnessError(f"MLflow store {db}: an SQLite database without MLflow's tables (experiments, "
                            "runs); point --tracking-uri at an MLflow store")
+
+
+def check_existing_store(uri: str) -> None:
+    """For a command that reads a store (table, export, ui): a missing or damaged SQLite store, an
+    unreachable server, or a file: store (MLflow 3 refuses it) is one line, at once, and nothing is
+    created, not even a folder for a mistyped path."""
+    db = sqlite_path(uri)
+    if db is not None:
+        from harness.textfile import file_kind
+
+        if not db.is_file() and not file_kind(db):
+            raise DataError(f"no MLflow store at {db} (tracking URI {redact_uri(uri)}); pass --tracking-uri "
+                            "or set MLFLOW_TRACKING_URI")
+        check_sqlite_store(db)  # read-only: never creates tables in an empty file
+    elif uri.startswith("file:"):
+        raise HarnessError(f"tracking URI {redact_uri(uri)}: a folder store (file:), which MLflow 3 keeps only "
+                           "for migration (`mlflow migrate-filestore`); use an SQLite store (sqlite:///...) "
+                           "or a tracking server")
+    check_reachable(uri)
 
 
 def create_sqlite_store(uri: str, db: Path) -> None:

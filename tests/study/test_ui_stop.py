@@ -24,8 +24,11 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("sig", [pytest.param(signal.SIGTERM, id="SIGTERM"), pytest.param(signal.SIGHUP, id="SIGHUP"),
                                  pytest.param(signal.SIGKILL, id="SIGKILL")])
 def test_a_signal_to_harness_ui_stops_the_mlflow_server(tmp_path: Path, sig: signal.Signals) -> None:
+    from mlflow.tracking import MlflowClient
+
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()  # a store to serve
     cmd = [sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
            "--port", str(port)]
     # a session of its own, so that the test can end whatever is left (by group) if it fails
