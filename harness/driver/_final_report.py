@@ -31,6 +31,7 @@ always means something went wrong.
 
 from __future__ import annotations
 
+import math
 import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -180,6 +181,8 @@ def _log_report_page(spec: StudySpec, records: StudyRecords, report: StudyReport
 
 def _power_summary(power: PowerAnalysis) -> str:
     """One line per comparison of the first metric: the MDE now and with the largest seed count."""
+    from harness.present.power_text import not_estimable
+
     first = power.comparisons[0].metric
     lines = [(f"power ({first}, crossed test at level {power.level:.3g}, power {power.options.power:g}, "
               f"{power.queries} queries; power/power.md has every metric):")]
@@ -188,7 +191,15 @@ def _power_summary(power: PowerAnalysis) -> str:
             continue
         now = next(r for r in c.rows if r.seeds == power.seeds)
         most = c.rows[-1]
-        lines.append(f"  {c.config}: detectable difference {now.mde:.4f} with {now.seeds} seeds, "
-                     f"{most.mde:.4f} with {most.seeds} (seed variance {c.components.seed:.2g}, query "
+        why = not_estimable(c)
+        if why is not None:
+            lines.append(f"  {c.config}: detectable difference not estimable ({why})")
+            continue
+        lines.append(f"  {c.config}: detectable difference {_mde(now.mde)} with {now.seeds} seeds, "
+                     f"{_mde(most.mde)} with {most.seeds} (seed variance {c.components.seed:.2g}, query "
                      f"{c.components.query:.2g}, residual {c.components.resid:.2g})")
     return "\n".join(lines)
+
+
+def _mde(value: float) -> str:
+    return f"{value:.4f}" if math.isfinite(value) else "not estimable"

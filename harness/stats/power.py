@@ -288,7 +288,7 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
     for the rows of the power analysis (a row is frozen, its arguments hashable)."""
     se_arr, sat = _se_df(comps, np.array([seeds]), queries)
     se = float(se_arr[0])
-    m = 0.0
+    m = math.nan  # no standard error (every difference the same): no MDE, never 0
     if se > 0:
         h = half_widths(comps, seeds, queries, level)
 
@@ -437,6 +437,6 @@ def outcome_metrics(analysis: PowerAnalysis, config: str) -> dict[str, float]:
         m = c.metric
         out.update({f"{m}_var_seed": c.components.seed, f"{m}_var_query": c.components.query,
                     f"{m}_var_resid": c.components.resid})
-        out.update({f"{m}_mde_s{r.seeds}": r.mde for r in c.rows})
+        out.update({f"{m}_mde_s{r.seeds}": r.mde for r in c.rows if math.isfinite(r.mde)})  # none where not estimable
         out[f"{m}_mde_level"] = analysis.level
     return out

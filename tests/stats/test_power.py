@@ -59,7 +59,7 @@ def test_seeds_needed_and_the_query_floor() -> None:
     assert floor == pytest.approx((stats.norm.isf(0.025) + stats.norm.ppf(0.8)) * math.sqrt(4e-3 / 100))
     assert seeds_needed(COMPS, 100, floor * 0.99) is None and mde(COMPS, 10_000, 100).mde > floor
     assert seeds_needed(VarianceComponents(seed=1e-4, query=0.0, resid=1e-2), 100, 1e-3) is not None
-    assert mde(VarianceComponents(seed=0.0, query=0.0, resid=0.0), 3, 10).mde == 0.0
+    assert math.isnan(mde(VarianceComponents(seed=0.0, query=0.0, resid=0.0), 3, 10).mde)  # no SE: no MDE, never 0
     strict = seeds_needed(COMPS, 100, 0.025, level=0.05 / 8)
     assert strict is not None and strict > (seeds_needed(COMPS, 100, 0.025) or 0)
 
@@ -83,3 +83,26 @@ def test_power_analysis_uses_the_crossed_components(records: list[RunRecord]) ->
         PowerOptions(seeds=(1, 5))
     with pytest.raises(ConfigError, match="effect must be a positive mean difference, got -0.1"):
         PowerOptions(effect=-0.1)
+
+
+def test_a_candidate_equal_to_the_baseline_has_no_mde_anywhere() -> None:
+    """Per-query values equal to the baseline's in every run (a candidate that changes nothing):
+    no standard error, so no MDE: the power table says not estimable, the study's last lines say
+    so, and no <m>_mde_s<S> metric is recorded (it was 0.0000, a difference any study detects)."""
+    import dataclasses
+
+    from harness.driver._final_report import _power_summary
+    from harness.results.stored import StudyResults
+    from harness.stats.power import outcome_metrics, power_analysis
+    from tests.synthetic import synthetic_records
+
+    records = synthetic_records(queries=12, effects={"base": 0.0, "other": 0.05})
+    same = [dataclasses.replace(r, config="same") for r in records if r.config == "base"]
+    analysis = power_analysis(StudyResults.build([*records, *same], baseline="base"))
+    rows = [r for c in analysis.comparisons if c.config == "same" for r in c.rows]
+    assert rows and all(math.isnan(r.mde) for r in rows)
+    got = outcome_metrics(analysis, "same")
+    assert not any("_mde_s" in k for k in got) and got["map_var_seed"] == 0.0
+    summary = _power_summary(analysis)
+    assert "same: detectable difference not estimable (the configuration's per-query values equal" in summary
+    assert "0.0000 with" not in summary and "other: detectable difference 0." in summary
