@@ -43,7 +43,7 @@ tag harness.marker.<metric>):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.errors import DataError
 from harness.metrics.measures import label_of
@@ -137,8 +137,12 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         verdict_metric = analysis.metrics[0]
     outcomes = {config: _outcome(analysis, config, power, verdict_metric) for config in results.configs}
     tables = {}
+    # As `harness table` corrects them (harness.analysis.TableOptions): the configs form is one
+    # table of every metric, its family the whole table; the other forms one table per metric.
+    whole = analysis if analysis.options.family != "metric" else analyse(
+        results, replace(analysis.options, family="all"))
     for form in FORMS:
-        table = SignificanceTable.build(analysis, form, decimals)
+        table = SignificanceTable.build(whole if form == "configs" else analysis, form, decimals)
         for fmt in formats:
             tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = table.render(fmt)
     return StudyReport(analysis=analysis, outcomes=outcomes, tables=tables, power=power,

@@ -46,6 +46,21 @@ def test_outcomes_per_config(records: list[RunRecord]) -> None:
     assert report.tables["tables/configs.md"].startswith("**MAP, MRR**")
 
 
+def test_the_reports_tables_are_harness_tables(records: list[RunRecord]) -> None:
+    """The tables a study logs are `harness table`'s of the same results in every form and format:
+    the configs form corrects over every metric (one table), the others over each metric's."""
+    from harness.analysis import StudyAnalysis, TableOptions
+
+    results = StudyResults.build(records)
+    report = study_report(results)
+    study = StudyAnalysis(results=results, options=TableOptions())
+    for form in ("seeds", "configs", "summary"):
+        for fmt, ext in (("md", "md"), ("latex", "tex"), ("csv", "csv")):
+            assert report.tables[f"tables/{form}.{ext}"] == study.table(form=form).render(fmt), (form, fmt)
+    sizes = {c.family_size for c in study.table(form="configs").analysis.comparisons}
+    assert sizes == {len(results.configs[1:]) * len(results.metrics)}
+
+
 def test_report_is_reproducible(records: list[RunRecord]) -> None:
     opts = AnalysisOptions(test="randomisation", resamples=300, seed=1)
     first = study_report(StudyResults.build(records), opts)
