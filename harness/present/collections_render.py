@@ -203,7 +203,7 @@ def _csv_rows(table: CollectionsTable) -> str:
                 m: object = c.comparison.family_size
             elif c.combined is not None:
                 r2 = c.combined.result
-                tested = [c.combined.direction, repr(r2.estimate), repr(r2.ci_low), repr(r2.ci_high),
+                tested = [c.combined.direction, repr(r2.estimate), *(repr(float(v)) for v in c.combined.interval),
                           repr(r2.p_value), repr(c.combined.p_adjusted)]
                 extra = [repr(r2.tau2), repr(r2.i2), r2.k]
                 m = c.combined.family_size

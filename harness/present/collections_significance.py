@@ -81,7 +81,7 @@ class CollectionsSignificanceTable(Renderings):
             row: Row = dict.fromkeys(COLUMNS)
             row.update(collection=COMBINED, metric=comb.metric, measure=canonical_name(comb.metric),
                        config=comb.config, role="candidate", delta=_number(r.estimate),
-                       ci_low=_number(r.ci_low), ci_high=_number(r.ci_high), p_value=_number(r.p_value),
+                       ci_low=_number(comb.interval[0]), ci_high=_number(comb.interval[1]), p_value=_number(r.p_value),
                        p_adjusted=_number(comb.p_adjusted), comparisons=comb.family_size,
                        direction=comb.direction, marker=self.analysis.marker(comb), test=self.analysis.test,
                        correction=options.correction)

@@ -145,7 +145,7 @@ def _grouped_table(analysis: CollectionsAnalysis, form: str, decimals: int, name
             comb = analysis.get_combined(c, m)
             column.append(GridCell(
                 collection=COMBINED, metric=m, value=comb.result.estimate if comb else None,
-                interval=(comb.result.ci_low, comb.result.ci_high) if comb and form == "summary" else None,
+                interval=comb.interval if comb and form == "summary" else None,
                 signed=True, marker=analysis.marker(comb), combined=comb))
         cols.append(column)
     rows = tuple(GridRow(label=c, cells=tuple(col[i] for col in cols)) for i, c in enumerate(analysis.configs))

@@ -51,7 +51,16 @@ from harness.stats.corrections import MAXT, adjust
 from harness.stats.crossed import CrossedResult
 from harness.stats.identical import identical_groups
 from harness.stats.paired import BETTER, WORSE, paired_test
-from harness.stats.significance import PAIRINGS, UNTESTED, Analysis, AnalysisOptions, Comparison, analyse
+from harness.stats.significance import (
+    PAIRINGS,
+    UNTESTED,
+    Analysis,
+    AnalysisOptions,
+    Comparison,
+    analyse,
+    corrected_confidence,
+    corrected_interval,
+)
 
 FAMILIES = ("table", "metric", "collection")
 DEFAULT_FAMILY = "table"
@@ -71,10 +80,18 @@ class CombinedComparison:
     p_adjusted: float
     family_size: int
     level: int | None
+    # the combination's interval at the level the correction implies (None: its own, uncorrected)
+    corrected: tuple[float, float] | None = None
 
     @property
     def direction(self) -> str:
         return self.result.direction
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The interval beside the marker: at the level the correction implies, so it excludes 0
+        exactly when the adjusted p-value is below 1 - confidence."""
+        return self.corrected or (self.result.ci_low, self.result.ci_high)
 
     @property
     def marked(self) -> bool:
@@ -240,20 +257,32 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
         sizes[members] = len(members) + extra
     lookup = {(name, i): j for j, (_, name, i) in enumerate(entries)}
     lookup.update({key: lookup[rep] for key, rep in same.items()})
+    # Intervals at the level each comparison's correction implies, as over one collection
+    # (significance.analyse): an interval excludes 0 exactly when its cell is marked.
+    correct = options.correction != "none"
     out: dict[str, Analysis] = {}
     for name, a in analyses.items():
-        comps = tuple(replace(c, p_adjusted=float(adjusted[lookup[(name, i)]]),
-                              family_size=int(sizes[lookup[(name, i)]]),
-                              level=options.markers.level_of(float(adjusted[lookup[(name, i)]])))
-                      for i, c in enumerate(a.comparisons))
-        out[name] = replace(a, comparisons=comps, options=replace(options, family="all"))
-    combined = tuple(
-        CombinedComparison(config=c, metric=m, collections=w, result=r,
-                           p_adjusted=float(adjusted[lookup[(None, i)]]),
-                           family_size=int(sizes[lookup[(None, i)]]),
-                           level=options.markers.level_of(float(adjusted[lookup[(None, i)]])))
-        for i, (c, m, w, r) in enumerate(combined_raw))
-    return CollectionsAnalysis(analyses=out, combined=combined, options=options, family=family, test=test,
+        comps = []
+        for i, c in enumerate(a.comparisons):
+            p_adj, size = float(adjusted[lookup[(name, i)]]), int(sizes[lookup[(name, i)]])
+            interval = corrected_interval(collections[name], c, test, options, p_adj, size) if correct else None
+            comps.append(replace(c, p_adjusted=p_adj, family_size=size, level=options.markers.level_of(p_adj),
+                                 corrected=interval))
+        out[name] = replace(a, comparisons=tuple(comps), options=replace(options, family="all"))
+    combined = []
+    for i, (c, m, w, r) in enumerate(combined_raw):
+        p_adj, size = float(adjusted[lookup[(None, i)]]), int(sizes[lookup[(None, i)]])
+        level = corrected_confidence(options.confidence, r.p_value, p_adj, size) if correct else r.confidence
+        interval = None
+        if level != r.confidence:
+            effects = [collection_effect(analyses[n], c, m) for n in w]
+            again = combine([e for e, _ in effects], [v for _, v in effects], confidence=level,
+                            tau2_method=tau2_method, weighting=weighting)
+            interval = (again.ci_low, again.ci_high)
+        combined.append(CombinedComparison(config=c, metric=m, collections=w, result=r, p_adjusted=p_adj,
+                                           family_size=size, level=options.markers.level_of(p_adj),
+                                           corrected=interval))
+    return CollectionsAnalysis(analyses=out, combined=tuple(combined), options=options, family=family, test=test,
                                metrics=metrics, configs=tuple(configs), baseline=baseline,
                                tau2_method=tau2_method, weighting=weighting, counted_once=counted_once)
 

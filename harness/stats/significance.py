@@ -456,6 +456,23 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
                     identical=identical)
 
 
+def corrected_interval(results: StudyResults, comparison: Comparison, test: str, options: AnalysisOptions,
+                       p_adjusted: float, family_size: int) -> tuple[float, float] | None:
+    """The interval of ``comparison`` at the level its correction implies (``corrected_confidence``;
+    the test run again at that confidence), for a family corrected outside ``analyse`` (a table
+    over several collections); None where that level is the test's own."""
+    r = comparison.result
+    level = corrected_confidence(options.confidence, r.p_value, p_adjusted, family_size)
+    if level == r.confidence:
+        return None
+    design = TESTS[test]
+    for seed, x, y in PAIRINGS.get(design.pairing)(results, comparison.config, comparison.metric):
+        if seed == comparison.seed:
+            again = design.run(x, y, replace(options, confidence=level))
+            return again.ci_low, again.ci_high
+    return None
+
+
 def corrected_confidence(confidence: float, p: float, p_adjusted: float, family_size: int) -> float:
     """The confidence of a comparison's interval under a p-value correction: 1 - a p / p~ with
     a = 1 - confidence (module docstring), so the interval excludes 0 exactly when p~ < a. Where

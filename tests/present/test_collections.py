@@ -140,6 +140,26 @@ def test_the_other_families(family: str, sizes: set[int]) -> None:
             assert [c.p_adjusted for c in [*members, *members_c]] == pytest.approx(ref.tolist(), rel=1e-12)
 
 
+@pytest.mark.parametrize("correction", ["holm", "bonferroni", "bh"])
+def test_every_interval_excludes_0_exactly_when_its_cell_is_marked(correction: str) -> None:
+    """Over collections as over one: the interval beside a marker (and the CSV's ci_low, ci_high) is
+    at the level the correction implies, per collection and for the combined verdicts, so it
+    excludes 0 exactly when the adjusted p-value is below 0.05; uncorrected (none) it is the test's."""
+    effects = {"base": 0.0, "a": 0.012, "b": 0.008, "c": 0.0, "d": -0.01}
+    cols = {f"c{i}": StudyResults.build(synthetic_records(queries=30 + 10 * i, effects=effects), source=f"c{i}")
+            for i in range(3)}
+    analysis = analyse_collections(cols, AnalysisOptions(correction=correction))
+    cells = [*(c for a in analysis.analyses.values() for c in a.comparisons), *analysis.combined]
+    for c in cells:
+        low, high = c.interval
+        assert (low > 0 or high < 0) == (c.p_adjusted < 0.05), (c.config, c.metric, c.interval, c.p_adjusted)
+    # the case the check is about: a raw p below 0.05, the adjusted one above it
+    assert any(c.result.p_value < 0.05 <= c.p_adjusted for c in cells)
+    plain = analyse_collections(cols, AnalysisOptions(correction="none"))
+    for a in plain.analyses.values():
+        assert all(c.interval == (c.result.ci_low, c.result.ci_high) for c in a.comparisons)
+
+
 def test_the_combined_verdict_is_the_hksj_combination_of_the_collections() -> None:
     cols = _collections()
     analysis = analyse_collections(cols)
