@@ -52,6 +52,12 @@ def run_report(args: argparse.Namespace) -> int:
             # The record first: a --metric without dev curves is refused before the tests run.
             record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
     if len(collections) > 1:  # a study over several collections: its whole table (its report.html)
+        if metric is not None:
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"--metric {args.metric}: the report of a study over several collections "
+                              f"({', '.join(collections)}) is its whole table, with no dev curves to choose "
+                              "a metric for; leave out --metric")
         page = _collections_page(args.experiment, collections)
     else:
         page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)

@@ -309,7 +309,8 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
             except ReportUnavailable as exc:
                 unavailable, results = exc, {}
     for name, value in references.items():
-        log(f"reference on the same test queries: {name} MAP {value:.4f}")
+        collection, _, kind = name.rpartition(".")
+        log(f"reference on the same test queries{f' of {collection}' if collection else ''}: {kind} MAP {value:.4f}")
     if unavailable is not None:
         raise unavailable
     return {"experiment_id": records.experiment_id, "study_run": study_run, "configs": results,
@@ -354,12 +355,17 @@ def log_qrels(records: StudyRecords, splits: Any, collection: str | None = None)
 
 def reference_maps(spec: StudySpec, prepared: dict[str, Any], records: StudyRecords,
                    log: Progress) -> dict[str, float]:
-    """The first-stage (BM25) ranking and a random order on the baseline's test queries."""
+    """The first-stage (BM25) ranking and a random order on the baseline's test queries; over
+    several collections on each collection's, named ``<collection>.bm25`` and so on."""
     from harness.training.baselines import reference_maps as maps
 
-    out = maps(prepared[variant_key(spec.baseline.config)].splits.test)
-    if "bm25" not in out:
-        log("reference: no BM25 MAP (candidates carry no BM25 score)")
+    out: dict[str, float] = {}
+    for collection in spec.collections or (None,):
+        baseline = spec.collection_configs(collection)[0] if collection else spec.baseline
+        found = maps(prepared[variant_key(baseline.config)].splits.test)
+        if "bm25" not in found:
+            log(f"reference{f' ({collection})' if collection else ''}: no BM25 MAP (candidates carry no BM25 score)")
+        out.update({f"{collection}.{k}" if collection else k: v for k, v in found.items()})
     records.references(out)
     return out
 

@@ -221,3 +221,16 @@ def test_export_skips_seed_runs_without_files_and_errors(tmp_path: Path, run_cli
     assert msg.endswith(f"seed run {seed} runs/test.trec:1: expected 6 columns (qid Q0 docno rank "
                         f"score tag), found 5"), msg
 
+
+
+def test_the_summary_counts_each_seed_run_once_per_collection() -> None:
+    """A seed run has a file per split; a study over collections repeats file names in each
+    collection's folder: 4 files there are 2 seed runs (it said 1)."""
+    from harness.results.trec_export import Export
+
+    many = Export(folder=Path("x"), experiment="e", run_files=[
+        f"{c}/runs/{split}/baseline.seed1.trec" for c in ("talk-a", "talk-b") for split in ("dev", "test")])
+    assert many.summary().startswith("exported 4 run file(s) of 2 seed run(s)")
+    one = Export(folder=Path("x"), experiment="e", run_files=[
+        f"runs/{split}/{stem}.trec" for split in ("dev", "test") for stem in ("baseline.seed1", "ls.seed1")])
+    assert one.summary().startswith("exported 4 run file(s) of 2 seed run(s)")

@@ -103,7 +103,14 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
     arts = {a.path for a in client.list_artifacts(study_run.info.run_id, "tables")}
     assert "tables/collections-configs.md" in arts and "tables/collections-seeds.tex" in arts
 
+    # the reference MAPs of each collection's test queries, named by collection
+    assert {k for k in study_run.data.metrics if k.startswith("reference_")} == {
+        f"reference_{c}.{kind}_map" for c in ("talk-a", "talk-b") for kind in ("random", "bm25")}
     # harness report writes the page the study logged (the whole table over the collections).
+    capsys.readouterr()
+    assert main(["report", "--experiment", "multi", "--tracking-uri", uri, "--to", str(root / "r.html"),
+                 "--metric", "map"]) == 2  # no dev curves to pick a metric for
+    assert "the report of a study over several collections (talk-a, talk-b) is its whole table" in capsys.readouterr().err
     assert main(["report", "--experiment", "multi", "--tracking-uri", uri, "--to", str(root / "r.html")]) == 0
     logged = Path(client.download_artifacts(study_run.info.run_id, "report.html", str(root / "logged")))
     assert (root / "r.html").read_text() == logged.read_text()
@@ -114,6 +121,7 @@ def test_two_collections_killed_resumed_and_tabulated(tmp_path: Path, ray_root: 
     assert main(["table", "--experiment", "multi", "--tracking-uri", uri, "--format", "csv", "--metric", "map"]) == 0
     table = list(csv.DictReader(capsys.readouterr().out.splitlines()))
     assert main(["runs", "export", "--experiment", "multi", "--tracking-uri", uri, "--to", str(root / "export")]) == 0
+    assert "of 8 seed run(s)" in capsys.readouterr().out  # 2 collections x 2 configurations x 2 seeds
     per_query = _exported_ap(root / "export")
     diffs = {}
     for collection in ("talk-a", "talk-b"):
