@@ -76,9 +76,9 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    "seed none (see --one-seed-test); with per-run values only across-seeds")
     p.add_argument("--correction", default=DEFAULT_CORRECTION, choices=CORRECTIONS.names(),
                    help="multiple-comparison correction over the family (default holm: family-wise "
-                   "error control; maxt: single-step max-|t| (Dunnett), family-wise, using the "
-                   "correlation the shared baseline gives the comparisons, not for wilcoxon or "
-                   "randomisation; none: each comparison at its nominal level, said in the footnote)")
+                   "error control; maxt: single-step max-|t| (Dunnett), using the correlation the "
+                   "shared baseline gives the comparisons, with --test seed-averaged or per-seed only; "
+                   "none: each comparison at its nominal level, said in the footnote)")
     p.add_argument("--family", default="table", choices=FAMILIES,
                    help="comparisons corrected together: the whole table (every collection, metric and "
                    "combined verdict), each metric (over the collections), or each collection (the "

@@ -22,25 +22,21 @@ A correlation matrix that is singular (more comparisons than units, or two ident
 a ridge of ``RIDGE`` on its diagonal, rescaled to unit diagonal: the Genz algorithm needs a positive
 definite matrix, and the ridge moves p~ by about 1e-4 at most.
 
-The correlation is estimated from the data (``unit_correlation``, ``crossed_correlation``):
+The correlation is estimated from the data (``unit_correlation``): under the paired t-tests over
+queries (per seed, or seed-averaged) the statistic of comparison k is the mean of its
+unit-level differences d_k = x_k - x_0 over its n_k units divided by its standard error; the
+correlation of the means is the sample correlation of the unit-level differences (np.cov, ddof = 1,
+over the units all comparisons share), scaled by the overlap min(n_j, n_k) / sqrt(n_j n_k) where a
+seed schedule gave the comparisons different first seeds. The multivariate t takes the smallest
+df of the family (n_k - 1): each statistic has its own denominator, so the multivariate t is the
+usual approximation (exact for Dunnett's pooled one-way layout), conservative in the df.
 
-- paired tests over units (queries, or seeds): the statistic of comparison k is the mean of its
-  unit-level differences d_k = x_k - x_0 over its n_k units divided by its standard error; the
-  correlation of the means is the sample correlation of the unit-level differences (np.cov, ddof = 1,
-  over the units all comparisons share), scaled by the overlap min(n_j, n_k) / sqrt(n_j n_k) where a
-  seed schedule gave the comparisons different first seeds. The multivariate t takes the smallest
-  df of the family (n_k - 1): each statistic has its own denominator, so the multivariate t is the
-  usual approximation (exact for Dunnett's pooled one-way layout), conservative in the df.
-- the crossed test: the statistic is the signed normal score z_k = Phi^-1(1 - p_k / 2) of its
-  generalized p-value (standard normal under the null, whatever the df), and R is the correlation of
-  the mean differences dbar_k under the bivariate form of the crossed model: the cross mean products
-  MP_seed, MP_query, MP_resid of the K difference matrices (the ANOVA mean squares with one factor
-  replaced by another comparison) give the component matrices S_seed = (MP_seed - MP_resid) / Q,
-  S_query = (MP_query - MP_resid) / S, S_resid = MP_resid, each projected onto the positive
-  semi-definite matrices (negative eigenvalues set to 0, as the scalar test clamps a negative
-  component for its standard error), and Cov(dbar) = S_seed / S + S_query / Q + S_resid / (S Q);
-  with a single comparison this is the crossed test's squared standard error. The z scores are then
-  treated as multivariate normal with that correlation (df infinite).
+Not for the crossed test, nor the t-test across seeds: their joint null would be estimated from
+the seeds, and with few seeds max-t exceeded its family-wise error in seeded null studies with a
+per-seed training effect (the crossed test: 6-8% at 2-5 seeds, its z scores' joint tails thinner
+than a normal copula with the estimated correlation gives, even with the true correlation; across
+3 seeds: 19%, the correlation of 8 comparisons from 3 units). harness.stats.corrections.MAXT_TESTS
+names the tests it serves.
 
 Configurations stopped early (counted with p = 1 by the p-value corrections) have no values, so
 their statistics cannot enter R: they enter by a union bound, each adding its marginal tail,
@@ -158,33 +154,6 @@ def unit_correlation(differences: Sequence[np.ndarray]) -> np.ndarray:
                                ddof=1))
     cov = cov * np.minimum.outer(n, n) / np.outer(n, n)
     return _normalise(cov)
-
-
-def crossed_correlation(differences: Sequence[np.ndarray]) -> np.ndarray:
-    """Correlation of the K crossed mean differences, each an S_k x Q matrix over its first S_k seeds
-    (module docstring: the bivariate crossed model, PSD-projected components)."""
-    s = np.array([len(d) for d in differences])
-    common = int(s.min())
-    q = differences[0].shape[1]
-    if common < 2 or q < 2:
-        return np.eye(len(s))
-    x = np.stack([np.asarray(d, dtype=np.float64)[:common] for d in differences])  # K, S, Q
-    grand = x.mean(axis=(1, 2))
-    m_s = x.mean(axis=2) - grand[:, None]
-    m_q = x.mean(axis=1) - grand[:, None]
-    resid = x - m_s[:, :, None] - m_q[:, None, :] - grand[:, None, None]
-    mp_seed = q * (m_s @ m_s.T) / (common - 1)
-    mp_query = common * (m_q @ m_q.T) / (q - 1)
-    mp_resid = np.einsum("ksq,lsq->kl", resid, resid) / ((common - 1) * (q - 1))
-    overlap = np.minimum.outer(s, s) / np.outer(s, s)
-    cov = (_psd((mp_seed - mp_resid) / q) * overlap + _psd((mp_query - mp_resid) / common) / q
-           + mp_resid * overlap / q)
-    return _normalise(cov)
-
-
-def _psd(m: np.ndarray) -> np.ndarray:
-    w, v = np.linalg.eigh((m + m.T) / 2.0)
-    return np.asarray((v * np.maximum(w, 0.0)) @ v.T)
 
 
 def _normalise(cov: np.ndarray) -> np.ndarray:

@@ -36,11 +36,13 @@ once, as their first member, so the family counts distinct comparisons only
 
 ``maxt`` (harness.stats.maxt) adjusts the statistics instead of the p-values: every comparison of
 a family shares the baseline's runs, and the correlation of their statistics, estimated from the
-unit-level differences (the crossed test: from the crossed model of the difference matrices), enters
-the joint null distribution of max |T|. It also gives each comparison a simultaneous interval
-(``Comparison.simultaneous``) with the family's critical value, which excludes 0 exactly when the
-adjusted p-value is below 1 - confidence. Stopped configurations enter it by a union bound. It needs a
-statistic with a t form: the Wilcoxon and randomisation tests are refused.
+query-level differences, enters the joint null distribution of max |T|. It also gives each
+comparison a simultaneous interval (``Comparison.simultaneous``) with the family's critical value,
+which excludes 0 exactly when the adjusted p-value is below 1 - confidence. Stopped configurations
+enter it by a union bound. It needs a statistic with a t form whose correlation the queries give
+(corrections.MAXT_TESTS: per-seed, seed-averaged): the Wilcoxon and randomisation tests have no t
+form, and under the crossed and across-seeds tests the joint null would rest on the seeds, too few
+to estimate it (``maxt_refused``).
 
 Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
 ``better`` symbol when the test's estimate (``PairedResult.point``: the mean difference, or the
@@ -67,9 +69,16 @@ import numpy as np
 from harness.errors import ConfigError, DataError, UnknownName
 from harness.registry import Registry
 from harness.results.stored import StudyResults
-from harness.stats import distributions as dist
 from harness.stats import maxt as _maxt
-from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION, MAXT, MAXT_TESTS, adjust
+from harness.stats.corrections import (
+    CORRECTIONS,
+    DEFAULT_CORRECTION,
+    MAXT,
+    MAXT_SEED_REASON,
+    MAXT_SEED_TESTS,
+    MAXT_TESTS,
+    adjust,
+)
 from harness.stats.crossed import crossed_test
 from harness.stats.identical import identical_groups
 from harness.stats.paired import BETTER, WORSE, PairedResult, paired_test
@@ -218,8 +227,7 @@ class AnalysisOptions:
         if self.correction not in CORRECTIONS:
             raise UnknownName(CORRECTIONS.key, self.correction, CORRECTIONS.names())
         if self.correction == MAXT and self.test not in (AUTO, *MAXT_TESTS):
-            raise ConfigError(f"correction maxt needs a test statistic with a t form ({', '.join(MAXT_TESTS)}); "
-                              f"the {self.test} test has none")
+            raise maxt_refused(self.test)
         if self.family not in FAMILIES:
             raise UnknownName("family", self.family, FAMILIES)
         if not 0.0 < self.confidence < 1.0:
@@ -351,6 +359,15 @@ class Analysis:
                      for sym, k in ((m.better[0], better), (m.worse[0], worse)) if k)
 
 
+def maxt_refused(test: str) -> ConfigError:
+    """Why ``--correction maxt`` does not run with ``test``, in one line (corrections.MAXT_TESTS)."""
+    if test in MAXT_SEED_TESTS:
+        return ConfigError(f"correction maxt is not available with the {test} test: {MAXT_SEED_REASON}; use "
+                           f"holm (the default), or maxt with --test {' or '.join(MAXT_TESTS)}")
+    return ConfigError(f"correction maxt needs a test statistic with a t form ({', '.join(MAXT_TESTS)}); "
+                       f"the {test} test has none")
+
+
 def resolve_test(results: StudyResults, metrics: Sequence[str], test: str,
                  one_seed_test: str | None = None) -> tuple[str, bool, str | None]:
     """(test name, per-run only, remark): auto picks crossed when per-query values and at least 2 seeds
@@ -392,6 +409,8 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     options = options or AnalysisOptions()
     metrics = results.select(options.metrics)
     test, per_run_only, remark = resolve_test(results, metrics, options.test, options.one_seed_test)
+    if options.correction == MAXT and test not in (UNTESTED, *MAXT_TESTS):
+        raise maxt_refused(test)  # auto's test: crossed, or across-seeds for per-run values
     if test == UNTESTED:
         return Analysis(results=results, options=options, test=test, metrics=metrics, comparisons=(),
                         per_run_only=False)
@@ -487,24 +506,9 @@ def corrected_confidence(confidence: float, p: float, p_adjusted: float, family_
 def maxt_family(test: str, results: Sequence[PairedResult], differences: Sequence[np.ndarray],
                 phantoms: int, confidence: float) -> tuple[np.ndarray, list[tuple[float, float]]]:
     """Single-step max-t over one family (harness.stats.maxt): the adjusted p-values and the
-    simultaneous intervals at ``confidence``. The crossed test's statistics are the normal scores of
-    its p-values with the crossed model's correlation; the t-tests' are their t with the correlation
-    of the unit-level differences and the family's smallest df."""
+    simultaneous intervals at ``confidence``: the tests' t with the correlation of the query-level
+    differences and the family's smallest df (``test`` one of corrections.MAXT_TESTS)."""
     alpha = 1.0 - confidence
-    if test == CROSSED:
-        p = np.array([r.p_value for r in results])
-        z = np.where(p > 0, dist.norm.isf(np.maximum(p, 1e-300) / 2.0), np.inf)
-        corr = _maxt.crossed_correlation(differences)
-        p_adj = _maxt.adjusted(z, corr, math.inf, phantoms=phantoms)
-        c = _maxt.critical_value(corr, math.inf, alpha, phantoms=phantoms)
-        # The crossed interval at the level whose two-sided normal score is c inverts the same pivot
-        # as the p-value: it excludes 0 exactly when |z| > c.
-        level = 1.0 - float(2.0 * dist.norm.sf(c))
-        ints = []
-        for d in differences:
-            r = crossed_test(d, np.zeros_like(d), confidence=level)
-            ints.append((r.ci_low, r.ci_high))
-        return p_adj, ints
     t = np.array([r.statistic for r in results])
     df = float(min(len(d) for d in differences) - 1)
     corr = _maxt.unit_correlation(differences)

@@ -72,7 +72,7 @@ def test_no_marker_contradicts_the_printed_difference(test: str, correction: str
     """Random summary tables: every marked Δ has the sign of its direction, and the interval beside
     it excludes 0 exactly when the cell is marked at the loosest level (the correction's interval)."""
     if correction == MAXT and test not in MAXT_TESTS:
-        pytest.skip("maxt needs a t form")
+        pytest.skip("maxt is for the t-tests over queries (corrections.MAXT_TESTS)")
     seeds = range(6) if test in ("crossed", "seed-averaged") else range(3)
     for k in seeds:
         a = analyse(_study(100 + k), AnalysisOptions(test=test, correction=correction, resamples=2000))
