@@ -397,6 +397,14 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
         names.add(cname)
         cfg = _config(flatten(item.get("set") or {}), f"configs.{i}.set", defaults)
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg, label=label.strip()))
+    # tables name a configuration by its label (else its name): two alike would be one column twice
+    shown = {"baseline": "the baseline"}
+    for i, nc in enumerate(configs):
+        text = nc.label or nc.name
+        if text in shown:
+            raise _fail(f"configs.{i}.label" if nc.label else f"configs.{i}",
+                        f"configs[{i}] would be shown as {text!r}, as {shown[text]} is; give it another label")
+        shown[text] = f"configuration {nc.name!r}"
     return configs
 
 
