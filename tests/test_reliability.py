@@ -253,8 +253,8 @@ def test_ui_and_export_refuse_a_store_that_is_not_there_and_create_nothing(tmp_p
     assert not (tmp_path / "typo").exists() and not (tmp_path / "m").exists()
     (tmp_path / "folder").mkdir()
     for argv in (["export", "0123abcd", "--to", str(tmp_path / "m")], ["ui"], ["table", "--experiment", "x"]):
-        _one_line_error(_cli(capsys, *argv, "--tracking-uri", (tmp_path / "folder").as_uri()),
-                        "a folder store (file:)")
+        for folder in ((tmp_path / "folder").as_uri(), str(tmp_path / "folder")):  # file: or a bare path
+            _one_line_error(_cli(capsys, *argv, "--tracking-uri", folder), "a folder store, which MLflow 3 keeps")
 
 
 def test_ui_refuses_a_port_in_use(tmp_path, capsys):

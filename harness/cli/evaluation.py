@@ -206,6 +206,9 @@ def run_power(args: argparse.Namespace) -> int:
         if chosen is None:
             raise ConfigError(f"{source} holds collections {', '.join(collections)}: a power analysis is of one "
                               "collection's variance components; name one with --collection")
+        if set(collections) == {""}:
+            raise ConfigError(f"--collection {chosen}: {source} is not a study over several collections; "
+                              "leave out --collection")
         if chosen not in collections:
             raise UnknownName("collection", chosen, list(collections), where=str(source))
         results = collections[chosen]

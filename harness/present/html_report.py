@@ -87,7 +87,7 @@ def report_html(report: StudyReport, record: StudyRecord | None = None, *, title
          f"{_e(the_baseline(res.baseline))}, {seeds}{queries}; {_e(analysis.test)} test, "
          f"{_e(_correction(analysis))} correction{_e(phase)}</p>"),
         _section("decisions", "What the study decided", _decisions(analysis, record)),
-        _section("significance", "Significance", _tables(analysis, decimals)),
+        _section("significance", "Significance", _tables(report.whole or analysis, analysis, decimals)),
         _section("forest", "Difference to the baseline", _forest(analysis)),
         _section("curves", "Dev curves", _curves(res.baseline, res.configs, record)),
         _section("power", "Power: the difference the study can detect", _power(report)),
@@ -177,8 +177,10 @@ def _decisions(analysis: Analysis, record: StudyRecord) -> str:
     return '<ul class="decisions">' + "".join(f"<li>{_e(s)}</li>" for s in items) + "</ul>"
 
 
-def _tables(analysis: Analysis, decimals: int) -> str:
-    configs = SignificanceTable.build(analysis, "configs", decimals).to_html()
+def _tables(whole: Analysis, analysis: Analysis, decimals: int) -> str:
+    """The configs table (its family the whole table's, as `harness table --form configs` and the
+    study's tables/configs.*) and the per-seed tables (each metric's family)."""
+    configs = SignificanceTable.build(whole, "configs", decimals).to_html()
     seeds = SignificanceTable.build(analysis, "seeds", decimals).to_html()
     return f"{configs}\n<details><summary>Per-seed values (one table per metric)</summary>\n{seeds}\n</details>"
 

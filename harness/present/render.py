@@ -90,7 +90,7 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
     if notes.untested:
         parts = [text(f"{notes.untested}. Cells show the values over {notes.units[4:]} against "
                       f"{the_baseline(notes.baseline)}. ")]
-        parts += [text(f"{r}. ") for r in notes.remarks]
+        parts += [text(f"{r.rstrip('.')}. ") for r in notes.remarks]  # a note may end its own sentence
         parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
         return "".join(parts)
     parts = [
@@ -107,7 +107,7 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
         n = notes.tally_seeds
         parts += [text(f"Counts of significant seeds (p < {notes.levels[0]:g}): "), mark(notes.better[0]),
                   text(f"k/{n} better in k of the {n} seeds, "), mark(notes.worse[0]), text(f"k/{n} worse. ")]
-    parts += [text(f"{r}. ") for r in notes.remarks]
+    parts += [text(f"{r.rstrip('.')}. ") for r in notes.remarks]  # a note may end its own sentence
     if notes.effect_note:
         parts.append(text(f"{notes.effect_note} (CSV and MLflow). "))
     parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))

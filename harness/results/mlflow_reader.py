@@ -31,7 +31,7 @@ import os
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 from harness.errors import DataError, HarnessError
@@ -249,14 +249,18 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                   if cid in labels and C.TAG_SEQUENTIAL in r.data.tags}
     left_out = ""
     if _unfinished(snapshot, uri):
-        records, left_out = _paired_part(records, baseline, sequential)
+        # configurations of this table (its phase's) with no finished seed run at all: named too
+        finished = {t.config_id for t in trials}
+        unrun = [r.info.run_name or cid for cid, r in sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
+                 if cid not in finished and cid not in stopped and (config_ids is None or cid in config_ids)]
+        records, left_out = _paired_part(records, baseline, sequential, unrun)
     results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS,
                                  sequential=sequential)
-    if left_out:
-        results = dataclasses.replace(results, phase_note=f"{results.phase_note} {left_out}".strip())
     if phase and confirmed:
         results = dataclasses.replace(results, phase=phase, phase_note=(
             CONFIRMATORY_NOTE if phase == "confirmatory" else EXPLORATORY_NOTE))
+    if left_out:
+        results = dataclasses.replace(results, phase_note=f"{results.phase_note} {left_out}".strip())
     if stopped:
         results = dataclasses.replace(results, stopped={
             (r.info.run_name or cid): f"at step {r.data.tags.get(C.TAG_STOPPED_RUNG, '?')}: "
@@ -274,8 +278,8 @@ def _unfinished(snapshot: ExperimentSnapshot, uri: str) -> bool:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
 
 
-def _paired_part(records: list[RunRecord], baseline: str,
-                 sequential: Mapping[str, str]) -> tuple[list[RunRecord], str]:
+def _paired_part(records: list[RunRecord], baseline: str, sequential: Mapping[str, str],
+                 unrun: Sequence[str] = ()) -> tuple[list[RunRecord], str]:
     """The part of an unfinished study a table can pair: every configuration that has finished
     each of the baseline's finished seeds, on those seeds; a configuration still missing one is
     left out (named in the sentence returned), as are seeds the baseline has not finished. A seed
@@ -290,6 +294,7 @@ def _paired_part(records: list[RunRecord], baseline: str,
                if c != baseline and c not in sequential and not seeds <= got}
     beyond = order_seeds(list({r.seed for r in records if r.seed not in seeds and r.config not in sequential}))
     parts = [f"{c} (seed {', '.join(missing)} not finished)" for c, missing in dropped.items()]
+    parts += [f"{c} (no seed run finished)" for c in unrun]
     if beyond:
         parts.append(f"seed {', '.join(beyond)} (not finished by the baseline)")
     return out, (f"Left out until it is resumed: {'; '.join(parts)}." if parts else "")

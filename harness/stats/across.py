@@ -174,7 +174,7 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
     if options.correction == MAXT and len(names) > 1:
         raise ConfigError("correction maxt is not available over several collections: its joint null "
                           "comes from the baseline runs a family shares, and collections share none; "
-                          "use holm (the default), or one collection's table")
+                          "use holm (the default)")
     baselines = {n: r.baseline for n, r in collections.items()}
     if len(set(baselines.values())) > 1:
         raise DataError("the collections have different baselines: "

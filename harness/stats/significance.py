@@ -362,8 +362,9 @@ class Analysis:
 def maxt_refused(test: str) -> ConfigError:
     """Why ``--correction maxt`` does not run with ``test``, in one line (corrections.MAXT_TESTS)."""
     if test in MAXT_SEED_TESTS:
+        # No other test is suggested: the t-tests over queries it serves treat the seeds as fixed.
         return ConfigError(f"correction maxt is not available with the {test} test: {MAXT_SEED_REASON}; use "
-                           f"holm (the default), or maxt with --test {' or '.join(MAXT_TESTS)}")
+                           "holm (the default)")
     return ConfigError(f"correction maxt needs a test statistic with a t form ({', '.join(MAXT_TESTS)}); "
                        f"the {test} test has none")
 

@@ -42,7 +42,7 @@ import dataclasses
 import functools
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,16 +207,27 @@ class StudySpec:
         if self.collections:
             # Which data a collection is belongs to its entry: an override of every configuration
             # would train one collection's data under another's name.
-            for key in ("data.collection", "data.source", "data.path", "data.irds_id", "data.irds_register"):
+            for key in ("data.source", "data.path", "data.irds_id", "data.irds_register"):
                 if key in flat:
                     raise ConfigError(f"{key} cannot be overridden in a study over collections "
                                       f"({', '.join(self.collections)}): each collection's entry names its "
                                       "data; change the collections section", key=key)
 
+        if "data.collection" in flat:
+            raise ConfigError("data.collection is a collection's name, which the study file's collections "
+                              "list gives; it cannot be overridden", key="data.collection")
+
         def over(nc: NamedConfig) -> NamedConfig:
             return dataclasses.replace(nc, config=TrialConfig.from_flat(flat, base=nc.config))
-        return dataclasses.replace(self, defaults=TrialConfig.from_flat(flat, base=self.defaults),
-                                   baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
+        out = dataclasses.replace(self, defaults=TrialConfig.from_flat(flat, base=self.defaults),
+                                  baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
+        if self.collections:
+            data_keys = sorted(k for k in flat if k.startswith("data."))
+            if data_keys:
+                _check_distinct_data(out.fixed_configs(), self.collections,
+                                     len(out.fixed_configs()) // len(self.collections),
+                                     overrides=", ".join(data_keys))
+        return out
 
 
 def load_spec(path: str | Path) -> StudySpec:
@@ -251,6 +262,11 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
     configs = _configs(raw, defaults)
     search = _search(raw.get("search"), defaults, metric, mode)
     configs, search = _expand_grid(search, configs, defaults)
+    for i, nc in enumerate([baseline, *configs]):
+        if nc.config.data.collection is not None:  # only the collections list names a collection
+            raise _fail("baseline" if i == 0 else f"configs.{i - 1}.set",
+                        "data.collection is a collection's name, which the collections list gives "
+                        "(collections: [{name, data}, ...]); drop it here")
     _check_one_evaluation_set(baseline, configs, search)
     confirm = _confirm(raw, configs, search, seeds, schedule is not None)
     _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
@@ -873,14 +889,7 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         for nc in spec.fixed_configs():
             cfg = _config(flat, f"collections.{names.index(cname)}.data", nc.config)
             expanded.append(dataclasses.replace(nc, config=cfg))
-    seen: dict[Any, str] = {}
-    per_collection = len(spec.fixed_configs())
-    for i, cname in enumerate(names):
-        data = dataclasses.replace(expanded[i * per_collection].config.data, collection=None)  # its baseline's
-        if data in seen:
-            raise _fail(f"collections.{i}.data", f"collections {seen[data]!r} and {cname!r} have the same data: "
-                        "one collection would count twice in the combined verdict; give each its own data")
-        seen[data] = cname
+    _check_distinct_data(expanded, names, len(spec.fixed_configs()))
     if target is not None and target not in names:
         hint = did_you_mean(target, names, n=1, style="; ", otherwise="")
         raise _fail("search.objective_collection", f"search.objective_collection: {target!r} is not one of the "
@@ -889,6 +898,21 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
     baseline, *configs = expanded
     return dataclasses.replace(spec, baseline=baseline, configs=tuple(configs), collections=tuple(names),
                                collection_data=dict(zip(names, per, strict=True)), objective_collection=target)
+
+
+def _check_distinct_data(configs: Sequence[NamedConfig], names: Sequence[str], per_collection: int,
+                         overrides: str = "") -> None:
+    """No two collections have the same data (each collection's baseline's data keys, its name
+    aside): one collection would count twice in the combined verdict. ``overrides``: the --set or
+    smoke keys that made them alike, named in the refusal."""
+    seen: dict[Any, str] = {}
+    for i, cname in enumerate(names):
+        data = dataclasses.replace(configs[i * per_collection].config.data, collection=None)
+        if data in seen:
+            why = f" once the override of {overrides} applies" if overrides else ""
+            raise _fail(f"collections.{i}.data", f"collections {seen[data]!r} and {cname!r} have the same data{why}: "
+                        "one collection would count twice in the combined verdict; give each its own data")
+        seen[data] = cname
 
 
 def _check_collection_seeds(spec: StudySpec, names: list[str]) -> None:

@@ -132,8 +132,9 @@ def check_sqlite_store(db: Path, *, may_create: bool = False) -> None:
 
 def check_existing_store(uri: str) -> None:
     """For a command that reads a store (table, export, ui): a missing or damaged SQLite store, an
-    unreachable server, or a file: store (MLflow 3 refuses it) is one line, at once, and nothing is
-    created, not even a folder for a mistyped path."""
+    unreachable server, or a folder store (a file: URI or a bare path, which MLflow 3 refuses
+    unless MLFLOW_ALLOW_FILE_STORE is set) is one line, at once, and nothing is created, not even a
+    folder for a mistyped path."""
     db = sqlite_path(uri)
     if db is not None:
         from harness.textfile import file_kind
@@ -142,10 +143,12 @@ def check_existing_store(uri: str) -> None:
             raise DataError(f"no MLflow store at {db} (tracking URI {redact_uri(uri)}); pass --tracking-uri "
                             "or set MLFLOW_TRACKING_URI")
         check_sqlite_store(db)  # read-only: never creates tables in an empty file
-    elif uri.startswith("file:"):
-        raise HarnessError(f"tracking URI {redact_uri(uri)}: a folder store (file:), which MLflow 3 keeps only "
-                           "for migration (`mlflow migrate-filestore`); use an SQLite store (sqlite:///...) "
-                           "or a tracking server")
+    elif (uri.startswith("file:") or ("://" not in uri and not uri.startswith("databricks"))) \
+            and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
+        # a folder store (a file: URI or a bare path), which MLflow 3 refuses unless opted in
+        raise HarnessError(f"tracking URI {redact_uri(uri)}: a folder store, which MLflow 3 keeps only for "
+                           "migration (`mlflow migrate-filestore`; MLFLOW_ALLOW_FILE_STORE=true opts in); use "
+                           "an SQLite store (sqlite:///...) or a tracking server")
     check_reachable(uri)
 
 

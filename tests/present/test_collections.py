@@ -345,6 +345,9 @@ def test_power_of_one_collection_at_the_whole_tables_level(run_cli: Callable[...
     rc, out, err = run_cli("power", "--from", str(path), "--collection", "mantis", "--family-size", "1",
                            "--format", "json")
     assert rc == 0 and json.loads(out)["family_size"] == 1
+    one = _write(tmp_path / "one.csv", {"": cols["mantis"]})
+    rc, out, err = run_cli("power", "--from", str(one), "--collection", "mantis")
+    assert rc == 2 and "is not a study over several collections; leave out --collection" in err
 
 
 @pytest.mark.slow

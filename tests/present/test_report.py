@@ -59,6 +59,10 @@ def test_the_reports_tables_are_harness_tables(records: list[RunRecord]) -> None
             assert report.tables[f"tables/{form}.{ext}"] == study.table(form=form).render(fmt), (form, fmt)
     sizes = {c.family_size for c in study.table(form="configs").analysis.comparisons}
     assert sizes == {len(results.configs[1:]) * len(results.metrics)}
+    # and the page's configs table is that table
+    from harness.present.html_report import report_html
+
+    assert study.table(form="configs").render("html") in report_html(report)
 
 
 def test_report_is_reproducible(records: list[RunRecord]) -> None:

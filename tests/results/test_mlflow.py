@@ -198,3 +198,31 @@ def test_an_interrupted_study_tabulates_what_it_can_pair_and_names_what_is_left_
     ref = crossed_test(matrix["better"], matrix["base"])
     avg = next(r for r in rows if r["row"] == "AVG" and r["column"] == NAMES["better"])
     assert float(avg["p_value"]) == pytest.approx(ref.p_value, rel=1e-9)
+
+
+@pytest.mark.slow
+def test_an_interrupted_confirmation_names_what_it_leaves_out_too(tmp_path: Path) -> None:
+    """The left-out sentence survives the confirmatory note, and a configuration none of whose seed
+    runs finished is named as well (not silently absent); a note's own full stop is not doubled."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.present.render import render
+    from harness.present.table import build_tables
+    from harness.stats.significance import analyse
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    _write_study(uri)
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(STUDY).experiment_id
+    for run in client.search_runs([exp], f"tags.`{C.TAG_KIND}` = '{C.KIND_CONFIG}'"):
+        client.set_tag(run.info.run_id, C.TAG_PHASE, C.PHASE_CONFIRMATION)
+    for run in client.search_runs([exp], f"tags.`{C.TAG_CONFIG_ID}` = 'id-worse'"):
+        client.set_terminated(run.info.run_id, status="KILLED")
+    [study] = client.search_runs([exp], f"tags.`{C.TAG_KIND}` = '{C.KIND_STUDY}'")
+    client.set_terminated(study.info.run_id, status="KILLED")
+    res = read_experiment(STUDY, tracking_uri=uri)
+    assert res.configs == (NAMES["base"], NAMES["better"]) and res.phase == "confirmatory"
+    assert res.phase_note.startswith("Confirmatory: ")
+    assert res.phase_note.endswith(f"Left out until it is resumed: {NAMES['worse']} (no seed run finished).")
+    text = render(build_tables(analyse(res), "seeds"), "md")
+    assert "(no seed run finished). " in text and ".. " not in text

@@ -200,10 +200,17 @@ def test_an_override_cannot_change_which_data_a_collection_is(tmp_path: Path) ->
     from harness.study.validate import load
 
     path = write_study(tmp_path, "multi", **STUDY)
-    for key in ("data.source=cranfield", "data.collection=x", "data.path=/tmp"):
+    for key in ("data.source=cranfield", "data.path=/tmp"):
         with pytest.raises(ConfigError, match=f"{key.split('=')[0]} cannot be overridden in a study over "
                                               r"collections \(talk-a, talk-b\)"):
             load(path, smoke=False, assign=[key])
+    with pytest.raises(ConfigError, match="data.collection is a collection's name, which the study file's "
+                                          "collections list gives; it cannot be overridden"):
+        load(path, smoke=False, assign=["data.collection=x"])
+    # the collections differ by their split seeds: one seed for both makes them one collection twice
+    with pytest.raises(ConfigError, match="collections 'talk-a' and 'talk-b' have the same data once the "
+                                          "override of data.split_seed applies"):
+        load(path, smoke=False, assign=["data.split_seed=13"])
     spec = load(path, smoke=False, assign=["data.max_test_queries=5"])  # a size: every collection's
     assert {nc.config.data.max_test_queries for nc in spec.fixed_configs()} == {5}
 

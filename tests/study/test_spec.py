@@ -62,6 +62,9 @@ def test_good_study(tmp_path):
      r"nsga2 optimises two objectives"),
     (GOOD + "search:\n  searcher: tpe\n  space:\n    curriculum.pacing: {choice: [root_n, nope]}\n",
      r"curriculum.pacing: unknown name 'nope'"),
+    # only a collections list names a collection
+    (GOOD.replace("baseline: {}", "baseline: {data.collection: z}"),
+     r"study.yaml:\d+: data.collection is a collection's name, which the collections list gives"),
     # a label is how tables name a configuration: one the baseline's (or another's) would show twice
     (GOOD.replace("  - name: ls\n", "  - name: ls\n    label: baseline\n"),
      r"configs\[0\] would be shown as 'baseline', as the baseline is; give it another label"),
