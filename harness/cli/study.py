@@ -240,15 +240,15 @@ def _check_port_free(host: str, port: int) -> None:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError:
         return  # the server names a host it cannot resolve
-    family, kind, proto, _, address = infos[0]
-    with socket.socket(family, kind, proto) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
-        try:
-            sock.bind(address)
-        except OSError as exc:
-            if exc.errno == errno.EADDRINUSE:
-                raise ConfigError(f"--port {port}: already in use on {host} (another `harness ui` or MLflow "
-                                  "server?); stop it, or pick another --port") from None
+    for family, kind, proto, _, address in infos:  # the server binds every address the host names
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                sock.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise ConfigError(f"--port {port}: already in use on {host} (another `harness ui` or "
+                                      "MLflow server?); stop it, or pick another --port") from None
 
 
 STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
