@@ -327,7 +327,7 @@ def check_resources(spec: StudySpec) -> None:
         return
     have = ray.cluster_resources()
     gpus = float(have.get("GPU", 0))
-    if spec.gpus > 0 and spec.gpus > gpus:
+    if spec.gpus > gpus:
         raise HarnessError(f"study {spec.name!r}: each trial asks for resources.gpus {spec.gpus:g} but the "
                            f"local Ray has {gpus:g} GPU(s); run it where there is a GPU (or on a cluster: "
                            "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")

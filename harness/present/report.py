@@ -103,7 +103,7 @@ class StudyReport:
     power: PowerAnalysis | None = None
     power_skipped: str | None = None  # why there is no power analysis
     # the configs form's analysis: one table of every metric, its family the whole table (as
-    # `harness table --form configs`); None: ``analysis`` (already corrected over all)
+    # `harness table --form configs`); ``analysis`` itself where that is corrected over all
     whole: Analysis | None = None
 
     @property
@@ -149,7 +149,7 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         for fmt in formats:
             tables[f"tables/{form}.{EXTENSIONS.get(fmt, fmt)}"] = table.render(fmt)
     return StudyReport(analysis=analysis, outcomes=outcomes, tables=tables, power=power,
-                       power_skipped=skipped, whole=None if whole is analysis else whole)
+                       power_skipped=skipped, whole=whole)
 
 
 # How a verdict names a correction.

@@ -271,11 +271,26 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
 
 def _unfinished(snapshot: ExperimentSnapshot, uri: str) -> bool:
     """Whether the study is not a finished one (``incomplete_note``'s test)."""
+    return bool(_why_unfinished(snapshot, uri))
+
+
+def _why_unfinished(snapshot: ExperimentSnapshot, uri: str) -> list[str]:
+    """What makes the study not a finished one, in phrases (none: it is finished): its study run
+    did not end FINISHED, or some of its seed runs did not finish."""
     try:
-        return (any(r.info.status != "FINISHED" for r in snapshot.runs(C.KIND_STUDY))
-                or any(r.info.status != "FINISHED" for r in snapshot.runs(C.KIND_TRIAL)))
+        studies = [r.info.status for r in snapshot.runs(C.KIND_STUDY)]
+        seeds = [r.info.status for r in snapshot.runs(C.KIND_TRIAL)]
     except store_errors() as exc:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+    why = []
+    if studies and "FINISHED" not in studies:
+        state = {"RUNNING": "is still running (or its driver was killed)", "KILLED": "was interrupted (KILLED)",
+                 "FAILED": "ended FAILED"}.get(studies[0], f"is {studies[0]}")
+        why.append(f"its study run {state}")
+    left = [s for s in seeds if s != "FINISHED"]
+    if left:
+        why.append(f"{len(left)} of {len(seeds)} seed runs did not finish ({', '.join(sorted(set(left)))})")
+    return why
 
 
 def _paired_part(records: list[RunRecord], baseline: str, sequential: Mapping[str, str],
@@ -306,19 +321,7 @@ def incomplete_note(name: str, *, tracking_uri: str | None = None) -> str:
     not finish. A table of such a study shows only what was recorded (docs/reliability.md)."""
     with _env_defaults(**FAST_FAIL_ENV):
         snapshot, uri = open_experiment(name, tracking_uri)
-        try:
-            studies = [r.info.status for r in snapshot.runs(C.KIND_STUDY)]
-            seeds = [r.info.status for r in snapshot.runs(C.KIND_TRIAL)]
-        except store_errors() as exc:
-            raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
-    why = []
-    if studies and "FINISHED" not in studies:
-        state = {"RUNNING": "is still running (or its driver was killed)", "KILLED": "was interrupted (KILLED)",
-                 "FAILED": "ended FAILED"}.get(studies[0], f"is {studies[0]}")
-        why.append(f"its study run {state}")
-    left = [s for s in seeds if s != "FINISHED"]
-    if left:
-        why.append(f"{len(left)} of {len(seeds)} seed runs did not finish ({', '.join(sorted(set(left)))})")
+        why = _why_unfinished(snapshot, uri)
     if not why:
         return ""
     return (f"INCOMPLETE study: {' and '.join(why)}; this table holds only the finished seed runs "

@@ -76,8 +76,8 @@ class Export:
     per_query_rows: int = 0  # rows of per_query.csv (0: not written)
 
     def summary(self) -> str:
-        # a seed run's files: <collection>/runs/<split>/<stem>.trec, one per split
-        seeds = len({(f.rsplit("/", 3)[0] if f.count("/") >= 3 else "", f.rsplit("/", 1)[-1]) for f in self.run_files})
+        # a seed run's files: [<collection>/]runs/<split>/<stem>.trec, one per split
+        seeds = len({(*parts[:-2], parts[-1]) for parts in (f.split("/") for f in self.run_files)})
         qrels = f"{len(self.qrels_files)} qrels file(s)" if self.qrels_files else "no qrels (the study run has none)"
         per_query = (f", {self.per_query_rows} per-query value(s) in {PER_QUERY}" if self.per_query_rows
                      else ", no per-query values (no seed run logged any)")

@@ -230,6 +230,11 @@ class StudySpec:
         return out
 
 
+# data.collection set anywhere but by a collections list (whose entries' names set it)
+COLLECTION_KEY_HERE = ("data.collection is a collection's name, which the collections list gives "
+                       "(collections: [{name, data}, ...]); drop it here")
+
+
 def load_spec(path: str | Path) -> StudySpec:
     p = Path(path)
     raw, text, lines = read_yaml(p, "study file")
@@ -264,9 +269,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
     configs, search = _expand_grid(search, configs, defaults)
     for i, nc in enumerate([baseline, *configs]):
         if nc.config.data.collection is not None:  # only the collections list names a collection
-            raise _fail("baseline" if i == 0 else f"configs.{i - 1}.set",
-                        "data.collection is a collection's name, which the collections list gives "
-                        "(collections: [{name, data}, ...]); drop it here")
+            raise _fail("baseline" if i == 0 else f"configs.{i - 1}.set", COLLECTION_KEY_HERE)
     _check_one_evaluation_set(baseline, configs, search)
     confirm = _confirm(raw, configs, search, seeds, schedule is not None)
     _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
@@ -357,8 +360,7 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
     flat.update(part)
     origin.update({k: f"defaults.{k}" for k in part})
     if "data.collection" in flat:
-        raise _fail(origin["data.collection"], "data.collection is a collection's name, which the collections "
-                    "list gives (collections: [{name, data}, ...]); drop it here")
+        raise _fail(origin["data.collection"], COLLECTION_KEY_HERE)
     if metric in SELECT_METRICS:
         # The checkpoint a trial reports is the best on the study's objective (every config alike).
         if flat.get("train.select_metric", metric) != metric:

@@ -301,18 +301,16 @@ def test_a_study_asking_for_more_gpus_or_cpus_than_the_local_ray_has_is_refused(
     and the study run ends FAILED without a seed run."""
     from harness.errors import HarnessError
 
-    spec = _spec(ray_root, "toomany", resources={"gpus": 2})
-    with pytest.raises(HarnessError) as exc:
-        run_study(spec, tracking_uri=_uri(ray_root), progress=lambda m: None)
-    assert str(exc.value) == ("study 'toomany': each trial asks for resources.gpus 2 but the local Ray has 1 GPU(s); "
-                              "run it where there is a GPU (or on a cluster: RAY_ADDRESS), or set resources.gpus: 0 "
-                              "in the study file to train on CPU")
-    runs = _runs(_uri(ray_root), "toomany")
-    assert [r.info.status for r in runs["study"]] == ["FAILED"] and "trial" not in runs
-    # CPUs alike (the session's Ray has 2)
-    spec = _spec(ray_root, "toomanycpus", resources={"cpus": 3})
-    with pytest.raises(HarnessError) as exc:
-        run_study(spec, tracking_uri=_uri(ray_root), progress=lambda m: None)
-    assert str(exc.value) == ("study 'toomanycpus': each trial asks for resources.cpus 3 but the local Ray has 2 "
-                              "CPU(s); lower resources.cpus in the study file to 2 or less, or run it on a "
-                              "cluster (RAY_ADDRESS)")
+    # GPUs (the session's Ray has 1 logical GPU), then CPUs alike (it has 2)
+    for name, resources, message in [
+        ("toomany", {"gpus": 2}, ("each trial asks for resources.gpus 2 but the local Ray has 1 GPU(s); run it "
+         "where there is a GPU (or on a cluster: RAY_ADDRESS), or set resources.gpus: 0 in the study file to "
+         "train on CPU")),
+        ("toomanycpus", {"cpus": 3}, ("each trial asks for resources.cpus 3 but the local Ray has 2 CPU(s); lower "
+         "resources.cpus in the study file to 2 or less, or run it on a cluster (RAY_ADDRESS)"))]:
+        spec = _spec(ray_root, name, resources=resources)
+        with pytest.raises(HarnessError) as exc:
+            run_study(spec, tracking_uri=_uri(ray_root), progress=lambda m: None)
+        assert str(exc.value) == f"study {name!r}: {message}"
+        runs = _runs(_uri(ray_root), name)
+        assert [r.info.status for r in runs["study"]] == ["FAILED"] and "trial" not in runs
