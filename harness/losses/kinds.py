@@ -21,5 +21,6 @@ class Loss:
 
 LOSSES = MappingProxyType({loss.name: loss for loss in (
     Loss("pointwise", pairwise=False, soft_targets=True),   # cross-entropy on (soft) labels
+    Loss("pointwise_mse", pairwise=False, soft_targets=False),  # squared error on the label
     Loss("pairwise", pairwise=True, soft_targets=False),    # softmax over [positive, negative]
 )})

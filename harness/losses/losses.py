@@ -1,9 +1,12 @@
 """Pointwise and pairwise ranking losses with soft targets and per-sample weights (torch).
 
 Pointwise (Penha & Hauff 2021, Section 2): soft-target cross-entropy over the two classes,
-l_j = -sum_k q'(k|x_j) log p(k|x_j), p = softmax(logits). Pairwise (MacAvaney et al. 2020,
-Section 3.1): softmax cross-entropy over [s(d+), s(d-)] with the positive as the target,
-l_j = -log(exp(s+) / (exp(s+) + exp(s-))).
+l_j = -sum_k q'(k|x_j) log p(k|x_j), p = softmax(logits). Pointwise squared error (MacAvaney et
+al. 2020, eq. 1; OpenNIR's pointwise default ``mse``): l_j = (s_j - R(q, d_j))^2 with s_j the
+label (1 relevant, 0 not) and R the ranker's score. Pairwise (MacAvaney et al. 2020, eq. 2, which
+the text calls "softmax cross-entropy"): over [s(d+), s(d-)] with the positive as the target,
+l_j = -log(exp(s+) / (exp(s+) + exp(s-))). (OpenNIR's pairwise default ``softmax`` minimises
+1 - p(d+) instead; the harness follows the paper's words.)
 
 Weights W_j (curriculum by loss weighting, eq. 4: L = W L(t)) combine with one of two reductions:
 
@@ -71,6 +74,24 @@ def pointwise_loss(logits: torch.Tensor, targets: torch.Tensor | np.ndarray,
     return _reduce((t * log_probs).sum(dim=1), _as_weights(weights, logits), reduction)
 
 
+def squared_error_loss(scores: torch.Tensor, labels: torch.Tensor | np.ndarray,
+                       weights: torch.Tensor | np.ndarray | None = None, reduction: str = "sample"
+                       ) -> torch.Tensor:
+    """Squared error (s_j - R_j)^2 of ``scores`` R (B,) against ``labels`` s (B,), weighted by
+    ``weights`` (B,) or unweighted; equals ``F.mse_loss(scores, labels)`` when unweighted.
+
+    >>> squared_error_loss(torch.tensor([0.5, -1.0]), torch.tensor([1.0, 0.0])).item()
+    0.625
+    """
+    scores = scores.float()
+    if scores.ndim != 1:
+        raise ValueError(f"scores must be (batch,), got {tuple(scores.shape)}")
+    s = torch.as_tensor(labels, dtype=scores.dtype, device=scores.device)
+    if s.shape != scores.shape:
+        raise ValueError(f"labels must have shape {tuple(scores.shape)}, got {tuple(s.shape)}")
+    return _reduce(-(s - scores).square(), _as_weights(weights, scores), reduction)
+
+
 def pairwise_loss(pos_scores: torch.Tensor, neg_scores: torch.Tensor,
                   weights: torch.Tensor | np.ndarray | None = None, reduction: str = "sample"
                   ) -> torch.Tensor:
@@ -82,3 +103,20 @@ def pairwise_loss(pos_scores: torch.Tensor, neg_scores: torch.Tensor,
                          f"{tuple(pos_scores.shape)} and {tuple(neg_scores.shape)}")
     log_probs = F.log_softmax(torch.stack([pos_scores, neg_scores], dim=1), dim=1)
     return _reduce(log_probs[:, 0], _as_weights(weights, pos_scores), reduction)
+
+
+def ranking_loss(loss: str, rel: torch.Tensor, weights: torch.Tensor | None, targets: torch.Tensor | None,
+                 reduction: str = "sample") -> torch.Tensor:
+    """The batch loss of ``train.loss`` = ``loss`` (harness.losses.kinds.LOSSES) from the ranker's
+    scores ``rel`` (B,): for a pairwise loss the positives' scores, then the negatives'; otherwise
+    one score per instance with ``targets`` (B, 2), the rows [q'(0|x), q'(1|x)] of
+    harness.losses.targets.soft_targets (one-hot for the losses that take hard labels only). The
+    one score s is the two-class head with the non-relevant logit at 0: p(relevant) = sigmoid(s).
+    What the single, compiled and fused trainers all call."""
+    if targets is None:
+        b = rel.shape[0] // 2
+        return pairwise_loss(rel[:b], rel[b:], weights, reduction=reduction)
+    if loss == "pointwise_mse":
+        return squared_error_loss(rel, targets[:, 1], weights, reduction=reduction)
+    logits = torch.stack([torch.zeros_like(rel), rel], dim=1)
+    return pointwise_loss(logits, targets, weights, reduction=reduction)

@@ -224,17 +224,11 @@ class FusedEngine:
 
     def _reduce(self, rel: torch.Tensor, weights: list[torch.Tensor | None],
                 targets: list[torch.Tensor | None]) -> torch.Tensor:
-        from harness.losses.losses import pairwise_loss, pointwise_loss
+        from harness.losses.losses import ranking_loss
 
-        reduction = self.members[0].cfg.weighting.reduction
-        out = []
-        for r, (w, t) in enumerate(zip(weights, targets, strict=True)):
-            if t is None:
-                b = rel.shape[1] // 2
-                out.append(pairwise_loss(rel[r, :b], rel[r, b:], w, reduction=reduction))
-            else:
-                logits = torch.stack([torch.zeros_like(rel[r]), rel[r]], dim=1)
-                out.append(pointwise_loss(logits, t, w, reduction=reduction))
+        cfg = self.members[0].cfg
+        out = [ranking_loss(cfg.train.loss, rel[r], w, t, reduction=cfg.weighting.reduction)
+               for r, (w, t) in enumerate(zip(weights, targets, strict=True))]
         return torch.stack(out)
 
     def _losses(self, inputs: FusedInputs) -> torch.Tensor:

@@ -382,15 +382,9 @@ class Trainer:
         return self._reduce(rel, w, targets)
 
     def _reduce(self, rel: torch.Tensor, w: torch.Tensor | None, targets: torch.Tensor | None) -> torch.Tensor:
-        from harness.losses.losses import pairwise_loss, pointwise_loss
+        from harness.losses.losses import ranking_loss
 
-        reduction = self.cfg.weighting.reduction
-        if targets is None:  # pairwise: the positives, then the negatives
-            b = rel.shape[0] // 2
-            return pairwise_loss(rel[:b], rel[b:], w, reduction=reduction)
-        # One logit s is the two-class head with the non-relevant logit at 0: p(rel) = sigmoid(s).
-        logits = torch.stack([torch.zeros_like(rel), rel], dim=1)
-        return pointwise_loss(logits, targets, w, reduction=reduction)
+        return ranking_loss(self.cfg.train.loss, rel, w, targets, reduction=self.cfg.weighting.reduction)
 
     def _scores(self, split: str) -> Any:
         queries = self.data.splits.split(split)

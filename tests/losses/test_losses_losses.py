@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from harness.curriculum.weights import curriculum_weight
-from harness.losses.losses import REDUCTIONS, pairwise_loss, pointwise_loss
+from harness.losses.losses import REDUCTIONS, pairwise_loss, pointwise_loss, ranking_loss, squared_error_loss
 from harness.losses.targets import soft_targets
 
 SIZES = [1, 2, 3, 16, 33, 257, 1000]
@@ -60,6 +60,34 @@ def test_pairwise_is_bit_identical_to_softmax_cross_entropy(size: int) -> None:
     for reduction in REDUCTIONS:
         assert torch.equal(pairwise_loss(pos, neg, None, reduction), reference)
         assert torch.equal(pairwise_loss(pos, neg, torch.ones(size), reduction), reference)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_squared_error_is_mse_and_its_weights_are_eq_4(size: int) -> None:
+    """MacAvaney et al.'s eq. 1, (s - R)^2, is torch's mse_loss unweighted; weighted, the paper's
+    reduction is mean(W_j l_j) and OpenNIR's mean(W) mean(l)."""
+    g = torch.Generator().manual_seed(size)
+    scores, labels = torch.randn(size, generator=g), (torch.rand(size, generator=g) > 0.5).float()
+    w = torch.rand(size, generator=g)
+    l_j = (labels - scores) ** 2
+    for reduction in REDUCTIONS:
+        torch.testing.assert_close(squared_error_loss(scores, labels, None, reduction),
+                                   F.mse_loss(scores, labels), rtol=1e-6, atol=0)
+    torch.testing.assert_close(squared_error_loss(scores, labels, w, "sample"), (w * l_j).mean())
+    torch.testing.assert_close(squared_error_loss(scores, labels, w, "batch_mean"), w.mean() * l_j.mean())
+
+
+def test_the_trainers_loss_reads_the_loss_the_config_names() -> None:
+    """ranking_loss: pointwise is the two-class head with the other logit at 0 (BCE with logits),
+    pointwise_mse the score's squared error to the one-hot target's relevant column, pairwise the
+    first half against the second."""
+    rel, labels = torch.tensor([1.5, -0.5, 0.25, 2.0]), torch.tensor([1.0, 0.0, 0.0, 1.0])
+    onehot = torch.stack([1 - labels, labels], dim=1)
+    torch.testing.assert_close(ranking_loss("pointwise", rel, None, onehot),
+                               F.binary_cross_entropy_with_logits(rel, labels))
+    torch.testing.assert_close(ranking_loss("pointwise_mse", rel, None, onehot), F.mse_loss(rel, labels))
+    torch.testing.assert_close(ranking_loss("pairwise", rel, None, None),
+                               pairwise_loss(rel[:2], rel[2:]))
 
 
 def test_soft_target_cross_entropy_hand_computed() -> None:

@@ -157,8 +157,9 @@ def test_loss_table_decides_instances_and_smoothing():
     from harness.losses.kinds import LOSSES
 
     assert TrialConfig.from_flat({"train.loss": "pairwise"}).train.loss == "pairwise"
-    with pytest.raises(ConfigError, match=r"train.loss must be one of pointwise, pairwise, got 'listwise'"):
+    with pytest.raises(ConfigError, match=r"train.loss must be one of pointwise, pointwise_mse, pairwise, got 'listwise'"):
         TrialConfig.from_flat({"train.loss": "listwise"})
-    with pytest.raises(ConfigError, match=r"it needs train.loss=pointwise, got pairwise"):
-        TrialConfig.from_flat({"train.loss": "pairwise", "smoothing.method": "LS"})
+    for loss in ("pairwise", "pointwise_mse"):
+        with pytest.raises(ConfigError, match=rf"it needs train.loss=pointwise, got {loss}"):
+            TrialConfig.from_flat({"train.loss": loss, "smoothing.method": "LS"})
     assert [n for n, k in LOSSES.items() if k.pairwise] == ["pairwise"]

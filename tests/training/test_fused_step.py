@@ -43,8 +43,9 @@ def test_the_detector_finds_a_host_read():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("flat", [{}, {"train.loss": "pairwise"}, {"train.compile": "true"}],
-                         ids=["pointwise", "pairwise", "compiled-layout"])
+@pytest.mark.parametrize("flat", [{}, {"train.loss": "pairwise"}, {"train.loss": "pointwise_mse"},
+                                  {"train.compile": "true"}],
+                         ids=["pointwise", "pairwise", "squared-error", "compiled-layout"])
 def test_the_fused_step_compiles_to_one_graph(prepared, monkeypatch, flat):
     monkeypatch.setattr(_compile, "BACKEND", "eager")
     engine = _engine(prepared, **flat)
