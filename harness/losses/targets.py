@@ -10,7 +10,11 @@ Penha & Hauff, "Weakly Supervised Label Smoothing" (ECIR 2021), Sections 2-3. Tw
         NS(0|x) = 1 - s                                              -> [1 - eps*s, eps*s] for y = 0
         A relevant x falls back to LS ("since we have strong labeled data"). s plays the role of
         u(1) = 1/K = 0.5 in LS (the paper's Figure 1 compares the two): a negative the sampler
-        scored high gets more relevant mass. A random negative (no score) has s = 0: one-hot.
+        scored high gets more relevant mass. A random negative (no score) has s = 0: one-hot;
+        so has every negative of ``train.sampler: random`` (the authors' random sampler scores its
+        negatives 0; the trainer passes zeros, harness.training._signals). The paper prints
+        q'(k|x) = (1 - eps) delta + eps BM25(x) under "k = 0"; the weak mass goes to the relevant
+        class here, as the authors' WeaklySupervisedLabelSmoothingCrossEntropy computes it.
 - T-LS / T-WSLS (Xu et al. 2020): the above before ``switch_step``, hard labels from then on.
 
 Rows are [q'(0|x), q'(1|x)] and sum to 1 exactly (the label's mass is 1 minus the other's). The

@@ -35,8 +35,14 @@ class TrainingSignals:
             self.difficulty = d
         self.weak: np.ndarray | None = None
         if cfg.smoothing.kind.needs_weak_scores:
-            per_q = {q: weak_scores(queries[q]) for q in np.unique(instances.query)}
-            self.weak = np.array([per_q[q][c[0]] for q, c in zip(instances.query, instances.cand, strict=True)])
+            # Random negatives were not ranked by the sampler: weak label 0, one-hot, as the authors'
+            # RandomNegativeSampler gives them (their BM25 score still feeds the heuristics).
+            if cfg.train.sampler == "random":
+                self.weak = np.zeros(len(instances))
+            else:
+                per_q = {q: weak_scores(queries[q]) for q in np.unique(instances.query)}
+                self.weak = np.array([per_q[q][c[0]] for q, c in zip(instances.query, instances.cand,
+                                                                      strict=True)])
 
     def resolved(self) -> dict[str, float]:
         out = {}

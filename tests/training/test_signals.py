@@ -101,6 +101,23 @@ def test_smoothed_and_weighted_trials_end_to_end(prepared):
         assert any(isinstance(r, EvalRecord) for r in recs)
 
 
+def test_wsls_gives_random_negatives_one_hot_targets(prepared):
+    """Under train.sampler: random the negatives get the weak label 0 (one-hot), as the authors'
+    random sampler scores them, though the toy candidates carry BM25 scores; positives keep LS.
+    Under the other samplers a scored negative gets eps * s of relevant mass."""
+    flat = {"smoothing.method": "WSLS", "smoothing.epsilon": 0.4}
+    for sampler in ("random", "dataset"):
+        t = Trainer(tiny_config(**flat, **{"train.sampler": sampler}), prepared)
+        idx = np.arange(len(t.instances))
+        targets, labels = t.signals.targets(idx, 0), t.instances.label
+        assert np.allclose(targets[labels == 1], [0.2, 0.8])
+        negatives = targets[labels == 0]
+        if sampler == "random":
+            assert np.array_equal(negatives, np.tile([1.0, 0.0], (len(negatives), 1)))
+        else:
+            assert (negatives[:, 1] > 0).all() and negatives[:, 1].max() == pytest.approx(0.4 * 0.99)
+
+
 @pytest.mark.slow
 def test_teacher_trained_once_and_reused(splits, tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
