@@ -4,7 +4,8 @@ MacAvaney et al., "Training Curricula for Open Domain Answer Re-Ranking" (SIGIR 
 A heuristic maps the initial ranking of one query (the sampler's score of each candidate,
 ``Candidate.score``) to a value h(d) in [0, 1], high where the unsupervised ranker puts d high:
 
-- recip: h = 1 / rank(d) (eq. 5); ties in score broken by doc id (as OpenNIR), then position.
+- recip: h = 1 / rank(d) (eq. 5); among equal scores the greater doc id ranks first (OpenNIR's
+         ``sorted(key=(score, doc_id), reverse=True)``), then position.
 - norm:  h = (score - min) / (max - min), per-query min-max normalisation (eq. 8).
 - kde:   h = CDF at score(d) of a Gaussian KDE of the query's scores, Scott's bandwidth (eq. 10);
          equal to ``scipy.stats.gaussian_kde(scores).integrate_box_1d(-inf, score)``.
@@ -24,7 +25,7 @@ at all, where it too gives 0.5.
 
     >>> import numpy as np
     >>> recip(np.array([3.0, 1.0, 3.0, np.nan]), ["b", "c", "a", "d"]).tolist()
-    [0.5, 0.3333333333333333, 1.0, 0.25]
+    [1.0, 0.3333333333333333, 0.5, 0.25]
     >>> pointwise_difficulty(np.array([0.25, 0.25]), np.array([True, False])).tolist()
     [0.25, 0.75]
 """
@@ -58,12 +59,13 @@ def _scored(scores: np.ndarray) -> np.ndarray:
 
 @HEURISTICS.register("recip")
 def recip(scores: np.ndarray, doc_ids: Sequence[str]) -> np.ndarray:
-    """h = 1 / rank, rank 1 = highest score; ties by doc id; unscored: rank #scored + 1."""
+    """h = 1 / rank, rank 1 = highest score; ties by descending doc id; unscored: rank #scored + 1."""
     scores = np.asarray(scores, dtype=float)
     scored = np.flatnonzero(_scored(scores))
     if scored.size == 0:
         return np.full(scores.shape, NO_ORDER)
-    order = sorted(scored.tolist(), key=lambda i: (-scores[i], str(doc_ids[i]), i))
+    # Descending (score, doc id); reverse=True keeps the input order of full ties (sort is stable).
+    order = sorted(scored.tolist(), key=lambda i: (scores[i], str(doc_ids[i])), reverse=True)
     rank = np.full(scores.shape, scored.size + 1, dtype=float)
     rank[order] = np.arange(1, scored.size + 1)
     return 1.0 / rank

@@ -33,10 +33,17 @@ def test_registered_names_are_the_papers() -> None:
 
 
 def test_recip_hand_computed_ties_by_doc_id_and_missing_ranks_last() -> None:
+    """Equal scores: the greater doc id first, as OpenNIR's _rank_dict sorts (score, doc id) in
+    reverse; full ties keep their input order."""
     values = h("recip", [2.0, 5.0, 2.0, None, 1.0], ["z", "m", "a", "q", "b"])
-    # ranking: m (5.0), a (2.0, id a < z), z (2.0), b (1.0); q unscored: rank 5
-    assert values.tolist() == [1 / 3, 1.0, 1 / 2, 1 / 5, 1 / 4]
-    assert h("recip", [3.0, 3.0, 3.0], ["c", "a", "b"]).tolist() == [1 / 3, 1.0, 1 / 2]
+    # ranking: m (5.0), z (2.0, id z > a), a (2.0), b (1.0); q unscored: rank 5
+    assert values.tolist() == [1 / 2, 1.0, 1 / 3, 1 / 5, 1 / 4]
+    assert h("recip", [3.0, 3.0, 3.0], ["c", "a", "b"]).tolist() == [1.0, 1 / 3, 1 / 2]
+    assert h("recip", [3.0, 3.0, 1.0], ["x", "x", "y"]).tolist() == [1.0, 1 / 2, 1 / 3]
+    # OpenNIR's own sort on the same run
+    scores, ids = [12.0, 7.5, 7.5, 3.0, 20.0], ["d3", "d1", "d2", "d9", "d0"]
+    opennir = [d for d, _ in sorted(zip(ids, scores, strict=True), key=lambda x: (x[1], x[0]), reverse=True)]
+    assert h("recip", scores, ids).tolist() == [1 / (opennir.index(d) + 1) for d in ids]
 
 
 def test_norm_hand_computed() -> None:
