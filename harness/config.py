@@ -95,7 +95,9 @@ class ModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """The optimisation loop (Penha et al.: AdamW lr 5e-5, eps 1e-8; balanced pos/neg pairs).
+    """The optimisation loop (Penha & Hauff 2020 and 2021: Adam, lr 5e-5, eps 1e-8; balanced
+    pos/neg pairs). AdamW with ``weight_decay`` 0 is Adam; ``warmup`` 0, as the authors' run_glue
+    defaults (the papers name no warm-up or decay); the learning rate decays linearly to 0.
 
     ``sampler`` picks the training negatives only (dev and test candidates never change with it):
     ``dataset`` the data set's own candidates, ``response`` / ``bm25`` the response / context
@@ -108,8 +110,8 @@ class TrainConfig:
     batch_size: int = 16
     lr: float = 5e-5
     adam_eps: float = 1e-8
-    weight_decay: float = 0.01
-    warmup: float = 0.1
+    weight_decay: float = 0.0
+    warmup: float = 0.0
     max_grad_norm: float = 1.0
     eval_every: int = 100
     eval_batch_size: int = 64
@@ -199,10 +201,12 @@ class WeightingConfig:
     i < m, then 1. ``heuristic`` none disables it; ``m`` in optimizer steps (or a fraction), inf
     allowed; ``anti`` uses 1 - D; ``reduction`` sample (the paper) or batch_mean (OpenNIR's code).
     ``iteration``: the paper's training iteration in optimizer steps (32 batches of 16 samples):
-    W is held constant within an iteration, i = the first step of the current iteration."""
+    W is held constant within an iteration, i = the first step of the current iteration. ``m``
+    defaults to 640 steps, 20 iterations: the authors' code's end of curriculum (OpenNIR's
+    ``eoc_epoch``; the paper tunes m over 1-100 iterations)."""
 
     heuristic: str = "none"
-    m: Steps = 0.5
+    m: Steps = 640
     anti: bool = False
     reduction: str = "sample"
     iteration: int = 32
@@ -227,10 +231,11 @@ class WeightingConfig:
 @dataclass(frozen=True, kw_only=True)
 class SmoothingConfig:
     """Label smoothing (Penha & Hauff 2021): LS, WSLS and their two-stage T- variants, which switch
-    to hard labels after ``switch`` (steps or a fraction of training; default half)."""
+    to hard labels after ``switch`` (steps or a fraction of training; default half). ``epsilon``
+    0.2: the paper's setting where it is not tuned (Table 1)."""
 
     method: str = "none"
-    epsilon: float = 0.1
+    epsilon: float = 0.2
     switch: Steps = 0.5
 
     def __post_init__(self) -> None:
