@@ -7,6 +7,7 @@ running study never shows the test set, so nothing is picked by looking at it.""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable, Iterable
@@ -132,16 +133,16 @@ class TrackingCallback(tune.Callback):
         seeds = seeds_through(self.spec, ticket.seed)  # a seed schedule: the rounds so far
         summary = summarise_config(self.records, ticket.config_id, seeds)
         metric = self.spec.metric
-        # config id -> seed -> dev objective; set here, as a callback pickled by an earlier version
-        # of the driver has none
-        objectives = self.__dict__.setdefault("_objectives", {}).setdefault(ticket.config_id, {})
-        objectives[ticket.seed] = outcome.objective
         self.log(f"[trial] {ticket.name} seed {ticket.seed}: done, dev {metric} {outcome.objective:.4f}"
                  f"   {self._summary(trials, finished=(trial, outcome.objective))}")
         if summary:
             from harness.results.stored import seed_summary
 
-            mean, sd = seed_summary([objectives[s] for s in seeds if s in objectives])
+            # From the records (MLflow), not this process's memory: after a resume the seeds an
+            # earlier driver finished count too.
+            done = self.records.done_objectives()
+            mean, sd = seed_summary([done[k] for s in seeds
+                                     if (k := dataclasses.replace(ticket, seed=s, seeds=()).key) in done])
             self.log(f"[config] {ticket.name}: dev {metric} {mean:.4f}"
                      f"{f' +- {sd:.4f}' if math.isfinite(sd) else ''} over seeds {seeds}")
 

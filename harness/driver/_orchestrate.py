@@ -288,6 +288,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                 for phase in phases:
                     if phase != "confirmation":
                         own |= run_phase(spec, phase, fn, callback, resume)
+                callback.reload()  # a phase Tune restored was recorded by its own callback
             if spec.confirm is not None:  # the pick retrained with fresh seeds (harness.driver._confirm)
                 callback.reload()
                 own |= run_confirmation(spec, callback.records, own, lambda phase, tickets: run_phase(

@@ -35,11 +35,11 @@ def ray_tmp() -> Iterator[Path]:
 
 
 def _drive(root: Path, ray_tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[bytes], list[str], Path, str]:
-    """`harness run` of a two-seed study in a subprocess (a session and a Ray of its own), seed 1
-    held after its first evaluation until ``root/go`` exists; returns (driver, its argv, trial log,
-    the held trial's key)."""
-    path = write_study(root, name, seeds=[1, 2], concurrency=1)
-    key = f"{load_spec(path).baseline.config.config_id()}-seed1"
+    """`harness run` of a two-seed study (the baseline and one candidate, one trial at a time) in a
+    subprocess (a session and a Ray of its own), the baseline's seed 2 held after its first
+    evaluation until ``root/go`` exists (seed 1 has finished by then); returns (driver, its argv, trial log, the held trial's key)."""
+    path = write_study(root, name, seeds=[1, 2], concurrency=1, configs={"ls": {"smoothing.method": "LS"}})
+    key = f"{load_spec(path).baseline.config.config_id()}-seed2"
     log = root / "trials.log"
     cmd = [sys.executable, "-m", "tests.study.hooked_run", str(log), "--hold", str(root / "go"), key,
            "run", str(path), *extra]
@@ -93,6 +93,7 @@ def _interrupt(tmp_path: Path, ray_tmp: Path, name: str, sig: signal.Signals, gr
 def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_incomplete(tmp_path, ray_tmp, capsys,
                                                                                        monkeypatch):
     rc, err, cmd = _interrupt(tmp_path, ray_tmp, "ctrl-c", signal.SIGINT, group=True)
+    driver_err = err
     assert rc == 130, err
     assert "finished; tables" not in err and "interrupted before its end; finish it with: " in err, err
     assert "--resume" in err.splitlines()[-2] or "--resume" in err, err
@@ -119,7 +120,17 @@ def test_ctrl_c_ends_the_study_killed_says_how_to_resume_and_the_table_says_inco
                           start_new_session=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     runs = _statuses(uri, "ctrl-c")
-    assert runs[C.KIND_STUDY] == ["FINISHED"] and runs[C.KIND_TRIAL].count("FINISHED") == 2, runs
+    assert runs[C.KIND_STUDY] == ["FINISHED"] and runs[C.KIND_TRIAL].count("FINISHED") == 4, runs
+    # the candidate's config run, made by the callback Tune restored, ends with its verdict too
+    assert runs[C.KIND_CONFIG] == ["FINISHED", "FINISHED"], runs
+    client = MlflowClient(uri)
+    ls = client.search_runs([client.get_experiment_by_name("ctrl-c").experiment_id],
+                            f"tags.{C.TAG_KIND} = '{C.KIND_CONFIG}' and tags.{C.TAG_ROLE} = 'candidate'")
+    assert len(ls) == 1 and f"{C.TAG_MARKER_PREFIX}map" in ls[0].data.tags, ls
+    # the resumed driver's summary of the baseline counts seed 1, which the first driver finished
+    assert "baseline seed 1: done" in driver_err, driver_err
+    line = next(x for x in done.stderr.decode().splitlines() if x.startswith("[config] baseline:"))
+    assert "+-" in line and "over seeds [1, 2]" in line, line
     assert main(["table", "--experiment", "ctrl-c", "--tracking-uri", uri]) == 0
     assert "INCOMPLETE" not in capsys.readouterr().out
 
