@@ -3,7 +3,7 @@
 ``plan_submission`` loads the study and checks it with ``validate_study``, as ``harness run`` and
 ``harness validate`` do (keys, ranges, names, the search space, the tracking URI, cascade exits
 against the encoder's depth; not the data paths, which are the cluster's), and builds the job's
-runtime_env and entrypoint. It contacts nothing but the MLflow server's /health: a study that fails here submits
+runtime_env and entrypoint. It contacts nothing but the MLflow server's REST API (experiments/search): a study that fails here submits
 nothing.
 """
 
