@@ -151,18 +151,12 @@ metrics=('map',), queries=None, test='auto', correction='holm')
         what `harness table --format` prints). ``form`` seeds (a row per seed, then AVG and SD;
         one table per metric), configs (a row per configuration, a column per metric), summary (a
         row per configuration: mean, SD, difference and interval; one table per metric) or auto
-        (the default: seeds up to 6 configurations, summary past that; its LaTeX is the configs
-        form, as `harness table --format latex` prints it: ``form_for``); ``metric`` instead of the
+        (the default: seeds up to 6 configurations, summary past that); ``metric`` instead of the
         options' own; ``decimals``; ``names`` label (MAP), ir-measures (AP) or key (map).
 
         >>> print(analysis.table(metric="map", form="configs").to_latex())  # doctest: +SKIP
         """
-        table = SignificanceTable.build(self.analyse(form=form, metric=metric), form, decimals, names)
-        latex_form = form_for(form, "latex", len(self.results.configs))
-        if latex_form != form:
-            table = replace(table, latex=lambda: self.table(metric=metric, form=latex_form, decimals=decimals,
-                                                            names=names))
-        return table
+        return SignificanceTable.build(self.analyse(form=form, metric=metric), form, decimals, names)
 
     def power(self, *, metric: MetricNames = None, alpha: float = 0.05, power: float = 0.8,
               seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,

@@ -18,8 +18,9 @@ import pytest
 
 import harness
 from harness import analysis as analysis_module
-from harness.analysis import StudyAnalysis
+from harness.analysis import StudyAnalysis, form_for
 from harness.errors import ConfigError, DataError, HarnessError
+from harness.present.table import AUTO_FORM
 from harness.tracking.store import default_tracking_uri
 from tests.synthetic import synthetic_records, write_long_csv, write_study_records
 
@@ -117,8 +118,8 @@ def test_the_readme_block_runs_and_prints_what_the_commands_print(
 def test_table_is_the_commands_output(fmt: str, flags: list[str], options: dict[str, Any],
                                       table_args: dict[str, Any], study_dir: Path, uri: str,
                                       run_cli: Cli) -> None:
-    # harness table's LaTeX without --form is one float (harness.analysis.form_for), and so is the
-    # LaTeX of the API's auto table
+    # harness table's LaTeX without --form is one float (harness.analysis.form_for): the same table
+    table_args = {"form": form_for(AUTO_FORM, fmt, 3), **table_args}
     table = harness.load_study(STUDY, tracking_uri=uri, **options).table(**table_args)
     expected = _ok(run_cli, "table", "--experiment", STUDY, "--tracking-uri", uri, "--format", fmt, *flags)
     assert getattr(table, TO[fmt])() == table.render(fmt) == expected

@@ -30,6 +30,7 @@ from harness.analysis import (
     FAMILIES,
     CollectionsStudy,
     TableOptions,
+    form_for,
     study_of,
 )
 from harness.metrics.measures import NAME_STYLES
@@ -176,7 +177,8 @@ def run_table(args: argparse.Namespace) -> int:
             for path in write_collection_plots(many.analysis, args.plots):
                 print(f"wrote {path}", file=sys.stderr)
     else:
-        table = study.table(form=args.form, decimals=args.decimals, names=args.names)
+        table = study.table(form=form_for(args.form, args.format, len(study.results.configs)),
+                            decimals=args.decimals, names=args.names)
         _write(table.render(args.format), args.output)
         if args.plots is not None:
             from harness.present.plots import write_plots

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,10 +101,6 @@ class SignificanceTable(Renderings):
     analysis: Analysis
     form: str  # seeds, configs or summary (``auto`` resolved)
     tables: tuple[Table, ...]
-    # Where LaTeX renders another table, its maker (called on rendering): an ``auto`` table that
-    # resolved to seeds renders its LaTeX in the configs form (harness.analysis.form_for: one
-    # float, a paper's table).
-    latex: Callable[[], SignificanceTable] | None = None
 
     @classmethod
     def build(cls, analysis: Analysis, form: str = AUTO_FORM, decimals: int = 4,
@@ -181,8 +176,6 @@ class SignificanceTable(Renderings):
     def render(self, format: str = "md") -> str:
         """The tables as ``format`` (md, latex, csv, html: the renderers of harness.present.render),
         as `harness table --format` prints them."""
-        if format == "latex" and self.latex is not None:
-            return self.latex().render(format)
         return render_text(self.tables, format)
 
     def __repr__(self) -> str:
