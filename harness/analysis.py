@@ -11,7 +11,7 @@ render themselves (docs/python-api.md):
     print(table)                                           # what `harness table --experiment quickstart` prints
     print(analysis.power())                                # what `harness power --experiment quickstart` prints
     analysis.runs()                                        # the long format as a pandas DataFrame
-    harness.compare("results.csv").table().to_latex()      # `harness table --from results.csv --format latex`
+    harness.compare("results.csv").table(form="configs").to_latex()  # `harness table --from results.csv --format latex`
 
 `harness table` and `harness power` (harness.cli.evaluation) run through this module: the table
 command builds a ``StudyAnalysis`` and renders its ``table`` (a ``SignificanceTable``) in the
@@ -206,7 +206,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
                metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
                family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
-               resamples: int = 10_000) -> StudyAnalysis:
+               resamples: int = 10_000, one_seed_test: str | None = None) -> StudyAnalysis:
     """Study ``name`` read back from its MLflow experiment, as `harness table --experiment NAME`
     reads it: the finished seed runs, their test metrics and per-query values; the baseline is the
     configuration whose role is baseline unless ``baseline`` names one. ``tracking_uri`` defaults to
@@ -219,7 +219,8 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     >>> print(analysis.table())                                 # doctest: +SKIP
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
-                           levels=tuple(levels), seed=seed, resamples=resamples)
+                           levels=tuple(levels), seed=seed, resamples=resamples,
+                           one_seed_test=one_seed_test)
     results = read_experiment(name, tracking_uri=tracking_uri, baseline=baseline)
     results = with_note(results, incomplete_note(name, tracking_uri=tracking_uri))
     return StudyAnalysis(results=results, options=options)
@@ -228,7 +229,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
 def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,
             metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
             family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
-            resamples: int = 10_000) -> StudyAnalysis | CollectionsStudy:
+            resamples: int = 10_000, one_seed_test: str | None = None) -> StudyAnalysis | CollectionsStudy:
     """Results in the long format (columns config, seed, metric, value and optionally query and
     collection), from
     a CSV file as `harness table --from FILE` reads it, or from a pandas DataFrame with those
@@ -250,7 +251,8 @@ metrics=('map',), queries=None, test='auto', correction='holm')
     1   bert  0.36   0.06      0.0091      ‡
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
-                           levels=tuple(levels), seed=seed, resamples=resamples)
+                           levels=tuple(levels), seed=seed, resamples=resamples,
+                           one_seed_test=one_seed_test)
     return study_of(read_collections(source, baseline=baseline), options)
 
 

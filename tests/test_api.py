@@ -309,3 +309,19 @@ def test_the_python_api_page_runs_as_doctests() -> None:
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_load_study_and_compare_take_every_table_option() -> None:
+    """docs/python-api.md: both take the options of `harness table` (TableOptions) by name."""
+    import dataclasses
+    import inspect
+
+    import pandas as pd
+
+    from harness.analysis import TableOptions
+
+    names = {f.name for f in dataclasses.fields(TableOptions)}
+    for fn in (harness.load_study, harness.compare):
+        assert names <= set(inspect.signature(fn).parameters), (fn.__name__, names)
+    frame = pd.DataFrame({"config": ["bm25", "bert"], "seed": [1, 1], "metric": "map", "value": [0.3, 0.4]})
+    assert harness.compare(frame, one_seed_test="query").options.one_seed_test == "query"
