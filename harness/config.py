@@ -95,9 +95,9 @@ class ModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """The optimisation loop (Penha & Hauff 2020 and 2021: Adam, lr 5e-5, eps 1e-8; balanced
-    pos/neg pairs). AdamW with ``weight_decay`` 0 is Adam; ``warmup`` 0, as the authors' run_glue
-    defaults (the papers name no warm-up or decay); the learning rate decays linearly to 0.
+    """The optimisation loop (Penha & Hauff 2020: Adam, lr 5e-5, eps 1e-8; balanced pos/neg pairs).
+    AdamW with ``weight_decay`` 0 is Adam; ``warmup`` 0, and the learning rate decays linearly to
+    0, as the authors' run_glue defaults (the paper names no warm-up or schedule).
 
     ``sampler`` picks the training negatives only (dev and test candidates never change with it):
     ``dataset`` the data set's own candidates, ``response`` / ``bm25`` the response / context
@@ -343,8 +343,22 @@ class TrialConfig:
         # written before the option existed do not change).
         flat = {k: v for k, v in self.to_flat().items()
                 if k != "train.seed" and not (k == "train.compile" and v == "auto")}
+        if revision := self.revision():
+            flat["harness.revision"] = revision
         blob = json.dumps(flat, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    def revision(self) -> str:
+        """How this harness trains the configuration differently from earlier ones under the same
+        keys, where it does (empty otherwise): part of ``config_id``, so that a resume never mixes
+        the seeds of both. recip-ties-2: recip ranks equal scores by descending doc id (OpenNIR's
+        order); wsls-random-2: WSLS gives random negatives the weak label 0."""
+        parts = []
+        if self.weighting.heuristic == "recip":
+            parts.append("recip-ties-2")
+        if self.smoothing.enabled and self.smoothing.kind.needs_weak_scores and self.train.sampler == "random":
+            parts.append("wsls-random-2")
+        return ",".join(parts)
 
     def with_seed(self, seed: int) -> TrialConfig:
         return dataclasses.replace(self, train=dataclasses.replace(self.train, seed=seed))

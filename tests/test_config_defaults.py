@@ -1,0 +1,42 @@
+"""The configuration's defaults are the papers' settings (or, where a paper is silent, the authors'
+code's), and ``config_id`` carries a revision where this harness trains a configuration
+differently under the same keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from harness.config import TrialConfig
+from harness.study import load_spec
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_are_the_papers() -> None:
+    cfg = TrialConfig()
+    # Penha & Hauff 2020: Adam (AdamW without decay), lr 5e-5, eps 1e-8; run_glue: no warm-up
+    assert (cfg.train.lr, cfg.train.adam_eps, cfg.train.weight_decay, cfg.train.warmup) == (5e-5, 1e-8, 0.0, 0.0)
+    assert (cfg.curriculum.delta, cfg.curriculum.T) == (0.33, 0.9)
+    assert cfg.smoothing.epsilon == 0.2  # Penha & Hauff 2021, Table 1
+    # MacAvaney et al.: m in iterations of 32 steps; OpenNIR's end of curriculum is 20 of them
+    assert cfg.weighting.m == 20 * cfg.weighting.iteration == 640
+    # the cascade study keeps the paper's triangular schedule (a ramp-up, then the decay)
+    assert load_spec(ROOT / "search_spaces" / "cascade2020.yaml").baseline.config.train.warmup == 0.1
+
+
+def _plain_id(cfg: TrialConfig) -> str:
+    flat = {k: v for k, v in cfg.to_flat().items() if k != "train.seed" and not (k == "train.compile" and v == "auto")}
+    return hashlib.sha256(json.dumps(flat, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def test_the_id_changes_only_where_training_changed_under_the_same_keys() -> None:
+    for flat in ({}, {"weighting.heuristic": "norm"}, {"smoothing.method": "WSLS"},
+                 {"smoothing.method": "LS", "train.sampler": "random"}):
+        cfg = TrialConfig.from_flat(flat)
+        assert cfg.revision() == "" and cfg.config_id() == _plain_id(cfg), flat
+    for flat, revision in (({"weighting.heuristic": "recip"}, "recip-ties-2"),
+                           ({"smoothing.method": "T-WSLS", "train.sampler": "random"}, "wsls-random-2")):
+        cfg = TrialConfig.from_flat(flat)
+        assert cfg.revision() == revision and cfg.config_id() != _plain_id(cfg), flat
