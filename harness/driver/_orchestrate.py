@@ -242,17 +242,26 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                            f"MLflow store {redact_uri(uri)} has no record of it (wiped, or another "
                            "--tracking-uri?); resume against the store that recorded it, or delete the Tune "
                            "state to run the study again")
-    if existing:
-        # Tune restores the trials it holds, as they were: a study file or overrides (--set,
-        # --smoke) that now describe other configurations would resume trials no table of this
-        # file can read, and end the recorded study failed.
+    if records.study_run is not None:
+        # Tune restores the trials it holds, as they were, and the records hold an earlier driver's:
+        # a study file or overrides (--set, --smoke; a default a newer harness changed) that now
+        # describe other configurations would add trials beside them that no table of this file
+        # can read (two baselines), or resume trials it cannot read, and end the study failed.
         wanted = {nc.config.config_id() for nc in spec.fixed_configs()}
         other = records.recorded_configs(PHASE_FIXED) - wanted
         if other:
+            # What changed, for the recorded configuration closest to one of this file's (a changed
+            # default of a newer harness shows here too): set those keys to resume.
+            changed = records.changed_keys(min(other), [nc.config.to_flat() for nc in spec.fixed_configs()])
+            shown = "; ".join(f"{k}: recorded {old}, now {new}" for k, old, new in changed[:4]) or (
+                "no parameter differs: an earlier harness trained it otherwise")
+            more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
             raise HarnessError(f"study {spec.name!r}: {len(other)} of the configurations it recorded are not "
-                               "in this study file with these overrides (--set, --smoke); resume with the "
-                               "file and overrides it ran with (its MLflow study run holds the file, each "
-                               "config run its parameters), or run the changed study under another name")
+                               "in this study file with these overrides (--set, --smoke)"
+                               f"{f' ({shown}{more})' if shown else ''}; resume with the file and overrides "
+                               "it ran with (its MLflow study run holds the file, each config run its "
+                               "parameters), or run the changed study under another name (or delete its "
+                               "MLflow experiment)")
     for kept, dup in records.remove_duplicates():
         log(f"study {spec.name}: seed run {dup.run_id} repeated finished seed run {kept.run_id} of "
             f"{dup.name or dup.trial_key} (two drivers of an older version); deleted it (tag "
@@ -288,7 +297,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                 for phase in phases:
                     if phase != "confirmation":
                         own |= run_phase(spec, phase, fn, callback, resume)
-                callback.reload()  # a phase Tune restored was recorded by its own callback
+                        callback.reload()  # a phase Tune restored was recorded by its own callback
             if spec.confirm is not None:  # the pick retrained with fresh seeds (harness.driver._confirm)
                 callback.reload()
                 own |= run_confirmation(spec, callback.records, own, lambda phase, tickets: run_phase(

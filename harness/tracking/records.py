@@ -425,6 +425,22 @@ class StudyRecords:
         """The config ids an earlier driver recorded in ``phase`` (harness.phase)."""
         return {cid for cid, p in self._config_phase.items() if p == phase}
 
+    def changed_keys(self, config_id: str, flats: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+        """(key, recorded, now) for each param of recorded configuration ``config_id`` that differs
+        from the closest of ``flats`` (flat configs; the seed ignored), fewest differences first."""
+        from harness.tracking.store import param_value
+
+        recorded = self.store.client.get_run(self._configs[config_id]).data.params
+        best: list[tuple[str, str, str]] | None = None
+        for flat in flats:
+            now = {k: param_value(v) for k, v in flat.items() if k != "train.seed"}
+            diff = [(k, recorded.get(k, "(none)"), now.get(k, "(none)"))
+                    for k in sorted(set(recorded) | set(now))
+                    if k != "train.seed" and recorded.get(k) != now.get(k)]
+            if best is None or len(diff) < len(best):
+                best = diff
+        return best or []
+
     def config_runs(self) -> dict[str, str]:
         return dict(self._configs)
 

@@ -25,7 +25,7 @@ from harness.errors import ConfigError, DataError, HarnessError
 from harness.redact import SECRET_MARKERS, redact_uri, strip_credentials
 from harness.tracking import conventions as C
 
-REACH_TIMEOUT_S = 5.0  # the tracking server's /health answers at once; a dead one must fail fast
+REACH_TIMEOUT_S = 5.0  # the tracking server's REST API answers at once; a dead one must fail fast
 
 
 def default_tracking_uri(root: str | os.PathLike[str] | None = None) -> str:
@@ -283,7 +283,7 @@ class TrackingStore:
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(k, _param_value(v)) for k, v in sorted(params.items()) if not _is_secret(k)]
+        items = [Param(k, param_value(v)) for k, v in sorted(params.items()) if not _is_secret(k)]
         for i in range(0, len(items), 100):
             self.client.log_batch(run_id, params=items[i:i + 100])
 
@@ -336,7 +336,8 @@ def _is_secret(key: str) -> bool:
     return any(m in k for m in SECRET_MARKERS)
 
 
-def _param_value(v: Any) -> str:
+def param_value(v: Any) -> str:
+    """A value as MLflow holds it as a param (a list or tuple comma-joined)."""
     if isinstance(v, list | tuple):
         return ",".join(str(x) for x in v)
     return str(v)

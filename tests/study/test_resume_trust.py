@@ -96,9 +96,10 @@ def test_resume_of_signed_state_goes_on_and_replays(study, capsys):
 
 
 @pytest.mark.slow
-def test_a_resume_with_other_overrides_is_refused_and_changes_nothing(study, capsys):
+def test_a_resume_with_other_overrides_is_refused_and_changes_nothing(study, tmp_path, capsys):
     """Tune would replay the recorded trials under a configuration the changed file does not have:
-    the resume is refused in one line before it writes, and the finished study stays finished."""
+    the resume is refused in one line before it writes, naming the changed keys (a default a newer
+    harness changed shows the same way), and the finished study stays finished."""
     path, uri = study
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("trust")
@@ -108,7 +109,15 @@ def test_a_resume_with_other_overrides_is_refused_and_changes_nothing(study, cap
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("harness: error: study 'trust': 1 of the configurations it recorded "
                                       "are not in this study file with these overrides"), err
+    assert "(train.lr: recorded 0.001, now 0.0001)" in err, err  # what changed, to set it back
     assert len(err.strip().splitlines()) == 1
+    # A new run of the changed file into the same store, with no Tune state (another storage path,
+    # as after a newer harness changed a default): refused alike, not a second baseline beside it.
+    other = write_study(tmp_path, "trust", storage_path=tmp_path / "runs",
+                        **{**SHARED, "models": "none", "configs": {}, "seeds": [1]})
+    rc = main(["run", str(other), "--tracking-uri", uri, "--set", "train.lr=0.0001"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "(train.lr: recorded 0.001, now 0.0001)" in err and len(err.strip().splitlines()) == 1, err
     assert {r.info.run_id: (r.info.status, r.info.end_time)
             for r in client.search_runs([exp.experiment_id])} == runs
 
