@@ -44,7 +44,7 @@ def measure(data: Any, args: argparse.Namespace, k: int, fused: bool) -> dict[st
     total = args.warmup + args.steps
     cfgs = [TrialConfig.from_flat({**DATA, "model.name": args.model, "model.max_length": args.length,
                                    "train.steps": total, "train.batch_size": args.batch,
-                                   "train.eval_every": 10**6, "train.warmup": 0.1,
+                                   "train.eval_every": 10**6, "train.warmup": 0.1, "train.weight_decay": 0.01,
                                    "train.device": args.device, "train.seed": seed})
             for seed in range(1, k + 1)]
     group = SeedGroup(cfgs, data, fused=fused, log_every=1)

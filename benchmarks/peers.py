@@ -195,7 +195,8 @@ def _harness_config(args: argparse.Namespace, seed: int = 1) -> Any:
     total = args.warmup + args.steps
     return TrialConfig.from_flat({**DATA, "model.name": args.model_path, "model.max_length": args.length,
                                   "train.steps": total, "train.batch_size": args.batch,
-                                  "train.eval_every": 10**6, "train.warmup": 0.1, "train.device": args.device,
+                                  "train.eval_every": 10**6, "train.warmup": 0.1, "train.weight_decay": 0.01,
+                                  "train.device": args.device,
                                   "train.bf16": args.precision == "bf16", "train.seed": seed,
                                   "train.compile": getattr(args, "compile_mode", None) or "auto"})
 

@@ -213,7 +213,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     $MLFLOW_TRACKING_URI, else the SQLite store ./mlruns/mlflow.db. The other arguments are
     ``TableOptions``. A missing store, an unknown experiment or a bad option raises a HarnessError.
     A study that did not finish (``incomplete_note``) is read all the same, its tables' notes
-    opening with why (as `harness table`, which then exits 3).
+    saying why (as `harness table`, which then exits 3).
 
     >>> analysis = load_study("quickstart", test="per-seed")  # doctest: +SKIP
     >>> print(analysis.table())                                 # doctest: +SKIP

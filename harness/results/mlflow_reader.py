@@ -329,7 +329,7 @@ def incomplete_note(name: str, *, tracking_uri: str | None = None) -> str:
 
 
 def with_note(results: StudyResults, note: str) -> StudyResults:
-    """``results`` whose tables' notes open with ``note`` (``incomplete_note``'s; none when empty)."""
+    """``results`` whose tables' notes carry ``note`` (``incomplete_note``'s; none when empty)."""
     if not note:
         return results
     return dataclasses.replace(results, phase_note=f"{note} {results.phase_note}".strip())

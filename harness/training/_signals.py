@@ -36,7 +36,7 @@ class TrainingSignals:
         self.weak: np.ndarray | None = None
         if cfg.smoothing.kind.needs_weak_scores:
             # Random negatives were not ranked by the sampler: weak label 0, one-hot, as the authors'
-            # RandomNegativeSampler gives them (their BM25 score still feeds the heuristics).
+            # current RandomNegativeSampler gives them (their BM25 score still feeds the heuristics).
             if cfg.train.sampler == "random":
                 self.weak = np.zeros(len(instances))
             else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from harness.model.scoring import to_device
 from harness.training import _compile
@@ -38,7 +39,8 @@ def _uploaded(trainer: Trainer, step: int = 0):
 
 @pytest.mark.slow  # graph capture of the tiny model, forward and backward: seconds
 @pytest.mark.parametrize("flat", [{}, {"train.loss": "pairwise", "weighting.heuristic": "recip"},
-                                  {"train.bf16": True}], ids=["pointwise", "pairwise-weighted", "bf16"])
+                                  {"train.loss": "pointwise_mse"}, {"train.bf16": True}],
+                         ids=["pointwise", "pairwise-weighted", "squared-error", "bf16"])
 def test_the_plain_step_compiles_to_one_graph_equal_to_eager(prepared, monkeypatch, flat):
     trainer = _trainer(prepared, monkeypatch, **flat)
     trainer.autocast = bool(flat.get("train.bf16"))  # bf16 autocast as on CUDA, whatever this CPU has
@@ -48,6 +50,9 @@ def test_the_plain_step_compiles_to_one_graph_equal_to_eager(prepared, monkeypat
     assert args[0]["input_ids"].shape[1] % _compile.WIDTH_MULTIPLE == 0 or args[0]["input_ids"].shape[1] == 32
     torch.manual_seed(0)
     want = trainer._plain_loss(*args)
+    if flat.get("train.loss") == "pointwise_mse":  # the trainer's loss is eq. 1 on the labels
+        torch.manual_seed(0)
+        torch.testing.assert_close(want, F.mse_loss(trainer.model(args[0]).float(), args[2][:, 1]))
     want.backward()
     grads = [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
     trainer.model.zero_grad(set_to_none=True)
