@@ -2,7 +2,8 @@
 with the standard sequence-classification head on [CLS] (BERT's pooler, dense + tanh, then dropout
 and a dense layer to ONE logit), the head of ``BertForSequenceClassification`` that Penha & Hauff
 (2020, "Implementation Details") fine-tune; one logit s is their two-class head with the non-relevant
-logit fixed at 0 (softmax([0, s]) = (1 - sigmoid(s), sigmoid(s))).
+logit fixed at 0 (softmax([0, s]) = (1 - sigmoid(s), sigmoid(s))) under the cross-entropy losses;
+under ``train.loss: pointwise_mse`` s regresses the label itself (a score, not a logit).
 
 Parameter names are those of ``BertForSequenceClassification`` with ``num_labels=1``
 (``bert.embeddings...``, ``bert.pooler.dense...``, ``classifier...``), so a state dict loads into
