@@ -111,7 +111,8 @@ def ranking_loss(loss: str, rel: torch.Tensor, weights: torch.Tensor | None, tar
     scores ``rel`` (B,): for a pairwise loss the positives' scores, then the negatives'; otherwise
     one score per instance with ``targets`` (B, 2), the rows [q'(0|x), q'(1|x)] of
     harness.losses.targets.soft_targets (one-hot for the losses that take hard labels only). The
-    one score s is the two-class head with the non-relevant logit at 0: p(relevant) = sigmoid(s).
+    one score s is the two-class head with the non-relevant logit at 0 (p(relevant) = sigmoid(s))
+    under the cross-entropy losses; under pointwise_mse it regresses the label.
     What the single, compiled and fused trainers all call."""
     if targets is None:
         b = rel.shape[0] // 2

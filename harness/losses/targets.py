@@ -13,9 +13,10 @@ Penha & Hauff, "Weakly Supervised Label Smoothing" (ECIR 2021), Sections 2-3. Tw
         scored high gets more relevant mass. A random negative (no score) has s = 0: one-hot;
         so has every negative of ``train.sampler: random`` (the trainer passes zeros,
         harness.training._signals), as the authors' current random sampler scores them (their
-        code of the paper's time drew random weak labels; the paper runs no WSLS with NS_random). The paper prints
-        q'(k|x) = (1 - eps) delta + eps BM25(x) under "k = 0"; the weak mass goes to the relevant
-        class here, as the authors' WeaklySupervisedLabelSmoothingCrossEntropy computes it.
+        code of the paper's time drew random weak labels; the paper runs no WSLS with NS_random).
+        The paper prints q'(k|x) = (1 - eps) delta + eps BM25(x) under "k = 0"; the weak mass
+        goes to the relevant class here, as the authors' WeaklySupervisedLabelSmoothingCrossEntropy
+        computes it.
 - T-LS / T-WSLS (Xu et al. 2020): the above before ``switch_step``, hard labels from then on.
 
 Rows are [q'(0|x), q'(1|x)] and sum to 1 exactly (the label's mass is 1 minus the other's). The
