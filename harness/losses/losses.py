@@ -59,17 +59,25 @@ def _reduce(neg_loglik: torch.Tensor, weights: torch.Tensor | None, reduction: s
     return loss
 
 
+def _with_targets(values: torch.Tensor, targets: torch.Tensor | np.ndarray, ndim: int, shape: str,
+                  name: str, targets_name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``values`` in float32 and ``targets`` as a tensor like them, after checking that ``values``
+    has ``ndim`` dimensions (``shape`` says which) and ``targets`` its shape."""
+    values = values.float()
+    if values.ndim != ndim:
+        raise ValueError(f"{name} must be {shape}, got {tuple(values.shape)}")
+    t = torch.as_tensor(targets, dtype=values.dtype, device=values.device)
+    if t.shape != values.shape:
+        raise ValueError(f"{targets_name} must have shape {tuple(values.shape)}, got {tuple(t.shape)}")
+    return values, t
+
+
 def pointwise_loss(logits: torch.Tensor, targets: torch.Tensor | np.ndarray,
                    weights: torch.Tensor | np.ndarray | None = None, reduction: str = "sample"
                    ) -> torch.Tensor:
     """Soft-target cross-entropy of ``logits`` (B, 2) against ``targets`` (B, 2) rows summing to 1
     (see harness.losses.targets.soft_targets), weighted by ``weights`` (B,) or unweighted."""
-    logits = logits.float()
-    if logits.ndim != 2:
-        raise ValueError(f"logits must be (batch, classes), got {tuple(logits.shape)}")
-    t = torch.as_tensor(targets, dtype=logits.dtype, device=logits.device)
-    if t.shape != logits.shape:
-        raise ValueError(f"targets must have shape {tuple(logits.shape)}, got {tuple(t.shape)}")
+    logits, t = _with_targets(logits, targets, 2, "(batch, classes)", "logits", "targets")
     log_probs = F.log_softmax(logits, dim=1)
     return _reduce((t * log_probs).sum(dim=1), _as_weights(weights, logits), reduction)
 
@@ -83,12 +91,7 @@ def squared_error_loss(scores: torch.Tensor, labels: torch.Tensor | np.ndarray,
     >>> squared_error_loss(torch.tensor([0.5, -1.0]), torch.tensor([1.0, 0.0])).item()
     0.625
     """
-    scores = scores.float()
-    if scores.ndim != 1:
-        raise ValueError(f"scores must be (batch,), got {tuple(scores.shape)}")
-    s = torch.as_tensor(labels, dtype=scores.dtype, device=scores.device)
-    if s.shape != scores.shape:
-        raise ValueError(f"labels must have shape {tuple(scores.shape)}, got {tuple(s.shape)}")
+    scores, s = _with_targets(scores, labels, 1, "(batch,)", "scores", "labels")
     return _reduce(-(s - scores).square(), _as_weights(weights, scores), reduction)
 
 
