@@ -247,12 +247,12 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
         # a study file or overrides (--set, --smoke; a default a newer harness changed) that now
         # describe other configurations would add trials beside them that no table of this file
         # can read (two baselines), or resume trials it cannot read, and end the study failed.
-        wanted = {nc.config.config_id() for nc in spec.fixed_configs()}
-        other = records.recorded_configs(PHASE_FIXED) - wanted
+        fixed = spec.fixed_configs()
+        other = records.recorded_configs(PHASE_FIXED) - {nc.config.config_id() for nc in fixed}
         if other:
             # What changed, for the recorded configuration closest to one of this file's (a changed
             # default of a newer harness shows here too): set those keys to resume.
-            changed = records.changed_keys(min(other), [nc.config.to_flat() for nc in spec.fixed_configs()])
+            changed = records.changed_keys(min(other), [nc.config.to_flat() for nc in fixed])
             shown = "; ".join(f"{k}: recorded {old}, now {new}" for k, old, new in changed[:4]) or (
                 "no parameter differs: an earlier harness trained it otherwise")
             more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""

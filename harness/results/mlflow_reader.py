@@ -102,7 +102,7 @@ def open_experiment(name: str, tracking_uri: str | None) -> tuple[ExperimentSnap
     shared = _SHARED.get()
     if shared is not None and (uri, name) in shared:
         return shared[(uri, name)]
-    _check_store(uri)
+    check_existing_store(uri)  # a missing or damaged store, an unreachable server: one line, at once
     db = sqlite_path(uri)
     try:
         found = sqlite_experiment(db, name) if db is not None else None
@@ -138,13 +138,8 @@ def open_store(tracking_uri: str | None) -> tuple[Any, str]:
     """A read-only ``MlflowClient`` on ``tracking_uri`` (default: default_tracking_uri()) and the
     URI: a missing SQLite store or an unreachable server fails at once, in one line."""
     uri = tracking_uri or default_tracking_uri()
-    _check_store(uri)
+    check_existing_store(uri)  # a missing or damaged store, an unreachable server: one line, at once
     return _client(uri), uri
-
-
-def _check_store(uri: str) -> None:
-    """A missing or damaged SQLite store, or an unreachable server: one line, at once."""
-    check_existing_store(uri)
 
 
 def _client(uri: str) -> Any:
@@ -248,7 +243,7 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                   sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
                   if cid in labels and C.TAG_SEQUENTIAL in r.data.tags}
     left_out = ""
-    if _unfinished(snapshot, uri):
+    if _why_unfinished(snapshot, uri):
         # configurations of this table (its phase's) with no finished seed run at all: named too
         finished = {t.config_id for t in trials}
         unrun = [r.info.run_name or cid for cid, r in sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
@@ -267,11 +262,6 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                                       f"{r.data.tags.get(C.TAG_STOPPED_REASON, 'stopped early')}"
             for cid, r in sorted(stopped.items(), key=lambda kv: kv[1].info.start_time or 0)})
     return results
-
-
-def _unfinished(snapshot: ExperimentSnapshot, uri: str) -> bool:
-    """Whether the study is not a finished one (``incomplete_note``'s test)."""
-    return bool(_why_unfinished(snapshot, uri))
 
 
 def _why_unfinished(snapshot: ExperimentSnapshot, uri: str) -> list[str]:
