@@ -42,7 +42,7 @@ from harness.results.longcsv import (
     read_frame_collections,
     read_long_collections,
 )
-from harness.results.mlflow_reader import incomplete_note, read_experiment, with_note
+from harness.results.mlflow_reader import incomplete_note, one_read, read_experiment, with_note
 from harness.results.stored import StudyResults
 from harness.stats.across import CollectionsAnalysis, analyse_collections
 from harness.stats.corrections import DEFAULT_CORRECTION
@@ -221,8 +221,10 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=tuple(levels), seed=seed, resamples=resamples,
                            one_seed_test=one_seed_test)
-    results = read_experiment(name, tracking_uri=tracking_uri, baseline=baseline)
-    results = with_note(results, incomplete_note(name, tracking_uri=tracking_uri))
+    with one_read():  # the results and their note read the runs once, as `harness table`
+        results = read_experiment(name, tracking_uri=tracking_uri, baseline=baseline)
+        note = incomplete_note(name, tracking_uri=tracking_uri)
+    results = with_note(results, note)
     return StudyAnalysis(results=results, options=options)
 
 

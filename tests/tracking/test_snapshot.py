@@ -99,6 +99,25 @@ def test_one_read_shares_one_snapshot_per_experiment(store) -> None:
     assert open_experiment(STUDY, uri)[0] is not first  # outside the block: a fresh read
 
 
+def test_load_study_reads_the_store_once_for_its_results_and_note(store, monkeypatch) -> None:
+    from harness import load_study
+    from harness.results import mlflow_reader
+
+    uri, _ = store
+    reads: list[str] = []
+    real = mlflow_reader.sqlite_experiment
+
+    def counted(db: Path, name: str):  # the real read, counted
+        reads.append(name)
+        return real(db, name)
+
+    monkeypatch.setattr(mlflow_reader, "sqlite_experiment", counted)
+    analysis = load_study(STUDY, tracking_uri=uri)
+    assert reads == [STUDY]
+    assert "1 of 10 seed runs did not finish (FAILED)" in analysis.results.phase_note
+    assert read_experiment(STUDY, tracking_uri=uri).configs == analysis.results.configs
+
+
 def test_an_unknown_experiment_lists_those_there(store) -> None:
     uri, _ = store
     with pytest.raises(DataError, match=r"unknown MLflow experiment 'nope' at .*experiments there: Default, other, "
