@@ -354,23 +354,29 @@ def load_cascade(directory: str | Path) -> Any:
 
 def model_card(info: dict[str, Any], exits: tuple[int, ...] | None) -> str:
     metrics = "\n".join(f"| {k} | {v:.4f} |" for k, v in info["test"].items())
+    # Under the squared-error loss the output regresses the 0/1 label: a score, not a logit.
+    regression = info["config"].get("train.loss") == "pointwise_mse"
+    output = ("one output, a regression of the 0/1 relevance label (trained with squared error, "
+              "train.loss pointwise_mse): higher = more relevant, not a logit" if regression
+              else "one output logit (the relevance score)")
     if exits is None:
         head = ("library_name: sentence-transformers\npipeline_tag: text-ranking\n"
                 "tags: [cross-encoder, harness]")
         use = ("```python\nfrom sentence_transformers import CrossEncoder\n"
-               "model = CrossEncoder(DIR, trust_remote_code=True)  # raw logits: higher = more relevant\n"
+               f"model = CrossEncoder(DIR, trust_remote_code=True)  # {'scores' if regression else 'raw logits'}: "
+               "higher = more relevant\n"
                "scores = model.predict([(context, response), ...])\n```\n\n"
                "Or `AutoModelForSequenceClassification.from_pretrained(DIR, trust_remote_code=True)` "
-               "(one logit) with "
+               f"({'one output' if regression else 'one logit'}) with "
                "`AutoTokenizer.from_pretrained(DIR, trust_remote_code=True)`; "
                "`tokenizer(contexts, responses, truncation=True)`.")
-        arch = "BertForSequenceClassification, one output logit (the relevance score)."
+        arch = f"BertForSequenceClassification, {output}."
     else:
         head = "library_name: harness\ntags: [cross-encoder, cascade, harness]"
         use = ("```python\nfrom harness.model.export import load_cascade\nmodel = load_cascade(DIR)\n```\n\n"
                "Or the MLflow pyfunc logged with the seed run (columns qid, query, docno, text).")
         arch = (f"Cascade Transformer (Soldaini & Moschitti 2020): exits after layers {list(exits)}, each a "
-                f"3-layer classifier on the mean of its layer's token encodings, one logit; the score is the "
+                f"3-layer classifier on the mean of its layer's token encodings, {output}; the score is the "
                 f"final exit (layer {exits[-1]}); the cascade drops the lowest alpha={info['config'].get('cascade.alpha')} "
                 f"share of candidates at each exit. Weights in model.safetensors, exits in {CASCADE_INFO}.")
     return f"""---

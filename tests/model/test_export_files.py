@@ -76,3 +76,18 @@ def test_pyfunc_ranks_are_1_based_as_the_trec_run_files(seed_model: SeedModel, t
     run = {qid: dict(zip(g["docno"], g["score"].astype(float), strict=True)) for qid, g in out.groupby("qid")}
     trec = {(q, d): rank for q, d, rank, _ in ranked_lines(run, {})}
     assert {(r.qid, r.docno): r.rank for r in out.itertuples()} == trec
+
+
+@pytest.mark.parametrize(("loss", "says", "never"), [
+    ("pointwise", "one output logit (the relevance score)", "regression"),
+    ("pointwise_mse", "a regression of the 0/1 relevance label", "raw logits")])
+def test_the_model_card_names_what_the_output_is_under_the_runs_loss(tmp_path: Path, loss: str, says: str,
+                                                                     never: str) -> None:
+    """A cross-entropy-trained ranker outputs a logit; one trained with squared error (MacAvaney et
+    al.'s eq. 1) regresses the label, and its card says so instead of "raw logits"."""
+    import dataclasses
+
+    cfg = tiny_config(**{"train.loss": loss})
+    model = dataclasses.replace(_seed_model(), flat=cfg.to_flat())
+    card = (write_model(model, tmp_path / "model") / "README.md").read_text()
+    assert says in card and never not in card
