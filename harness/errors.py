@@ -42,6 +42,26 @@ class UnknownName(ConfigError, KeyError):
     __str__ = Exception.__str__
 
 
+def prefixed(exc: HarnessError, prefix: str) -> HarnessError:
+    """``exc`` with its message after ``prefix`` ("collection 'x'"): the same class and attributes
+    (an ``UnknownName``'s kind, name and valid names, a ``ConfigError``'s key), to be raised in its
+    place. ``type(exc)(message)`` would not do: ``UnknownName`` is not made from a message.
+
+    >>> str(prefixed(UnknownName("metric", "mapp", ["map"]), "collection 'x'"))
+    "collection 'x': metric: unknown name 'mapp' (did you mean map?); valid: map"
+    >>> prefixed(ConfigError("bad", key="train.lr"), "collection 'x'").key
+    'train.lr'
+    >>> str(prefixed(DataError("no map in collection 'x' of a.csv"), "collection 'x'"))
+    "no map in collection 'x' of a.csv"
+    """
+    if str(exc).startswith(f"{prefix}:") or f" {prefix} " in f" {exc} ":
+        return exc  # the message names it already
+    new = type(exc).__new__(type(exc))
+    new.__dict__.update(exc.__dict__)
+    new.args = (f"{prefix}: {exc}",)
+    return new
+
+
 def unknown_name(kind: str, name: object, valid: Iterable[str], *, where: str | None = None,
                  also: str = "") -> str:
     """The one wording of an unknown name: ``{kind}: unknown name 'x' (did you mean y?); valid: ...``

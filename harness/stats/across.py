@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.errors import ConfigError, DataError
+from harness.errors import ConfigError, DataError, prefixed
 from harness.results.stored import StudyResults
 from harness.stats.combined import (
     DEFAULT_TAU2,
@@ -190,7 +190,7 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
             analyses[name] = replace(analyse(res, raw_options), identical=identical) \
                 if shown is not None else analyse(res, raw_options)
         except (DataError, ConfigError) as exc:
-            raise type(exc)(f"collection {name!r}: {exc}") from None
+            raise prefixed(exc, f"collection {name!r}") from None
     tests = {n: a.test for n, a in analyses.items()}
     if len(set(tests.values())) > 1:
         raise DataError("the collections' results call for different tests ("

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config import DataConfig, KeyLines, TrialConfig, parse_assignments, text_problem
-from harness.errors import ConfigError, HarnessError, refuse
+from harness.errors import ConfigError, HarnessError, prefixed, refuse
 
 
 def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
@@ -59,7 +59,7 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
                 except HarnessError as exc:
                     if cfg.data.collection is None:
                         raise
-                    raise type(exc)(f"collection {cfg.data.collection!r}: {exc}") from None
+                    raise prefixed(exc, f"collection {cfg.data.collection!r}") from None
         check_cascade_depth(configs, build_model=build_model)
     return str(uri)
 
@@ -105,11 +105,11 @@ def collections_plan(spec: Any) -> list[str]:
         try:
             splits = load_splits(cfg.data, train_sampler=cfg.train.sampler)
         except HarnessError as exc:
-            raise type(exc)(f"collection {name!r}: its data does not load: {exc}") from None
+            raise prefixed(exc, f"collection {name!r}: its data does not load") from None
         try:  # as the study's driver checks before any trial starts (harness.study.variants)
             check_negatives(splits.train, *(c.config.train.negatives_per_positive for c in configs))
         except HarnessError as exc:
-            raise type(exc)(f"collection {name!r}: {exc}") from None
+            raise prefixed(exc, f"collection {name!r}") from None
         candidates = [len(q.candidates) for q in splits.test]
         mean = sum(candidates) / len(candidates) if candidates else 0.0
         lines.append(f"    {name}: data.source {cfg.data.source}; {len(splits.train)} train / {len(splits.dev)} dev / "

@@ -204,6 +204,22 @@ def test_one_seed_over_collections_is_refused_in_one_line(tmp_path: Path, run_cl
     assert rc != 0 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_an_unknown_name_in_one_collections_analysis_is_refused_in_one_line(
+        tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    """A mistake the analysis of one collection finds (an unknown metric) is that collection's
+    one-line refusal, with the valid names, from the API, `harness table` and `harness power`."""
+    from harness.errors import UnknownName
+
+    path = _write(tmp_path / "r.csv", _collections())
+    with pytest.raises(UnknownName, match=r"unknown metric 'mapp' .*collection 'msdialog'.*did you mean map") as exc:
+        compare(path).table(metric="mapp")
+    assert exc.value.name == "mapp" and "map" in exc.value.valid
+    for argv in (("table",), ("power", "--collection", "mantis")):
+        rc, out, err = run_cli(*argv, "--from", str(path), "--metric", "mapp")
+        assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1, (argv, err)
+        assert "unknown metric 'mapp'" in err and "Traceback" not in err
+
+
 def test_maxt_and_mismatched_baselines_are_refused() -> None:
     cols = _collections()
     with pytest.raises(ConfigError, match="maxt is not available over several collections"):
