@@ -25,11 +25,11 @@ the source is read; an unknown name (metric, test, correction, form, format) rai
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError, UnknownName
+from harness.errors import ConfigError, UnknownName, is_integer, is_number, refuse
 from harness.present.collections_significance import CollectionsSignificanceTable
 from harness.present.power_text import PowerReport
 from harness.present.significance_table import SignificanceTable
@@ -89,9 +89,7 @@ class TableOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", metric_names(self.metric))
-        levels: Any = self.levels
-        object.__setattr__(self, "levels", (float(levels),) if isinstance(levels, int | float)
-                           else tuple(float(a) for a in levels))
+        object.__setattr__(self, "levels", _levels(self.levels))
         self.analysis_options()  # refuses a bad test, correction or levels now, not at the first table
         if self.family not in FAMILIES:
             raise UnknownName("family", self.family, FAMILIES)
@@ -134,7 +132,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
         >>> analysis.with_options(test="per-seed", correction="holm").table()  # doctest: +SKIP
         """
-        return replace(self, options=replace(self.options, **changes))
+        return replace(self, options=_changed(self.options, changes))
 
     def analyse(self, *, form: str = AUTO_FORM, metric: MetricNames = None) -> Analysis:
         """The executed tests behind a table of ``form`` (every comparison's mean difference,
@@ -171,8 +169,11 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
         >>> print(analysis.power(effect=0.02, seeds=(5, 10)))  # doctest: +SKIP
         """
+        counts = (seeds,) if is_integer(seeds) else tuple(seeds) if _iterable(seeds) else None
+        if counts is None:
+            raise refuse("seeds", seeds, "a seed count or a sequence of them, integers >= 2")
         options = PowerOptions(metrics=metric_names(metric) or self.options.metric, alpha=alpha,
-                               power=power, seeds=tuple(seeds), queries=queries, effect=effect,
+                               power=power, seeds=counts, queries=queries, effect=effect,
                                family_size=family_size)
         return PowerReport.build(self.results, options)
 
@@ -219,8 +220,12 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     >>> print(analysis.table())                                 # doctest: +SKIP
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
-                           levels=tuple(levels), seed=seed, resamples=resamples,
+                           levels=levels, seed=seed, resamples=resamples,
                            one_seed_test=one_seed_test)
+    if isinstance(tracking_uri, os.PathLike):
+        tracking_uri = os.fspath(tracking_uri)  # a path: refused below as a folder store, with the URI to write
+    if tracking_uri is not None and not isinstance(tracking_uri, str):
+        raise refuse("tracking_uri", tracking_uri, "a tracking URI (sqlite:///path/mlflow.db, http://host:port)")
     with one_read():  # the results and their note read the runs once, as `harness table`
         results = read_experiment(name, tracking_uri=tracking_uri, baseline=baseline)
         note = incomplete_note(name, tracking_uri=tracking_uri)
@@ -253,7 +258,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
     1   bert  0.36   0.06      0.0091      ‡
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
-                           levels=tuple(levels), seed=seed, resamples=resamples,
+                           levels=levels, seed=seed, resamples=resamples,
                            one_seed_test=one_seed_test)
     return study_of(read_collections(source, baseline=baseline), options)
 
@@ -292,8 +297,33 @@ def metric_names(metric: MetricNames) -> tuple[str, ...] | None:
     """One metric name or several as a tuple; None (every metric) when none is given."""
     if metric is None:
         return None
-    names = (metric,) if isinstance(metric, str) else tuple(metric)
+    names = (metric,) if isinstance(metric, str) else tuple(metric) if _iterable(metric) else None
+    if names is None or not all(isinstance(n, str) for n in names):
+        raise refuse("metric", metric, "a metric name or a sequence of names")
     return names or None
+
+
+def _changed(options: TableOptions, changes: Mapping[str, Any]) -> TableOptions:
+    """``options`` with ``changes``; a name that is not a ``TableOptions`` field is refused."""
+    valid = [f.name for f in fields(TableOptions)]
+    for name in changes:
+        if name not in valid:
+            raise UnknownName("table option", name, valid)
+    return replace(options, **changes)
+
+
+def _levels(levels: Any) -> tuple[float, ...]:
+    """``levels`` as a tuple of floats: one number or a sequence of numbers (their range is
+    ``Markers``' to check)."""
+    values = (levels,) if is_number(levels) else tuple(levels) if _iterable(levels) else None
+    if values is None or not all(is_number(a) for a in values):
+        raise refuse("levels", levels, "a significance level or a sequence of them, numbers in (0, 1)")
+    return tuple(float(a) for a in values)
+
+
+def _iterable(value: Any) -> bool:
+    """A sequence or set of items (a list, a tuple, a numpy array), not a string, bytes or a mapping."""
+    return isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)
@@ -327,7 +357,7 @@ class CollectionsStudy:
 
     def with_options(self, **changes: Any) -> CollectionsStudy:
         """The same results under other table options (``TableOptions``' fields)."""
-        return replace(self, options=replace(self.options, **changes))
+        return replace(self, options=_changed(self.options, changes))
 
     def analyse(self, *, metric: MetricNames = None) -> CollectionsAnalysis:
         """Every collection's tests, the combined verdicts and the correction over the family

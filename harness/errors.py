@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import reprlib
 from collections.abc import Iterable
 
@@ -113,6 +114,24 @@ def refuse(key: str, value: object, rule: str, *, why: str = "", where: str = ""
     head = f"{where}: " if where else ""
     tail = f"; {why}" if why else ""
     return ConfigError(f"{head}{key} must be {rule}, got {shown(value)}{tail}", key=key)
+
+
+def is_integer(value: object) -> bool:
+    """An integer (Python's or numpy's), not a bool: what an option that counts takes.
+
+    >>> is_integer(3), is_integer(3.0), is_integer(True), is_integer("3")
+    (True, False, False, False)
+    """
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_number(value: object) -> bool:
+    """A real number (Python's or numpy's), not a bool or a string.
+
+    >>> is_number(0.05), is_number(1), is_number("0.05"), is_number(None)
+    (True, True, False, False)
+    """
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def require(cond: bool, key: str, rule: str, value: object) -> None:

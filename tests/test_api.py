@@ -257,7 +257,13 @@ def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis,
     for options, message in [({"test": "t-test"}, "test: unknown name 't-test'"),
                              ({"correction": "sidak"}, "sidak"),
                              ({"family": "all"}, "family: unknown name 'all'; valid: table, metric"),
-                             ({"levels": (0.01, 0.05)}, "levels must be strictly decreasing")]:
+                             ({"levels": (0.01, 0.05)}, "levels must be strictly decreasing"),
+                             # a value of the wrong type: the option's one line, never numpy's or Python's error
+                             ({"levels": "0.05"}, "levels must be a significance level or a sequence of them"),
+                             ({"seed": -1}, "seed must be an integer >= 0, got -1"),
+                             ({"seed": 1.5}, "seed must be an integer >= 0, got 1.5"),
+                             ({"resamples": "10"}, "resamples must be an integer >= 1, got '10'"),
+                             ({"metric": 5}, "metric must be a metric name or a sequence of names, got 5")]:
         with pytest.raises(ConfigError) as exc:
             harness.compare(absent, **options)
         assert message in _one_line(exc)
@@ -266,12 +272,29 @@ def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis,
     assert _one_line(exc).startswith("unknown metric 'bleu' in MLflow experiment 'quickstart'; valid: map, mrr")
     for call, message in [(lambda: study.table().render("docx"), "docx"),
                           (lambda: study.table(form="rows"), "form: unknown name 'rows'; valid: auto, seeds, configs, summary"),
-                          (lambda: study.table(decimals=11), "decimals must be in [0, 10]"),
+                          (lambda: study.table(decimals=11), "decimals must be an integer in [0, 10]"),
                           (lambda: study.power(alpha=5), "alpha must be in (0, 1), got 5"),
+                          (lambda: study.table(decimals=2.5), "decimals must be an integer in [0, 10], got 2.5"),
+                          (lambda: study.power(seeds="5"), "seeds must be a seed count or a sequence of them"),
+                          (lambda: study.power(queries=10.5), "queries must be an integer >= 2, got 10.5"),
+                          (lambda: study.with_options(foo=1), "table option: unknown name 'foo'; valid: metric, "),
+                          (lambda: harness.load_study("quickstart", tracking_uri=5),
+                           "tracking_uri must be a tracking URI"),
                           (lambda: study.power().render("yaml"), "format: unknown name 'yaml'; valid: md, json")]:
         with pytest.raises(ConfigError) as exc:
             call()
         assert message in _one_line(exc)
+
+
+def test_one_level_and_one_seed_count_are_taken_as_one_number(study: StudyAnalysis, uri: str) -> None:
+    """``levels=0.05`` is ``(0.05,)`` and ``power(seeds=10)`` is ``seeds=(10,)``; a store given as a
+    path (a ``Path``) is refused with the URI to write."""
+    assert study.with_options(levels=0.05).options.levels == (0.05,)
+    assert study.power(seeds=10).to_json() == study.power(seeds=(10,)).to_json()
+    db = Path(uri.removeprefix("sqlite:///"))
+    with pytest.raises(HarnessError) as exc:
+        harness.load_study(STUDY, tracking_uri=db)
+    assert f"is a file: for an SQLite store write sqlite:///{db.resolve()}" in _one_line(exc)
 
 
 @pytest.mark.slow

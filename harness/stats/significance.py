@@ -66,7 +66,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from harness.errors import ConfigError, DataError, UnknownName
+from harness.errors import ConfigError, DataError, UnknownName, is_integer, is_number, refuse
 from harness.registry import Registry
 from harness.results.stored import StudyResults
 from harness.stats import maxt as _maxt
@@ -230,10 +230,12 @@ class AnalysisOptions:
             raise maxt_refused(self.test)
         if self.family not in FAMILIES:
             raise UnknownName("family", self.family, FAMILIES)
-        if not 0.0 < self.confidence < 1.0:
-            raise ConfigError(f"confidence must be in (0, 1), got {self.confidence}")
-        if self.resamples < 1:
-            raise ConfigError(f"resamples must be >= 1, got {self.resamples}")
+        if not (is_number(self.confidence) and 0.0 < self.confidence < 1.0):
+            raise refuse("confidence", self.confidence, "in (0, 1)")
+        if not (is_integer(self.resamples) and self.resamples >= 1):
+            raise refuse("resamples", self.resamples, "an integer >= 1")
+        if not (is_integer(self.seed) and self.seed >= 0):  # the randomisation test's generator
+            raise refuse("seed", self.seed, "an integer >= 0")
 
 
 @dataclass(frozen=True, kw_only=True)

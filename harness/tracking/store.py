@@ -146,9 +146,12 @@ def check_existing_store(uri: str) -> None:
     elif (uri.startswith("file:") or ("://" not in uri and not uri.startswith("databricks"))) \
             and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
         # a folder store (a file: URI or a bare path), which MLflow 3 refuses unless opted in
+        path = Path(uri.removeprefix("file://")).expanduser()
+        hint = (f"; {path} is a file: for an SQLite store write sqlite:///{path.resolve()}"
+                if path.is_file() else "")
         raise HarnessError(f"tracking URI {redact_uri(uri)}: a folder store, which MLflow 3 keeps only for "
                            "migration (`mlflow migrate-filestore`; MLFLOW_ALLOW_FILE_STORE=true opts in); use "
-                           "an SQLite store (sqlite:///...) or a tracking server")
+                           f"an SQLite store (sqlite:///...) or a tracking server{hint}")
     check_reachable(uri)
 
 

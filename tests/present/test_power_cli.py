@@ -103,7 +103,7 @@ def test_cli_errors(tmp_path: Path, run_cli: Cli) -> None:
     src = write_long_csv(tmp_path / "r.csv", records)
     assert "alpha must be in (0, 1), got 5.0" in _error(run_cli, "--from", str(src), "--alpha", "5")
     assert "seeds must be seed counts >= 2" in _error(run_cli, "--from", str(src), "--seeds", "1", "3")
-    assert "queries must be >= 2, got 1" in _error(run_cli, "--from", str(src), "--queries", "1")
+    assert "queries must be an integer >= 2, got 1" in _error(run_cli, "--from", str(src), "--queries", "1")
     assert "unknown metric 'bleu'" in _error(run_cli, "--from", str(src), "--metric", "bleu")
     only_base = write_long_csv(tmp_path / "b.csv", [r for r in records if r.config == "base"])
     assert "has only the baseline 'base'" in _error(run_cli, "--from", str(only_base))
