@@ -170,6 +170,8 @@ study_case("config-names-twice", ["@P", "'c'"],
 study_case("config-without-name", ["@P:8:", "configs[0]", "name"],
            extra="configs:\n  - set: {curriculum.delta: 0.5}\n")
 study_case("configs-not-a-list", ["@P:7:", "configs"], extra="configs: {name: c}\n")
+study_case("config-set-a-list", ["@P:9:", "configs[0].set must be a mapping of config keys"],
+           extra="configs:\n  - name: c\n    set: [curriculum.delta, 0.5]\n")
 study_case("config-sets-train-seed", ["@P", "train.seed"],
            extra="configs:\n  - name: c\n    set: {train.seed: 5}\n")
 study_case("configs-identical", ["@P", "identical"],

@@ -413,16 +413,19 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
         if cname in names:
             raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r}")
         names.add(cname)
-        cfg = _config(flatten(item.get("set") or {}), f"configs.{i}.set", defaults)
+        changes = item.get("set") or {}
+        if not isinstance(changes, dict):
+            raise _fail(f"configs.{i}.set", f"configs[{i}].set must be a mapping of config keys, got {shown(changes)}")
+        cfg = _config(flatten(changes), f"configs.{i}.set", defaults)
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg, label=label.strip()))
     # tables name a configuration by its label (else its name): two alike would be one column twice
-    shown = {"baseline": "the baseline"}
+    shown_as = {"baseline": "the baseline"}
     for i, nc in enumerate(configs):
         text = nc.label or nc.name
-        if text in shown:
+        if text in shown_as:
             raise _fail(f"configs.{i}.label" if nc.label else f"configs.{i}",
-                        f"configs[{i}] would be shown as {text!r}, as {shown[text]} is; give it another label")
-        shown[text] = f"configuration {nc.name!r}"
+                        f"configs[{i}] would be shown as {text!r}, as {shown_as[text]} is; give it another label")
+        shown_as[text] = f"configuration {nc.name!r}"
     return configs
 
 
