@@ -364,6 +364,25 @@ for id_, assign, frags in SETS:
         p = _write(tmp / "study.yaml", _study_text())
         return ["run", str(p), "--set", assign], frags, p
 
+# the rules across configurations, met by an override of every configuration (the file alone passes)
+CROSS: list[tuple[str, str, list[str], list[str]]] = [
+    ("makes-a-candidate-the-baseline", "configs:\n  - name: c\n    set: {curriculum.delta: 0.5}\n",
+     ["curriculum.delta=0.4"], ["with the overrides curriculum.delta=0.4", "'baseline' and 'c' are identical"]),
+    ("select-metric-not-the-objective", "", ["train.select_metric=mrr"],
+     ["train.select_metric='mrr' differs from objective.metric='map'"]),
+    ("teacher-seed-a-study-seed", "", ["curriculum.scoring=bert_pred", "curriculum.pacing=root_n",
+                                       "curriculum.teacher_seed=1"],
+     ["with the overrides", "curriculum.teacher_seed 1 is also a study seed (seeds: [1, 2]"]),
+]
+for id_, extra, assigns, frags in CROSS:
+    for cmd in ("validate", "run"):
+        @case("--set", f"set-{id_}-{cmd}")
+        def _(tmp: Path, extra: str = extra, assigns: list[str] = assigns, frags: list[str] = frags,
+              cmd: str = cmd) -> tuple[list[str], list[str], Path]:
+            p = _write(tmp / "study.yaml", _study_text(extra=extra))
+            sets = [x for a in assigns for x in ("--set", a)]
+            return [cmd, str(p), *(["--no-model"] if cmd == "validate" else []), *sets], frags, p
+
 for id_, assign, frags in SETS[:8]:
     @case("--set", f"set-{id_}-train")
     def _(tmp: Path, assign: str = assign, frags: list[str] = frags) -> tuple[list[str], list[str], Path]:

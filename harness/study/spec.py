@@ -217,10 +217,26 @@ class StudySpec:
             raise ConfigError("data.collection is a collection's name, which the study file's collections "
                               "list gives; it cannot be overridden", key="data.collection")
 
+        if "train.select_metric" in flat and self.metric in SELECT_METRICS and flat["train.select_metric"] != self.metric:
+            raise ConfigError(f"train.select_metric={flat['train.select_metric']!r} differs from objective.metric="
+                              f"{self.metric!r}; the study's objective selects the best-dev checkpoint",
+                              key="train.select_metric")
+
         def over(nc: NamedConfig) -> NamedConfig:
             return dataclasses.replace(nc, config=TrialConfig.from_flat(flat, base=nc.config))
         out = dataclasses.replace(self, defaults=TrialConfig.from_flat(flat, base=self.defaults),
                                   baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
+        # The rules across configurations, as the file's own values meet them (_parse): an override of
+        # every configuration can make a candidate the baseline, or a teacher's seed a study seed.
+        try:
+            configs = list(out.configs)
+            _check_teacher_seeds(out.defaults, out.baseline, configs, out.search,
+                                 [*out.seeds, *(out.confirm.seeds if out.confirm else ())])
+            _check_distinct(out.baseline, configs)
+        except ConfigError as exc:
+            given = ", ".join(f"{k}={shown(v)}" for k, v in flat.items())
+            given = given if len(given) <= 120 else f"{given[:117]}..."
+            raise ConfigError(f"with the overrides {given}: {exc}", key=exc.key) from None
         if self.collections:
             data_keys = sorted(k for k in flat if k.startswith("data."))
             if data_keys:
