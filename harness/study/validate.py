@@ -135,21 +135,30 @@ def _collection_trials(spec: Any, fixed: int) -> str:
 
 
 def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False) -> None:
-    """Every cascade exit is a layer of the encoder. The depth comes from the model's config
-    (``encoder_depth``); with ``build_model`` (or when only loading can tell) the model is built."""
+    """Every cascade exit is a layer of the encoder, and ``cascade.alpha`` has one value or one per
+    exit where the exits are the depth's default (``cascade.exits`` null; a list is checked with
+    the config). The depth comes from the model's config (``encoder_depth``); with ``build_model``
+    (or when only loading can tell) the model is built."""
+    from harness.model.cascade_cost import default_exits
     from harness.model.encoder import encoder_depth
 
     for name in dict.fromkeys(c.model.name for c in configs):
-        mine = [c for c in configs if c.model.name == name]
-        exits = [e for c in mine for e in (c.cascade.exits or ())]
+        mine = [c for c in configs if c.model.name == name and c.cascade.enabled]
+        if not mine:
+            continue
         depth = _built_depth(mine[0]) if build_model else encoder_depth(name)
-        if depth is None or not exits:
+        if depth is None:
             continue
         for c in mine:
             ex = list(c.cascade.exits or ())
             if ex and max(ex) > depth:
                 raise ConfigError(f"cascade.exits={ex}: layer {max(ex)} is beyond the {depth}-layer "
-                                  f"encoder of model.name={name}")
+                                  f"encoder of model.name={name}", key="cascade.exits")
+            if not ex and len(c.cascade.alpha) not in (1, len(default_exits(depth))):
+                chosen = list(default_exits(depth))
+                raise ConfigError(f"cascade.alpha must have 1 value or one per exit ({len(chosen)} for the "
+                                  f"default exits {chosen} of the {depth}-layer encoder of model.name={name}), "
+                                  f"got {len(c.cascade.alpha)}", key="cascade.alpha")
 
 
 def _built_depth(cfg: TrialConfig) -> int:

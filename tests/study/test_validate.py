@@ -54,7 +54,19 @@ def deep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_cascade_exits_beyond_the_encoder_are_refused_everywhere(deep, capsys, command):
     assert main([command[0], str(deep), *command[1:]]) == 2
     line = _one_line(capsys)
-    assert "cascade.exits=[2, 8]: layer 8 is beyond the 4-layer encoder of model.name=tiny" in line
+    assert f"{deep}:5: cascade.exits=[2, 8]: layer 8 is beyond the 4-layer encoder of model.name=tiny" in line
+    _nothing_written(deep.parent)
+
+
+@pytest.mark.parametrize("command", [["validate", "--no-model"], ["run"]])
+def test_more_alphas_than_the_default_exits_are_refused_before_anything_runs(deep, capsys, command):
+    """With ``cascade.exits`` null the exits are the depth's default (tiny: [2, 3, 4]); seven drop
+    ratios for three exits are refused at their line, as a list of exits would be."""
+    deep.write_text(DEEP_EXITS.replace("exits: [2, 8], alpha: [0.3]", "alpha: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]"))
+    assert main([command[0], str(deep), *command[1:]]) == 2
+    line = _one_line(capsys)
+    assert (f"{deep}:5: cascade.alpha must have 1 value or one per exit (3 for the default exits [2, 3, 4] "
+            "of the 4-layer encoder of model.name=tiny), got 7") in line
     _nothing_written(deep.parent)
 
 
