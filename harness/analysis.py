@@ -42,7 +42,13 @@ from harness.results.longcsv import (
     read_frame_collections,
     read_long_collections,
 )
-from harness.results.mlflow_reader import incomplete_note, one_read, read_experiment, with_note
+from harness.results.mlflow_reader import (
+    PHASES,
+    incomplete_note,
+    one_read,
+    read_experiment_collections,
+    with_note,
+)
 from harness.results.stored import StudyResults
 from harness.stats.across import CollectionsAnalysis, analyse_collections
 from harness.stats.corrections import DEFAULT_CORRECTION
@@ -207,14 +213,18 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
                metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
                family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
-               resamples: int = 10_000, one_seed_test: str | None = None) -> StudyAnalysis:
+               resamples: int = 10_000, one_seed_test: str | None = None,
+               phase: str = "auto") -> StudyAnalysis | CollectionsStudy:
     """Study ``name`` read back from its MLflow experiment, as `harness table --experiment NAME`
     reads it: the finished seed runs, their test metrics and per-query values; the baseline is the
     configuration whose role is baseline unless ``baseline`` names one. ``tracking_uri`` defaults to
-    $MLFLOW_TRACKING_URI, else the SQLite store ./mlruns/mlflow.db. The other arguments are
-    ``TableOptions``. A missing store, an unknown experiment or a bad option raises a HarnessError.
-    A study that did not finish (``incomplete_note``) is read all the same, its tables' notes
-    saying why (as `harness table`, which then exits 3).
+    $MLFLOW_TRACKING_URI, else the SQLite store ./mlruns/mlflow.db. ``phase`` is `--phase`: in a
+    study with a confirmation phase, ``auto`` and ``confirmatory`` read the confirmation,
+    ``exploratory`` the runs before it. The other arguments are ``TableOptions``. A study over
+    several collections gives a ``CollectionsStudy``, any other a ``StudyAnalysis``. A missing
+    store, an unknown experiment or a bad option raises a HarnessError. A study that did not finish
+    (``incomplete_note``) is read all the same, its tables' notes saying why (as `harness table`,
+    which then exits 3).
 
     >>> analysis = load_study("quickstart", test="per-seed")  # doctest: +SKIP
     >>> print(analysis.table())                                 # doctest: +SKIP
@@ -226,11 +236,13 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
         tracking_uri = os.fspath(tracking_uri)  # a path: refused below as a folder store, with the URI to write
     if tracking_uri is not None and not isinstance(tracking_uri, str):
         raise refuse("tracking_uri", tracking_uri, "a tracking URI (sqlite:///path/mlflow.db, http://host:port)")
+    if phase not in PHASES:
+        raise UnknownName("phase", phase, PHASES)
     with one_read():  # the results and their note read the runs once, as `harness table`
-        results = read_experiment(name, tracking_uri=tracking_uri, baseline=baseline)
+        collections = read_experiment_collections(name, tracking_uri=tracking_uri, baseline=baseline,
+                                                  phase=phase)
         note = incomplete_note(name, tracking_uri=tracking_uri)
-    results = with_note(results, note)
-    return StudyAnalysis(results=results, options=options)
+    return study_of({c: with_note(res, note) for c, res in collections.items()}, options)
 
 
 def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,

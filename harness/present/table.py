@@ -298,7 +298,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
     # A seed schedule gives each comparison its own seeds: "4 to 12 seeds".
     seeds_text = f"{seeds} seeds" if len(counts) == 1 else f"{counts[0]} to {counts[-1]} seeds (each comparison's)"
     if analysis.untested:
-        units = f"n = {queries} queries, 1 seed"
+        units = f"n = {queries} queries, 1 seed" if res.qids else "n = 1 seed (per-run values)"
     elif analysis.test == "across-seeds":
         units = f"n = {seeds_text}"
     elif analysis.test == CROSSED:
@@ -361,9 +361,13 @@ def untested_note(analysis: Analysis) -> str:
     """Why a one-seed table has no markers, and what to do: "" where a test ran."""
     if not analysis.untested:
         return ""
-    return (f"No significance markers: this study has one seed ({analysis.results.seeds[0]}); "
-            f"{ONE_SEED_REASON}. "
-            f"The crossed seeds \u00d7 queries test needs at least 2 seeds; {_seeds_suggested(analysis)}"
+    per_query = all(analysis.results.has_per_query(m) for m in analysis.metrics)
+    head = (f"No significance markers: this study has one seed ({analysis.results.seeds[0]}); "
+            f"{ONE_SEED_REASON}. ")
+    if not per_query:  # per-run values: neither a query test nor a power analysis has what it needs
+        return (f"{head}A test across seeds needs at least 2 seeds; with per-query values, "
+                "--one-seed-test query would run the paired t-test over this seed's queries")
+    return (f"{head}The crossed seeds \u00d7 queries test needs at least 2 seeds; {_seeds_suggested(analysis)}"
             f"`harness power` on a pilot of 2 or more gives the seeds each difference needs at this "
             f"table's corrected level. "
             f"--one-seed-test query runs the paired t-test over this seed's queries, with markers of "

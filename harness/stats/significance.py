@@ -379,12 +379,16 @@ def resolve_test(results: StudyResults, metrics: Sequence[str], test: str,
     per_query = all(results.has_per_query(m) for m in metrics)
     seeds = len(results.seeds)
     if test == AUTO:
-        if not per_query:
-            return "across-seeds", True, None
         if seeds < 2:
             if one_seed_test is None:
                 return UNTESTED, False, None
+            if not per_query:
+                raise DataError(f"{results.source} has one seed ({results.seeds[0]}) and per-run values only: "
+                                f"the query-only test (one_seed_test {one_seed_test!r}) needs per-query values, "
+                                "and across seeds there is one pair; leave it out for a table without markers")
             return ONE_SEED_TESTS[one_seed_test], False, _query_only_remark(results)
+        if not per_query:
+            return "across-seeds", True, None
         return CROSSED, False, None
     if TESTS[test].pairing != "across-seeds" and not per_query:
         lacking = [m for m in metrics if not results.has_per_query(m)]

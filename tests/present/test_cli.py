@@ -97,8 +97,10 @@ def test_errors(tmp_path: Path, run_cli: Cli) -> None:
     (tmp_path / "dup.csv").write_text("config,seed,metric,value\na,1,map,0.5\na,1,map,0.6\n")
     assert "dup.csv:3: duplicate value" in _error(run_cli, "--from", str(tmp_path / "dup.csv"))
     (tmp_path / "one.csv").write_text("config,seed,metric,value\na,1,map,0.5\nb,1,map,0.6\n")
-    assert "across-seeds test of 'b' vs 'a' on map: a paired test needs at least 2 pairs, got 1" in \
-        _error(run_cli, "--from", str(tmp_path / "one.csv"))
+    # one seed of per-run values: a table without markers (tests/stats/test_significance.py), but no
+    # query-only test
+    assert "has one seed (1) and per-run values only: the query-only test" in \
+        _error(run_cli, "--from", str(tmp_path / "one.csv"), "--one-seed-test", "query")
 
 
 def test_source_is_required(run_cli: Cli) -> None:

@@ -70,3 +70,18 @@ def test_collections_that_would_share_a_plot_folder_are_refused() -> None:
     assert collection_folders(("a/b", "c")) == {"a/b": "a_b", "c": "c"}
     with pytest.raises(DataError, match="collections 'a/b' and 'a b' would share the plot folder 'a_b'"):
         collection_folders(("a/b", "a b"))
+
+
+@pytest.mark.slow  # the module's MLflow store: seconds
+def test_load_study_of_a_study_over_collections_is_its_whole_table(store: str, run_cli: Cli) -> None:
+    """`harness.load_study` reads a study over several collections as `harness table --experiment`
+    does: a CollectionsStudy whose table is the one the command prints."""
+    import harness
+
+    study = harness.load_study("multi", tracking_uri=store)
+    assert isinstance(study, CollectionsStudy) and list(study.collections) == ["talk-a", "talk b"]
+    rc, out, _ = run_cli("table", "--experiment", "multi", "--tracking-uri", store)
+    assert rc == 0 and out == study.table().render("md")
+    assert isinstance(harness.load_study("multi", tracking_uri=store, phase="exploratory"), CollectionsStudy)
+    with pytest.raises(harness.ConfigError, match="phase: unknown name 'confirm'"):
+        harness.load_study("multi", tracking_uri=store, phase="confirm")

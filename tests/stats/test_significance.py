@@ -103,6 +103,20 @@ def test_auto_with_one_seed_tests_nothing_unless_asked() -> None:
         AnalysisOptions(one_seed_test="seeds")
 
 
+def test_one_seed_of_per_run_values_is_a_table_without_markers(tmp_path, run_cli) -> None:
+    """exchange.md's two-line example (one seed, per-run values): the table without markers, as
+    for per-query values, and the query-only test asked for is refused in one line."""
+    path = tmp_path / "ex.csv"
+    path.write_text("config,seed,metric,value\nrandom,1,map,0.7142\n#turns,1,map,0.7220\n")
+    rc, out, err = run_cli("table", "--from", str(path))
+    assert rc == 0 and err == "", err
+    assert "| AVG | 0.7142 | **0.7220** |" in out and "No significance markers: this study has one seed (1)" in out
+    assert "over 1 seed (per-run values)" in out and "0 queries" not in out
+    rc, out, err = run_cli("table", "--from", str(path), "--one-seed-test", "query")
+    assert rc == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "has one seed (1) and per-run values only: the query-only test" in err
+
+
 def test_per_seed_tallies(records: list[RunRecord]) -> None:
     a = analyse(_results(records), AnalysisOptions(test="per-seed"))
     better, worse, total = a.seed_tally("worse", "map")
