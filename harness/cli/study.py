@@ -225,6 +225,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault(JOB_EXECUTION_ENV, "false")
     cmd = [sys.executable, "-m", ui.__name__, "--backend-store-uri", uri, "--host", args.host,
            "--port", str(args.port), "--workers", "1"]
+    if not getattr(args, "verbose", False):
+        # The terminal keeps the addresses above and the server's warnings and errors: not MLflow's
+        # start-up notes, uvicorn's INFO lines or the deprecation warnings of its web stack (-v: all).
+        os.environ[ui.QUIET_ENV] = "1"
+        # starlette's is a UserWarning about MLflow's own import (starlette.middleware.wsgi)
+        os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,"
+                                                "ignore:starlette.middleware.wsgi is deprecated")
+        cmd += ["--uvicorn-opts", "--log-level warning"]
     return run_forwarding_signals(cmd)
 
 
@@ -275,11 +283,11 @@ def run_forwarding_signals(cmd: list[str], grace_s: float = 10.0) -> int:
 
     def forward(signum: int, _frame: object) -> None:
         stopped.append(signum)
-        # SIGHUP (a closed terminal) means stop here, but a web server's master takes it as "reload
-        # your workers" and keeps serving: the group gets SIGTERM for it
-        sent = signal.SIGTERM if signum == getattr(signal, "SIGHUP", None) else signum
+        # The group gets SIGTERM for each: SIGHUP (a closed terminal) means stop here, but a web
+        # server's master takes it as "reload your workers" and keeps serving; uvicorn stops on
+        # SIGTERM as on SIGINT, without the KeyboardInterrupt traceback SIGINT leaves behind
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sent)
+            os.killpg(proc.pid, signal.SIGTERM)
 
     sigs = [getattr(signal, name) for name in STOP_SIGNALS if hasattr(signal, name)]
     previous = {sig: signal.signal(sig, forward) for sig in sigs}

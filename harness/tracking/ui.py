@@ -20,6 +20,7 @@ docs/storage.md describes what a researcher sees.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -31,6 +32,7 @@ from harness.tracking import conventions as C
 WORKFLOW_KEY = "mlflow.workflowType_v1"  # MLflow's useLocalStorage key: f"{key}_v{version}"
 TRAINING = "machine_learning"
 URI_ENV = "HARNESS_UI_TRACKING_URI"  # the store the page's script reads, set by ``main``
+QUIET_ENV = "HARNESS_UI_QUIET"  # "1": MLflow's start-up notes (on stdout) are not printed (``harness ui`` without -v)
 PAGES = ("/", "/index.html")
 
 
@@ -146,6 +148,26 @@ MLFLOW_APP = "mlflow.server.fastapi_app:app"
 APP = "harness.tracking.ui:app"  # by name: run as ``python -m``, this module is __main__
 
 
+# MLflow's notes on stderr that say only what harness ui's own lines say (the server is local)
+QUIET_NOTES = ("[MLflow] Security middleware enabled with default settings (localhost-only)",)
+
+
+class _Without:
+    """A text stream that writes what ``stream`` gets, except writes that start with one of
+    ``notes`` (click writes a message and its newline at once)."""
+
+    def __init__(self, stream: Any, notes: tuple[str, ...]) -> None:
+        self.stream, self.notes = stream, notes
+
+    def write(self, text: str) -> int:
+        if text.startswith(self.notes):
+            return len(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str]) -> int:
     """``mlflow ui ARGV`` serving ``app`` in place of MLflow's app (its server command is built by
     ``mlflow.server._build_uvicorn_command``, which this wraps for this process only)."""
@@ -163,8 +185,14 @@ def main(argv: list[str]) -> int:
             return build(uvicorn_opts, host, port, workers, app, *rest, **kw)
 
         server._build_uvicorn_command = ours
+    quiet = os.environ.get(QUIET_ENV) == "1"
     try:
-        cli.main(["ui", *argv], prog_name="mlflow", standalone_mode=True)
+        # MLflow's command echoes its notes ("Registry store URI not provided...") to stdout and the
+        # default security setting to stderr, beside its errors; the server it starts writes to the
+        # terminal's own descriptors.
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull if quiet else sys.stdout), \
+                contextlib.redirect_stderr(_Without(sys.stderr, QUIET_NOTES) if quiet else sys.stderr):
+            cli.main(["ui", *argv], prog_name="mlflow", standalone_mode=True)
     except SystemExit as exc:
         return int(exc.code or 0) if not isinstance(exc.code, str) else 1
     return 0

@@ -19,7 +19,7 @@ from tests.cluster.services import answers, free_port, signal_stops_ui
 REPO = Path(__file__).resolve().parents[2]
 
 
-# SIGTERM on a server that has served pages: tests/tracking/test_ui_landing.py (`make test`)
+# SIGINT (Ctrl-C) on a server that has served pages: tests/tracking/test_ui_landing.py (`make test`)
 @pytest.mark.heavy
 @pytest.mark.parametrize("sig", [pytest.param(signal.SIGTERM, id="SIGTERM"), pytest.param(signal.SIGHUP, id="SIGHUP"),
                                  pytest.param(signal.SIGKILL, id="SIGKILL")])

@@ -150,10 +150,15 @@ def test_every_address_of_the_study_opens_on_training_runs_in_a_fresh_browser(st
         page.close()
 
 
-def test_sigterm_to_harness_ui_stops_its_mlflow_server(ui) -> None:
-    """Last in the module: `kill PID` on `harness ui` after it served the pages above ends it (exit
-    0) and its MLflow server's processes."""
+def test_ctrl_c_on_harness_ui_stops_its_mlflow_server_and_the_terminal_kept_its_lines(ui) -> None:
+    """Last in the module: Ctrl-C (SIGINT) on `harness ui` after it served the pages above ends it
+    (exit 0) and its MLflow server's processes. Without -v the terminal held only the harness's own
+    lines, from start to stop: the addresses, not MLflow's start-up notes, uvicorn's INFO lines,
+    the web stack's deprecation warnings or a shutdown traceback."""
     from tests.cluster.services import signal_stops_ui
 
-    url, _, _, service = ui
-    signal_stops_ui(service.proc, int(url.rsplit(":", 1)[1]), signal.SIGTERM)
+    url, _, printed, service = ui
+    signal_stops_ui(service.proc, int(url.rsplit(":", 1)[1]), signal.SIGINT)
+    lines = service.log.read_text().splitlines()
+    assert lines[0].startswith("MLflow UI for ") and len(lines) == len(printed.splitlines()), lines
+    assert all(line.startswith(("MLflow UI for ", "  study ")) for line in lines), lines
