@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
+from typing import NoReturn
 
 from harness import __version__
 from harness.errors import HarnessError
@@ -46,10 +47,21 @@ def _areas(command: str | None = None) -> tuple[ModuleType, ...]:
     return tuple(importlib.import_module(f"harness.cli.{name}") for name in names)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors (an unknown option, a bad choice, a missing argument) are one
+    line, as the harness's own: ``harness: error: table: argument --format: ...``, exit 2, and where
+    to read the usage; the subcommands' parsers are of this class too (``add_subparsers``)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("harness").strip()
+        where = f"{command}: " if command else ""
+        self.exit(2, f"harness: error: {where}{message} (`{self.prog} -h` lists the options)\n")
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``harness`` parser: with ``command``, only the subcommands of its area (what parsing
     that command needs)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="harness",
         description="Hyperparameter studies for neural rankers: Ray Tune trials, Optuna searchers, "
         "seeded baselines, MLflow records and paired significance tests.",

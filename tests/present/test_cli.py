@@ -103,7 +103,19 @@ def test_errors(tmp_path: Path, run_cli: Cli) -> None:
         _error(run_cli, "--from", str(tmp_path / "one.csv"), "--one-seed-test", "query")
 
 
-def test_source_is_required(run_cli: Cli) -> None:
+@pytest.mark.parametrize(("argv", "says"), [
+    (("table", "--metric", "map"), "harness: error: table: one of the arguments --experiment --from is required"),
+    (("table", "--from", "r.csv", "--format", "docx"), ("harness: error: table: argument --format: invalid "
+                                                        "choice: 'docx'")),
+    (("table", "--from", "r.csv", "--bogus"), "harness: error: unrecognized arguments: --bogus"),
+    (("data", "frob"), "harness: error: data: argument ACTION: invalid choice: 'frob'")])
+def test_argument_errors_are_one_line(argv: tuple[str, ...], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse's errors as the harness's own: one line, exit 2, no usage block."""
+    from harness.cli import main
+
     with pytest.raises(SystemExit) as exc:
-        run_cli("table", "--metric", "map")
-    assert exc.value.code != 0
+        main(list(argv))
+    assert exc.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith(says), err
+    assert "-h` lists the options" in err
