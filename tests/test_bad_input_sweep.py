@@ -364,6 +364,25 @@ for id_, assign, frags in SETS:
         p = _write(tmp / "study.yaml", _study_text())
         return ["run", str(p), "--set", assign], frags, p
 
+# weights this machine does not have: refused before data is built or a study run is recorded
+for cmd in ("validate", "run"):
+    study_case(f"model-not-here-{cmd}", ["@P:2:", ("model.name 'nosuchmodel': not a local folder, and not in "
+                                                 "the Hugging Face cache")],
+               cmd=cmd, text=_study_text().replace("name: tiny", "name: nosuchmodel"))
+
+
+@case("--set", "set-model-folder-without-config-train")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    (tmp / "weights").mkdir()
+    return (["train", "--no-mlflow", "--set", f"model.name={tmp / 'weights'}"],
+            ["@P", "the folder has no config.json"], tmp / "weights")
+
+
+@case("--set", "set-model-not-here-train")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    return ["train", "--no-mlflow", "--set", "model.name=nosuchmodel"], ["model.name 'nosuchmodel'"], tmp
+
+
 # the rules across configurations, met by an override of every configuration (the file alone passes)
 CROSS: list[tuple[str, str, list[str], list[str]]] = [
     ("makes-a-candidate-the-baseline", "configs:\n  - name: c\n    set: {curriculum.delta: 0.5}\n",

@@ -79,6 +79,9 @@ def run_train(args: argparse.Namespace) -> int:
     from harness.training.tokenized import prepare_data
 
     cfg = load_config(args.config, args.assign, args.seed)
+    from harness.model.encoder import check_model_name
+
+    check_model_name(cfg.model.name)  # before minutes of data building
     if args.resume and args.checkpoint_dir is None:
         raise ConfigError("--resume needs --checkpoint-dir")
     if args.checkpoint_dir is not None and Path(args.checkpoint_dir).exists() and not Path(args.checkpoint_dir).is_dir():

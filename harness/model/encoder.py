@@ -35,6 +35,35 @@ def model_source(name: str) -> str:
     return name
 
 
+def check_model_name(name: str) -> None:
+    """``model.name`` names weights this machine has, checked without loading them: ``packaged``,
+    ``tiny``, a local folder with a config.json, or (offline, the harness's default: nothing
+    downloads) a hub name already in the Hugging Face cache. Else a ConfigError naming it, before any
+    data is built or a trial starts. With HF_HUB_OFFLINE=0 a hub name is left to the download."""
+    if name in ("packaged", "tiny"):
+        return
+    path = Path(name).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"model.name {name!r}: the folder has no config.json (a transformers model "
+                              "folder has one)", key="model.name")
+        return
+    if name.startswith(("/", ".", "~")) or path.exists():
+        raise ConfigError(f"model.name {name!r}: no such folder", key="model.name")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() not in ("1", "true", "yes", "on"):
+        return
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(name, "config.json")
+    except ValueError:  # not a valid repo id (HFValidationError is a ValueError)
+        found = None
+    if not isinstance(found, str):
+        raise ConfigError(f"model.name {name!r}: not a local folder, and not in the Hugging Face cache; "
+                          "nothing downloads (HF_HUB_OFFLINE=1): name a model folder, packaged or tiny",
+                          key="model.name")
+
+
 def encoder_depth(name: str) -> int | None:
     """The number of transformer layers of ``model.name`` without loading weights (``tiny``, or the
     config.json of a local directory, ``packaged`` included); None for a hub name (only loading

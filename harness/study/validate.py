@@ -51,7 +51,11 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
         if check_tracking:
             uri = check_tracking_uri(uri)
         configs = possible_configs(spec)
-        if data:
+        if data:  # what this machine holds (a submitted study's cluster holds its own)
+            from harness.model.encoder import check_model_name
+
+            for name in dict.fromkeys(cfg.model.name for cfg in configs):
+                check_model_name(name)
             check_storage(spec)
             for cfg in configs:
                 try:
