@@ -370,6 +370,9 @@ def unknown_key_message(key: str) -> str:
         new, why = MOVED_KEYS[key]
         return f"{key} moved to {new} ({why})"
     hint = did_you_mean(key, sorted(TrialConfig.keys()), style="; ")
+    if not hint and "." not in key:  # seeds, name, concurrency...: the study file's own keys
+        hint = ("; config keys are section.key (train.steps, curriculum.delta); a study's own keys "
+                "(seeds, name, concurrency, ...) are set in its file")
     return f"unknown config key {key!r}{hint}"
 
 

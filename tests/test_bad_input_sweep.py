@@ -349,6 +349,7 @@ SETS: list[tuple[str, str, list[str]]] = [
     ("empty-key", "=3", ["--set", "key=value"]),
     ("unknown-key", "train.stepz=4", ["train.stepz", "train.steps"]),
     ("section-only", "curriculum=3", ["curriculum"]),
+    ("a-study-key", "seeds=[1]", ["unknown config key 'seeds'", "a study's own keys", "are set in its file"]),
     ("wrong-type", "train.steps=ten", ["train.steps", "'ten'"]),
     ("out-of-range", "curriculum.delta=2", ["curriculum.delta", "(0, 1]"]),
     ("a-mapping-for-a-number", "train.lr={a: 1}", ["train.lr"]),
