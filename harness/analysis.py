@@ -175,12 +175,8 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
         >>> print(analysis.power(effect=0.02, seeds=(5, 10)))  # doctest: +SKIP
         """
-        counts = (seeds,) if is_integer(seeds) else tuple(seeds) if _iterable(seeds) else None
-        if counts is None:
-            raise refuse("seeds", seeds, "a seed count or a sequence of them, integers >= 2")
-        options = PowerOptions(metrics=metric_names(metric) or self.options.metric, alpha=alpha,
-                               power=power, seeds=counts, queries=queries, effect=effect,
-                               family_size=family_size)
+        options = power_options(metric_names(metric) or self.options.metric, alpha=alpha, power=power,
+                                seeds=seeds, queries=queries, effect=effect, family_size=family_size)
         return PowerReport.build(self.results, options)
 
     def runs(self) -> pd.DataFrame:
@@ -273,6 +269,30 @@ metrics=('map',), queries=None, test='auto', correction='holm')
                            levels=levels, seed=seed, resamples=resamples,
                            one_seed_test=one_seed_test)
     return study_of(read_collections(source, baseline=baseline), options)
+
+
+def power_options(metrics: tuple[str, ...] | None, *, seeds: Any, **values: Any) -> PowerOptions:
+    """``PowerOptions`` of the API's arguments: ``seeds`` one count or several."""
+    counts = (seeds,) if is_integer(seeds) else tuple(seeds) if _iterable(seeds) else None
+    if counts is None:
+        raise refuse("seeds", seeds, "a seed count or a sequence of them, integers >= 2")
+    return PowerOptions(metrics=metrics, seeds=counts, **values)
+
+
+def collection_power(collections: Mapping[str, StudyResults], collection: str, options: PowerOptions,
+                     source: str = "this study") -> PowerReport:
+    """The power analysis of ``collection`` of a study over several, at the whole table's family
+    (Holm's first step over every comparison of every collection, metric and combined verdict,
+    harness.stats.across) unless ``options.family_size`` says otherwise."""
+    if set(collections) == {""}:
+        raise ConfigError(f"collection {collection}: {source} is not a study over several collections; "
+                          "leave out the collection")
+    if collection not in collections:
+        raise UnknownName("collection", collection, list(collections), where=source)
+    if options.family_size is None:
+        table = analyse_collections(collections, AnalysisOptions(metrics=options.metrics))
+        options = replace(options, family_size=table.comparisons)
+    return PowerReport.build(collections[collection], options)
 
 
 def study_of(collections: Mapping[str, StudyResults], options: TableOptions) -> StudyAnalysis | CollectionsStudy:
@@ -390,6 +410,16 @@ class CollectionsStudy:
         instead of SDs) or seeds (per metric a block of seed rows per collection, Penha & Hauff
         2020 Table 5)."""
         return CollectionsSignificanceTable.build(self.analyse(metric=metric), form, decimals, names)
+
+    def power(self, collection: str, *, metric: MetricNames = None, alpha: float = 0.05, power: float = 0.8,
+              seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,
+              effect: float | None = None, family_size: int | None = None) -> PowerReport:
+        """``StudyAnalysis.power`` of one collection (its own variance components), as `harness
+        power --collection NAME` computes it: at alpha / ``family_size``, by default the whole
+        table's family (every comparison of every collection, metric and combined verdict)."""
+        options = power_options(metric_names(metric) or self.options.metric, alpha=alpha, power=power,
+                                seeds=seeds, queries=queries, effect=effect, family_size=family_size)
+        return collection_power(self.collections, collection, options)
 
     def runs(self) -> pd.DataFrame:
         """The long format with a ``collection`` column (``StudyAnalysis.runs``, per collection)."""

@@ -30,6 +30,7 @@ from harness.analysis import (
     FAMILIES,
     CollectionsStudy,
     TableOptions,
+    collection_power,
     form_for,
     study_of,
 )
@@ -40,7 +41,7 @@ from harness.present.table import AUTO_FORM, FORMS, SUMMARY_ABOVE
 from harness.results.stored import StudyResults
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from harness.stats.power import DEFAULT_SEEDS, FORMATS, PowerOptions
-from harness.stats.significance import AUTO, ONE_SEED_TESTS, TESTS, AnalysisOptions
+from harness.stats.significance import AUTO, ONE_SEED_TESTS, TESTS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -198,9 +199,9 @@ def run_power(args: argparse.Namespace) -> int:
     collections = load_collections(args)
     chosen = getattr(args, "collection", None)
     if len(collections) == 1 and chosen is None:
-        results = next(iter(collections.values()))
+        report = PowerReport.build(next(iter(collections.values())), options)
     else:
-        from harness.errors import ConfigError, UnknownName
+        from harness.errors import ConfigError
 
         source = args.experiment or args.from_file
         if chosen is None:
@@ -209,19 +210,8 @@ def run_power(args: argparse.Namespace) -> int:
         if set(collections) == {""}:
             raise ConfigError(f"--collection {chosen}: {source} is not a study over several collections; "
                               "leave out --collection")
-        if chosen not in collections:
-            raise UnknownName("collection", chosen, list(collections), where=str(source))
-        results = collections[chosen]
-        if options.family_size is None and len(collections) > 1:
-            # Holm's first step over the table's default family: every comparison of every
-            # collection, metric and combined verdict (harness.stats.across)
-            from dataclasses import replace
-
-            from harness.stats.across import analyse_collections
-
-            table = analyse_collections(collections, AnalysisOptions(metrics=options.metrics))
-            options = replace(options, family_size=table.comparisons)
-    _write(PowerReport.build(results, options).render(args.format), args.output)
+        report = collection_power(collections, chosen, options, str(source))
+    _write(report.render(args.format), args.output)
     return 0
 
 

@@ -358,9 +358,15 @@ def test_power_of_one_collection_at_the_whole_tables_level(run_cli: Callable[...
     assert got["family_size"] == analyse_collections(cols).comparisons == 18
     ref = power_analysis(cols["mantis"], PowerOptions(family_size=18))
     assert got["level"] == pytest.approx(ref.level)
+    # ... and from Python: the CollectionsStudy's power of one collection is the command's
+    study = compare(path)
+    assert json.loads(study.power("mantis").to_json()) == got
+    with pytest.raises(ConfigError, match="unknown collection 'mantsi'.*did you mean mantis"):
+        study.power("mantsi")
     rc, out, err = run_cli("power", "--from", str(path), "--collection", "mantis", "--family-size", "1",
                            "--format", "json")
     assert rc == 0 and json.loads(out)["family_size"] == 1
+    assert json.loads(study.power("mantis", family_size=1).to_json()) == json.loads(out)
     one = _write(tmp_path / "one.csv", {"": cols["mantis"]})
     rc, out, err = run_cli("power", "--from", str(one), "--collection", "mantis")
     assert rc == 2 and "is not a study over several collections; leave out --collection" in err
