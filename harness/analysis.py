@@ -25,7 +25,7 @@ the source is read; an unknown name (metric, test, correction, form, format) rai
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +43,6 @@ from harness.results.longcsv import (
     read_long_collections,
 )
 from harness.results.mlflow_reader import (
-    PHASES,
     incomplete_note,
     one_read,
     read_experiment_collections,
@@ -232,8 +231,6 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
         tracking_uri = os.fspath(tracking_uri)  # a path: refused below as a folder store, with the URI to write
     if tracking_uri is not None and not isinstance(tracking_uri, str):
         raise refuse("tracking_uri", tracking_uri, "a tracking URI (sqlite:///path/mlflow.db, http://host:port)")
-    if phase not in PHASES:
-        raise UnknownName("phase", phase, PHASES)
     with one_read():  # the results and their note read the runs once, as `harness table`
         collections = read_experiment_collections(name, tracking_uri=tracking_uri, baseline=baseline,
                                                   phase=phase)
@@ -273,20 +270,21 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
 def power_options(metrics: tuple[str, ...] | None, *, seeds: Any, **values: Any) -> PowerOptions:
     """``PowerOptions`` of the API's arguments: ``seeds`` one count or several."""
-    counts = (seeds,) if is_integer(seeds) else tuple(seeds) if _iterable(seeds) else None
+    counts = _one_or_several(seeds, is_integer)
     if counts is None:
         raise refuse("seeds", seeds, "a seed count or a sequence of them, integers >= 2")
     return PowerOptions(metrics=metrics, seeds=counts, **values)
 
 
 def collection_power(collections: Mapping[str, StudyResults], collection: str, options: PowerOptions,
-                     source: str = "this study") -> PowerReport:
+                     source: str = "this study", asked_as: str = "collection") -> PowerReport:
     """The power analysis of ``collection`` of a study over several, at the whole table's family
     (Holm's first step over every comparison of every collection, metric and combined verdict,
-    harness.stats.across) unless ``options.family_size`` says otherwise."""
+    harness.stats.across) unless ``options.family_size`` says otherwise. ``asked_as``: how the
+    refusal names the collection's argument (`--collection` from the command line)."""
     if set(collections) == {""}:
-        raise ConfigError(f"collection {collection}: {source} is not a study over several collections; "
-                          "leave out the collection")
+        raise ConfigError(f"{asked_as} {collection}: {source} is not a study over several collections; "
+                          f"leave out {asked_as}")
     if collection not in collections:
         raise UnknownName("collection", collection, list(collections), where=source)
     if options.family_size is None:
@@ -329,7 +327,7 @@ def metric_names(metric: MetricNames) -> tuple[str, ...] | None:
     """One metric name or several as a tuple; None (every metric) when none is given."""
     if metric is None:
         return None
-    names = (metric,) if isinstance(metric, str) else tuple(metric) if _iterable(metric) else None
+    names = _one_or_several(metric, lambda m: isinstance(m, str))
     if names is None or not all(isinstance(n, str) for n in names):
         raise refuse("metric", metric, "a metric name or a sequence of names")
     return names or None
@@ -347,15 +345,20 @@ def _changed(options: TableOptions, changes: Mapping[str, Any]) -> TableOptions:
 def _levels(levels: Any) -> tuple[float, ...]:
     """``levels`` as a tuple of floats: one number or a sequence of numbers (their range is
     ``Markers``' to check)."""
-    values = (levels,) if is_number(levels) else tuple(levels) if _iterable(levels) else None
+    values = _one_or_several(levels, is_number)
     if values is None or not all(is_number(a) for a in values):
         raise refuse("levels", levels, "a significance level or a sequence of them, numbers in (0, 1)")
     return tuple(float(a) for a in values)
 
 
-def _iterable(value: Any) -> bool:
-    """A sequence or set of items (a list, a tuple, a numpy array), not a string, bytes or a mapping."""
-    return isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping)
+def _one_or_several(value: Any, one: Callable[[Any], bool]) -> tuple[Any, ...] | None:
+    """``(value,)`` where ``one(value)``; the items of a sequence or set (a list, a tuple, a numpy
+    array; not a string, bytes or a mapping); else None (the caller refuses it)."""
+    if one(value):
+        return (value,)
+    if isinstance(value, Iterable) and not isinstance(value, str | bytes | Mapping):
+        return tuple(value)
+    return None
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

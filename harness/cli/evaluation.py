@@ -207,10 +207,7 @@ def run_power(args: argparse.Namespace) -> int:
         if chosen is None:
             raise ConfigError(f"{source} holds collections {', '.join(collections)}: a power analysis is of one "
                               "collection's variance components; name one with --collection")
-        if set(collections) == {""}:
-            raise ConfigError(f"--collection {chosen}: {source} is not a study over several collections; "
-                              "leave out --collection")
-        report = collection_power(collections, chosen, options, str(source))
+        report = collection_power(collections, chosen, options, str(source), asked_as="--collection")
     _write(report.render(args.format), args.output)
     return 0
 

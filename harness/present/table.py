@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from harness import __version__
-from harness.errors import ConfigError, UnknownName, is_integer, shown
+from harness.errors import UnknownName, is_integer, refuse
 from harness.metrics.measures import NAME_STYLES, TIE_RULE, label_of
 from harness.results.stored import StudyResults, seed_summary
 from harness.stats.corrections import describe
@@ -154,7 +154,7 @@ def identical_note(analysis: Analysis, metrics: Sequence[str], names: str = "lab
 def check_layout(decimals: int, names: str) -> None:
     """Refuse ``decimals`` outside [0, 10] and a ``names`` style that is not one of NAME_STYLES."""
     if not (is_integer(decimals) and 0 <= decimals <= 10):
-        raise ConfigError(f"decimals must be an integer in [0, 10], got {shown(decimals)}")
+        raise refuse("decimals", decimals, "an integer in [0, 10]")
     if names not in NAME_STYLES:
         raise UnknownName("names", names, NAME_STYLES)
 

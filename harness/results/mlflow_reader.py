@@ -34,7 +34,7 @@ import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from harness.errors import DataError, HarnessError
+from harness.errors import DataError, HarnessError, UnknownName
 from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults, order_seeds
 from harness.tracking import conventions as C
@@ -63,11 +63,16 @@ def read_experiment(name: str, *, tracking_uri: str | None = None, baseline: str
     tagged harness.phase=confirmation), ``confirmatory`` reads the confirmation's runs only,
     ``exploratory`` every other run, ``auto`` the confirmatory one where there is one; the result
     carries the phase (its tables' titles) and a footnote sentence on it."""
-    if phase not in PHASES:
-        raise DataError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+    _check_phase(phase)
     with _env_defaults(**FAST_FAIL_ENV):
         snapshot, uri = open_experiment(name, tracking_uri)
         return _read(snapshot, name, uri, baseline, config_ids, phase)
+
+
+def _check_phase(phase: str) -> None:
+    """``phase`` is one of PHASES (`--phase`, ``load_study(phase=)``), refused before the store is read."""
+    if phase not in PHASES:
+        raise UnknownName("phase", phase, PHASES)
 
 
 _SHARED: contextvars.ContextVar[dict[tuple[str, str], tuple[ExperimentSnapshot, str]] | None] = (
@@ -166,8 +171,7 @@ def read_experiment_collections(name: str, *, tracking_uri: str | None = None, b
     """``read_experiment`` per collection: a study over several collections (config runs tagged
     harness.collection) gives collection -> its results, in the order its collections' first
     config runs started; any other study one entry named ``""``."""
-    if phase not in PHASES:
-        raise DataError(f"phase must be one of {', '.join(PHASES)}, got {phase!r}")
+    _check_phase(phase)
     with _env_defaults(**FAST_FAIL_ENV):
         snapshot, uri = open_experiment(name, tracking_uri)
         try:

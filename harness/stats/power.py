@@ -60,7 +60,7 @@ import numpy as np
 from scipy import special
 
 from harness.cachedir import cache_home
-from harness.errors import ConfigError, DataError, is_integer, is_number, shown
+from harness.errors import DataError, is_integer, is_number, refuse
 from harness.results.stored import StudyResults
 from harness.stats import distributions as dist
 from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
@@ -90,18 +90,18 @@ class PowerOptions:
 
     def __post_init__(self) -> None:
         if not (is_number(self.alpha) and 0.0 < self.alpha < 1.0):
-            raise ConfigError(f"alpha must be in (0, 1), got {shown(self.alpha)}")
+            raise refuse("alpha", self.alpha, "in (0, 1)")
         if not (is_number(self.power) and 0.0 < self.power < 1.0):
-            raise ConfigError(f"power must be in (0, 1), got {shown(self.power)}")
+            raise refuse("power", self.power, "in (0, 1)")
         if not self.seeds or not all(is_integer(s) and s >= 2 for s in self.seeds):
-            raise ConfigError(f"seeds must be seed counts >= 2, got {shown(list(self.seeds))}")
+            raise refuse("seeds", list(self.seeds), "seed counts >= 2")
         if self.queries is not None and not (is_integer(self.queries) and self.queries >= 2):
-            raise ConfigError(f"queries must be an integer >= 2, got {shown(self.queries)}")
+            raise refuse("queries", self.queries, "an integer >= 2")
         if self.effect is not None and not (is_number(self.effect) and math.isfinite(self.effect)
                                             and self.effect > 0):
-            raise ConfigError(f"effect must be a positive mean difference, got {shown(self.effect)}")
+            raise refuse("effect", self.effect, "a positive mean difference")
         if self.family_size is not None and not (is_integer(self.family_size) and self.family_size >= 1):
-            raise ConfigError(f"family_size must be an integer >= 1, got {shown(self.family_size)}")
+            raise refuse("family_size", self.family_size, "an integer >= 1")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -218,8 +218,7 @@ class StudySpec:
                               "list gives; it cannot be overridden", key="data.collection")
 
         if "train.select_metric" in flat and self.metric in SELECT_METRICS and flat["train.select_metric"] != self.metric:
-            raise ConfigError(f"train.select_metric={flat['train.select_metric']!r} differs from objective.metric="
-                              f"{self.metric!r}; the study's objective selects the best-dev checkpoint",
+            raise ConfigError(_select_metric_differs(flat["train.select_metric"], self.metric),
                               key="train.select_metric")
 
         def over(nc: NamedConfig) -> NamedConfig:
@@ -262,6 +261,12 @@ def load_spec(path: str | Path) -> StudySpec:
         msg = str(exc)
         key = exc.key
         raise ConfigError(f"{p}{lines.at(key) if key else ''}: {msg}") from None
+
+
+def _select_metric_differs(select: object, metric: str) -> str:
+    """Why a ``train.select_metric`` other than the objective's metric is refused (the file's or an override's)."""
+    return (f"train.select_metric={select!r} differs from objective.metric={metric!r}; the study's objective "
+            "selects the best-dev checkpoint")
 
 
 def _fail(key: str, msg: str) -> ConfigError:
@@ -380,9 +385,7 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
     if metric in SELECT_METRICS:
         # The checkpoint a trial reports is the best on the study's objective (every config alike).
         if flat.get("train.select_metric", metric) != metric:
-            raise _fail(origin["train.select_metric"],
-                        f"train.select_metric={flat['train.select_metric']!r} differs from objective.metric="
-                        f"{metric!r}; the study's objective selects the best-dev checkpoint")
+            raise _fail(origin["train.select_metric"], _select_metric_differs(flat["train.select_metric"], metric))
         flat["train.select_metric"] = metric
     try:
         return TrialConfig.from_flat(flat)

@@ -153,15 +153,15 @@ def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False
         depth = _built_depth(mine[0]) if build_model else encoder_depth(name)
         if depth is None:
             continue
+        defaults = list(default_exits(depth))
         for c in mine:
             ex = list(c.cascade.exits or ())
             if ex and max(ex) > depth:
                 raise ConfigError(f"cascade.exits={ex}: layer {max(ex)} is beyond the {depth}-layer "
                                   f"encoder of model.name={name}", key="cascade.exits")
-            if not ex and len(c.cascade.alpha) not in (1, len(default_exits(depth))):
-                chosen = list(default_exits(depth))
-                raise ConfigError(f"cascade.alpha must have 1 value or one per exit ({len(chosen)} for the "
-                                  f"default exits {chosen} of the {depth}-layer encoder of model.name={name}), "
+            if not ex and len(c.cascade.alpha) not in (1, len(defaults)):
+                raise ConfigError(f"cascade.alpha must have 1 value or one per exit ({len(defaults)} for the "
+                                  f"default exits {defaults} of the {depth}-layer encoder of model.name={name}), "
                                   f"got {len(c.cascade.alpha)}", key="cascade.alpha")
 
 
