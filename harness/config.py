@@ -489,6 +489,19 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _key_text(node: Any) -> str:
+    """A key node's path component as the loaded mapping names it (``str`` of its value): ``~`` is
+    "None", ``true`` "True", ``0x10`` "16"; a plain string is itself."""
+    import yaml
+
+    if node.tag == "tag:yaml.org,2002:str":
+        return str(node.value)
+    try:
+        return str(yaml.SafeLoader("").construct_object(node, deep=True))
+    except yaml.YAMLError:
+        return str(node.value)
+
+
 class KeyLines:
     """Line numbers of the keys of a YAML mapping tree, by dotted path (``configs.0.set``), and what
     ``read_yaml`` refuses in it: keys a mapping gives twice (YAML keeps the last of them without a
@@ -536,7 +549,7 @@ class KeyLines:
                     first.setdefault(("merge", "<<"), line)
                     self._walk(v, prefix, record=False)
                     continue
-                path = f"{prefix}{k.value}"
+                path = f"{prefix}{_key_text(k)}"
                 if (k.tag, k.value) in first:
                     self.duplicates.append((path, first[(k.tag, k.value)], line))
                 first.setdefault((k.tag, k.value), line)

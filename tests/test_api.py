@@ -236,6 +236,9 @@ def test_bad_input_is_one_line_naming_what_is_wrong(study_dir: Path, uri: str, t
     with pytest.raises(DataError) as exc:
         harness.compare(frame.drop(columns=["seed"]))
     assert _one_line(exc).startswith("DataFrame: missing column(s) seed; a long results DataFrame has")
+    with pytest.raises(DataError) as exc:  # pandas keeps both; a dict of the row would keep one
+        harness.compare(pd.concat([frame, frame[["value"]]], axis=1))
+    assert _one_line(exc) == "DataFrame: column(s) value given more than once in the header; keep one of each"
     bad = frame.astype({"value": object})
     bad.loc[7, "value"] = "high"
     with pytest.raises(DataError) as exc:

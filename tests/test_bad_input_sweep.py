@@ -482,6 +482,7 @@ CSVS: list[tuple[str, str | bytes | None, list[str]]] = [
     ("empty-file", "", ["@P"]),
     ("header-only", "config,seed,metric,value\n", ["@P", "no result rows"]),
     ("missing-column", "config,seed,value\nbase,1,0.5\n", ["@P", "missing column", "metric"]),
+    ("column-twice", CSV.replace("value\n", "value,value\n"), ["@P:1:", "value given more than once"]),
     ("value-a-word", CSV.replace("0.61", "high"), ["@P:6:", "'high'"]),
     ("value-nan", CSV.replace("0.61", "nan"), ["@P:6:", "not finite"]),
     ("value-inf", CSV.replace("0.61", "inf"), ["@P:6:", "not finite"]),

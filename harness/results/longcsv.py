@@ -192,6 +192,10 @@ def _read_rows(header: Sequence[str], rows: Iterable[tuple[str, Mapping[str, Any
                kind: str, baseline: str | None) -> dict[str, StudyResults]:
     """The one validation of the long format: ``rows`` are (where, row), ``where`` naming the row
     in errors (``FILE:LINE``); split by collection, each validated alone."""
+    twice = [c for c in COLLECTION_COLUMNS if header.count(c) > 1]
+    if twice:  # a reader keeps one of them without a word
+        raise DataError(f"{source}{':1' if kind == 'CSV' else ''}: column(s) {', '.join(twice)} given "
+                        "more than once in the header; keep one of each")
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise DataError(f"{source}: missing column(s) {', '.join(missing)}; a long results {kind} has "

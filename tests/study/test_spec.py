@@ -47,6 +47,8 @@ def test_good_study(tmp_path):
 @pytest.mark.parametrize("text, expected", [
     ("name: s\nseeds: [1, 2\n", r"study.yaml:\d+: malformed YAML"),
     (GOOD + "seedz: [1]\n", r"study.yaml:10: unknown study key 'seedz'; did you mean seeds"),
+    # a key YAML reads as another type (~ is null) is found by the name the loaded file gives it
+    (GOOD + "~: 3\n", r"study.yaml:10: unknown study key None"),
     (GOOD.replace("smoothing.epsilon: 0.1", "smoothing.epsilonn: 0.1"),
      r"study.yaml:8: .*unknown config key 'smoothing.epsilonn'; did you mean smoothing.epsilon"),
     (GOOD.replace("smoothing.epsilon: 0.1", "smoothing.epsilon: 1.5"),
@@ -112,6 +114,8 @@ def test_bad_study_settings(tmp_path, extra, expected):
     ("curriculum: {delta: 1.5}\n", r"study.yaml:10: curriculum.delta must be in \(0, 1\], got 1.5$"),
     ("curriculum:\n  n: 2\n  delta: 1.5\n", r"study.yaml:12: curriculum.delta must be in \(0, 1\]"),
     ("train:\n  steps: 4\n  stepz: 1\n", r"study.yaml:12: unknown config key 'train.stepz'"),
+    ("train:\n  steps: 4\n  ~: 1\n", r"study.yaml:12: unknown config key 'train.None'"),
+    ("train:\n  steps: 4\n  true: 1\n", r"study.yaml:12: unknown config key 'train.True'"),
     ("train:\n  select_metric: mrr\n", r"study.yaml:11: train.select_metric='mrr' differs"),
 ])
 def test_section_errors_name_the_section_key_and_line(tmp_path, extra, expected):
