@@ -119,7 +119,7 @@ STUDY: dict[str, Any] = {
     "seeds": [1, 2],
     "resources": {"cpus": 1, "gpus": 0},
     "concurrency": 2,
-    "models": "none",  # no MLflow models at the end: only tests/model checks them
+    "models": "none",  # no MLflow models at the end: SHARED and tests/model log them
 }
 
 

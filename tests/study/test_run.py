@@ -18,7 +18,7 @@ from harness.tracking import conventions as C
 from tests.study.conftest import SHARED, write_study
 
 # The plain study (the session's finished study), which the module's other studies vary and are
-# compared with; they log no MLflow models (tests/model/test_export.py checks the shared study's).
+# compared with; they log no MLflow models (the shared study's are checked below).
 PLAIN = {**SHARED, "models": "none"}
 
 
@@ -65,6 +65,35 @@ def test_progress_lines_show_dev_values_never_the_test_set(finished):
                   for r in _runs(uri, name)["trial"]}
     shown = sorted(float(line.split("dev map ")[1].split()[0]) for line in done)
     assert shown == sorted(round(v, 4) for v in objectives.values())
+
+
+@pytest.mark.slow
+def test_the_study_ends_by_logging_its_best_configurations_models(finished):
+    """``models: best`` (the default): at its end the study logs the seed runs of its best
+    configuration (the highest mean dev objective over seeds; never test) as MLflow models, each
+    named on its seed run (``harness.model_uri``) and listed in the experiment's Models view with the
+    run, the study, the configuration and the seed. That they score as the harness does is checked
+    in tests/model/test_export.py (heavy: a study of its own)."""
+    study, uri, name, _, n_seeds = finished
+    trials = _runs(uri, name)["trial"]
+    objective: dict[str, list[float]] = {}
+    for r in trials:
+        objective.setdefault(r.data.tags[C.TAG_CONFIG_ID], []).append(r.data.metrics["objective"])
+    best = max(sorted(objective), key=lambda c: sum(objective[c]) / len(objective[c]))  # ties: lowest id
+    logged = {r.info.run_id: r.data.tags[TAG_MODEL_URI] for r in trials if TAG_MODEL_URI in r.data.tags}
+    assert sorted(logged) == sorted(r.info.run_id for r in trials if r.data.tags[C.TAG_CONFIG_ID] == best)
+    assert len(logged) == n_seeds
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(name)
+    models = {f"models:/{m.model_id}": m for m in client.search_logged_models([exp.experiment_id])}
+    assert set(models) == set(logged.values())
+    by_run = {r.info.run_id: r for r in trials}
+    for run_id, model_uri in logged.items():
+        model, tags = models[model_uri], by_run[run_id].data.tags
+        assert model.source_run_id == run_id and model.name == MODEL_ARTIFACT
+        assert {k: model.tags.get(k) for k in (C.TAG_STUDY, C.TAG_CONFIG_ID, C.TAG_SEED)} == {
+            C.TAG_STUDY: name, C.TAG_CONFIG_ID: best, C.TAG_SEED: tags[C.TAG_SEED]}
+        assert f"model: seed run {run_id} logged as {model_uri}" in study.progress
 
 
 @pytest.mark.slow
