@@ -12,6 +12,7 @@ An int is a step count. ``weighting.m`` may also be ``inf`` (never reach equal w
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -489,6 +490,38 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+@functools.cache
+def _loader() -> Any:
+    """PyYAML's safe loader, with a value it cannot construct a ``ConstructorError`` at the value's
+    line instead of the constructor's own exception: a date that is no date (``2020-13-45``), an
+    explicit tag on text it cannot read (``!!int abc``, ``!!timestamp x``)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_object(self, node: Any, deep: bool = False) -> Any:
+            try:
+                return super().construct_object(node, deep=deep)
+            except yaml.YAMLError:
+                raise
+            except (ValueError, TypeError, AttributeError, OverflowError) as exc:
+                value = node.value if isinstance(node, yaml.ScalarNode) else None
+                why = str(exc) if isinstance(exc, ValueError) and str(value) not in str(exc) else ""
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{'the value' if value is None else shown(value)} is not a valid "
+                    f"{node.tag.rpartition(':')[2]}{f' ({why})' if why else ''}; quote it to write text",
+                    node.start_mark) from None
+
+    return Loader
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` of ``text``, raising only ``yaml.YAMLError`` (with the line where PyYAML
+    knows it) for what it cannot read (``_loader``)."""
+    import yaml
+
+    return yaml.load(text, Loader=_loader())  # a SafeLoader: no Python objects
+
+
 def _key_text(node: Any) -> str:
     """A key node's path component as the loaded mapping names it (``str`` of its value): ``~`` is
     "None", ``true`` "True", ``0x10`` "16"; a plain string is itself."""
@@ -497,8 +530,8 @@ def _key_text(node: Any) -> str:
     if node.tag == "tag:yaml.org,2002:str":
         return str(node.value)
     try:
-        return str(yaml.SafeLoader("").construct_object(node, deep=True))
-    except yaml.YAMLError:
+        return str(_loader()("").construct_object(node, deep=True))
+    except yaml.YAMLError:  # the load reports it, at its line
         return str(node.value)
 
 
@@ -625,7 +658,7 @@ def read_yaml(path: Path, what: str) -> tuple[Any, str, KeyLines]:
     try:
         lines = KeyLines(text)
         if lines.cycle is None and lines.size <= MAX_YAML_NODES:
-            raw = yaml.safe_load(text)
+            raw = load_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark is not None else ""
@@ -664,7 +697,7 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
         if not eq or not key.strip():
             raise ConfigError(f"--set expects key=value, got {item!r}")
         try:
-            out[key.strip()] = yaml.safe_load(raw) if raw.strip() else None
+            out[key.strip()] = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
             raise ConfigError(f"--set {item}: the value of {key.strip()} is malformed YAML ({problem})",

@@ -127,12 +127,12 @@ def project_root(working_dir: Path | None = None) -> Path:
 
 def base_runtime_env(root: Path) -> dict[str, Any]:
     """``jobs/runtime_env.yaml`` of the shipped project (excludes and default env vars)."""
-    import yaml
+    from harness.config import read_yaml
 
     path = root / RUNTIME_ENV_FILE
     if not path.is_file():
         return {}
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path, "runtime environment file")[0] or {}
     if not isinstance(raw, dict) or not isinstance(raw.get("excludes", []), list) \
             or not isinstance(raw.get("env_vars", {}), dict):
         raise ConfigError(f"{path}: expected a mapping with an excludes list and an env_vars mapping")

@@ -93,6 +93,17 @@ def test_runtime_env_ships_the_project_without_caches_venvs_or_results(tmp_path:
     assert pkg.stat().st_size < 20 * 2**20
 
 
+def test_a_malformed_runtime_env_file_is_one_line_at_its_line(tmp_path: Path) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "runtime_env.yaml").write_text("excludes: [.venv]\nenv_vars: {A: 2020-13-45}\n")
+    with pytest.raises(ConfigError) as exc:
+        E.base_runtime_env(tmp_path)
+    assert str(exc.value).startswith(f"{tmp_path / 'jobs' / 'runtime_env.yaml'}:2: malformed YAML: '2020-13-45'")
+    (tmp_path / "jobs" / "runtime_env.yaml").write_text("excludes: [.venv\n")
+    with pytest.raises(ConfigError, match="runtime_env.yaml:2: malformed YAML"):
+        E.base_runtime_env(tmp_path)
+
+
 def test_entrypoint_is_one_quoted_shell_command() -> None:
     cmd = E.entrypoint(python="python", study_file="my study.yaml", smoke=True, resume=True,
                        assign=["train.lr=1e-4", "model.name=tiny x"], driver_gpu=False)

@@ -49,6 +49,11 @@ def test_good_study(tmp_path):
     (GOOD + "seedz: [1]\n", r"study.yaml:10: unknown study key 'seedz'; did you mean seeds"),
     # a key YAML reads as another type (~ is null) is found by the name the loaded file gives it
     (GOOD + "~: 3\n", r"study.yaml:10: unknown study key None"),
+    # a value PyYAML resolves but cannot construct: one line at its line, never the constructor's exception
+    (GOOD.replace("seeds: [1, 2]", "seeds: 2020-13-45"),
+     r"study.yaml:9: malformed YAML: '2020-13-45' is not a valid timestamp \(month must be in 1..12\); quote it"),
+    (GOOD + "concurrency: !!int two\n", r"study.yaml:10: malformed YAML: 'two' is not a valid int; quote it"),
+    (GOOD + "2020-13-45: 1\n", r"study.yaml:10: malformed YAML: '2020-13-45' is not a valid timestamp"),
     (GOOD.replace("smoothing.epsilon: 0.1", "smoothing.epsilonn: 0.1"),
      r"study.yaml:8: .*unknown config key 'smoothing.epsilonn'; did you mean smoothing.epsilon"),
     (GOOD.replace("smoothing.epsilon: 0.1", "smoothing.epsilon: 1.5"),
