@@ -134,7 +134,7 @@ class TrainConfig:
         require(self.batch_size >= 1, "train.batch_size", ">= 1", self.batch_size)
         require(0.0 < self.lr < 1.0, "train.lr", "in (0, 1)", self.lr)
         require(0.0 < self.adam_eps < 1.0, "train.adam_eps", "in (0, 1)", self.adam_eps)
-        require(self.weight_decay >= 0.0, "train.weight_decay", ">= 0", self.weight_decay)
+        require(0.0 <= self.weight_decay < math.inf, "train.weight_decay", ">= 0, finite", self.weight_decay)
         require(0.0 <= self.warmup < 1.0, "train.warmup", "a fraction in [0, 1)", self.warmup)
         require(self.max_grad_norm > 0, "train.max_grad_norm", "> 0", self.max_grad_norm)
         require(self.eval_every >= 1, "train.eval_every", ">= 1", self.eval_every)
@@ -183,7 +183,7 @@ class CurriculumConfig:
             raise ConfigError(PACING.unknown_message(self.pacing), key="curriculum.pacing")
         require(0.0 < self.delta <= 1.0, "curriculum.delta", "in (0, 1]", self.delta)
         _check_steps("curriculum.T", self.T)
-        require(self.n >= 1.0, "curriculum.n", ">= 1", self.n)
+        require(1.0 <= self.n < math.inf, "curriculum.n", ">= 1, finite", self.n)
         require(self.candidates in CANDIDATE_SETS, "curriculum.candidates",
                f"one of {', '.join(CANDIDATE_SETS)}", self.candidates)
         require(0 <= self.teacher_seed <= MAX_SEED, "curriculum.teacher_seed", f"an integer in [0, {MAX_SEED}]",

@@ -207,6 +207,8 @@ SECTION_VALUES: list[tuple[str, str, list[str]]] = [
     ("curriculum-T-inf", "curriculum: {T: .inf}\n", ["curriculum.T", "inf"]),
     ("curriculum-n-below-1", "curriculum: {n: 0.5}\n", ["curriculum.n", ">= 1"]),
     ("curriculum-n-a-bool", "curriculum: {n: true}\n", ["curriculum.n", "True"]),
+    ("curriculum-n-infinite", "curriculum: {n: .inf}\n", ["curriculum.n", ">= 1, finite", "inf"]),
+    ("weight-decay-infinite", "baseline: {train.weight_decay: .inf}\n", ["train.weight_decay", "finite"]),
     ("curriculum-pacing-unknown", "curriculum: {pacing: root_3}\n", ["curriculum.pacing", "root_3"]),
     ("curriculum-scoring-unknown", "curriculum: {scoring: bert}\n", ["curriculum.scoring", "bert"]),
     ("curriculum-candidates-unknown", "curriculum: {candidates: some}\n", ["curriculum.candidates"]),

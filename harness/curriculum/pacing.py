@@ -22,7 +22,7 @@ import math
 import re
 from typing import Protocol
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, shown
 from harness.registry import Registry
 
 
@@ -76,8 +76,8 @@ def step(s: float, *, delta: float, T: float, n: float) -> float:
 
 
 def _root(s: float, delta: float, T: float, n: float) -> float:
-    if n < 1:
-        raise ConfigError(f"curriculum.n must be >= 1, got {n!r}", key="curriculum.n")
+    if not 1 <= n < math.inf:
+        raise ConfigError(f"curriculum.n must be >= 1, finite, got {n!r}", key="curriculum.n")
     if s <= 0:
         return delta
     if s >= T:
@@ -159,7 +159,8 @@ def parse_pacing_name(name: str) -> tuple[str, float | None]:
     match = _ROOT_NAME.fullmatch(name)
     if match and "root_n" in PACING:
         n = float(match.group(1))
-        if n < 1:
-            raise ConfigError(f"curriculum.n must be >= 1, got {n!r} (from {name!r})", key="curriculum.n")
+        if not 1 <= n < math.inf:
+            raise ConfigError(f"curriculum.n must be >= 1, finite, got {n!r} (from {shown(name)})",
+                              key="curriculum.n")
         return "root_n", n
     raise ConfigError(PACING.unknown_message(name) + " (root_N, e.g. root_10, sets n)", key="curriculum.pacing")

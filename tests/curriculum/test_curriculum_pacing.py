@@ -126,6 +126,8 @@ def test_parse_pacing_name() -> None:
         parse_pacing_name("cubic")
     with pytest.raises(ConfigError, match="curriculum.n"):
         parse_pacing_name("root_0")
+    with pytest.raises(ConfigError, match="curriculum.n must be >= 1, finite, got inf"):  # 400 digits: no float
+        parse_pacing_name("root_" + "9" * 400)
 
 
 def test_registry_refuses_a_duplicate_name() -> None:
