@@ -57,6 +57,24 @@ class _Parser(argparse.ArgumentParser):
         where = f"{command}: " if command else ""
         self.exit(2, f"harness: error: {where}{message} (`{self.prog} -h` lists the options)\n")
 
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        """argparse's, but words no parser took are refused by the command they were given to
+        (``harness table: unrecognized arguments: --to``, and its help), not by ``harness``."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def _chosen(self, parsed: argparse.Namespace) -> _Parser:
+        """The deepest (sub)command parser ``parsed`` went through."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                sub = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if isinstance(sub, _Parser):
+                    return sub._chosen(parsed)
+        return self
+
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``harness`` parser: with ``command``, only the subcommands of its area (what parsing

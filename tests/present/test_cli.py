@@ -107,7 +107,11 @@ def test_errors(tmp_path: Path, run_cli: Cli) -> None:
     (("table", "--metric", "map"), "harness: error: table: one of the arguments --experiment --from is required"),
     (("table", "--from", "r.csv", "--format", "docx"), ("harness: error: table: argument --format: invalid "
                                                         "choice: 'docx'")),
-    (("table", "--from", "r.csv", "--bogus"), "harness: error: unrecognized arguments: --bogus"),
+    (("table", "--from", "r.csv", "--bogus"), ("harness: error: table: unrecognized arguments: --bogus "
+                                                "(`harness table -h` lists the options)")),
+    (("runs", "export", "--experiment", "x", "--to", "d", "--bogus", "1"),
+     "harness: error: runs export: unrecognized arguments: --bogus 1 (`harness runs export -h`"),
+    (("-v", "--bogus"), "harness: error: unrecognized arguments: --bogus (`harness -h`"),
     (("data", "frob"), "harness: error: data: argument ACTION: invalid choice: 'frob'")])
 def test_argument_errors_are_one_line(argv: tuple[str, ...], says: str, capsys: pytest.CaptureFixture[str]) -> None:
     """argparse's errors as the harness's own: one line, exit 2, no usage block."""
