@@ -728,9 +728,17 @@ def _choice(value: Any, key: str, valid: tuple[str, ...]) -> str:
     return value
 
 
+# A number with an exponent that YAML 1.1 (PyYAML) reads as text: 1e-3, 1.0e3 (its floats need a dot
+# and a signed exponent: 1.0e-3, 1.0e+3)
+_EXPONENT = re.compile(r"[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+")
+
+
 def _number(value: Any, key: str, rule: str, ok: Callable[[float], bool], *, integer: bool = False) -> float:
-    """A study-level number: the right type (YAML's, never a string) and in range, else
-    "<key> must be <rule>, got <value>"."""
+    """A study-level number: the right type (YAML's, never a quoted string) and in range, else
+    "<key> must be <rule>, got <value>". A float written with an exponent YAML reads as text
+    (``_EXPONENT``) is the number it spells, as the config keys read it."""
+    if not integer and isinstance(value, str) and _EXPONENT.fullmatch(value):
+        value = float(value)
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not _finite(value) or not ok(value):
         raise refuse(key, value, rule)

@@ -44,6 +44,20 @@ def test_good_study(tmp_path):
     assert every.checkpoint_every_s == 0.0 and every.max_retries == 1
 
 
+
+def test_a_study_level_float_with_an_exponent_yaml_reads_as_text_is_the_number(tmp_path):
+    """PyYAML (YAML 1.1) reads 1e3 and 5e-1 as text (its floats need a dot and a signed exponent);
+    the study's own numbers read them as the config keys do. A quoted number stays refused, and
+    an integer key takes no exponent."""
+    spec = load_spec(_write(tmp_path, GOOD + "resources: {cpus: 2e0, gpus: 5e-1}\n"
+                                              "failure: {checkpoint_every_s: 1e3}\n"))
+    assert (spec.cpus, spec.gpus, spec.checkpoint_every_s) == (2.0, 0.5, 1000.0)
+    with pytest.raises(ConfigError, match=r"failure.checkpoint_every_s must be .*, got '60'"):
+        load_spec(_write(tmp_path, GOOD + "failure: {checkpoint_every_s: '60'}\n"))
+    with pytest.raises(ConfigError, match=r"concurrency must be an integer >= 1, got '1e1'"):
+        load_spec(_write(tmp_path, GOOD + "concurrency: 1e1\n"))
+
+
 @pytest.mark.parametrize("text, expected", [
     ("name: s\nseeds: [1, 2\n", r"study.yaml:\d+: malformed YAML"),
     (GOOD + "seedz: [1]\n", r"study.yaml:10: unknown study key 'seedz'; did you mean seeds"),
