@@ -257,6 +257,9 @@ SECTION_VALUES: list[tuple[str, str, list[str]]] = [
     ("resources-cpus-zero", "resources: {cpus: 0}\n", ["resources", "cpus"]),
     ("resources-gpus-negative", "resources: {gpus: -1}\n", ["resources", "gpus"]),
     ("resources-gpus-above-8", "resources: {gpus: 9}\n", ["resources", "gpus"]),
+    # below Ray's precision (0.0001) a trial fails inside Tune ("Tracked actor is not managed ...")
+    ("resources-cpus-below-ray-precision", "resources: {cpus: 1.0e-5}\n", ["resources.cpus", "0.0001"]),
+    ("resources-gpus-below-ray-precision", "resources: {gpus: 0.00001}\n", ["resources.gpus", "0.0001"]),
     ("resources-unknown-key", "resources: {memory: 4}\n", ["resources", "memory"]),
     ("resources-not-a-mapping", "resources: lots\n", ["resources"]),
     ("resources-cpus-a-word", "resources: {cpus: many}\n", ["resources", "cpus"]),

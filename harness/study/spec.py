@@ -479,9 +479,12 @@ def _check_distinct(baseline: NamedConfig, configs: list[NamedConfig]) -> None:
 def _resources(raw: dict[str, Any], baseline: NamedConfig, configs: list[NamedConfig]) -> dict[str, Any]:
     """``resources: {cpus, gpus, seeds_per_trial, fuse}``: per trial; as StudySpec's fields."""
     res = _mapping(raw, "resources", ("cpus", "gpus", "seeds_per_trial", "fuse"))
-    cpus = _number(res.get("cpus", 1), "resources.cpus", "a number > 0", lambda v: v > 0)
-    gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU)",
-                   lambda v: 0 <= v <= 8)
+    # Ray counts resources in steps of RAY_RESOURCE_STEP: a trial asking for less fails inside Tune
+    cpus = _number(res.get("cpus", 1), "resources.cpus", f"a number > 0 ({RAY_RESOURCE_STEP} at least: "
+                   "Ray's smallest fraction)", lambda v: v >= RAY_RESOURCE_STEP)
+    gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU; "
+                   f"{RAY_RESOURCE_STEP} at least: Ray's smallest fraction)",
+                   lambda v: v == 0 or RAY_RESOURCE_STEP <= v <= 8)
     per_trial = int(_number(res.get("seeds_per_trial", 1), "resources.seeds_per_trial",
                             "an integer >= 1 (seeds of a configuration trained in one trial)",
                             lambda v: v >= 1, integer=True))
@@ -727,6 +730,8 @@ def _choice(value: Any, key: str, valid: tuple[str, ...]) -> str:
         raise refuse(key, value, f"one of {', '.join(valid)}")
     return value
 
+
+RAY_RESOURCE_STEP = 0.0001  # the precision of Ray's resource quantities (CPUs, GPUs per trial)
 
 # A number with an exponent that YAML 1.1 (PyYAML) reads as text: 1e-3, 1.0e3 (its floats need a dot
 # and a signed exponent: 1.0e-3, 1.0e+3)

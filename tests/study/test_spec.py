@@ -99,7 +99,7 @@ def test_bad_studies(tmp_path, text, expected):
 @pytest.mark.parametrize("extra, expected", [
     ("concurrency: two\n", r"study.yaml:10: concurrency must be an integer >= 1, got 'two'$"),
     ("concurrency: 0\n", r"study.yaml:10: concurrency must be an integer >= 1, got 0$"),
-    ("resources: {cpus: x, gpus: 0}\n", r"study.yaml:10: resources.cpus must be a number > 0, got 'x'$"),
+    ("resources: {cpus: x, gpus: 0}\n", r"study.yaml:10: resources.cpus must be a number > 0 \(0.0001 at least: Ray's smallest fraction\), got 'x'$"),
     ("resources:\n  cpus: 1\n  gpus: [1]\n", r"study.yaml:12: resources.gpus must be a number in \[0, 8\]"),
     ("resources:\n  cpus: 1\n  gpu: 1\n", r"study.yaml:12: resources: unknown key 'gpu'; did you mean gpus\?"),
     ("resources: 2\n", r"study.yaml:10: resources must be a mapping with cpus, gpus, seeds_per_trial, fuse, got 2"),
