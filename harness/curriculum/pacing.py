@@ -75,9 +75,14 @@ def step(s: float, *, delta: float, T: float, n: float) -> float:
     return 1.0
 
 
-def _root(s: float, delta: float, T: float, n: float) -> float:
+def _check_n(n: float, source: str = "") -> None:
+    """``curriculum.n`` of root_n: finite and >= 1 (``source``: the pacing name it came from)."""
     if not 1 <= n < math.inf:
-        raise ConfigError(f"curriculum.n must be >= 1, finite, got {n!r}", key="curriculum.n")
+        raise ConfigError(f"curriculum.n must be >= 1, finite, got {n!r}{source}", key="curriculum.n")
+
+
+def _root(s: float, delta: float, T: float, n: float) -> float:
+    _check_n(n)
     if s <= 0:
         return delta
     if s >= T:
@@ -159,8 +164,6 @@ def parse_pacing_name(name: str) -> tuple[str, float | None]:
     match = _ROOT_NAME.fullmatch(name)
     if match and "root_n" in PACING:
         n = float(match.group(1))
-        if not 1 <= n < math.inf:
-            raise ConfigError(f"curriculum.n must be >= 1, finite, got {n!r} (from {shown(name)})",
-                              key="curriculum.n")
+        _check_n(n, f" (from {shown(name)})")
         return "root_n", n
     raise ConfigError(PACING.unknown_message(name) + " (root_N, e.g. root_10, sets n)", key="curriculum.pacing")

@@ -91,6 +91,9 @@ for _searcher in (Searcher("tpe", 1, "TPESampler"), Searcher("random", 1, "Rando
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
 # What a URI may hold as written (RFC 3986: unreserved and reserved characters, %-escapes).
 _URI = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
+# The precision of Ray's resource quantities (CPUs, GPUs per trial): a trial asking for less fails
+# inside Tune.
+RAY_RESOURCE_STEP = 0.0001
 # Data keys that change the training split only; every other data key defines the evaluation set.
 TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
 # What one study may ask for, refused before any of it is built (docs/study-file.md, "Limits"):
@@ -479,7 +482,6 @@ def _check_distinct(baseline: NamedConfig, configs: list[NamedConfig]) -> None:
 def _resources(raw: dict[str, Any], baseline: NamedConfig, configs: list[NamedConfig]) -> dict[str, Any]:
     """``resources: {cpus, gpus, seeds_per_trial, fuse}``: per trial; as StudySpec's fields."""
     res = _mapping(raw, "resources", ("cpus", "gpus", "seeds_per_trial", "fuse"))
-    # Ray counts resources in steps of RAY_RESOURCE_STEP: a trial asking for less fails inside Tune
     cpus = _number(res.get("cpus", 1), "resources.cpus", f"a number > 0 ({RAY_RESOURCE_STEP} at least: "
                    "Ray's smallest fraction)", lambda v: v >= RAY_RESOURCE_STEP)
     gpus = _number(res.get("gpus", 0), "resources.gpus", "a number in [0, 8] (a fraction shares a GPU; "
@@ -730,8 +732,6 @@ def _choice(value: Any, key: str, valid: tuple[str, ...]) -> str:
         raise refuse(key, value, f"one of {', '.join(valid)}")
     return value
 
-
-RAY_RESOURCE_STEP = 0.0001  # the precision of Ray's resource quantities (CPUs, GPUs per trial)
 
 # A number with an exponent that YAML 1.1 (PyYAML) reads as text: 1e-3, 1.0e3 (its floats need a dot
 # and a signed exponent: 1.0e-3, 1.0e+3)

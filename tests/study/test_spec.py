@@ -44,7 +44,6 @@ def test_good_study(tmp_path):
     assert every.checkpoint_every_s == 0.0 and every.max_retries == 1
 
 
-
 def test_a_study_level_float_with_an_exponent_yaml_reads_as_text_is_the_number(tmp_path):
     """PyYAML (YAML 1.1) reads 1e3 and 5e-1 as text (its floats need a dot and a signed exponent);
     the study's own numbers read them as the config keys do. A quoted number stays refused, and
