@@ -47,10 +47,13 @@ class PairCollator:
         self.pad_id = int(tokenizer.pad_token_id)
         self._tokenizer = tokenizer
 
-    def tokenize(self, texts: Sequence[str], chunk: int = 2048) -> list[np.ndarray]:
-        """Token ids of each text (no special tokens); duplicates tokenised once."""
-        unique = list(dict.fromkeys(texts))
-        ids: dict[str, np.ndarray] = {}
+    def tokenize(self, texts: Sequence[str], chunk: int = 2048,
+                 memo: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+        """Token ids of each text (no special tokens); duplicates tokenised once. ``memo``: ids
+        already known for this tokenizer (text -> ids), used and added to (a study's variants share
+        most texts: harness.study.variants)."""
+        ids: dict[str, np.ndarray] = {} if memo is None else memo
+        unique = [t for t in dict.fromkeys(texts) if t not in ids]
         for i in range(0, len(unique), chunk):
             part = unique[i:i + chunk]
             enc = self._tokenizer(part, add_special_tokens=False, truncation=False)["input_ids"]
@@ -58,9 +61,10 @@ class PairCollator:
                 ids[text] = np.asarray(toks, dtype=np.int32)
         return [ids[t] for t in texts]
 
-    def tokenize_queries(self, queries: Sequence[Query]) -> TokenizedQueries:
-        contexts = self.tokenize([context_text(q.context) for q in queries])
-        flat = self.tokenize([c.text for q in queries for c in q.candidates])
+    def tokenize_queries(self, queries: Sequence[Query],
+                         memo: dict[str, np.ndarray] | None = None) -> TokenizedQueries:
+        contexts = self.tokenize([context_text(q.context) for q in queries], memo=memo)
+        flat = self.tokenize([c.text for q in queries for c in q.candidates], memo=memo)
         out: list[tuple[np.ndarray, ...]] = []
         pos = 0
         for q in queries:

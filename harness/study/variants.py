@@ -65,6 +65,7 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
     for cfg in possible_configs(spec):
         groups.setdefault(variant_key(cfg), []).append(cfg)
     out: dict[str, PreparedData] = {}
+    memos: dict[str, dict[str, Any]] = {}  # token ids per tokenizer (model name), across the variants
     with sharing_corpora():  # the variants' builds (one per training sampler) read a corpus once
         for key, cfgs in groups.items():
             first = cfgs[0]
@@ -84,7 +85,7 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
             seeds = (*spec.seeds, *(spec.confirm.seeds if spec.confirm else ()))
             scores = difficulty_scores([c.with_seed(s) for c in cfgs for s in seeds], splits,
                                        progress=progress)
-            out[key] = prepare_data(splits, first.model, scores)
+            out[key] = prepare_data(splits, first.model, scores, memo=memos.setdefault(first.model.name, {}))
     return out
 
 

@@ -28,15 +28,18 @@ class PreparedData:
         return {"train": self.train, "dev": self.dev, "test": self.test}[split]
 
 
-def prepare_data(splits: Splits, model: ModelConfig,
-                 scores: dict[str, np.ndarray] | None = None) -> PreparedData:
-    """Tokenise every split once with the model's tokenizer."""
+def prepare_data(splits: Splits, model: ModelConfig, scores: dict[str, np.ndarray] | None = None, *,
+                 memo: dict[str, np.ndarray] | None = None) -> PreparedData:
+    """Tokenise every split once with the model's tokenizer. ``memo``: token ids of texts this
+    model's tokenizer has read already (text -> ids; shared by a study's variants, which differ in
+    their training negatives but read the same texts), added to here."""
     collator = PairCollator(load_tokenizer(model), model.max_length)
+    memo = {} if memo is None else memo
     return PreparedData(
         splits=splits,
-        train=collator.tokenize_queries(splits.train),
-        dev=collator.tokenize_queries(splits.dev),
-        test=collator.tokenize_queries(splits.test),
+        train=collator.tokenize_queries(splits.train, memo),
+        dev=collator.tokenize_queries(splits.dev, memo),
+        test=collator.tokenize_queries(splits.test, memo),
         model_name=model.name,
         max_length=model.max_length,
         scores=dict(scores or {}),

@@ -8,6 +8,8 @@ candidates alone, in their own order, to 1e-5 in float32."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -93,3 +95,50 @@ def test_length_sorted_scores_equal_each_query_alone(model: torch.nn.Module, bat
         alone = _outputs(model, batch).double().numpy()
         assert got[qi].shape == alone.shape == ((len(model.exits),) if exits else ()) + (len(q.candidates),)
         np.testing.assert_allclose(got[qi], alone, rtol=0, atol=1e-5)
+
+
+
+class _Counting:
+    """A tokenizer that records the texts it is asked to read."""
+
+    def __init__(self, tokenizer: object) -> None:
+        self.tokenizer, self.read = tokenizer, []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.tokenizer, name)
+
+    def __call__(self, texts: list[str], **kw: object) -> object:
+        self.read.extend(texts)
+        return self.tokenizer(texts, **kw)
+
+
+def test_a_shared_memo_gives_the_same_ids_and_reads_each_text_once() -> None:
+    """A study's variants (harness.study.variants) share one memo per tokenizer: each gets the ids
+    it would get alone, and a text an earlier variant read is not tokenised again."""
+    from harness.model.collate import context_text
+    from harness.training.tokenized import prepare_data
+
+    first = toy_splits(n_train=30, n_dev=6, n_test=6, seed=1)
+    # a second variant: the same queries, each training query's negatives those of the next query
+    train = tuple(replace(q, candidates=(q.candidates[0], *first.train[(i + 1) % 30].candidates[1:]))
+                  for i, q in enumerate(first.train))
+    second = replace(first, train=train, fingerprint="other-negatives")
+    model = ModelConfig(name="tiny")
+    memo: dict[str, np.ndarray] = {}
+    for splits in (first, second):
+        shared, alone = prepare_data(splits, model, memo=memo), prepare_data(splits, model)
+        for split in ("train", "dev", "test"):
+            got, want = shared.tokens(split), alone.tokens(split)
+            assert all(np.array_equal(a, b) for a, b in zip(got.contexts, want.contexts, strict=True))
+            assert all(np.array_equal(a, b) for ga, wa in zip(got.candidates, want.candidates, strict=True)
+                       for a, b in zip(ga, wa, strict=True))
+    texts = {t for split in (first.train, first.dev, first.test) for q in split
+             for t in (context_text(q.context), *(c.text for c in q.candidates))}
+    assert set(memo) == texts
+    tokenizer = _Counting(load_tokenizer(model))
+    collator = PairCollator(tokenizer, 64)
+    collator.tokenize_queries(second.train, memo)
+    assert tokenizer.read == []  # every text read by the first variant
+    new = toy_splits(n_train=3, seed=9).train
+    collator.tokenize_queries(new, memo)
+    assert sorted(tokenizer.read) == sorted({t for q in new for t in (context_text(q.context), *(c.text for c in q.candidates))})
