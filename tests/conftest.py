@@ -6,16 +6,18 @@ import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # One compute thread per worker (`make test` runs a worker per core): torch's OpenMP threads,
-    # two workers of two each on two cores, spin against each other and run many times slower.
+    # One compute thread per worker (`make test` runs a worker per core): torch's OpenMP threads and
+    # numpy's OpenBLAS threads, two workers of two each on two cores, spin against each other and
+    # run many times slower. Set before numpy is imported (below): OpenBLAS reads it as it loads.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # after the thread settings above
 
 from harness.config import TrialConfig
 from harness.records import Candidate, Query, Splits
