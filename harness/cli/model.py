@@ -51,7 +51,7 @@ def register(subparsers: Any) -> None:
         epilog="example: harness export 3f2a... --to models/quickstart-baseline")
     e.add_argument("run_id", metavar="RUN_ID", help="MLflow seed run (harness.kind=trial) or configuration run")
     e.add_argument("--to", required=True, metavar="DIR", help="target folder (new or empty)")
-    e.add_argument("--tracking-uri", help="MLflow store (default: $MLFLOW_TRACKING_URI or ./mlruns)")
+    e.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
     e.set_defaults(func=run_export)
 
 

@@ -31,7 +31,7 @@ def register(sub: Any) -> None:
         "run` of a running study is refused; exits non-zero when the report could not be produced.")
     run.add_argument("study", type=Path, help="the study file (YAML)")
     run.add_argument("--resume", action="store_true", help="finish an interrupted study without re-running finished trials")
-    run.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else ./mlruns)")
+    run.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: the study file's tracking_uri, else $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
     run.add_argument("--smoke", action="store_true", help="apply the study's smoke: overrides (a tiny budget)")
     run.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key in every configuration (repeatable)")
@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
                          "model builds, then print configurations x seeds, trials and resources. "
                          "Writes nothing.")
     val.add_argument("study", type=Path)
-    val.add_argument("--tracking-uri")
+    val.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: the study file's tracking_uri, else $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
     val.add_argument("--smoke", action="store_true")
     val.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key in every configuration, as `harness run --set` (repeatable)")
@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
                           description=f"Runs {QUICKSTART.name}: baseline vs a curriculum and a "
                           "smoothing configuration, 3 seeds each, on the embedded data set with the "
                           "packaged encoder, on local Ray, recorded in ./mlruns.")
-    demo.add_argument("--tracking-uri")
+    demo.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
     demo.add_argument("--collections", action="store_true",
                       help=f"run {QUICKSTART_COLLECTIONS.name} instead: baseline vs WSLS on the embedded "
                       "set and the shipped Cranfield collection, ending with one table over both")
@@ -66,7 +66,7 @@ def register(sub: Any) -> None:
                         description="Serve the MLflow UI (and with it the store's whole read and write "
                         "API, unauthenticated) on this machine's loopback address. Another address "
                         "needs --allow-remote.")
-    ui.add_argument("--tracking-uri")
+    ui.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
     ui.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)")
     ui.add_argument("--port", type=int, default=5000, help="TCP port, 1-65535 (default 5000)")
