@@ -443,7 +443,8 @@ def _number(key: str, value: Any, *, integer: bool, what: str, allow_inf: bool =
         raise refuse(key, value, f"{what}, finite")
     if abs(number) > MAX_INT and number not in (math.inf, -math.inf):
         raise refuse(key, value, f"{what} of at most {MAX_INT} in size")
-    return number
+    # -0.0 is 0.0 (+ 0.0 turns one into the other): the same configuration, one configuration id
+    return number if integer else number + 0.0
 
 
 def as_bool(key: str, value: Any) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 from harness.config import TrialConfig
@@ -40,3 +41,19 @@ def test_the_id_changes_only_where_training_changed_under_the_same_keys() -> Non
                            ({"smoothing.method": "T-WSLS", "train.sampler": "random"}, "wsls-random-2")):
         cfg = TrialConfig.from_flat(flat)
         assert cfg.revision() == revision and cfg.config_id() != _plain_id(cfg), flat
+
+
+def test_minus_zero_is_zero_in_every_number_and_the_id() -> None:
+    """``-0.0`` (a study file's or --set's) trains as 0.0: one configuration, one id, shown as 0.0."""
+    from harness.config import parse_assignments
+
+    for flat in ({"smoothing.method": "LS", "smoothing.epsilon": "X"}, {"train.weight_decay": "X"},
+                 {"cascade.enabled": True, "cascade.alpha": ["X", 0.3]}):
+        zero, minus = ({k: ([v if v != "X" else z for v in x] if isinstance(x, list) else z if x == "X" else x)
+                        for k, x in flat.items()} for z in (0.0, -0.0))
+        a, b = TrialConfig.from_flat(zero), TrialConfig.from_flat(minus)
+        assert a.config_id() == b.config_id() and a.to_flat() == b.to_flat(), flat
+        values = [x for v in b.to_flat().values() for x in (v if isinstance(v, list | tuple) else [v])]
+        assert not [x for x in values if isinstance(x, float) and math.copysign(1.0, x) < 0 and x == 0], flat
+    (key, value), = parse_assignments(["smoothing.epsilon=-0.0"]).items()
+    assert str(TrialConfig.from_flat({"smoothing.method": "LS", key: value}).smoothing.epsilon) == "0.0"
