@@ -37,3 +37,10 @@ def test_bad_input_one_line_error(argv: list[str], message: str, capsys: pytest.
     assert main(["cascade", "cost", *argv]) != 0
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_minus_zero_is_shown_as_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    """-0 drops nothing and reads as 0, as a study file's cascade.alpha does (harness.config)."""
+    assert main(["cascade", "cost", "--alpha=-0.0"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:6]]
+    assert [r[2] for r in rows] == ["0.00"] * 4, rows
