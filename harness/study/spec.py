@@ -747,7 +747,7 @@ def _number(value: Any, key: str, rule: str, ok: Callable[[float], bool], *, int
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not _finite(value) or not ok(value):
         raise refuse(key, value, rule)
-    return float(value)
+    return float(value) + 0.0  # -0.0 is 0.0, as in the config keys
 
 
 def _finite(value: float) -> bool:

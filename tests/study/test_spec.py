@@ -42,6 +42,9 @@ def test_good_study(tmp_path):
     assert spec.checkpoint_every_s == 60.0  # the default: first evaluation, then >= 60 s apart
     every = load_spec(_write(tmp_path, GOOD + "failure: {checkpoint_every_s: 0}\n"))
     assert every.checkpoint_every_s == 0.0 and every.max_retries == 1
+    # -0.0 is 0.0, as in the config keys (no "-0.0" in what the study prints or records)
+    minus = load_spec(_write(tmp_path, GOOD + "failure: {checkpoint_every_s: -0.0}\nresources: {gpus: -0.0}\n"))
+    assert str(minus.checkpoint_every_s) == str(minus.gpus) == "0.0"
 
 
 def test_a_study_level_float_with_an_exponent_yaml_reads_as_text_is_the_number(tmp_path):
