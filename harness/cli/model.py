@@ -88,7 +88,7 @@ def _numbers(key: str, values: list[str], kind: type[T]) -> tuple[T, ...]:
     """Comma-separated and/or repeated values as a tuple, refused with the key's name."""
     items = [x.strip() for v in values for x in v.split(",") if x.strip()]
     try:
-        return tuple(kind(x) + kind(0) for x in items)  # type: ignore[call-arg]  (+ 0: -0.0 is 0.0, as in a study file)
+        return tuple(kind(x) + kind(0) for x in items)  # type: ignore[call-arg]  # + 0: -0.0 is 0.0, as in a study file
     except ValueError:
         raise ConfigError(f"{key} must be a comma-separated list of {kind.__name__}, "
                           f"got {','.join(values)!r}") from None
