@@ -42,6 +42,7 @@ from harness.results.stored import StudyResults
 from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from harness.stats.power import DEFAULT_SEEDS, FORMATS, PowerOptions
 from harness.stats.significance import AUTO, ONE_SEED_TESTS, TESTS
+from harness.tracking.store import DEFAULT_STORE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -55,7 +56,7 @@ def _source(p: argparse.ArgumentParser) -> None:
     src.add_argument("--from", dest="from_file", metavar="FILE", type=Path,
                      help="long CSV with columns config, seed, metric, value[, query][, collection]")
     p.add_argument("--tracking-uri", metavar="URI",
-                   help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+                   help=f"MLflow store (default: {DEFAULT_STORE})")
     p.add_argument("--baseline", metavar="NAME",
                    help="baseline configuration (default: harness.role=baseline, or the CSV's first)")
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from harness.config import CascadeConfig
 from harness.errors import ConfigError
 from harness.model.cascade_cost import ROUNDINGS, cost_table, plan_from_config
+from harness.tracking.store import DEFAULT_STORE
 
 T = TypeVar("T", int, float)
 
@@ -51,7 +52,7 @@ def register(subparsers: Any) -> None:
         epilog="example: harness export 3f2a... --to models/quickstart-baseline")
     e.add_argument("run_id", metavar="RUN_ID", help="MLflow seed run (harness.kind=trial) or configuration run")
     e.add_argument("--to", required=True, metavar="DIR", help="target folder (new or empty)")
-    e.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    e.add_argument("--tracking-uri", metavar="URI", help=f"MLflow store (default: {DEFAULT_STORE})")
     e.set_defaults(func=run_export)
 
 

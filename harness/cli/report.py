@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from harness.textfile import write_atomic
+from harness.tracking.store import DEFAULT_STORE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--experiment", metavar="NAME", required=True, help="MLflow experiment (the study name)")
     p.add_argument("--to", metavar="FILE", type=Path, required=True, help="the HTML file to write")
     p.add_argument("--tracking-uri", metavar="URI",
-                   help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+                   help=f"MLflow store (default: {DEFAULT_STORE})")
     p.add_argument("--baseline", metavar="NAME", help="baseline configuration (default: harness.role=baseline)")
     p.add_argument("--phase", default="auto", choices=["auto", "confirmatory", "exploratory"],
                    help="a study with a confirmation phase: its confirmatory report (auto's choice) or "

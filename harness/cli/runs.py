@@ -12,6 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.tracking.store import DEFAULT_STORE
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     runs = subparsers.add_parser("runs", help="TREC run files and qrels of a study",
@@ -30,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--experiment", metavar="NAME",
                    help="MLflow experiment (the study name; default: the store's only study)")
     p.add_argument("--tracking-uri", metavar="URI",
-                   help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+                   help=f"MLflow store (default: {DEFAULT_STORE})")
     p.add_argument("--to", required=True, metavar="DIR", type=Path, help="folder to write into")
     p.set_defaults(func=run_export)
 

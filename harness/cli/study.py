@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.study.validate import check_tracking_uri, load, validate_study
 from harness.tracking import conventions as C
+from harness.tracking.store import DEFAULT_STORE
 
 __all__ = ["cmd_run", "cmd_validate", "register"]
 
@@ -31,7 +32,7 @@ def register(sub: Any) -> None:
         "run` of a running study is refused; exits non-zero when the report could not be produced.")
     run.add_argument("study", type=Path, help="the study file (YAML)")
     run.add_argument("--resume", action="store_true", help="finish an interrupted study without re-running finished trials")
-    run.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: the study file's tracking_uri, else $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    run.add_argument("--tracking-uri", metavar="URI", help=f"MLflow store (default: the study file's tracking_uri, else {DEFAULT_STORE})")
     run.add_argument("--smoke", action="store_true", help="apply the study's smoke: overrides (a tiny budget)")
     run.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key in every configuration (repeatable)")
@@ -42,7 +43,7 @@ def register(sub: Any) -> None:
                          "model builds, then print configurations x seeds, trials and resources. "
                          "Writes nothing.")
     val.add_argument("study", type=Path)
-    val.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: the study file's tracking_uri, else $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    val.add_argument("--tracking-uri", metavar="URI", help=f"MLflow store (default: the study file's tracking_uri, else {DEFAULT_STORE})")
     val.add_argument("--smoke", action="store_true")
     val.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key in every configuration, as `harness run --set` (repeatable)")
@@ -56,7 +57,7 @@ def register(sub: Any) -> None:
                           description=f"Runs {QUICKSTART.name}: baseline vs a curriculum and a "
                           "smoothing configuration, 3 seeds each, on the embedded data set with the "
                           "packaged encoder, on local Ray, recorded in ./mlruns.")
-    demo.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    demo.add_argument("--tracking-uri", metavar="URI", help=f"MLflow store (default: {DEFAULT_STORE})")
     demo.add_argument("--collections", action="store_true",
                       help=f"run {QUICKSTART_COLLECTIONS.name} instead: baseline vs WSLS on the embedded "
                       "set and the shipped Cranfield collection, ending with one table over both")
@@ -66,7 +67,7 @@ def register(sub: Any) -> None:
                         description="Serve the MLflow UI (and with it the store's whole read and write "
                         "API, unauthenticated) on this machine's loopback address. Another address "
                         "needs --allow-remote.")
-    ui.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    ui.add_argument("--tracking-uri", metavar="URI", help=f"MLflow store (default: {DEFAULT_STORE})")
     ui.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1; a non-loopback one needs --allow-remote)")
     ui.add_argument("--port", type=int, default=5000, help="TCP port, 1-65535 (default 5000)")

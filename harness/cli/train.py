@@ -16,6 +16,7 @@ from harness.errors import ConfigError
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket
 from harness.study.trial import run_trial, write_trial_files
 from harness.tracking import conventions as C
+from harness.tracking.store import DEFAULT_STORE
 
 if TYPE_CHECKING:
     from harness.tracking.records import StudyRecords
@@ -34,7 +35,7 @@ def register(sub: Any) -> None:
                    help="override one flat dotted key, e.g. curriculum.pacing=root_n (repeatable)")
     p.add_argument("--seed", type=int, help="the trial seed (train.seed)")
     p.add_argument("--experiment", default="harness-train", help="MLflow experiment name")
-    p.add_argument("--tracking-uri", metavar="URI", help="MLflow store (default: $MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db)")
+    p.add_argument("--tracking-uri", metavar="URI", help=f"MLflow store (default: {DEFAULT_STORE})")
     p.add_argument("--no-mlflow", action="store_true", help="do not record the run")
     p.add_argument("--checkpoint-dir", type=Path, help="write a checkpoint here at every evaluation")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --checkpoint-dir")

@@ -26,6 +26,8 @@ from harness.redact import SECRET_MARKERS, redact_uri, strip_credentials
 from harness.tracking import conventions as C
 
 REACH_TIMEOUT_S = 5.0  # the tracking server's REST API answers at once; a dead one must fail fast
+# ``default_tracking_uri`` in words: the default every command's --tracking-uri help states
+DEFAULT_STORE = "$MLFLOW_TRACKING_URI, else ./mlruns/mlflow.db"
 
 
 def default_tracking_uri(root: str | os.PathLike[str] | None = None) -> str:
