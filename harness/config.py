@@ -16,6 +16,7 @@ import functools
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -67,6 +68,8 @@ MAX_INT = 2**63 - 1
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_NODES = 100_000
 CANDIDATE_SETS = ("pair", "all")
+# A quoted whole number ('100'): a Steps key reads it as the int it spells (a step count).
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 
 
 def _check_steps(key: str, value: Steps, allow_inf: bool = False, allow_zero: bool = False) -> None:
@@ -305,6 +308,12 @@ class TrialConfig:
         """Every valid flat dotted key."""
         return [f"{name}.{f.name}" for name, cls_ in _section_types().items() for f in fields(cls_)]
 
+    @staticmethod
+    def key_type(key: str) -> Any:
+        """The type a valid flat key takes (``int``, ``float``, ``Steps``, ``tuple[int, ...] | None``...)."""
+        section, name = key.split(".", 1)
+        return _hint(_section_types()[section], name)
+
     @classmethod
     def from_flat(cls, flat: dict[str, Any], base: TrialConfig | None = None) -> TrialConfig:
         """Parse flat dotted keys over ``base`` (defaults when None); unknown keys are refused
@@ -417,7 +426,14 @@ def _coerce(key: str, value: Any, hint: Any) -> Any:
     if int in args and float in args:  # Steps: an int is a step count, a float a fraction
         if isinstance(value, int) and not isinstance(value, bool):
             return _number(key, value, integer=True, what="a number")
-        return _number(key, value, integer=False, what="a number", allow_inf=True)
+        if isinstance(value, str) and _INTEGER_TEXT.fullmatch(value.strip()):  # '1': one step, as 1
+            return _number(key, value, integer=True, what="a number")
+        number = _number(key, value, integer=False, what="a number", allow_inf=True)
+        # A whole float past 1 (100.0, 1e2) counts steps as its int does, and 0.0 is 0 steps: one
+        # meaning, one value (and one configuration id); 1.0 stays the whole of train.steps.
+        if math.isfinite(number) and number.is_integer() and (number > 1 or number == 0):
+            return int(number)
+        return number
     if int in args:
         return _number(key, value, integer=True, what="an integer")
     if float in args:

@@ -302,6 +302,15 @@ SEARCH: list[tuple[str, str, list[str]]] = [
     ("search-when-cycle", ("curriculum.n: {int: [1, 4], when: {curriculum.pacing: root_n}}\n"
      "    curriculum.pacing: {choice: [root_n, linear], when: {curriculum.n: 2}}"), ["cycle"]),
     ("search-data-key", "data.negatives: {int: [1, 9]}", ["data.negatives"]),
+    # a continuous range where its draws would be refused in the running searcher
+    ("search-uniform-on-an-integer-key", "train.steps: {uniform: [10, 20]}", ["train.steps", "{int: [low, high]}"]),
+    ("search-uniform-on-a-text-key", "model.name: {uniform: [0.1, 0.5]}", ["model.name", "{choice: [...]}"]),
+    ("search-uniform-schedule-past-1", "curriculum.T: {uniform: [0.5, 100]}", ["curriculum.T", "(0, 1]", "int"]),
+    ("search-uniform-bound-a-bool", "curriculum.delta: {uniform: [true, 0.5]}", ["curriculum.delta", "numbers"]),
+    ("search-int-bound-10-to-the-400", "curriculum.n: {int: [1, 1" + "0" * 400 + "]}", ["curriculum.n must be a number"]),
+    ("search-uniform-bound-10-to-the-400", "curriculum.n: {uniform: [1, 1" + "0" * 400 + "]}",
+     ["curriculum.n", "numbers", "..."]),
+    ("search-select-metric", "train.select_metric: {choice: [map, mrr]}", ["train.select_metric", "objective.metric"]),
 ]
 for id_, space, frags in SEARCH:
     study_case(id_, ["@P:", *frags], extra=f"search:\n  searcher: tpe\n  num_configs: 2\n  space:\n    {space}\n")
@@ -312,6 +321,20 @@ study_case("search-num-configs-zero", ["@P:9:", "num_configs"],
 study_case("search-nsga2-one-objective", ["@P", "nsga2", "two"],
            extra="search:\n  searcher: nsga2\n  space: {curriculum.delta: {uniform: [0.1, 0.9]}}\n")
 study_case("search-space-empty", ["@P", "space"], extra="search:\n  searcher: tpe\n  space: {}\n")
+for _id, _objectives, _frag in (("a-word", "map", "search.objectives must be a list"),
+                                ("a-list-of-words", "[map]", "search.objectives.0 must be a mapping"),
+                                ("without-metric", "[{mode: max}]", "search.objectives.0 must be a mapping"),
+                                ("unknown-key", "[{metric: map, mod: min}]", "'mod'")):
+    study_case(f"search-objectives-{_id}", ["@P:7:", _frag],
+               extra=f"search: {{searcher: tpe, space: {{curriculum.n: {{choice: [2, 3]}}}}, objectives: {_objectives}}}\n")
+# the objective's metric selects every configuration's checkpoint: no configuration may say otherwise
+for _id, _extra, _line in (("config", "configs: [{name: c, set: {train.select_metric: mrr}}]\n", 7),
+                           ("baseline", "baseline: {train.select_metric: mrr}\n", 7),
+                           ("smoke", "smoke: {train.select_metric: mrr}\n", 7)):
+    study_case(f"select-metric-in-the-{_id}", [f"@P:{_line}:", "train.select_metric='mrr' differs"], extra=_extra)
+study_case("train-seed-in-defaults", ["@P:7:", "train.seed is set per trial"], extra="defaults: {train.seed: 3}\n")
+study_case("train-seed-in-the-train-section", ["@P:4:", "train.seed is set per trial"],
+           text=_study_text().replace("device: cpu}", "device: cpu, seed: 3}"))
 
 # --- 4. study files: where the results go ------------------------------------------------------
 
@@ -597,6 +620,17 @@ study_case("steps-10-to-the-400", ["@P:7:", "train.steps", "integer of at most"]
 study_case("lr-10-to-the-400", ["@P:7:", "train.lr", "a number"],
            extra="defaults: {train.lr: 1" + "0" * 400 + "}\n")
 study_case("lr-1e400-float", ["@P:7:", "train.lr", "inf"], extra="defaults: {train.lr: 1.0e+400}\n")
+study_case("collections-21", ["@P:7:", "at most 20 collections, got 21"],
+           extra="collections:\n" + "".join(f"  - {{name: k{i}, data: {{source: chitchat, conversations: "
+                                            f"{30 + i}}}}}\n" for i in range(21)))
+study_case("configurations-times-collections", ["@P:8:", "101 configurations on 10 collections are 1010"],
+           extra="configs: [" + ", ".join(f"{{name: c{i}, set: {{curriculum.delta: {0.001 * (i + 1):.3f}}}}}"
+                                         for i in range(100)) + "]\ncollections:\n"
+           + "".join(f"  - {{name: k{i}, data: {{source: chitchat, conversations: {30 + i}}}}}\n" for i in range(10)))
+study_case("seed-schedule-step-10-to-the-400", ["@P:5:", "seeds.step", "at most 9223372036854775807"],
+           seeds="{start: 2, step: 1" + "0" * 400 + ", max: 4}")
+study_case("failure-retries-10-to-the-30", ["@P:7:", "failure.max_retries", "at most 9223372036854775807"],
+           extra="failure: {max_retries: 1" + "0" * 30 + "}\n")
 study_case("concurrency-10-to-the-400", ["@P:7:", "concurrency"], extra="concurrency: 1" + "0" * 400 + "\n")
 study_case("rung-10-to-the-400", ["@P:7:", "early_stopping.rungs"],
            extra="early_stopping: {rungs: [1" + "0" * 400 + "]}\nconfigs: [{name: c, set: {curriculum.delta: 0.5}}]\n")

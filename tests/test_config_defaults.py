@@ -57,3 +57,23 @@ def test_minus_zero_is_zero_in_every_number_and_the_id() -> None:
         assert not [x for x in values if isinstance(x, float) and math.copysign(1.0, x) < 0 and x == 0], flat
     (key, value), = parse_assignments(["smoothing.epsilon=-0.0"]).items()
     assert str(TrialConfig.from_flat({"smoothing.method": "LS", key: value}).smoothing.epsilon) == "0.0"
+
+
+def test_a_schedule_key_has_one_value_per_meaning() -> None:
+    """``Steps`` (curriculum.T, weighting.m, smoothing.switch): an int counts steps, a float in
+    (0, 1] is a fraction of train.steps. A whole float past 1 (``100.0``, ``1e2``) counts steps as
+    its int does, ``0.0`` is 0 steps, and a quoted whole number (``'1'``) is the int it spells (one
+    step, not the fraction 1.0 = every step): one configuration, one id, the same steps trained."""
+    from harness.config import resolve_steps
+
+    def steps(key: str, value: object) -> tuple[str, float]:
+        cfg = TrialConfig.from_flat({key: value})
+        section, name = key.split(".")
+        return cfg.config_id(), resolve_steps(getattr(getattr(cfg, section), name), cfg.train.steps)
+
+    for key in ("curriculum.T", "weighting.m", "smoothing.switch"):
+        for same in ((100, 100.0, "100", "1e2", "100.0", 1e2), (1, "1", "+1"), (640, 640.0, "640")):
+            assert len({steps(key, v) for v in same}) == 1, (key, same)
+        assert steps(key, 1)[1] == 1 and steps(key, "1")[1] == 1 and steps(key, 1.0)[1] == 1000, key
+        assert steps(key, 0.5) == steps(key, "0.5") and steps(key, 0.5)[1] == 500, key
+    assert steps("weighting.m", 0) == steps("weighting.m", 0.0) == steps("weighting.m", "0")

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, shown
 
 KINDS = ("choice", "uniform", "loguniform", "int", "fixed")
 
@@ -61,7 +61,7 @@ class Param:
 def parse_param(key: str, spec: Any) -> Param:
     if not isinstance(spec, dict):
         raise ConfigError(f"search.space.{key}: expected one of {', '.join(KINDS)}, e.g. "
-                          f"{{choice: [a, b]}}, got {spec!r}", key=f"search.space.{key}")
+                          f"{{choice: [a, b]}}, got {shown(spec)}", key=f"search.space.{key}")
     kinds = [k for k in spec if k in KINDS]
     extra = set(spec) - set(KINDS) - {"when"}
     if len(kinds) != 1 or extra:
@@ -80,18 +80,20 @@ def parse_param(key: str, spec: Any) -> Param:
             raise ConfigError(f"search.space.{key}.choice must be a non-empty list", key=f"search.space.{key}")
         return Param(key, kind, tuple(raw), when)
     if not (isinstance(raw, list) and len(raw) == 2):
-        raise ConfigError(f"search.space.{key}.{kind} must be [low, high], got {raw!r}", key=f"search.space.{key}")
+        raise ConfigError(f"search.space.{key}.{kind} must be [low, high], got {shown(raw)}", key=f"search.space.{key}")
     lo, hi = raw
+    if isinstance(lo, bool) or isinstance(hi, bool):
+        raise ConfigError(f"search.space.{key}.{kind} bounds must be numbers, got {shown(raw)}", key=f"search.space.{key}")
     if kind == "int" and not (isinstance(lo, int) and isinstance(hi, int)):
-        raise ConfigError(f"search.space.{key}.int bounds must be integers, got {raw!r}", key=f"search.space.{key}")
-    try:
-        lo_f, hi_f = float(lo), float(hi)
-    except (TypeError, ValueError):
-        raise ConfigError(f"search.space.{key}.{kind} bounds must be numbers, got {raw!r}", key=f"search.space.{key}") from None
+        raise ConfigError(f"search.space.{key}.int bounds must be integers, got {shown(raw)}", key=f"search.space.{key}")
+    try:  # an int range compares its integers (a float has none for 10**400: the key's check says so)
+        lo_f, hi_f = (lo, hi) if kind == "int" else (float(lo), float(hi))
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer of 400 digits
+        raise ConfigError(f"search.space.{key}.{kind} bounds must be numbers, got {shown(raw)}", key=f"search.space.{key}") from None
     if not lo_f < hi_f:
-        raise ConfigError(f"search.space.{key}.{kind} needs low < high, got {raw!r}", key=f"search.space.{key}")
+        raise ConfigError(f"search.space.{key}.{kind} needs low < high, got {shown(raw)}", key=f"search.space.{key}")
     if kind == "loguniform" and lo_f <= 0:
-        raise ConfigError(f"search.space.{key}.loguniform needs low > 0, got {raw!r}", key=f"search.space.{key}")
+        raise ConfigError(f"search.space.{key}.loguniform needs low > 0, got {shown(raw)}", key=f"search.space.{key}")
     return Param(key, kind, (lo, hi), when)
 
 

@@ -45,9 +45,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from harness.config import (
+    MAX_INT,
     MAX_SEED,
     SELECT_METRICS,
     KeyLines,
@@ -103,6 +104,9 @@ TRAINING_ONLY_DATA_KEYS = ("max_train_queries", "cache_dir")
 MAX_SEEDS = 1000
 MAX_ROUNDS = 100
 MAX_CONFIGS = 1000
+# Collections of one study: each is prepared (and `harness validate` builds its data); the papers'
+# tables span 2-4.
+MAX_COLLECTIONS = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -292,8 +296,12 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
     search = _search(raw.get("search"), defaults, metric, mode)
     configs, search = _expand_grid(search, configs, defaults)
     for i, nc in enumerate([baseline, *configs]):
+        where = "baseline" if i == 0 else f"configs.{i - 1}.set"
         if nc.config.data.collection is not None:  # only the collections list names a collection
-            raise _fail("baseline" if i == 0 else f"configs.{i - 1}.set", COLLECTION_KEY_HERE)
+            raise _fail(where, COLLECTION_KEY_HERE)
+        if metric in SELECT_METRICS and nc.config.train.select_metric != metric:
+            raise _fail(f"{where}.train.select_metric", f"{where}: "
+                        f"{_select_metric_differs(nc.config.train.select_metric, metric)}")
     _check_one_evaluation_set(baseline, configs, search)
     confirm = _confirm(raw, configs, search, seeds, schedule is not None)
     _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
@@ -307,12 +315,18 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         _check_schedule(metric, configs, search, raw.get("early_stopping"))
     early = _early_stopping(raw, metric, mode, baseline, configs, search)
     models = _choice(raw.get("models", "best"), "models", MODEL_LOGGING)
-    return with_collections(raw, StudySpec(
+    spec = with_collections(raw, StudySpec(
         name=name, description=description, path=str(path.resolve()), text=text, defaults=defaults,
         baseline=baseline, configs=tuple(configs), search=search, seeds=tuple(seeds), metric=metric,
         mode=mode, concurrency=concurrency, storage_path=storage_path, tracking_uri=tracking_uri,
         smoke=smoke, early_stopping=early, models=models, seed_schedule=schedule, confirm=confirm,
         **resources, **failure))
+    if smoke:  # what --smoke will apply, refused now, at its line, for what --smoke would refuse
+        try:
+            spec.with_overrides(smoke)
+        except ConfigError as exc:
+            raise _fail(f"smoke.{exc.key}" if exc.key else "smoke", f"smoke: {exc}") from None
+    return spec
 
 
 def _check_top_keys(raw: dict[str, Any]) -> None:
@@ -385,6 +399,8 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
     origin.update({k: f"defaults.{k}" for k in part})
     if "data.collection" in flat:
         raise _fail(origin["data.collection"], COLLECTION_KEY_HERE)
+    if "train.seed" in flat:
+        raise _fail(origin["train.seed"], "train.seed is set per trial by the study's seeds; drop it here")
     if metric in SELECT_METRICS:
         # The checkpoint a trial reports is the best on the study's objective (every config alike).
         if flat.get("train.select_metric", metric) != metric:
@@ -616,6 +632,8 @@ def _seed_schedule(raw: dict[str, Any]) -> tuple[SeedSchedule, list[int]]:
     for k in ("start", "step", "max"):
         if k not in raw:
             raise _fail("seeds", f"seeds: a seed schedule needs start, step and max; {k} is missing")
+        if isinstance(raw[k], int) and abs(raw[k]) > MAX_INT:
+            raise refuse(f"seeds.{k}", raw[k], f"an integer of at most {MAX_INT} in size")
     schedule = SeedSchedule(raw["start"], raw["step"], raw["max"])
     # Bounded before the seed list and the rounds are built from it.
     if schedule.max > MAX_SEEDS:
@@ -747,6 +765,8 @@ def _number(value: Any, key: str, rule: str, ok: Callable[[float], bool], *, int
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds) or not _finite(value) or not ok(value):
         raise refuse(key, value, rule)
+    if abs(value) > MAX_INT:  # a typo, and beyond what any count or loop takes (docs: Limits)
+        raise refuse(key, value, f"{rule}, of at most {MAX_INT} in size")
     return float(value) + 0.0  # -0.0 is 0.0, as in the config keys
 
 
@@ -781,6 +801,9 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
             raise _fail(f"search.space.{key}", f"search.space: {unknown_key_message(key)}")
         if key == "train.seed":
             raise _fail("search.space", "search.space: train.seed comes from the study's seeds")
+        if key == "train.select_metric" and metric in SELECT_METRICS:
+            raise _fail(f"search.space.{key}", f"search.space: train.select_metric is objective.metric "
+                        f"({metric!r}) in every configuration; the study's objective selects the best-dev checkpoint")
         space[key] = parse_param(key, spec)
     for key, p in space.items():
         for cond in p.when:
@@ -789,6 +812,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     ordered(space)  # conditions that form a cycle are refused here, not in the first trial
     # Every value a choice can take must itself be valid for its key.
     for key, p in space.items():
+        _range_fits(key, p)
         # An int range is valid where its bounds are (every key's rule is an interval): checked
         # without listing what lies between.
         for v in (p.args if p.kind == "int" else p.values()):
@@ -796,13 +820,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
                 TrialConfig.from_flat({key: v}, base=defaults)
             except ConfigError as exc:
                 raise _fail(f"search.space.{key}", f"search.space: {exc}") from None
-    objectives = tuple((str(o["metric"]), str(o.get("mode", "max"))) for o in raw.get("objectives") or [])
-    if not objectives:
-        objectives = ((metric, mode),)
-    for m, md in objectives:
-        if m not in METRICS or md not in ("max", "min"):
-            raise _fail("search.objectives", f"search.objectives: bad objective {m!r}/{md!r}; "
-                        f"metrics: {', '.join(METRICS)}; modes: max, min")
+    objectives = _objectives(raw.get("objectives")) or ((metric, mode),)
     kind = SEARCHERS.get(searcher)
     if kind.objectives == 2 and len(objectives) != 2:
         raise _fail("search.searcher", f"search.searcher {searcher} optimises two objectives; give "
@@ -824,6 +842,45 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     if target is not None and not isinstance(target, str):
         raise refuse("search.objective_collection", target, "the name of one of the study's collections")
     return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
+
+
+def _objectives(raw: Any) -> tuple[tuple[str, str], ...]:
+    """``search.objectives``: a list of ``{metric, mode}`` (mode max by default); empty: none."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise refuse("search.objectives", raw, "a list of {metric, mode} entries")
+    out = []
+    for i, entry in enumerate(raw):
+        where = f"search.objectives.{i}"
+        if not isinstance(entry, dict) or "metric" not in entry or set(entry) - {"metric", "mode"}:
+            raise refuse(where, entry, "a mapping {metric, mode} (mode: max or min, default max)")
+        m, md = entry["metric"], entry.get("mode", "max")
+        if not isinstance(m, str) or m not in METRICS or not isinstance(md, str) or md not in ("max", "min"):
+            raise _fail(where, f"{where}: bad objective {m!r}/{md!r}; "
+                        f"metrics: {', '.join(METRICS)}; modes: max, min")
+        out.append((m, md))
+    return tuple(out)
+
+
+def _range_fits(key: str, p: Param) -> None:
+    """A continuous range (uniform, loguniform) draws fractional numbers: refused for a key that
+    takes integers or text, and for a schedule key (``Steps``) past 1, where between two step
+    counts it would draw 1.5 steps; the bounds alone would pass the check below."""
+    if p.kind not in ("uniform", "loguniform"):
+        return
+    hint = TrialConfig.key_type(key)
+    kinds = {t for t in (get_args(hint) or (hint,)) if t is not type(None)}
+    if len(kinds) == 1 and get_args(next(iter(kinds))):  # tuple[float, ...]: one value for all
+        kinds = {t for t in get_args(next(iter(kinds))) if t is not Ellipsis}
+    where = f"search.space.{key}"
+    if float not in kinds:
+        use = "{int: [low, high]}" if int in kinds else "{choice: [...]}"
+        raise _fail(where, f"{where}: {p.kind} draws fractional numbers, and {key} takes "
+                    f"{'integers' if int in kinds else 'no number'}; use {use}")
+    if int in kinds and max(float(b) for b in p.args) > 1:
+        raise _fail(where, f"{where}: {p.kind} draws fractions of train.steps, so its bounds lie in "
+                    f"(0, 1], got {list(p.args)}; for step counts use {{int: [low, high]}}")
 
 
 def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: NamedConfig,
@@ -893,6 +950,14 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         return spec
     if not isinstance(items, list) or not items:
         raise _fail("collections", "collections must be a non-empty list of {name, data} mappings")
+    if len(items) > MAX_COLLECTIONS:
+        raise _fail("collections", f"collections must be a list of at most {MAX_COLLECTIONS} collections, "
+                    f"got {len(items)}; a larger study is several studies")
+    fixed = len(spec.fixed_configs())
+    if len(items) * fixed > MAX_CONFIGS:
+        raise _fail("collections", f"collections: {fixed} configurations on {len(items)} collections are "
+                    f"{fixed * len(items)} configurations (one per configuration and collection), more than "
+                    f"{MAX_CONFIGS}; a larger study is several studies")
     names: list[str] = []
     per: list[dict[str, Any]] = []
     for i, item in enumerate(items):
