@@ -73,6 +73,9 @@ def report_html(report: StudyReport, record: StudyRecord | None = None, *, title
     recorded decisions (results that did not come from MLflow)."""
     record = record or StudyRecord()
     analysis = report.analysis
+    # The page's decisions, its main table and its forest plot read one analysis: the configs
+    # table's (its family the whole table), so no sentence marks what the table beside it does not.
+    shown = report.whole or analysis
     res = analysis.results
     name = title or res.source
     seeds = _count(len(res.seeds), "seed")
@@ -86,9 +89,9 @@ def report_html(report: StudyReport, record: StudyRecord | None = None, *, title
         (f'<p class="sub">{_count(len(res.configs) - 1, "candidate")} against '
          f"{_e(the_baseline(res.baseline))}, {seeds}{queries}; {_e(analysis.test)} test, "
          f"{_e(_correction(analysis))} correction{_e(phase)}</p>"),
-        _section("decisions", "What the study decided", _decisions(analysis, record)),
-        _section("significance", "Significance", _tables(report.whole or analysis, analysis, decimals)),
-        _section("forest", "Difference to the baseline", _forest(analysis)),
+        _section("decisions", "What the study decided", _decisions(shown, record)),
+        _section("significance", "Significance", _tables(shown, analysis, decimals)),
+        _section("forest", "Difference to the baseline", _forest(shown)),
         _section("curves", "Dev curves", _curves(res.baseline, res.configs, record)),
         _section("power", "Power: the difference the study can detect", _power(report)),
         f"<footer>{_e(library_versions())}; made {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</footer>",

@@ -43,7 +43,7 @@ import numpy as np
 
 from harness.errors import DataError
 from harness.stats import distributions as dist
-from harness.stats.paired import BETTER, EQUAL, WORSE
+from harness.stats.paired import BETTER, EQUAL, WORSE, tie_p
 
 TAU2_METHODS = ("pm", "dl")
 WEIGHTINGS = ("inverse-variance", "equal")
@@ -161,17 +161,22 @@ def combine_batch(effects: np.ndarray, variances: np.ndarray, *, tau2_method: st
     mu = (w * y).sum(axis=-1) / w.sum(axis=-1)
     var = (w * (y - mu[..., None]) ** 2).sum(axis=-1) / ((k - 1) * w.sum(axis=-1))
     se = np.sqrt(var)
+    # Equal estimates (to rounding, as paired_test's constant shift) leave no spread: t = +-inf, and
+    # p is the sign-flip p of k equal differences, not 0 (paired.tie_p: the collections'
+    # differences of a metric that moves in steps tie often).
+    apart = se > 1e-12 * np.abs(mu)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.where(se > 0, mu / np.where(se > 0, se, 1.0), np.where(mu == 0, 0.0, np.sign(mu) * np.inf))
-    p = 2.0 * dist.t.sf(np.abs(t), k - 1)
+        t = np.where(apart, mu / np.where(apart, se, 1.0), np.where(mu == 0, 0.0, np.sign(mu) * np.inf))
+    p = np.where(apart, 2.0 * dist.t.sf(np.abs(t), k - 1), np.where(mu == 0, 1.0, tie_p(k)))
     return CombinedBatch(estimate=mu, se=se, statistic=t, p_value=p, tau2=tau2, q=q)
 
 
 def combine(effects: Sequence[float], variances: Sequence[float], *, confidence: float = 0.95,
             tau2_method: str = DEFAULT_TAU2, weighting: str = WEIGHTINGS[0]) -> CombinedResult:
     """The HKSJ random-effects combination of k >= 2 collections' estimates (module docstring).
-    Equal estimates leave the HKSJ variance 0: the estimate is then exact in the model's terms
-    (t = +-inf, p = 0 unless it is 0, where p = 1)."""
+    Equal estimates leave the HKSJ variance 0 and t = +-inf: p is then that of k equal differences
+    under sign flips, 2^(1 - k) (``paired.tie_p``; 1 where they are 0), and the interval the point
+    where that p is below 1 - confidence, else the whole line."""
     if not 0.0 < confidence < 1.0:
         raise DataError(f"confidence must be in (0, 1), got {confidence}")
     y = np.asarray(effects, dtype=np.float64)
@@ -181,6 +186,8 @@ def combine(effects: Sequence[float], variances: Sequence[float], *, confidence:
     b = combine_batch(y, v, tau2_method=tau2_method, weighting=weighting)
     k = len(y)
     half = float(dist.t.ppf(0.5 + confidence / 2.0, k - 1)) * float(b.se)
+    if math.isinf(float(b.statistic)) and float(b.p_value) >= 1.0 - confidence:
+        half = math.inf  # no spread to scale an interval by, and a p that rejects nothing
     q = float(b.q)
     w = 1.0 / (v + float(b.tau2)) if weighting == WEIGHTINGS[0] else np.ones_like(v)
     i2 = math.nan if math.isnan(q) else max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0

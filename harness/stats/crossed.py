@@ -69,8 +69,17 @@ the candidate references tried (Kenward-Roger and a calibration at an upper conf
 seeds' share among them) kept its size at 2 to 10 seeds and detected clearly more
 (docs/statistics.md, "Searching for a more powerful reference"; tests/stats/test_reference_search.py).
 
-Degenerate input: every d = 0 gives t = 0, p = 1; a constant non-zero shift gives SE = 0, t = +-inf,
-p = 0 (as the paired t-test does).
+Seeds that tie: where the S seeds' mean differences are equal (MS_seed = 0 to rounding; a metric
+that moves in steps, P@1 = k/Q, makes that common at 2 or 3 seeds when nothing differs), every draw
+of the seed term is 0, and in a draw where the residual term exceeds the query term R is negative:
+the pivot took such draws as a variance of 0, certainty, and its p followed P(R > 0) rather than
+dbar (0.0055 at t = 1 with 2 seeds, where MixedLM's Wald test gives 0.32; 10% of tables of 8 null
+candidates on binary per-query values marked one). There the pivot is R = max(MS_query (Q-1) /
+X_query, MS_resid (S-1)(Q-1) / X_resid), the query and residual terms each clamped as the point
+estimate clamps them: the seed-averaged t-test where the residual is 0, the pooled residual's t where
+the query means tie too (as below), and near MixedLM's p between. Degenerate input: every d = 0
+gives t = 0, p = 1; a constant non-zero shift gives SE = 0, t = +-inf and p = 2^(1 - S), the
+sign-flip p-value of S equal seed means (``paired.tie_p``, as the paired t-test over S seeds).
 
 References: Clark, H. H. (1973), The language-as-fixed-effect fallacy, J. Verbal Learning and Verbal
 Behavior 12; Satterthwaite, F. E. (1946), Biometrics Bulletin 2(6); Tsui, K.-W. & Weerahandi, S.
@@ -98,7 +107,7 @@ from scipy import special
 
 from harness.errors import DataError
 from harness.stats import distributions as dist
-from harness.stats.paired import PairedResult
+from harness.stats.paired import PairedResult, tie_p
 from harness.stats.roots import newton, secant
 
 SEED = "seed"
@@ -262,6 +271,19 @@ def _only_residual(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarr
     return (np.asarray(ms_seed) <= tiny) & (np.asarray(ms_query) <= tiny)
 
 
+def _seeds_tie(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray) -> np.ndarray:
+    """Where the seeds' mean differences are equal: MS_seed zero to rounding, beside MS_query or
+    MS_resid (module docstring, "Seeds that tie")."""
+    return np.asarray(ms_seed) <= 1e-12 * np.maximum(ms_query, ms_resid)
+
+
+def _constant(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray) -> np.ndarray:
+    """Where every difference is the same non-zero number (each mean square rounding against the
+    squared mean): p is that of S equal seed means under sign flips (module docstring)."""
+    top = np.maximum(np.maximum(ms_seed, ms_query), ms_resid)
+    return (np.asarray(mean) != 0) & (top <= 1e-24 * np.square(mean))
+
+
 def pivot_variances(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray,
                     seeds: int, queries: int, *, out: np.ndarray | None = None,
                     scratch: np.ndarray | None = None) -> np.ndarray:
@@ -281,6 +303,9 @@ def pivot_variances(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndar
     np.add(out, scratch, out=out)
     np.multiply(e, inv_e, out=scratch)
     np.subtract(out, scratch, out=out)
+    tie = _seeds_tie(a[:, 0], b[:, 0], e[:, 0])
+    if tie.any():  # seeds that tie: max(b inv_q, e inv_e), the query and residual terms clamped
+        out[tie] = np.maximum(b[tie] * inv_q, e[tie] * inv_e)
     return np.divide(out, seeds * queries, out=out)
 
 
@@ -326,6 +351,7 @@ def generalized_p(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, m
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.abs(mean[flat]) / np.sqrt(ms_resid[flat] / (seeds * queries))
         out[flat] = 2.0 * dist.t.sf(t, df_e)
+    out[_constant(mean, ms_seed, ms_query, ms_resid)] = tie_p(seeds)
     return np.minimum(out, 1.0)
 
 
@@ -423,8 +449,9 @@ def crossed_test(candidate: Sequence[Sequence[float]] | np.ndarray,
     constant = float(np.ptp(d)) <= 1e-12 * float(np.abs(d).max())
     if constant:
         se, df = 0.0, math.nan
-        statistic, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), 0.0)
-        half = 0.0
+        statistic, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), tie_p(ms.seeds))
+        # the interval holds what the test does not reject: the point, or every value
+        half = 0.0 if mean == 0 or p < 1.0 - confidence else math.inf
     else:
         se = math.sqrt(sum(v for v, _ in variance_terms(ms)))
         statistic = mean / se

@@ -31,8 +31,12 @@ Procedures (registered in PROCEDURES, looked up by name):
   all 2^n sign vectors when 2^n <= resamples, else ``resamples`` random sign vectors drawn from the
   given Generator, p = (hits + 1) / (resamples + 1). Deterministic for a given Generator seed.
 
-Identical samples (every d_i = 0) give p = 1 under every procedure; a constant non-zero shift gives
-the t-test t = +-inf, p = 0 (s_d = 0).
+Identical samples (every d_i = 0) give p = 1 under every procedure. A constant non-zero shift
+(every d_i equal: s_d = 0) leaves the t statistic undefined (+-inf); the t-test then reports the
+exact sign-flip p-value of n equal differences, 2^(1 - n) (``tie_p``: the randomisation test's on the
+same d), and its interval is the point dbar where that p is below 1 - confidence, else the whole
+line. Not p = 0: a metric that moves in steps (P@1 is k/Q) makes two seeds' differences tie often
+even when nothing differs, and with 2 seeds such a tie is no evidence at all (p = 0.5).
 
 The Wilcoxon interval. For a shift mu0 that is not a Walsh average, d - mu0 has no zero and its
 absolute values tie only where the d_i themselves are equal, and the signed-rank statistic of
@@ -323,6 +327,17 @@ def sign_flip_p(d: np.ndarray, *, rng: np.random.Generator, resamples: int,
     return sign_flips(d, rng=rng, resamples=resamples, exact=exact).p_value()
 
 
+def tie_p(n: int) -> float:
+    """The p-value of n equal non-zero differences (a spread of 0) under sign flips: only the two
+    sign vectors that keep every sign alike reach |sum d|, so p = 2 / 2^n. What a t-test, whose
+    statistic is undefined there, reports instead of 0 (module docstring).
+
+    >>> tie_p(2), tie_p(5)
+    (0.5, 0.0625)
+    """
+    return min(1.0, 2.0 ** (1 - n))
+
+
 def paired_test(procedure: str, candidate: Sequence[float] | np.ndarray,
                 baseline: Sequence[float] | np.ndarray, *, rng: np.random.Generator,
                 resamples: int = 10_000, confidence: float = 0.95) -> PairedResult:
@@ -351,7 +366,10 @@ def paired_test(procedure: str, candidate: Sequence[float] | np.ndarray,
         out = Outcome(0.0, 1.0, estimate=0.0 if procedure == "wilcoxon" else None, interval=(0.0, 0.0),
                       interval_name=_INTERVAL_NAMES.get(procedure, T_INTERVAL))
     elif constant and procedure == "t":
-        out = Outcome(math.copysign(math.inf, mean), 0.0)
+        p = tie_p(n)
+        out = Outcome(math.copysign(math.inf, mean), p,
+                      interval=(mean, mean) if p < 1.0 - confidence else (-math.inf, math.inf),
+                      interval_name=T_INTERVAL)
     else:
         out = fn(d, rng=rng, resamples=resamples, confidence=confidence)
     low, high = out.interval if out.interval is not None else (mean - half, mean + half)

@@ -519,11 +519,14 @@ def maxt_family(test: str, results: Sequence[PairedResult], differences: Sequenc
     t = np.array([r.statistic for r in results])
     df = float(min(len(d) for d in differences) - 1)
     corr = _maxt.unit_correlation(differences)
-    p_adj = _maxt.adjusted(t, corr, df, phantoms=phantoms)
+    # never below the test's own p: a constant shift's t is +-inf, and its p is paired.tie_p's
+    p_adj = np.maximum(_maxt.adjusted(t, corr, df, phantoms=phantoms), [r.p_value for r in results])
     c = _maxt.critical_value(corr, df, alpha, phantoms=phantoms)
     ints = []
-    for r, d in zip(results, differences, strict=True):
-        # a constant shift has t = +-inf and no spread (as paired_test): the interval is the point
+    for r, d, p in zip(results, differences, p_adj, strict=True):
+        # a constant shift has t = +-inf and no spread (as paired_test): the interval is the point,
+        # or the whole line where its p rejects nothing
         se = 0.0 if math.isinf(r.statistic) else float(d.std(ddof=1)) / math.sqrt(len(d))
-        ints.append((r.mean_diff - c * se, r.mean_diff + c * se))
+        ints.append((-math.inf, math.inf) if se == 0.0 and p >= alpha
+                    else (r.mean_diff - c * se, r.mean_diff + c * se))
     return p_adj, ints

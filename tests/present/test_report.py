@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from harness.errors import ConfigError
 from harness.present.plots import write_plots
 from harness.present.report import study_report
 from harness.results.stored import RunRecord, StudyResults
+from harness.results.study_record import StudyRecord
 from harness.stats.significance import AnalysisOptions
 from harness.tracking.conventions import TAG_CORRECTION, TAG_MARKER_PREFIX, TAG_NOTE, TAG_TEST
 
@@ -63,6 +65,23 @@ def test_the_reports_tables_are_harness_tables(records: list[RunRecord]) -> None
     from harness.present.html_report import report_html
 
     assert study.table(form="configs").render("html") in report_html(report)
+
+
+def test_the_pages_decisions_read_the_table_beside_them(records: list[RunRecord]) -> None:
+    """"What the study decided" counts and marks as the configs table below it does (its family the
+    whole table), not as each metric's family: a sentence marking MAP over families of 3 beside a
+    table corrected over 6 contradicted it (found in review)."""
+    from harness.present.html_report import decisions, report_html
+
+    report = study_report(StudyResults.build(records))
+    whole = report.whole
+    assert whole is not None and whole is not report.analysis
+    family = {c.family_size for c in whole.comparisons}
+    assert family == {len(whole.results.configs[1:]) * len(whole.metrics)}
+    sentence = decisions(whole, StudyRecord())[0]
+    marked = [c for c in whole.comparisons if whole.marker(c)]
+    assert f"over families of {family.pop()}" in sentence and sentence.startswith(f"{len(marked)} of ")
+    assert html.escape(sentence) in report_html(report)
 
 
 def test_report_is_reproducible(records: list[RunRecord]) -> None:
