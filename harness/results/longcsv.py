@@ -4,7 +4,9 @@ optional query and collection columns.
 A metric is a harness key (map, mrr_10 ...) or ir-measures' canonical name (AP, RR@10 ...; the two
 name one metric, metrics.METRIC_TABLE). A row without a query (or with an empty query cell) is a
 per-run value; a row with one is a per-query value. Either or both may be given for a run; per-run values alone support the across-seeds test only.
-The baseline is ``baseline`` when given, else the first configuration in the file.
+The baseline is ``baseline`` when given, else the first configuration in the file. A name cell
+guarded against spreadsheet formulas by the harness's CSV writers (``'=x``: textfile.csv_cell) is
+read without its guard (textfile.csv_text), so an exported name reads back as itself.
 
     config,seed,metric,value
     random,1,map,0.7142
@@ -32,7 +34,7 @@ from typing import Any
 from harness.errors import DataError
 from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults
-from harness.textfile import read_utf8
+from harness.textfile import csv_text, read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
 # A decimal number as a CSV carries one: no "0_5" (Python's digit separator), "inf", "nan" or hex.
@@ -205,7 +207,7 @@ def _read_rows(header: Sequence[str], rows: Iterable[tuple[str, Mapping[str, Any
     groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     first: dict[str, str] = {}
     for where, row in rows:
-        name = str(row.get(COLLECTION) or "").strip()
+        name = _cell(row, COLLECTION, where)
         groups.setdefault(name, []).append((where, row))
         first.setdefault(name, where)
     if not groups:
@@ -227,12 +229,12 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
     values: dict[tuple[str, str], dict[str, float]] = {}
     per_query: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for where, row in rows:
-        config, seed, metric = (str(row.get(k) or "").strip() for k in ("config", "seed", "metric"))
+        config, seed, metric = (_cell(row, k, where) for k in ("config", "seed", "metric"))
         if not (config and seed and metric):
             raise DataError(f"{where}: config, seed and metric must be non-empty")
         metric = metric_key(metric)  # ir-measures' names (AP, RR@10 ...) are the harness's keys
         value = strict_value(str(row.get("value") or "").strip(), metric, where)
-        query = str(row.get("query") or "").strip() if has_query else ""
+        query = _cell(row, "query", where) if has_query else ""
         key = (config, seed)
         if query:
             bucket = per_query.setdefault(key, {}).setdefault(metric, {})
@@ -250,3 +252,10 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
     records = [RunRecord(config=c, seed=s, values=values.get((c, s), {}), per_query=per_query[(c, s)])
                for c, s in per_query]
     return StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS)
+
+
+def _cell(row: Mapping[str, Any], column: str, where: str) -> str:
+    """A name cell's text: stripped, and without the ``'`` that the harness's CSV writers put
+    before a name that starts like a spreadsheet formula (textfile.csv_cell), so an exported name
+    reads back as itself."""
+    return csv_text(str(row.get(column) or "").strip())

@@ -234,3 +234,51 @@ def test_the_summary_counts_each_seed_run_once_per_collection() -> None:
     one = Export(folder=Path("x"), experiment="e", run_files=[
         f"runs/{split}/{stem}.trec" for split in ("dev", "test") for stem in ("baseline.seed1", "ls.seed1")])
     assert one.summary().startswith("exported 4 run file(s) of 2 seed run(s)")
+
+
+def _log_files(uri: str, study: str, collections: tuple[str, ...] = ("",)) -> None:
+    """Run files for every finished seed run of ``study``, and per collection a qrels file that
+    names its collection (qrels/<collection>/test.qrels, as the driver logs them)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(study)
+    for run in client.search_runs([exp.experiment_id]):
+        kind = run.data.tags.get(C.TAG_KIND)
+        if kind == C.KIND_TRIAL and run.info.status == "FINISHED":
+            client.log_text(run.info.run_id, "".join(f"q{i:03d} Q0 d{j} {j + 1} {1.0 - 0.1 * j} t\n"
+                                                      for i in range(8) for j in range(3)), "runs/test.trec")
+        if kind == C.KIND_STUDY:
+            for name in collections:
+                sub = f"qrels/{name}" if name else "qrels"
+                judged = f"d{collections.index(name)}"  # each collection's own relevant document
+                client.log_text(run.info.run_id, "".join(f"q{i:03d} 0 {judged} 1\n" for i in range(8)),
+                                f"{sub}/test.qrels")
+
+
+def test_the_export_reads_back_with_the_studys_baseline_and_names(tmp_path: Path, run_cli: Cli) -> None:
+    """per_query.csv lists the baseline's rows first, so `harness table --from` takes the study's
+    baseline (it takes the first configuration), not the one whose label sorts first; a label
+    that starts like a spreadsheet formula is written guarded ('=...) and read back as itself."""
+    from tests.synthetic import synthetic_records, write_study_records
+
+    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
+    names = {"base": "wsls-bm25", "better": "=cmd()", "same": "'=quoted", "worse": "albert"}
+    write_study_records(uri, "order", synthetic_records(queries=8), names)
+    _log_files(uri, "order")
+    rc, _, err = run_cli("runs", "export", "--tracking-uri", uri, "--to", str(tmp_path / "out"))
+    assert rc == 0, err
+    text = (tmp_path / "out" / "per_query.csv").read_text()
+    assert text.splitlines()[1].startswith("wsls-bm25,") and "\n'=cmd()," in text and "\n''=quoted," in text
+    tables = {}
+    for source in (("--experiment", "order", "--tracking-uri", uri),
+                   ("--from", str(tmp_path / "out" / "per_query.csv"))):
+        rc, out, err = run_cli("table", *source, "--format", "csv", "--form", "configs")
+        assert rc in (0, 3), err  # the store holds a failed seed run: --experiment says incomplete (3)
+        tables[source[0]] = [row[:3] for row in csv.reader(out.splitlines()[1:])]
+    assert tables["--from"] == tables["--experiment"]
+    from harness.results.longcsv import read_long_csv
+
+    results = read_long_csv(tmp_path / "out" / "per_query.csv")
+    assert results.baseline == "wsls-bm25" and set(results.configs) == set(names.values())
+
