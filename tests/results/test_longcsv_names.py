@@ -1,6 +1,6 @@
 """Names in a long results CSV: one the harness's CSV writers guard against spreadsheet formulas
 (textfile.csv_cell: ``=cmd()`` written ``'=cmd()``) reads back as itself, from a file and from a
-DataFrame."""
+DataFrame; a line break in a name is refused, whatever the source."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.errors import DataError
 from harness.results.longcsv import read_long_collections, read_long_frame
 from harness.textfile import csv_cell, csv_text
 
@@ -41,3 +42,8 @@ def test_guarded_names_read_back_as_themselves(tmp_path: Path) -> None:
     frame = pd.read_csv(path, dtype=str)
     assert read_long_frame(frame[frame["collection"] == "plain"].drop(columns="collection")).configs == tuple(NAMES)
 
+
+def test_a_line_break_in_a_name_is_refused_in_a_dataframe() -> None:
+    frame = pd.DataFrame({"config": ["a", "b\rc"], "seed": ["1", "1"], "metric": "map", "value": [0.5, 0.6]})
+    with pytest.raises(DataError, match=r"^DataFrame row 1: config 'b\\rc' holds a line break"):
+        read_long_frame(frame)
