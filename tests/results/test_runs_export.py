@@ -282,3 +282,25 @@ def test_the_export_reads_back_with_the_studys_baseline_and_names(tmp_path: Path
     results = read_long_csv(tmp_path / "out" / "per_query.csv")
     assert results.baseline == "wsls-bm25" and set(results.configs) == set(names.values())
 
+
+def test_collections_whose_folder_names_clash_get_folders_of_their_own(tmp_path: Path, run_cli: Cli) -> None:
+    """`c&1` and `c_1` both make the folder c_1: each gets a folder of its own (a hash of its name
+    appended), so neither's qrels or run files overwrite the other's."""
+    from tests.synthetic import synthetic_records, write_collections_records
+
+    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
+    names = ("c&1", "c_1", "plain")
+    write_collections_records(uri, "clash", {n: synthetic_records(queries=8, effects={"base": 0.0, "cl": 0.05})
+                                             for n in names}, {"base": "base", "cl": "cl"}, failed=False)
+    _log_files(uri, "clash", names)
+    out = tmp_path / "out"
+    rc, _, err = run_cli("runs", "export", "--tracking-uri", uri, "--to", str(out))
+    assert rc == 0, err
+    manifest = list(csv.DictReader((out / "manifest.csv").open(newline="")))
+    assert len(manifest) == 3 * 2 * 3 and len({r["file"] for r in manifest}) == len(manifest)
+    folders = {r["collection"]: r["file"].split("/")[0] for r in manifest}
+    assert len(set(folders.values())) == 3 and folders["plain"] == "plain"
+    assert all(folders[n].startswith("c_1-") for n in ("c&1", "c_1"))
+    for i, name in enumerate(names):  # each collection's own qrels (_log_files: its relevant document d<i>)
+        assert (out / folders[name] / "qrels" / "test.qrels").read_text().startswith(f"q000 0 d{i} 1\n")
+    assert sorted(p.name for p in out.iterdir()) == sorted([*folders.values(), "manifest.csv", "per_query.csv"])
