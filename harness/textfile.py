@@ -123,18 +123,40 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 def csv_cell(value: object) -> object:
     """``value`` as a CSV cell that a spreadsheet shows as text: a string starting like a formula
     (``=HYPERLINK(...)``, ``+1``, ``@SUM``) gets a leading ``'``; numbers, and strings that read as
-    one (``-0.5``), stay as they are.
+    one (``-0.5``), stay as they are. So does every other string, except one that starts with ``'``
+    and then like a formula (``'=x``), which gets one more ``'``: ``csv_text`` undoes exactly what
+    this adds, so a name goes out and comes back the same.
 
-    >>> csv_cell("=HYPERLINK(\"http://x\")"), csv_cell("-0.25"), csv_cell(-1.0), csv_cell("lr-3")
-    ('\'=HYPERLINK("http://x")', '-0.25', -1.0, 'lr-3')
+    >>> csv_cell("=HYPERLINK(A1)"), csv_cell("-0.25"), csv_cell(-1.0), csv_cell("lr-3")
+    ("'=HYPERLINK(A1)", '-0.25', -1.0, 'lr-3')
+    >>> csv_cell("'=x"), csv_cell("'quoted")
+    ("''=x", "'quoted")
     """
-    if not isinstance(value, str) or not value.startswith(FORMULA_STARTS):
-        return value
+    return f"'{value}" if isinstance(value, str) and _formula_like(value) else value
+
+
+def csv_text(cell: str) -> str:
+    """The text a CSV cell written by ``csv_cell`` holds: its guarding ``'`` dropped where
+    ``csv_cell`` would have added it (the cell is ``'`` and then text that starts like a formula),
+    every other cell as it is.
+
+    >>> csv_text("'=cmd()"), csv_text("''=x"), csv_text("'quoted"), csv_text("'-0.5"), csv_text("=x")
+    ('=cmd()', "'=x", "'quoted", "'-0.5", '=x')
+    """
+    return cell[1:] if cell.startswith("'") and _formula_like(cell) else cell
+
+
+def _formula_like(text: str) -> bool:
+    """``text`` after any leading ``'`` starts like a formula and is no number: ``csv_cell`` guards
+    it. Leading quotes are skipped so that guarding is one-to-one (``'=x`` is guarded too)."""
+    core = text.lstrip("'")
+    if not core.startswith(FORMULA_STARTS):
+        return False
     try:
-        float(value)
-        return value
+        float(core)
+        return False
     except ValueError:
-        return f"'{value}"
+        return True
 
 
 def _umask() -> int:

@@ -231,7 +231,7 @@ def test_bad_input_is_one_line_naming_what_is_wrong(study_dir: Path, uri: str, t
     cols.write_text("config,run,metric,value\na,1,map,0.5\n")
     with pytest.raises(DataError) as exc:
         harness.compare(cols)
-    assert _one_line(exc).startswith(f"{cols}: missing column(s) seed; a long results CSV has columns")
+    assert _one_line(exc).startswith(f"{cols}:1: missing column(s) seed; a long results CSV has columns")
     frame = pd.read_csv(study_dir / "results.csv")
     with pytest.raises(DataError) as exc:
         harness.compare(frame.drop(columns=["seed"]))

@@ -511,7 +511,7 @@ CSVS: list[tuple[str, str | bytes | None, list[str]]] = [
     ("missing-file", None, ["@P", "no such file"]),
     ("empty-file", "", ["@P"]),
     ("header-only", "config,seed,metric,value\n", ["@P", "no result rows"]),
-    ("missing-column", "config,seed,value\nbase,1,0.5\n", ["@P", "missing column", "metric"]),
+    ("missing-column", "config,seed,value\nbase,1,0.5\n", ["@P:1:", "missing column", "metric"]),
     ("column-twice", CSV.replace("value\n", "value,value\n"), ["@P:1:", "value given more than once"]),
     ("value-a-word", CSV.replace("0.61", "high"), ["@P:6:", "'high'"]),
     ("value-nan", CSV.replace("0.61", "nan"), ["@P:6:", "not finite"]),
@@ -521,6 +521,10 @@ CSVS: list[tuple[str, str | bytes | None, list[str]]] = [
     ("duplicate-row", CSV + "ls,3,map,0.57\n", ["@P:8:", "duplicate"]),
     ("not-utf8", CSV.replace("ls", "r\u00e9s").encode("latin-1"), ["@P:5:", "not UTF-8"]),
     ("unterminated-quote", CSV + '"ls,4,map,0.5\n', ["@P:8:", "CSV"]),
+    # a decimal comma: csv.DictReader kept 0 and set the 61 aside, and the table read 0.0
+    ("more-fields-than-the-header", CSV.replace("0.61", "0,61"), ["@P:6:", "5 fields", "has 4 columns"]),
+    ("carriage-return-in-a-name", CSV.replace("ls,2", '"l\rs",2'), ["@P:6:", "past the end of its line"]),
+    ("full-width-digits", CSV.replace("0.61", "\uff10.\uff16\uff11"), ["@P:6:", "not a decimal number"]),
 ]
 for id_, content, frags in CSVS:
     for cmd in ("table", "power"):

@@ -87,9 +87,9 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
                    "combined verdicts then a family of their own)")
     p.add_argument("--levels", nargs="+", type=float, default=[0.05, 0.01], metavar="ALPHA",
                    help="significance levels, strictest last (default 0.05 0.01: dagger, double dagger)")
-    p.add_argument("--phase", default="auto", choices=["auto", "confirmatory", "exploratory"],
-                   help="a study with a confirmation phase: its confirmatory table (auto's choice) or "
-                        "the exploratory one of the runs that picked")
+    p.add_argument("--phase", choices=["auto", "confirmatory", "exploratory"],
+                   help="a study with a confirmation phase: its confirmatory table (auto, the default) or "
+                        "the exploratory one of the runs that picked; --experiment only")
     p.add_argument("--one-seed-test", choices=list(ONE_SEED_TESTS),
                    help="a study with one seed gets no markers (training variance cannot be estimated "
                    "from one run); query: the paired t-test over its queries, marked * and \u2193* "
@@ -139,6 +139,7 @@ def register_power(subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
     """The source's results per collection (one, unnamed, for a one-collection source)."""
+    _check_from(args)
     if args.from_file is not None:
         from harness.results.longcsv import read_long_collections
 
@@ -146,7 +147,25 @@ def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
     from harness.results.mlflow_reader import read_experiment_collections
 
     return read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri, baseline=args.baseline,
-                                       phase=getattr(args, "phase", "auto"))
+                                       phase=getattr(args, "phase", None) or "auto")
+
+
+def _check_from(args: argparse.Namespace) -> None:
+    """Refuse what ``--from FILE`` would silently get wrong: ``--output`` naming the file read (the
+    results replaced by the table), ``--phase`` (a long CSV records no phases; it was ignored)."""
+    from harness.errors import ConfigError
+
+    source = args.from_file
+    if source is None:
+        return
+    if getattr(args, "phase", None) is not None:
+        raise ConfigError(f"--phase {args.phase}: a long results CSV ({source}) records no phases; --phase "
+                          "picks a confirmation phase's runs of an MLflow study (--experiment); leave it out")
+    output = args.output
+    if output is not None and (output.absolute() == source.absolute() or (
+            output.exists() and source.exists() and output.samefile(source))):
+        raise ConfigError(f"--output {output} is the --from file: writing there would replace the results "
+                          "it reads; give another file")
 
 
 INCOMPLETE_EXIT = 3

@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import html
 import io
-import re
 import textwrap
 from collections.abc import Callable, Sequence
 
@@ -29,15 +28,18 @@ from harness.present.collections_table import CollectionsNotes, CollectionsTable
 from harness.present.render import (
     CORRECTION_NAMES,
     DASH,
+    label_word,
     latex_escape,
     latex_mark,
     latex_plain_mark,
+    latex_row_label,
     latex_tally,
     md_escape,
     md_escape_text,
     the_baseline,
 )
 from harness.registry import Registry
+from harness.textfile import csv_cell
 
 COLLECTION_RENDERERS: Registry[Callable[[CollectionsTable], str]] = Registry("evaluation.collections_format")
 
@@ -84,7 +86,7 @@ def caption(table: CollectionsTable) -> str:
 
 def latex_label(table: CollectionsTable) -> str:
     words = ["collections", table.form, *table.metrics]
-    return "tab:harness-" + "-".join(re.sub(r"[^A-Za-z0-9]+", "-", w).strip("-").lower() for w in words)
+    return "tab:harness-" + "-".join(label_word(w) for w in words)
 
 
 def _number(value: float | None, decimals: int, signed: bool = False) -> str | None:
@@ -172,9 +174,7 @@ def latex(table: CollectionsTable) -> str:
             lines.append(rf"\multicolumn{{{width}}}{{l}}{{\textit{{{latex_escape(row.block)}}}}} \\")
         elif row.rule_before:
             lines.append(r"\cmidrule(lr){2-" + str(width) + "}")
-        label = latex_escape(row.label)
-        label = "{}" + label if label.startswith("[") else label
-        lines.append(" & ".join([label, *(cell(c) for c in row.cells)]) + r" \\")
+        lines.append(" & ".join([latex_row_label(row.label), *(cell(c) for c in row.cells)]) + r" \\")
     note = footnote(table.notes, latex_escape, plain_mark)
     lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"{\footnotesize\raggedright",
               *textwrap.wrap(note, 96, break_long_words=False, break_on_hyphens=False),
@@ -209,11 +209,13 @@ def _csv_rows(table: CollectionsTable) -> str:
                 m = c.combined.family_size
             else:
                 m = ""
-            writer.writerow([
+            # Names come from the user (titles, collections, configurations, metrics): never a
+            # spreadsheet formula, in any column (numbers stay as they are: textfile.csv_cell).
+            writer.writerow([csv_cell(v) for v in (
                 table.title, c.collection, row.label, header, c.metric, canonical_name(c.metric),
                 "" if c.value is None else repr(c.value), "" if c.sd is None else repr(c.sd), int(c.bold),
                 (c.marker or "") + " ".join(t.text for t in c.tally), *tested[:1], *tested[1:], m,
-                n.test, n.correction_name, n.family, *extra])
+                n.test, n.correction_name, n.family, *extra)])
     return buf.getvalue()
 
 

@@ -48,7 +48,10 @@ _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
                   "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
                   "\u00b1": r"$\pm$", "\u00d7": r"$\times$", "\u0394": r"$\Delta$"}
 _MD_SPECIAL = "\\|*_`<>[]"  # escaped in names
-_MD_TEXT_SPECIAL = "\\*_`"     # escaped in the footnote
+_MD_TEXT_SPECIAL = "\\*_`>"    # escaped in the footnote; "<" too where it could open a tag (_MD_TAG)
+# "<" before a letter, "/", "!" or "?" opens raw HTML or an autolink in Markdown ("<script>", "<!--");
+# "p < 0.05" is text as it stands.
+_MD_TAG = re.compile(r"<(?=[A-Za-z/!?])")
 DASH = "\u2013"
 
 
@@ -58,8 +61,13 @@ def md_escape(s: str) -> str:
 
 
 def md_escape_text(s: str) -> str:
-    """Footnote words as Markdown text (brackets and bars left alone)."""
-    return "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in s)
+    """Footnote words as Markdown text (brackets and bars left alone): a name in the footnote (the
+    baseline, a configuration missing queries) never becomes raw HTML.
+
+    >>> md_escape_text("the baseline <script>x</script>; p < 0.05")
+    'the baseline \\\\<script\\\\>x\\\\</script\\\\>; p < 0.05'
+    """
+    return _MD_TAG.sub(r"\\<", "".join("\\" + ch if ch in _MD_TEXT_SPECIAL else ch for ch in s))
 
 
 def render(tables: Sequence[Table], fmt: str) -> str:
@@ -172,7 +180,32 @@ def latex_label(table: Table) -> str:
     """A ``\\label`` key unique to the table's form, metrics and phase: tab:harness-seeds-map."""
     words = [table.form, *table.metrics, *([table.title.rsplit("(", 1)[1].rstrip(")")]
                                            if table.title.endswith(")") else [])]
-    return "tab:harness-" + "-".join(re.sub(r"[^A-Za-z0-9]+", "-", w).strip("-").lower() for w in words)
+    return "tab:harness-" + "-".join(label_word(w) for w in words)
+
+
+def label_word(word: str) -> str:
+    """``word`` in a ``\\label`` key: its ASCII letters and digits, lower case, runs of anything else
+    one ``-``; a word with other letters (non-ASCII: 精度, 召回) gets 8 hex digits of its SHA-256
+    besides, as its ASCII part alone would be empty, or the same for other words.
+
+    >>> label_word("mrr_10"), label_word("精度"), label_word("召回"), label_word("P精度")
+    ('mrr-10', '408ce7a7', '3e493076', 'p-aa128321')
+    """
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", word).strip("-").lower()
+    if word.isascii() and slug:
+        return slug
+    import hashlib
+
+    digest = hashlib.sha256(word.encode()).hexdigest()[:8]
+    return f"{slug}-{digest}" if slug else digest
+
+
+def latex_row_label(label: str) -> str:
+    """A row's name as the first cell of a LaTeX table row, after the previous row's ``\\\\``: one
+    starting with ``[`` or ``*`` (spaces before them skipped) would be read as ``\\\\``'s optional
+    ``[length]`` or its star form, and lose its first character, so it is put after ``{}``."""
+    escaped = latex_escape(label)
+    return "{}" + escaped if escaped.lstrip().startswith(("[", "*")) else escaped
 
 
 def _tally_text(c: Cell) -> str:
@@ -249,9 +282,7 @@ def latex(table: Table) -> str:
     for row in table.rows:
         if row.rule_before:
             lines.append(r"\midrule")
-        label = latex_escape(row.label)
-        label = "{}" + label if label.startswith("[") else label  # not \\'s optional [length]
-        lines.append(" & ".join([label, *(cell(c) for c in row.cells)]) + r" \\")
+        lines.append(" & ".join([latex_row_label(row.label), *(cell(c) for c in row.cells)]) + r" \\")
     # A paper's float carries the one-line legend; the full note stays in the source as comments
     # (and in the CSV's note column), where \input does not print it.
     note = footnote(table.notes, str, str)
@@ -279,13 +310,14 @@ def _csv_rows(table: Table) -> str:
             tested = ([comp.direction, *(repr(float(v)) for v in (
                 comp.result.mean_diff, *comp.interval, comp.result.d_z,
                 comp.result.p_value, comp.p_adjusted)), comp.family_size] if comp else [""] * 8)
-            # Names come from the user (configuration names, titles): never a spreadsheet formula.
-            writer.writerow([
-                csv_cell(table.title), csv_cell(row.label), csv_cell(column), "" if c.value is None else repr(c.value),
+            # Names come from the user (configuration names, titles, a CSV's metrics): never a
+            # spreadsheet formula, in any column (numbers stay as they are).
+            writer.writerow([csv_cell(v) for v in (
+                table.title, row.label, column, "" if c.value is None else repr(c.value),
                 "" if c.sd is None else repr(c.sd), int(c.bold),
                 (c.marker or "") + " ".join(t.text for t in c.tally), *tested,
                 table.notes.test, table.notes.correction_name, metric, canonical_name(metric),
-                note if i == 0 and j == 0 else ""])
+                note if i == 0 and j == 0 else "")])
     return buf.getvalue()
 
 

@@ -4,7 +4,9 @@ optional query and collection columns.
 A metric is a harness key (map, mrr_10 ...) or ir-measures' canonical name (AP, RR@10 ...; the two
 name one metric, metrics.METRIC_TABLE). A row without a query (or with an empty query cell) is a
 per-run value; a row with one is a per-query value. Either or both may be given for a run; per-run values alone support the across-seeds test only.
-The baseline is ``baseline`` when given, else the first configuration in the file.
+The baseline is ``baseline`` when given, else the first configuration in the file. A name cell
+guarded against spreadsheet formulas by the harness's CSV writers (``'=x``: textfile.csv_cell) is
+read without its guard (textfile.csv_text), so an exported name reads back as itself.
 
     config,seed,metric,value
     random,1,map,0.7142
@@ -29,14 +31,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import DataError
+from harness.errors import DataError, shown
 from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults
-from harness.textfile import read_utf8
+from harness.textfile import csv_text, read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
 # A decimal number as a CSV carries one: no "0_5" (Python's digit separator), "inf", "nan" or hex.
-NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+# ASCII digits only: \d would take full-width and other scripts' digits, which float() reads too.
+NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # The harness's metrics (MAP, MRR, nDCG, P@1, R-Prec) are fractions; any other measure is bounded so
 # that its sums and squares (means, variances) stay finite.
 UNIT_RANGE = frozenset(METRIC_KEYS)
@@ -76,13 +79,20 @@ ONE = ""  # the collection of a file without a collection column
 
 def _located(reader: csv.DictReader, path: Path) -> Iterable[tuple[str, Mapping[str, Any]]]:
     """Each record with ``FILE:LINE`` of the line it starts on; a quoted field that runs past its
-    line's end (an unmatched quote swallows the lines after it) is refused there."""
+    line's end (an unmatched quote swallows the lines after it; a quoted line break, \\n or \\r,
+    which would break a Markdown table's row) is refused there, as is a record with more fields
+    than the header (csv.DictReader would keep the extra ones under the key None, unread)."""
     end = reader.line_num
     for row in reader:
         start, end = end + 1, reader.line_num
-        if any(isinstance(v, str) and "\n" in v for v in row.values()):
+        if any(isinstance(v, str) and ("\n" in v or "\r" in v) for v in row.values()):
             raise DataError(f"{path}:{start}: a quoted field runs past the end of its line (an unmatched "
                             "'\"'?); a long results CSV has one record per line")
+        if None in row:
+            columns = len(reader.fieldnames or ())
+            raise DataError(f"{path}:{start}: {columns + len(row[None])} fields, but the header (line 1) has {columns} "
+                            f"columns; a value with a decimal comma (0,5) or a name with a comma must be "
+                            f"quoted, or written 0.5")
         yield f"{path}:{start}", row
 
 
@@ -198,14 +208,15 @@ def _read_rows(header: Sequence[str], rows: Iterable[tuple[str, Mapping[str, Any
                         "more than once in the header; keep one of each")
     missing = [c for c in REQUIRED if c not in header]
     if missing:
-        raise DataError(f"{source}: missing column(s) {', '.join(missing)}; a long results {kind} has "
+        raise DataError(f"{source}{':1' if kind == 'CSV' else ''}: missing column(s) {', '.join(missing)}; "
+                        f"a long results {kind} has "
                         f"columns config, seed, metric, value and optionally query and collection")
     if COLLECTION not in header:
         return {ONE: _read_collection(header, rows, source=source, baseline=baseline)}
     groups: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
     first: dict[str, str] = {}
     for where, row in rows:
-        name = str(row.get(COLLECTION) or "").strip()
+        name = _cell(row, COLLECTION, where)
         groups.setdefault(name, []).append((where, row))
         first.setdefault(name, where)
     if not groups:
@@ -227,12 +238,12 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
     values: dict[tuple[str, str], dict[str, float]] = {}
     per_query: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
     for where, row in rows:
-        config, seed, metric = (str(row.get(k) or "").strip() for k in ("config", "seed", "metric"))
+        config, seed, metric = (_cell(row, k, where) for k in ("config", "seed", "metric"))
         if not (config and seed and metric):
             raise DataError(f"{where}: config, seed and metric must be non-empty")
         metric = metric_key(metric)  # ir-measures' names (AP, RR@10 ...) are the harness's keys
         value = strict_value(str(row.get("value") or "").strip(), metric, where)
-        query = str(row.get("query") or "").strip() if has_query else ""
+        query = _cell(row, "query", where) if has_query else ""
         key = (config, seed)
         if query:
             bucket = per_query.setdefault(key, {}).setdefault(metric, {})
@@ -250,3 +261,13 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
     records = [RunRecord(config=c, seed=s, values=values.get((c, s), {}), per_query=per_query[(c, s)])
                for c, s in per_query]
     return StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS)
+
+
+def _cell(row: Mapping[str, Any], column: str, where: str) -> str:
+    """A name cell's text: stripped, and without the ``'`` that the harness's CSV writers put
+    before a name that starts like a spreadsheet formula (textfile.csv_cell), so an exported name
+    reads back as itself. A line break is refused: a name is one line of a table."""
+    text = csv_text(str(row.get(column) or "").strip())
+    if "\n" in text or "\r" in text:
+        raise DataError(f"{where}: {column} {shown(text)} holds a line break; a name is one line")
+    return text

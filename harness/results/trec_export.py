@@ -9,7 +9,8 @@ study run (harness.kind=study; of the latest one that has them). Layout of DIR:
     DIR/manifest.csv   config, config_id, seed, split, file, run_id (one row per run file)
     DIR/per_query.csv  config, seed, metric, value, query, measure, split, config_id, run_id: one
                        row per (configuration, seed, query, metric), the seed runs' per-query test
-                       values (their per_query/test.csv artifacts); absent when no run has any
+                       values (their per_query/test.csv artifacts); absent when no run has any.
+                       The baseline's rows first, then the others in study order (_study_order)
 
 ``<config>`` is the configuration's label as ``harness table`` shows it (the config run's name),
 with any character outside ``A-Z a-z 0-9 . _ + = @ # -`` replaced by ``_``. One folder per split
@@ -19,12 +20,15 @@ holds one file per configuration and seed, so a whole split evaluates in one cal
     trec_eval -m map -m recip_rank DIR/qrels/test.qrels DIR/runs/test/<config>.seed1.trec
 
 A study over several collections (runs tagged harness.collection) exports each collection into
-its own folder, ``DIR/<collection>/qrels/`` and ``DIR/<collection>/runs/<split>/``, and
+its own folder, ``DIR/<collection>/qrels/`` and ``DIR/<collection>/runs/<split>/`` (the name made
+safe as ``<config>`` is, with a hash where two would share a folder: ``collection_folders``), and
 manifest.csv and per_query.csv gain a ``collection`` column.
 
 per_query.csv is the long results format (longcsv.py) with a few more columns, so
-``harness table --from DIR/per_query.csv`` gives the study's table from the export alone, and
-pandas, R or a spreadsheet read the per-query values as they are: ``metric`` is the harness key
+``harness table --from DIR/per_query.csv`` gives the study's table from the export alone (its
+baseline the first configuration, the study's; a name guarded against spreadsheet formulas,
+``'=x``, read back as ``=x``: textfile.csv_text), and pandas, R or a spreadsheet read the per-query
+values as they are: ``metric`` is the harness key
 (map), ``measure`` ir-measures' name (AP), the value as MLflow holds it.
 
 Files are copied as logged, after a check that each parses (a malformed one fails the export,
@@ -149,13 +153,15 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
     for group in groups.values():
         labels.update(_labels(configs, [SeedRun.of(t) for t in group]))
     several = set(groups) != {""}
+    folders = collection_folders(groups) if several else {"": ""}
+    order = _study_order(configs, trials, labels)
     stems: dict[str, str] = {}
     rows = []
     per_query_rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        for run in sorted(trials, key=lambda r: (collection(r), labels[r.data.tags[C.TAG_CONFIG_ID]], _seed_key(r))):
+        for run in sorted(trials, key=lambda r: (collection(r), order[r.data.tags[C.TAG_CONFIG_ID]], _seed_key(r))):
             config_id, seed = run.data.tags[C.TAG_CONFIG_ID], run.data.tags[C.TAG_SEED]
-            prefix = f"{_UNSAFE.sub('_', collection(run))}/" if several else ""
+            prefix = f"{folders[collection(run)]}/" if several else ""
             tail = (collection(run),) if several else ()
             stem = prefix + file_stem(labels[config_id], seed)
             if stems.get(stem, run.info.run_id) != run.info.run_id:  # two labels alike once made safe
@@ -196,7 +202,7 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
                 logged_at = f"{sub}/{Path(artifact).name}"
                 local = Path(client.download_artifacts(study.info.run_id, logged_at, str(Path(tmp) / "study" / name)))
                 _check(read_qrels, local, f"{source}: study run {study.info.run_id} {logged_at}")
-                rel = f"{_UNSAFE.sub('_', name)}/{artifact}" if several else artifact
+                rel = f"{folders[name]}/{artifact}" if several else artifact
                 _copy(local, folder / rel)
                 out.qrels_files.append(rel)
     manifest_columns = (*MANIFEST_COLUMNS, "collection") if several else MANIFEST_COLUMNS
@@ -206,6 +212,43 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
         write_atomic(folder / PER_QUERY, _csv_text(per_query_columns, per_query_rows), "per-query values")
         out.per_query_rows = len(per_query_rows)
     return out
+
+
+def _study_order(configs: dict[str, Any], trials: list[Any], labels: dict[str, str]) -> dict[str, tuple]:
+    """config_id -> its place in the files: the baseline (role tag ``baseline``) first, then the
+    configurations in study order (when each first ran), as ``harness table --experiment`` orders
+    them; ``harness table --from per_query.csv`` takes the first configuration as the baseline."""
+    roles: dict[str, str | None] = {}
+    started: dict[str, int] = {}
+    for t in trials:
+        config_id = t.data.tags[C.TAG_CONFIG_ID]
+        config_run = configs.get(config_id)
+        roles[config_id] = ((config_run.data.tags.get(C.TAG_ROLE) if config_run else None)
+                            or t.data.tags.get(C.TAG_ROLE))
+        first = ((config_run.info.start_time or 0) if config_run else (t.info.start_time or 0))
+        started[config_id] = min(started.get(config_id, first), first)
+    return {i: (roles[i] != C.ROLE_BASELINE, started[i], labels[i]) for i in roles}
+
+
+def collection_folders(names: Any) -> dict[str, str]:
+    """collection -> its folder in the export: the name with every character outside
+    ``A-Z a-z 0-9 . _ + = @ # -`` replaced by ``_``; where that folder is another collection's too
+    (``c&1`` and ``c_1``; ``A`` and ``a`` on a case-insensitive file system) or only dots (``..``
+    would leave DIR; nothing), it gets ``-`` and 8 hex digits of the name's SHA-256, so no collection's
+    files land in another's.
+
+    >>> collection_folders(["c&1", "c_1", "msdialog", ".."])
+    {'c&1': 'c_1-42ebeb41', 'c_1': 'c_1-2ceb4df5', 'msdialog': 'msdialog', '..': '__-5ec1f7e7'}
+    """
+    import hashlib
+
+    safe = {n: _UNSAFE.sub("_", n) for n in names}
+    safe = {n: "_" * max(len(f), 1) if set(f) <= {"."} else f for n, f in safe.items()}
+    taken: dict[str, int] = {}
+    for f in safe.values():
+        taken[f.casefold()] = taken.get(f.casefold(), 0) + 1
+    return {n: f if taken[f.casefold()] == 1 and f == _UNSAFE.sub("_", n)
+            else f"{f}-{hashlib.sha256(n.encode()).hexdigest()[:8]}" for n, f in safe.items()}
 
 
 def _csv_text(header: Any, rows: Any) -> str:

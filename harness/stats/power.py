@@ -48,6 +48,7 @@ sqrt(s2_query / Q), so an effect at or below the floor needs more queries, not m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -306,7 +307,8 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
         # Power rises with delta. The solve starts where it would be reached if the half-width
         # were normal: P(h + SE Z < delta) = power, delta = mean(h) + z_power sqrt(SE^2 + var(h)).
         start = float(np.mean(h)) + float(dist.norm.ppf(power)) * math.sqrt(se * se + float(np.var(h)))
-        m = newton(gap, 0.0, high, rising=True, start=start) if gap(0.0)[0] < 0 else 0.0
+        # power reached at no difference at all (a power at or below the test's size): no MDE
+        m = newton(gap, 0.0, high, rising=True, start=start) if gap(0.0)[0] < 0 else math.nan
     return MdeRow(seeds=seeds, queries=queries, se=se, df=float(sat[0]), mde=m, level=level)
 
 
@@ -405,6 +407,9 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
     queries = options.queries or q
     family = options.family_size or study_family(results)
     level = options.alpha / family
+    if options.power <= level:
+        raise refuse("power", options.power, f"above the test's level {level:.4g} (alpha / m, m = {family})",
+                     why="the test rejects up to that often with no difference at all, so the MDE would be 0")
     grid = sorted({*options.seeds, s})  # the options' seed counts and this study's own
     comparisons = []
     for metric in metrics:
@@ -416,6 +421,7 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
                 observed = crossed_test(cand, base)
             except DataError as exc:
                 raise DataError(f"power of {config!r} vs {results.baseline!r} on {metric}: {exc}") from None
+            observed = _rounding_only(observed, cand, base)
             comps = observed.components
             rows = tuple(mde(comps, n, queries, level=level, power=options.power) for n in grid)
             needed = (seeds_needed(comps, queries, options.effect, level=level, power=options.power)
@@ -426,6 +432,23 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
     return PowerAnalysis(source=results.source, baseline=results.baseline, seeds=s, queries=q,
                          options=options, comparisons=tuple(comparisons), dropped=len(results.dropped),
                          family_size=family)
+
+
+# A variance component within this of 0, relative to the squared scale of the values, is rounding:
+# d = b - a with b = a + 0.1 in every cell has components of about 1e-33, not 0.
+ROUNDING = (64 * float(np.finfo(np.float64).eps)) ** 2
+
+
+def _rounding_only(observed: CrossedResult, cand: np.ndarray, base: np.ndarray) -> CrossedResult:
+    """``observed`` with every variance component 0 where all three are float rounding (each
+    within ROUNDING times the largest squared value): the differences are one constant, which has
+    no standard error and so no MDE ("not estimable"), not an MDE of 0.0000 from an SE of 1e-17."""
+    comps = observed.components
+    scale = max(float(np.max(np.abs(cand), initial=0.0)), float(np.max(np.abs(base), initial=0.0)))
+    if max(comps.seed, comps.query, comps.resid) > ROUNDING * scale * scale:
+        return observed
+    zero = VarianceComponents(seed=0.0, query=0.0, resid=0.0, raw=comps.raw or (comps.seed, comps.query, comps.resid))
+    return dataclasses.replace(observed, components=zero)
 
 
 def outcome_metrics(analysis: PowerAnalysis, config: str) -> dict[str, float]:

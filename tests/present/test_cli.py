@@ -103,6 +103,26 @@ def test_errors(tmp_path: Path, run_cli: Cli) -> None:
         _error(run_cli, "--from", str(tmp_path / "one.csv"), "--one-seed-test", "query")
 
 
+def test_from_refuses_what_it_would_get_wrong(tmp_path: Path, run_cli: Cli) -> None:
+    """--output naming the --from file (itself, by another path or a link to it) replaced the
+    results with the table; --phase was ignored without a word (a CSV records no phases). The file
+    is left as it was, and `harness power` refuses the same output."""
+    src = write_long_csv(tmp_path / "r.csv", synthetic_records(queries=8))
+    before = src.read_bytes()
+    (tmp_path / "link.csv").symlink_to(src)
+    for output in (src, tmp_path / "sub" / ".." / "r.csv", tmp_path / "link.csv"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        msg = _error(run_cli, "--from", str(src), "--output", str(output))
+        assert msg == (f"harness: error: --output {output} is the --from file: writing there would replace "
+                       "the results it reads; give another file")
+    rc, out, err = run_cli("power", "--from", str(src), "--output", str(src))
+    assert rc == 2 and out == "" and "is the --from file" in err
+    assert src.read_bytes() == before
+    for phase in ("auto", "confirmatory", "exploratory"):
+        assert f"--phase {phase}: a long results CSV ({src}) records no phases" in _error(
+            run_cli, "--from", str(src), "--phase", phase)
+
+
 @pytest.mark.parametrize(("argv", "says"), [
     (("table", "--metric", "map"), "harness: error: table: one of the arguments --experiment --from is required"),
     (("table", "--from", "r.csv", "--format", "docx"), ("harness: error: table: argument --format: invalid "

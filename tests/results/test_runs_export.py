@@ -234,3 +234,73 @@ def test_the_summary_counts_each_seed_run_once_per_collection() -> None:
     one = Export(folder=Path("x"), experiment="e", run_files=[
         f"runs/{split}/{stem}.trec" for split in ("dev", "test") for stem in ("baseline.seed1", "ls.seed1")])
     assert one.summary().startswith("exported 4 run file(s) of 2 seed run(s)")
+
+
+def _log_files(uri: str, study: str, collections: tuple[str, ...] = ("",)) -> None:
+    """Run files for every finished seed run of ``study``, and per collection a qrels file that
+    names its collection (qrels/<collection>/test.qrels, as the driver logs them)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(study)
+    for run in client.search_runs([exp.experiment_id]):
+        kind = run.data.tags.get(C.TAG_KIND)
+        if kind == C.KIND_TRIAL and run.info.status == "FINISHED":
+            client.log_text(run.info.run_id, "".join(f"q{i:03d} Q0 d{j} {j + 1} {1.0 - 0.1 * j} t\n"
+                                                      for i in range(8) for j in range(3)), "runs/test.trec")
+        if kind == C.KIND_STUDY:
+            for name in collections:
+                sub = f"qrels/{name}" if name else "qrels"
+                judged = f"d{collections.index(name)}"  # each collection's own relevant document
+                client.log_text(run.info.run_id, "".join(f"q{i:03d} 0 {judged} 1\n" for i in range(8)),
+                                f"{sub}/test.qrels")
+
+
+def test_the_export_reads_back_with_the_studys_baseline_and_names(tmp_path: Path, run_cli: Cli) -> None:
+    """per_query.csv lists the baseline's rows first, so `harness table --from` takes the study's
+    baseline (it takes the first configuration), not the one whose label sorts first; a label
+    that starts like a spreadsheet formula is written guarded ('=...) and read back as itself."""
+    from tests.synthetic import synthetic_records, write_study_records
+
+    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
+    names = {"base": "wsls-bm25", "better": "=cmd()", "same": "'=quoted", "worse": "albert"}
+    write_study_records(uri, "order", synthetic_records(queries=8), names)
+    _log_files(uri, "order")
+    rc, _, err = run_cli("runs", "export", "--tracking-uri", uri, "--to", str(tmp_path / "out"))
+    assert rc == 0, err
+    text = (tmp_path / "out" / "per_query.csv").read_text()
+    assert text.splitlines()[1].startswith("wsls-bm25,") and "\n'=cmd()," in text and "\n''=quoted," in text
+    tables = {}
+    for source in (("--experiment", "order", "--tracking-uri", uri),
+                   ("--from", str(tmp_path / "out" / "per_query.csv"))):
+        rc, out, err = run_cli("table", *source, "--format", "csv", "--form", "configs")
+        assert rc in (0, 3), err  # the store holds a failed seed run: --experiment says incomplete (3)
+        tables[source[0]] = [row[:3] for row in csv.reader(out.splitlines()[1:])]
+    assert tables["--from"] == tables["--experiment"]
+    from harness.results.longcsv import read_long_csv
+
+    results = read_long_csv(tmp_path / "out" / "per_query.csv")
+    assert results.baseline == "wsls-bm25" and set(results.configs) == set(names.values())
+
+
+def test_collections_whose_folder_names_clash_get_folders_of_their_own(tmp_path: Path, run_cli: Cli) -> None:
+    """`c&1` and `c_1` both make the folder c_1: each gets a folder of its own (a hash of its name
+    appended), so neither's qrels or run files overwrite the other's."""
+    from tests.synthetic import synthetic_records, write_collections_records
+
+    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
+    names = ("c&1", "c_1", "plain")
+    write_collections_records(uri, "clash", {n: synthetic_records(queries=8, effects={"base": 0.0, "cl": 0.05})
+                                             for n in names}, {"base": "base", "cl": "cl"}, failed=False)
+    _log_files(uri, "clash", names)
+    out = tmp_path / "out"
+    rc, _, err = run_cli("runs", "export", "--tracking-uri", uri, "--to", str(out))
+    assert rc == 0, err
+    manifest = list(csv.DictReader((out / "manifest.csv").open(newline="")))
+    assert len(manifest) == 3 * 2 * 3 and len({r["file"] for r in manifest}) == len(manifest)
+    folders = {r["collection"]: r["file"].split("/")[0] for r in manifest}
+    assert len(set(folders.values())) == 3 and folders["plain"] == "plain"
+    assert all(folders[n].startswith("c_1-") for n in ("c&1", "c_1"))
+    for i, name in enumerate(names):  # each collection's own qrels (_log_files: its relevant document d<i>)
+        assert (out / folders[name] / "qrels" / "test.qrels").read_text().startswith(f"q000 0 d{i} 1\n")
+    assert sorted(p.name for p in out.iterdir()) == sorted([*folders.values(), "manifest.csv", "per_query.csv"])

@@ -106,3 +106,39 @@ def test_a_candidate_equal_to_the_baseline_has_no_mde_anywhere() -> None:
     summary = _power_summary(analysis)
     assert "same: detectable difference not estimable (the configuration's per-query values equal" in summary
     assert "0.0000 with" not in summary and "other: detectable difference 0." in summary
+
+
+def test_a_constant_difference_has_no_mde_despite_rounding() -> None:
+    """b = a + 0.1 in every cell: the ANOVA's components come out about 1e-33 (float rounding of
+    b - a), not 0; they are rounding, so the MDE is not estimable (it printed MDE 0.0000)."""
+    from harness.present.power_text import PowerReport, not_estimable
+
+    g = np.random.default_rng(7)
+    a = g.uniform(0.1, 0.8, (3, 10))
+    records = [RunRecord(config=c, seed=str(s + 1), per_query={"map": {
+        f"q{q}": float(a[s, q] + (0.1 if c == "b" else 0.0)) for q in range(10)}})
+        for c in ("a", "b") for s in range(3)]
+    analysis = power_analysis(StudyResults.build(records))
+    (c,) = analysis.comparisons
+    raw = c.components.raw
+    assert raw is not None and 0 < max(map(abs, raw)) < 1e-28  # rounding, not exactly 0
+    assert (c.components.seed, c.components.query, c.components.resid) == (0.0, 0.0, 0.0)
+    assert all(math.isnan(r.mde) for r in c.rows)
+    assert not_estimable(c) == "every difference d[seed, query] is the same, so the differences have no variance"
+    text = str(PowerReport(analysis=analysis))
+    assert "MAP**: observed difference +0.1000" in text and "MDE not estimable" in text and "0.0000 |" not in text
+
+
+def test_a_power_at_or_below_the_level_is_refused() -> None:
+    """At power 0.01 every MDE was 0.0000: the test rejects about alpha / m of the time with no
+    difference at all, so any power up to that is reached at a difference of 0."""
+    from tests.synthetic import synthetic_records
+
+    results = StudyResults.build(synthetic_records(queries=10, effects={"base": 0.0, "b": 0.05}))
+    with pytest.raises(ConfigError, match=r"^power must be above the test's level 0.05 \(alpha / m, m = 1\), "
+                                          r"got 0.01; the test rejects"):
+        power_analysis(results, PowerOptions(power=0.01))
+    with pytest.raises(ConfigError, match=r"level 0.0125 \(alpha / m, m = 4\), got 0.0125;"):
+        power_analysis(results, PowerOptions(power=0.0125, family_size=4))
+    low = power_analysis(results, PowerOptions(power=0.06, metrics=("map",)))
+    assert all(0 < r.mde < 0.1 for c in low.comparisons for r in c.rows)
