@@ -556,6 +556,14 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
     return ["table", "--from", str(p), "--metric", "ndcg_10"], ["ndcg_10"], p
 
 
+@case("results CSV", "table-resamples-2-to-the-24")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    """2^24 resamples enumerated 24 queries' sign vectors, 3 GiB, and ended in a MemoryError."""
+    p = _write(tmp / "results.csv", CSV)
+    return (["table", "--from", str(p), "--test", "randomisation", "--resamples", str(2 ** 24)],
+            ["resamples", "[1, 1000000]", "16777216"], p)
+
+
 # --- 8. train --config ---------------------------------------------------------------------------
 
 def train_case(id_: str, content: str | bytes | None, frags: list[str], *, directory: bool = False) -> None:

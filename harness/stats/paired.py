@@ -82,6 +82,11 @@ EQUAL = "equal"
 EXACT_MAX_N = 50
 PERMUTATION_MAX_N = 13
 T_INTERVAL = "t"
+# Bounds on the work of one test (docs/statistics.md, "Paired tests"): the Wilcoxon procedure holds
+# n (n + 1) / 2 Walsh averages (5,000 pairs: 12.5 million, ~100 MB a copy), the randomisation
+# test up to ``resamples`` sums (1,000,000 resolve p to 1e-6, below any corrected level in use).
+MAX_WILCOXON_PAIRS = 5_000
+MAX_RESAMPLES = 1_000_000
 _INTERVAL_NAMES = {"wilcoxon": "hodges-lehmann", "randomisation": "sign-flip inversion"}
 
 
@@ -150,6 +155,10 @@ def _wilcoxon(d: np.ndarray, *, rng: np.random.Generator, resamples: int,
               confidence: float) -> Outcome:
     from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
 
+    if len(d) > MAX_WILCOXON_PAIRS:  # refused before n^2 / 2 Walsh averages are allocated
+        raise DataError(f"the Wilcoxon test's estimate and interval take the n (n + 1) / 2 Walsh averages "
+                        f"of n pairs: at most {MAX_WILCOXON_PAIRS} pairs, got {len(d)}; use the t or the "
+                        "randomisation test (--test)")
     res = stats.wilcoxon(d)
     low, high = wilcoxon_interval(d, confidence)
     return Outcome(float(res.statistic), float(res.pvalue), estimate=hodges_lehmann(d),
@@ -354,8 +363,8 @@ def paired_test(procedure: str, candidate: Sequence[float] | np.ndarray,
         raise DataError("paired samples contain NaN or infinite values")
     if not 0.0 < confidence < 1.0:
         raise DataError(f"confidence must be in (0, 1), got {confidence}")
-    if resamples < 1:
-        raise DataError(f"resamples must be >= 1, got {resamples}")
+    if not 1 <= resamples <= MAX_RESAMPLES:
+        raise DataError(f"resamples must be in [1, {MAX_RESAMPLES}], got {resamples}")
     d = x - y
     mean = float(d.mean())
     # Differences equal up to rounding (a constant shift) leave the t statistic undefined in floats.

@@ -81,7 +81,7 @@ from harness.stats.corrections import (
 )
 from harness.stats.crossed import crossed_test
 from harness.stats.identical import identical_groups
-from harness.stats.paired import BETTER, WORSE, PairedResult, paired_test
+from harness.stats.paired import BETTER, MAX_RESAMPLES, WORSE, PairedResult, paired_test
 
 # (seed or None, candidate, baseline): one value per query or seed, or seeds x queries (crossed)
 Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]
@@ -232,8 +232,8 @@ class AnalysisOptions:
             raise UnknownName("family", self.family, FAMILIES)
         if not (is_number(self.confidence) and 0.0 < self.confidence < 1.0):
             raise refuse("confidence", self.confidence, "in (0, 1)")
-        if not (is_integer(self.resamples) and self.resamples >= 1):
-            raise refuse("resamples", self.resamples, "an integer >= 1")
+        if not (is_integer(self.resamples) and 1 <= self.resamples <= MAX_RESAMPLES):
+            raise refuse("resamples", self.resamples, f"an integer in [1, {MAX_RESAMPLES}]")
         if not (is_integer(self.seed) and self.seed >= 0):  # the randomisation test's generator
             raise refuse("seed", self.seed, "an integer >= 0")
 

@@ -121,6 +121,11 @@ def test_degenerate_and_bad_input() -> None:
         paired_test("t", [1.0, float("nan")], [0.0, 1.0], rng=rng())
     with pytest.raises(DataError, match="shape"):
         paired_test("t", [1.0, 2.0], [0.0], rng=rng())
+    # the work of one test is bounded before anything the size of its input squared is allocated
+    with pytest.raises(DataError, match="at most 5000 pairs, got 5001"):
+        paired_test("wilcoxon", np.arange(5001.0), np.zeros(5001), rng=rng())
+    with pytest.raises(DataError, match=r"resamples must be in \[1, 1000000\]"):
+        paired_test("randomisation", [1.0, 2.0], [0.0, 1.5], rng=rng(), resamples=10**8)
     with pytest.raises(ConfigError, match="valid: randomisation, t, wilcoxon"):
         paired_test("z", [1.0, 2.0], [0.0, 1.0], rng=rng())
 
