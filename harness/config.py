@@ -147,7 +147,7 @@ class TrainConfig:
         require(self.sampler in TRAIN_SAMPLERS, "train.sampler", f"one of {', '.join(TRAIN_SAMPLERS)}",
                self.sampler)
         require(self.loss in LOSSES, "train.loss", f"one of {', '.join(LOSSES)}", self.loss)
-        require(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"),
+        require(self.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:[0-9]+", self.device) is not None,
                "train.device", "auto, cpu, cuda or cuda:N", self.device)
         require(self.select_metric in SELECT_METRICS, "train.select_metric",
                f"one of {', '.join(SELECT_METRICS)}", self.select_metric)
@@ -500,10 +500,11 @@ def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in mapping.items():
         full = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{full}."))
-        else:
-            out[full] = value
+        for k, v in (flatten(value, f"{full}.") if isinstance(value, dict) else {full: value}).items():
+            if k in out:  # curriculum.delta and curriculum: {delta}: YAML sees two keys, one wins
+                raise ConfigError(f"{k} is given twice (dotted and nested: {shown(out[k])} and "
+                                  f"{shown(v)}); keep one", key=k)
+            out[k] = v
     return out
 
 

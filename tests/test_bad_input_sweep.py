@@ -332,6 +332,23 @@ for _id, _extra, _line in (("config", "configs: [{name: c, set: {train.select_me
                            ("baseline", "baseline: {train.select_metric: mrr}\n", 7),
                            ("smoke", "smoke: {train.select_metric: mrr}\n", 7)):
     study_case(f"select-metric-in-the-{_id}", [f"@P:{_line}:", "train.select_metric='mrr' differs"], extra=_extra)
+# one value per key, name and rung: what YAML, the sections or the file's order would silently pick
+study_case("key-dotted-and-nested", ["@P:9:", "configs.0.set: curriculum.delta is given twice", "0.2 and 0.5"],
+           extra="configs:\n  - name: c\n    set: {curriculum.delta: 0.2, curriculum: {delta: 0.5}}\n")
+study_case("key-in-a-section-and-defaults", ["@P:7:", "train.steps is set in both the train section and defaults"],
+           extra="defaults: {train.steps: 20}\n")
+study_case("config-names-differing-by-case", ["@P:7:", "configs[1]", "'C'", "case"],
+           extra="configs: [{name: c, set: {curriculum.delta: 0.2}}, {name: C, set: {curriculum.delta: 0.5}}]\n")
+study_case("config-named-as-a-grid-point", ["@P:7:", "'grid-1' is the name of a point of the grid"],
+           extra="configs: [{name: grid-1, set: {curriculum.delta: 0.2}}]\n"
+                 "search: {searcher: grid, space: {curriculum.n: {choice: [2, 3]}}}\n")
+study_case("rungs-decreasing-as-steps", ["@P:7:", "must increase as steps", "[2, 1]"],
+           extra="early_stopping: {rungs: [0.5, 1]}\nconfigs: [{name: c, set: {curriculum.delta: 0.5}}]\n")
+study_case("device-cuda-x", ["@P:7:", "train.device", "cuda:N", "'cuda:x'"],
+           extra="configs: [{name: c, set: {train.device: 'cuda:x'}}]\n")
+study_case("storage-path-without-scheme", ["@P:6:", "storage_path '://' is not a URI (scheme://...)"], storage="'://'")
+study_case("label-with-a-carriage-return", ["@P:7:", "configs[0].label must be a one-line text"],
+           extra='configs: [{name: c, label: "a\\rb", set: {curriculum.delta: 0.5}}]\n')
 study_case("train-seed-in-defaults", ["@P:7:", "train.seed is set per trial"], extra="defaults: {train.seed: 3}\n")
 study_case("train-seed-in-the-train-section", ["@P:4:", "train.seed is set per trial"],
            text=_study_text().replace("device: cpu}", "device: cpu, seed: 3}"))

@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import itertools
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -91,6 +92,7 @@ for _searcher in (Searcher("tpe", 1, "TPESampler"), Searcher("random", 1, "Rando
     SEARCHERS.register(_searcher.name)(_searcher)
 METRICS = (*SELECT_METRICS, "cascade_map", "cascade_cost")
 # What a URI may hold as written (RFC 3986: unreserved and reserved characters, %-escapes).
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://.")  # s3://bucket/..., file:///...: a scheme first
 _URI = re.compile(r"(?:[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})+")
 # The precision of Ray's resource quantities (CPUs, GPUs per trial): a trial asking for less fails
 # inside Tune.
@@ -388,13 +390,16 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
         if section in raw:
             if not isinstance(raw[section], dict):
                 raise refuse(section, raw[section], f"a mapping of {section}.* keys")
-            part = flatten(raw[section], f"{section}.")
+            part = _flat(raw[section], "", f"{section}.")
             flat.update(part)
             origin.update({k: k for k in part})
     defaults_raw = raw.get("defaults") or {}
     if not isinstance(defaults_raw, dict):
         raise refuse("defaults", defaults_raw, "a mapping of config keys")
-    part = flatten(defaults_raw)
+    part = _flat(defaults_raw, "defaults")
+    for key in part.keys() & flat.keys():  # a section and defaults: each would silently beat the other
+        raise _fail(f"defaults.{key}", f"{key} is set in both the {key.split('.')[0]} section and "
+                    "defaults; keep one")
     flat.update(part)
     origin.update({k: f"defaults.{k}" for k in part})
     if "data.collection" in flat:
@@ -422,7 +427,7 @@ def _baseline(raw: dict[str, Any], defaults: TrialConfig) -> NamedConfig:
     base_raw = raw.get("baseline") or {}
     if not isinstance(base_raw, dict):
         raise refuse("baseline", base_raw, "a mapping of config keys (may be empty)")
-    return NamedConfig(name="baseline", role="baseline", config=_config(flatten(base_raw), "baseline", defaults))
+    return NamedConfig(name="baseline", role="baseline", config=_config(_flat(base_raw, "baseline"), "baseline", defaults))
 
 
 def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
@@ -440,7 +445,8 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
         if unknown:
             raise _fail(f"configs.{i}", f"configs[{i}]: unknown keys {sorted(unknown)}; valid: name, set, label")
         label = item.get("label", "")
-        if not isinstance(label, str) or (label and not label.strip()) or "\n" in label:
+        # one line: no line break of any kind (\r, \u2028 ... end a line too: str.splitlines)
+        if not isinstance(label, str) or (label and (not label.strip() or label.splitlines() != [label])):
             raise _fail(f"configs.{i}.label", f"configs[{i}].label must be a one-line text (how tables "
                         f"name the configuration), got {label!r}")
         cname = item["name"]
@@ -448,13 +454,14 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
             cname = str(cname)
         if name_problem(cname):
             raise _fail(f"configs.{i}.name", f"configs[{i}].name: {name_problem(cname)}")
-        if cname in names:
-            raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r}")
-        names.add(cname)
+        if cname.casefold() in names:  # names become file names (exports, plots): unique without case
+            raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r} (names "
+                        "differ by more than case, and baseline is the baseline's)")
+        names.add(cname.casefold())
         changes = item.get("set") or {}
         if not isinstance(changes, dict):
             raise _fail(f"configs.{i}.set", f"configs[{i}].set must be a mapping of config keys, got {shown(changes)}")
-        cfg = _config(flatten(changes), f"configs.{i}.set", defaults)
+        cfg = _config(_flat(changes, f"configs.{i}.set"), f"configs.{i}.set", defaults)
         configs.append(NamedConfig(name=cname, role="candidate", config=cfg, label=label.strip()))
     # tables name a configuration by its label (else its name): two alike would be one column twice
     shown_as = {"baseline": "the baseline"}
@@ -482,6 +489,11 @@ def _expand_grid(search: SearchSpec | None, configs: list[NamedConfig],
                      f"to {size} points: give fewer values, or use a searcher (tpe, random)")
     grid = [NamedConfig(name=f"grid-{j}", role="candidate", config=_config(point, "search.space", defaults))
             for j, point in enumerate(enumerate_grid(search.space, defaults.to_flat()))]
+    points = {nc.name for nc in grid}
+    for i, nc in enumerate(configs):
+        if nc.name.casefold() in points:
+            raise _fail(f"configs.{i}.name", f"configs[{i}]: {nc.name!r} is the name of a point of the "
+                        f"grid (grid-0 to grid-{len(grid) - 1}); give it another")
     return [*configs, *grid], None
 
 
@@ -544,8 +556,8 @@ def _storage_path(raw: dict[str, Any]) -> str:
     text_value("storage_path", storage)
     if "://" not in storage:
         return str(Path(storage).resolve())
-    if not _URI.fullmatch(storage):
-        raise _fail("storage_path", f"storage_path {storage!r} is not a URI: percent-encode a space "
+    if not _URI.fullmatch(storage) or not _SCHEME.match(storage):
+        raise _fail("storage_path", f"storage_path {storage!r} is not a URI (scheme://...): percent-encode a space "
                     "(%20), '%' (%25), non-ASCII letters and the other characters a URI cannot hold, "
                     "or give a local path")
     return storage
@@ -571,7 +583,7 @@ def _smoke(raw: dict[str, Any], defaults: TrialConfig) -> dict[str, Any]:
     smoke = raw.get("smoke") or {}
     if not isinstance(smoke, dict):
         raise refuse("smoke", smoke, "a mapping of config keys")
-    smoke_flat = flatten(smoke)
+    smoke_flat = _flat(smoke, "smoke")
     _config(smoke_flat, "smoke", defaults)
     return smoke_flat
 
@@ -720,6 +732,16 @@ def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: 
                         f"curriculum.teacher_seed {cfg.curriculum.teacher_seed} is also a study seed "
                         f"(seeds: {shown(seeds)}; configuration {name!r}): that seed's student would share its "
                         f"init and negatives with its teacher; choose a teacher seed outside the study's seeds")
+
+
+def _flat(mapping: dict[str, Any], where: str, prefix: str = "") -> dict[str, Any]:
+    """``config.flatten`` of the file's mapping at ``where`` (a dotted path; "" for the top), a key
+    given both dotted and nested refused at its line."""
+    try:
+        return flatten(mapping, prefix)
+    except ConfigError as exc:
+        at = f"{where}.{exc.key}" if where else str(exc.key)
+        raise _fail(at, f"{where}: {exc}" if where else str(exc)) from None
 
 
 def _config(flat: dict[str, Any], where: str, base: TrialConfig | None = None) -> TrialConfig:
@@ -921,6 +943,10 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
                                  reduction_factor=eta, metric=es_metric, mode=mode if es_metric == metric else "max")
     for nc in (baseline, *configs):
         steps, every = nc.config.train.steps, nc.config.train.eval_every
+        at = [rung_step(r, steps) for r in settings.rungs]
+        if any(b <= a for a, b in itertools.pairwise(at)):  # [0.5, 20] of 100 steps: 50, 20
+            raise _fail("early_stopping.rungs", f"early_stopping.rungs must increase as steps, got {rungs}: "
+                        f"steps {at} in configuration {nc.name!r} (train.steps={steps})")
         for r in settings.rungs:
             if not rung_steps(dataclasses.replace(settings, rungs=(r,)), steps, every):
                 raise _fail("early_stopping.rungs", f"early_stopping.rungs: rung {r:g} (step "
@@ -980,7 +1006,7 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
             raise _fail(where if data is None else f"{where}.data",
                         f"collections[{i}].data must be a mapping of the data.* keys of that collection "
                         "(its source at least)")
-        flat = flatten(data, "data.")
+        flat = _flat(data, f"{where}.data", "data.")
         if "data.collection" in flat:
             raise _fail(f"{where}.data", f"collections[{i}].data: data.collection is the collection's "
                         "name; give it as name")

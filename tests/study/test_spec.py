@@ -134,9 +134,9 @@ def test_bad_study_settings(tmp_path, extra, expected):
 @pytest.mark.parametrize("extra, expected", [
     ("curriculum: {delta: 1.5}\n", r"study.yaml:10: curriculum.delta must be in \(0, 1\], got 1.5$"),
     ("curriculum:\n  n: 2\n  delta: 1.5\n", r"study.yaml:12: curriculum.delta must be in \(0, 1\]"),
-    ("train:\n  steps: 4\n  stepz: 1\n", r"study.yaml:12: unknown config key 'train.stepz'"),
-    ("train:\n  steps: 4\n  ~: 1\n", r"study.yaml:12: unknown config key 'train.None'"),
-    ("train:\n  steps: 4\n  true: 1\n", r"study.yaml:12: unknown config key 'train.True'"),
+    ("train:\n  batch_size: 4\n  stepz: 1\n", r"study.yaml:12: unknown config key 'train.stepz'"),
+    ("train:\n  batch_size: 4\n  ~: 1\n", r"study.yaml:12: unknown config key 'train.None'"),
+    ("train:\n  batch_size: 4\n  true: 1\n", r"study.yaml:12: unknown config key 'train.True'"),
     ("train:\n  select_metric: mrr\n", r"study.yaml:11: train.select_metric='mrr' differs"),
 ])
 def test_section_errors_name_the_section_key_and_line(tmp_path, extra, expected):
