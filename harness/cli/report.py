@@ -37,14 +37,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_report(args: argparse.Namespace) -> int:
+    from harness.cli.evaluation import INCOMPLETE_EXIT
     from harness.metrics.measures import metric_key
     from harness.present.html_report import report_html
     from harness.present.report import study_report
-    from harness.results.mlflow_reader import one_read, read_experiment, read_experiment_collections
+    from harness.results.mlflow_reader import (
+        incomplete_note,
+        one_read,
+        read_experiment,
+        read_experiment_collections,
+        with_note,
+    )
     from harness.results.study_record import read_study_record
 
     metric = metric_key(args.metric) if args.metric else None
-    with one_read():  # the results and the record read the runs once
+    with one_read():  # the results, the record and the note read the runs once
         collections = read_experiment_collections(args.experiment, tracking_uri=args.tracking_uri,
                                                   baseline=args.baseline, phase=args.phase)
         if len(collections) == 1:
@@ -52,6 +59,11 @@ def run_report(args: argparse.Namespace) -> int:
                                       phase=args.phase)
             # The record first: a --metric without dev curves is refused before the tests run.
             record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
+        # As `harness table`: the page of a study that is not finished says so, and the exit is 3.
+        incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
+    collections = {name: with_note(res, incomplete) for name, res in collections.items()}
+    if len(collections) == 1:
+        results = with_note(results, incomplete)
     if len(collections) > 1:  # a study over several collections: its whole table (its report.html)
         if metric is not None:
             from harness.errors import ConfigError
@@ -64,6 +76,9 @@ def run_report(args: argparse.Namespace) -> int:
         page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
     write_atomic(args.to, page, "report")
     print(f"wrote {args.to}", file=sys.stderr)
+    if incomplete:
+        print(f"harness: warning: {incomplete}", file=sys.stderr)
+        return INCOMPLETE_EXIT
     return 0
 
 

@@ -27,17 +27,17 @@ tag harness.marker.<metric>):
   ``power/power.json``.
 
 >>> from harness.results.stored import RunRecord, StudyResults
->>> runs = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100})
+>>> runs = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100 + (c == "new") * s * s / 1000})
 ...         for c, v in (("base", 0.5), ("new", 0.6)) for s in (1, 2, 3)]
 >>> report = study_report(StudyResults.build(runs), formats=("md",))
 >>> round(report.outcomes["new"].metrics["map_delta"], 4), sorted(report.tables)
-(0.1, ['tables/configs.md', 'tables/seeds.md', 'tables/summary.md'])
+(0.1047, ['tables/configs.md', 'tables/seeds.md', 'tables/summary.md'])
 >>> report.power is None, report.power_skipped   # per-run values only: no variance components
 (True, 'results has per-run values only for map; a power analysis needs per-query values (the query variance cannot be estimated without them)')
 >>> report.outcomes["base"].verdict
 'baseline: MAP 0.520 \u00b1 0.010 over 3 seeds'
 >>> report.outcomes["new"].verdict   # per-run values: a paired t-test of the seed means
-'\u2021 better: MAP +0.100 [0.100, 0.100], p < 0.001; across-seeds, Holm over 1'
+'\u2021 better: MAP +0.105 [0.095, 0.115], p < 0.001; across-seeds, Holm over 1'
 """
 
 from __future__ import annotations

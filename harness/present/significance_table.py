@@ -25,14 +25,14 @@ rows, so a further dimension (a study's collections) is a further column, not a 
 
 >>> from harness.results.stored import RunRecord, StudyResults
 >>> from harness.stats.significance import analyse
->>> runs = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100})
+>>> runs = [RunRecord(config=c, seed=str(s), values={"map": v + s / 100 + (c == "bert") * s * s / 1000})
 ...         for c, v in (("bm25", 0.30), ("bert", 0.36)) for s in (1, 2, 3)]
 >>> table = SignificanceTable.build(analyse(StudyResults.build(runs)), "configs")
 >>> table
 SignificanceTable(form='configs', test='across-seeds', correction='holm', baseline='bm25', configs=2, metrics=('map',))
 >>> row = table.rows()[1]
 >>> row["config"], round(row["delta"], 4), row["marker"]
-('bert', 0.06, '\u2021')
+('bert', 0.0647, '\u2021')
 >>> table.to_markdown() == render_text(table.tables, "md") == str(table)
 True
 """

@@ -32,6 +32,7 @@ comparison with p = 1 per metric among the combined ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -50,7 +51,7 @@ from harness.stats.combined import (
 from harness.stats.corrections import MAXT, adjust
 from harness.stats.crossed import CrossedResult
 from harness.stats.identical import identical_groups
-from harness.stats.paired import BETTER, WORSE, paired_test
+from harness.stats.paired import BETTER, WORSE, PairedResult, paired_test
 from harness.stats.significance import (
     PAIRINGS,
     UNTESTED,
@@ -147,12 +148,18 @@ def collection_effect(analysis: Analysis, config: str, metric: str) -> tuple[flo
     if comp is not None and isinstance(comp.result, CrossedResult):
         return comp.result.mean_diff, comp.result.se ** 2
     if comp is not None and analysis.test in _T_TESTS:
-        r = comp.result
-        return r.mean_diff, standard_error(r.mean_diff, r.ci_low, r.ci_high, r.confidence, r.n - 1) ** 2
+        return _t_effect(comp.result)
     res = analysis.results
     [(_, x, y)] = PAIRINGS.get("seed-averaged")(res, config, metric)
     # the t procedure draws nothing: the generator is only the signature's
-    r = paired_test("t", x, y, rng=np.random.default_rng(0), confidence=analysis.options.confidence)
+    return _t_effect(paired_test("t", x, y, rng=np.random.default_rng(0), confidence=analysis.options.confidence))
+
+
+def _t_effect(r: PairedResult) -> tuple[float, float]:
+    """A t-test's mean difference and the variance behind its interval; a constant shift's is 0 (its
+    interval is the point or, where its p rejects nothing, the whole line: harness.stats.paired)."""
+    if math.isinf(r.statistic):
+        return r.mean_diff, 0.0
     return r.mean_diff, standard_error(r.mean_diff, r.ci_low, r.ci_high, r.confidence, r.n - 1) ** 2
 
 

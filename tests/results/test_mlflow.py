@@ -226,3 +226,16 @@ def test_an_interrupted_confirmation_names_what_it_leaves_out_too(tmp_path: Path
     assert res.phase_note.endswith(f"Left out until it is resumed: {NAMES['worse']} (no seed run finished).")
     text = render(build_tables(analyse(res), "seeds"), "md")
     assert "(no seed run finished). " in text and ".. " not in text
+
+
+@pytest.mark.slow
+def test_the_report_of_an_unfinished_study_says_so_and_exits_3(
+        store: tuple[str, list], tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    """As `harness table` (above): the store's study has a FAILED seed run and its study run still
+    RUNNING, so the page's decisions carry the INCOMPLETE sentence, the warning is printed and the
+    exit is 3 (it was a clean page and 0: found in review)."""
+    uri, _ = store
+    page = tmp_path / "report.html"
+    rc, _, err = run_cli("report", "--experiment", STUDY, "--tracking-uri", uri, "--to", str(page))
+    assert rc == 3 and "harness: warning: INCOMPLETE study" in err, err
+    assert "INCOMPLETE study" in page.read_text(encoding="utf-8")
