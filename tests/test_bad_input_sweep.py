@@ -311,6 +311,8 @@ SEARCH: list[tuple[str, str, list[str]]] = [
     ("search-uniform-bound-10-to-the-400", "curriculum.n: {uniform: [1, 1" + "0" * 400 + "]}",
      ["curriculum.n", "numbers", "..."]),
     ("search-select-metric", "train.select_metric: {choice: [map, mrr]}", ["train.select_metric", "objective.metric"]),
+    ("search-teacher-seed-a-study-seed", "curriculum.teacher_seed: {int: [2, 50]}",
+     ["curriculum.teacher_seed can be 2, a study seed"]),
 ]
 for id_, space, frags in SEARCH:
     study_case(id_, ["@P:", *frags], extra=f"search:\n  searcher: tpe\n  num_configs: 2\n  space:\n    {space}\n")
@@ -349,6 +351,8 @@ study_case("device-cuda-x", ["@P:7:", "train.device", "cuda:N", "'cuda:x'"],
 study_case("storage-path-without-scheme", ["@P:6:", "storage_path '://' is not a URI (scheme://...)"], storage="'://'")
 study_case("label-with-a-carriage-return", ["@P:7:", "configs[0].label must be a one-line text"],
            extra='configs: [{name: c, label: "a\\rb", set: {curriculum.delta: 0.5}}]\n')
+study_case("baseline-false", ["@P:7:", "baseline must be a mapping", "False"], extra="baseline: false\n")
+study_case("configs-false", ["@P:7:", "configs must be a list", "False"], extra="configs: false\n")
 study_case("train-seed-in-defaults", ["@P:7:", "train.seed is set per trial"], extra="defaults: {train.seed: 3}\n")
 study_case("train-seed-in-the-train-section", ["@P:4:", "train.seed is set per trial"],
            text=_study_text().replace("device: cpu}", "device: cpu, seed: 3}"))

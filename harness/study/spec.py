@@ -393,7 +393,7 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
             part = _flat(raw[section], "", f"{section}.")
             flat.update(part)
             origin.update({k: k for k in part})
-    defaults_raw = raw.get("defaults") or {}
+    defaults_raw = _or_empty(raw.get("defaults"), {})
     if not isinstance(defaults_raw, dict):
         raise refuse("defaults", defaults_raw, "a mapping of config keys")
     part = _flat(defaults_raw, "defaults")
@@ -424,7 +424,7 @@ def _defaults(raw: dict[str, Any], metric: str) -> TrialConfig:
 
 def _baseline(raw: dict[str, Any], defaults: TrialConfig) -> NamedConfig:
     """``baseline``: overrides of the defaults that make the baseline (absent or {}: the defaults)."""
-    base_raw = raw.get("baseline") or {}
+    base_raw = _or_empty(raw.get("baseline"), {})
     if not isinstance(base_raw, dict):
         raise refuse("baseline", base_raw, "a mapping of config keys (may be empty)")
     return NamedConfig(name="baseline", role="baseline", config=_config(_flat(base_raw, "baseline"), "baseline", defaults))
@@ -434,7 +434,9 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
     """``configs``: named candidates, each ``{name, set}`` over the defaults; names are distinct."""
     configs: list[NamedConfig] = []
     names = {"baseline"}
-    listed = raw.get("configs") or []
+    listed = _or_empty(raw.get("configs"), [])
+    if not isinstance(listed, list):
+        raise refuse("configs", listed, "a list of {name, set} mappings")
     if isinstance(listed, list) and len(listed) > MAX_CONFIGS:
         raise refuse("configs", listed, f"a list of at most {MAX_CONFIGS} configurations",
                      why=f"this one has {len(listed)}")
@@ -458,7 +460,7 @@ def _configs(raw: dict[str, Any], defaults: TrialConfig) -> list[NamedConfig]:
             raise _fail(f"configs.{i}", f"configs[{i}]: duplicate configuration name {cname!r} (names "
                         "differ by more than case, and baseline is the baseline's)")
         names.add(cname.casefold())
-        changes = item.get("set") or {}
+        changes = _or_empty(item.get("set"), {})
         if not isinstance(changes, dict):
             raise _fail(f"configs.{i}.set", f"configs[{i}].set must be a mapping of config keys, got {shown(changes)}")
         cfg = _config(_flat(changes, f"configs.{i}.set"), f"configs.{i}.set", defaults)
@@ -580,7 +582,7 @@ def _description(raw: dict[str, Any]) -> str:
 
 def _smoke(raw: dict[str, Any], defaults: TrialConfig) -> dict[str, Any]:
     """``smoke``: flat overrides for ``--smoke`` runs, checked against the defaults now."""
-    smoke = raw.get("smoke") or {}
+    smoke = _or_empty(raw.get("smoke"), {})
     if not isinstance(smoke, dict):
         raise refuse("smoke", smoke, "a mapping of config keys")
     smoke_flat = _flat(smoke, "smoke")
@@ -600,7 +602,9 @@ def _confirm(raw: dict[str, Any], configs: list[NamedConfig], search: SearchSpec
     are the S (default: as many as the study's) integers after the largest study seed: disjoint from
     every seed the earlier phases trained."""
     picks = search is not None or len(configs) >= GRID_CONFIRM_MIN
-    value = raw.get("confirm", picks and not scheduled)
+    value = raw.get("confirm")
+    if value is None:  # absent, or `confirm:` with nothing after it: the default
+        value = picks and not scheduled
     if isinstance(value, str) and value.lower() in ("true", "false"):  # quoted, as train.bf16 takes it
         value = as_bool("confirm", value)
     if value is False or value is None:
@@ -725,6 +729,15 @@ def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: 
     if scoring is not None and set(map(str, scoring.values())) & set(TEACHER_NAMES):
         checks.append(("search", lambda: "search.space.curriculum.scoring", defaults))
     study_seeds = set(seeds)
+    teacher = search.space.get("curriculum.teacher_seed") if search is not None else None
+    if teacher is not None:  # a proposal's own teacher seed: none may be a study seed
+        clash = sorted(s for s in study_seeds if teacher.args[0] <= s <= teacher.args[1]) \
+            if teacher.kind == "int" else [v for v in teacher.values() if v in study_seeds]
+        if clash:
+            raise _fail("search.space.curriculum.teacher_seed",
+                        f"search.space: curriculum.teacher_seed can be {clash[0]}, a study seed (seeds: "
+                        f"{shown(seeds)}): that seed's student would share its init and negatives with its "
+                        "teacher; keep the teacher seeds outside the study's seeds")
     for name, where_of, cfg in checks:
         if cfg.curriculum.teacher_seed in study_seeds:
             where = where_of()
@@ -732,6 +745,13 @@ def _check_teacher_seeds(defaults: TrialConfig, baseline: NamedConfig, configs: 
                         f"curriculum.teacher_seed {cfg.curriculum.teacher_seed} is also a study seed "
                         f"(seeds: {shown(seeds)}; configuration {name!r}): that seed's student would share its "
                         f"init and negatives with its teacher; choose a teacher seed outside the study's seeds")
+
+
+def _or_empty(value: Any, empty: Any) -> Any:
+    """A section's value, ``empty`` where it is absent or null (``baseline:`` with nothing after it);
+    any other value as it is, for the section's own check to refuse (``false`` or ``0`` is no
+    mapping, not an empty one)."""
+    return empty if value is None else value
 
 
 def _flat(mapping: dict[str, Any], where: str, prefix: str = "") -> dict[str, Any]:

@@ -279,3 +279,12 @@ def test_fuse_true_is_refused_for_a_cascade_ranker_and_auto_is_the_default(tmp_p
                                resources={"seeds_per_trial": 2, "fuse": True}))
     assert "resources.fuse: true, but configuration" in str(exc.value) and "cascade" in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+def test_a_confirm_key_with_no_value_is_the_default(tmp_path):
+    """`confirm:` with nothing after it (YAML's null) reads as an absent key, as `baseline:` does:
+    a searcher's study confirms its pick (it turned confirmation off without a word)."""
+    search = "search: {searcher: tpe, num_configs: 2, space: {curriculum.delta: {uniform: [0.1, 0.9]}}}\n"
+    absent = load_spec(_write(tmp_path, GOOD + search))
+    empty = load_spec(_write(tmp_path, GOOD + search + "confirm:\n"))
+    assert absent.confirm is not None and empty.confirm == absent.confirm
