@@ -152,7 +152,8 @@ def load_collections(args: argparse.Namespace) -> dict[str, StudyResults]:
 
 def _check_from(args: argparse.Namespace) -> None:
     """Refuse what ``--from FILE`` would silently get wrong: ``--output`` naming the file read (the
-    results replaced by the table), ``--phase`` (a long CSV records no phases; it was ignored)."""
+    results replaced by the table), ``--phase`` (a long CSV records no phases; it was ignored) and
+    ``--tracking-uri`` (no store is read; it was ignored too)."""
     from harness.errors import ConfigError
 
     source = args.from_file
@@ -161,6 +162,9 @@ def _check_from(args: argparse.Namespace) -> None:
     if getattr(args, "phase", None) is not None:
         raise ConfigError(f"--phase {args.phase}: a long results CSV ({source}) records no phases; --phase "
                           "picks a confirmation phase's runs of an MLflow study (--experiment); leave it out")
+    if getattr(args, "tracking_uri", None) is not None:
+        raise ConfigError(f"--tracking-uri {args.tracking_uri}: --from {source} reads a long results CSV, "
+                          "no MLflow store; the store is read with --experiment NAME; leave one out")
     output = args.output
     if output is not None and (output.absolute() == source.absolute() or (
             output.exists() and source.exists() and output.samefile(source))):

@@ -121,6 +121,9 @@ def test_from_refuses_what_it_would_get_wrong(tmp_path: Path, run_cli: Cli) -> N
     for phase in ("auto", "confirmatory", "exploratory"):
         assert f"--phase {phase}: a long results CSV ({src}) records no phases" in _error(
             run_cli, "--from", str(src), "--phase", phase)
+    # and --tracking-uri, read by --experiment only, was ignored as silently
+    assert "--tracking-uri sqlite:////tmp/x.db: --from" in _error(
+        run_cli, "--from", str(src), "--tracking-uri", "sqlite:////tmp/x.db")
 
 
 @pytest.mark.parametrize(("argv", "says"), [
