@@ -546,6 +546,9 @@ CSVS: list[tuple[str, str | bytes | None, list[str]]] = [
     ("more-fields-than-the-header", CSV.replace("0.61", "0,61"), ["@P:6:", "5 fields", "has 4 columns"]),
     ("carriage-return-in-a-name", CSV.replace("ls,2", '"l\rs",2'), ["@P:6:", "past the end of its line"]),
     ("full-width-digits", CSV.replace("0.61", "\uff10.\uff16\uff11"), ["@P:6:", "not a decimal number"]),
+    # one seed written two ways was two seeds in the tables; a seed named AVG was a second AVG row
+    ("seed-written-two-ways", CSV.replace("ls,3", "ls,03"), ["@P:7:", "seed '03' is seed '3'", "@P:4"]),
+    ("seed-named-avg", CSV.replace("base,1", "base,avg").replace("ls,1", "ls,avg"), ["@P:2:", "'avg'", "mean or SD row"]),
 ]
 for id_, content, frags in CSVS:
     for cmd in ("table", "power"):

@@ -37,6 +37,8 @@ from harness.results.stored import RunRecord, StudyResults
 from harness.textfile import csv_text, read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
+# The rows a seeds table adds below the seeds (harness.present.table): no seed may be called so.
+SEED_ROW_NAMES = ("AVG", "SD")
 # A decimal number as a CSV carries one: no "0_5" (Python's digit separator), "inf", "nan" or hex.
 # ASCII digits only: \d would take full-width and other scripts' digits, which float() reads too.
 NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -237,10 +239,19 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
     has_query = "query" in header
     values: dict[tuple[str, str], dict[str, float]] = {}
     per_query: dict[tuple[str, str], dict[str, dict[str, float]]] = {}
+    spelled: dict[str, tuple[str, str]] = {}  # a seed's number -> its first spelling and line
     for where, row in rows:
         config, seed, metric = (_cell(row, k, where) for k in ("config", "seed", "metric"))
         if not (config and seed and metric):
             raise DataError(f"{where}: config, seed and metric must be non-empty")
+        if seed.upper() in SEED_ROW_NAMES:
+            raise DataError(f"{where}: seed {seed!r} is the name of a table's mean or SD row; name the "
+                            "seed otherwise (1, 2, ...)")
+        number = str(int(seed)) if seed.isascii() and seed.isdigit() else seed
+        first = spelled.setdefault(number, (seed, where))
+        if first[0] != seed:  # 1 and 01: two seeds in the tables, one seed's runs
+            raise DataError(f"{where}: seed {seed!r} is seed {first[0]!r} ({first[1]}) written otherwise; "
+                            "write each seed one way")
         metric = metric_key(metric)  # ir-measures' names (AP, RR@10 ...) are the harness's keys
         value = strict_value(str(row.get("value") or "").strip(), metric, where)
         query = _cell(row, "query", where) if has_query else ""
