@@ -313,6 +313,8 @@ SEARCH: list[tuple[str, str, list[str]]] = [
     ("search-select-metric", "train.select_metric: {choice: [map, mrr]}", ["train.select_metric", "objective.metric"]),
     ("search-teacher-seed-a-study-seed", "curriculum.teacher_seed: {int: [2, 50]}",
      ["curriculum.teacher_seed can be 2, a study seed"]),
+    ("search-combination-breaks-a-rule", "smoothing.method: {choice: [LS, none]}\n    train.loss: {choice: [pointwise, pairwise]}",
+     ["smoothing.method='LS', train.loss='pairwise' is no configuration", "when:"]),
 ]
 for id_, space, frags in SEARCH:
     study_case(id_, ["@P:", *frags], extra=f"search:\n  searcher: tpe\n  num_configs: 2\n  space:\n    {space}\n")

@@ -862,6 +862,7 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
                 TrialConfig.from_flat({key: v}, base=defaults)
             except ConfigError as exc:
                 raise _fail(f"search.space.{key}", f"search.space: {exc}") from None
+    _check_combinations(space, defaults)
     objectives = _objectives(raw.get("objectives")) or ((metric, mode),)
     kind = SEARCHERS.get(searcher)
     if kind.objectives == 2 and len(objectives) != 2:
@@ -884,6 +885,28 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     if target is not None and not isinstance(target, str):
         raise refuse("search.objective_collection", target, "the name of one of the study's collections")
     return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
+
+
+def _check_combinations(space: dict[str, Param], defaults: TrialConfig) -> None:
+    """The rules between keys (smoothing needs a pointwise loss, ...) over every combination of the
+    space's listed values (choice, fixed) that its conditions allow, where they are at most
+    MAX_CONFIGS: a proposal breaking one failed inside the running searcher. Keys whose condition
+    reads a key drawn from a range are left out (their activity is not known here), and so are the
+    ranges themselves (each key's values alone are checked above)."""
+    from harness.study.space import enumerate_grid, grid_bound
+
+    listed = {k: p for k, p in space.items() if p.kind in ("choice", "fixed")}
+    drawn = set(space) - set(listed)
+    listed = {k: p for k, p in listed.items() if not set(p.when) & drawn}
+    if len(listed) < 2 or grid_bound(listed.values()) > MAX_CONFIGS:
+        return
+    for point in enumerate_grid(listed, defaults.to_flat()):
+        try:
+            TrialConfig.from_flat(point, base=defaults)
+        except ConfigError as exc:
+            given = ", ".join(f"{k}={shown(v)}" for k, v in point.items())
+            raise _fail("search.space", f"search.space: the proposal {given} is no configuration: {exc}; "
+                        "exclude it with a condition (when:)") from None
 
 
 def _objectives(raw: Any) -> tuple[tuple[str, str], ...]:
