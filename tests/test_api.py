@@ -265,7 +265,7 @@ def test_bad_options_are_refused_before_the_source_is_read(study: StudyAnalysis,
                              ({"levels": "0.05"}, "levels must be a significance level or a sequence of them"),
                              ({"seed": -1}, "seed must be an integer >= 0, got -1"),
                              ({"seed": 1.5}, "seed must be an integer >= 0, got 1.5"),
-                             ({"resamples": "10"}, "resamples must be an integer >= 1, got '10'"),
+                             ({"resamples": "10"}, "resamples must be an integer in [1, 1000000], got '10'"),
                              ({"metric": 5}, "metric must be a metric name or a sequence of names, got 5")]:
         with pytest.raises(ConfigError) as exc:
             harness.compare(absent, **options)

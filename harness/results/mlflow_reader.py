@@ -273,7 +273,8 @@ def _why_unfinished(snapshot: ExperimentSnapshot, uri: str) -> list[str]:
     did not end FINISHED, or some of its seed runs did not finish."""
     try:
         studies = [r.info.status for r in snapshot.runs(C.KIND_STUDY)]
-        seeds = [r.info.status for r in snapshot.runs(C.KIND_TRIAL)]
+        # a seed run that early stopping ended (KILLED, tagged stopped) finished as the study meant
+        seeds = [r.info.status for r in snapshot.runs(C.KIND_TRIAL) if r.data.tags.get(C.TAG_STOPPED) != "1"]
     except store_errors() as exc:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
     why = []

@@ -81,6 +81,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         records.study_tags({C.TAG_CONFIRM_PICK: next(nc.config.config_id() for nc in spec.configs
                                                      if nc.name == "ls")})
         report_study(spec, records, logs.append)
+        records.end()  # the study finished, as its driver ends it after the page (else: INCOMPLETE)
         page = Path(store.client.download_artifacts(study_run, "report.html", str(tmp)))
     return {"uri": uri, "spec": spec, "store": store, "study_run": study_run, "page": page.read_text(),
             "logs": logs, "tmp": tmp}
@@ -137,7 +138,7 @@ def test_harness_report_writes_the_same_page(study, capsys):
     (matplotlib's Agg draws the same bytes), up to the footer's time."""
     to = study["tmp"] / "out" / "report.html"
     rc, out, err = _cli(capsys, "report", "--experiment", NAME, "--to", str(to), "--tracking-uri", study["uri"])
-    assert (rc, out, err) == (0, "", f"wrote {to}\n")
+    assert (rc, out, err) == (0, "", f"wrote {to}\n"), err
     written = to.read_text()
     for key in ("decisions", "significance", "forest", "curves", "power"):
         assert _section(written, key) == _section(study["page"], key), key
