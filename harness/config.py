@@ -496,7 +496,8 @@ def text_problem(value: str) -> str | None:
 
 def flatten(mapping: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested sections to flat dotted keys: {"curriculum": {"delta": 0.3}} -> {"curriculum.delta": 0.3}.
-    Already-dotted keys pass through."""
+    Already-dotted keys pass through; one key given both ways (``curriculum.delta`` beside
+    ``curriculum: {delta}``) is refused, naming it, where YAML would keep both and this the last."""
     out: dict[str, Any] = {}
     for key, value in mapping.items():
         full = f"{prefix}{key}"
