@@ -68,6 +68,8 @@ MAX_INT = 2**63 - 1
 MAX_YAML_BYTES = 256 * 1024
 MAX_YAML_NODES = 100_000
 CANDIDATE_SETS = ("pair", "all")
+# Integers YAML 1.1 reads in another base than they look: 0100 (octal 64), 1:30 (base 60: 90).
+_OCTAL_OR_BASE_60 = re.compile(r"0[0-7]+|[0-9]+(?::[0-5]?[0-9])+")
 # A quoted whole number ('100'): a Steps key reads it as the int it spells (a step count).
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
 
@@ -530,6 +532,17 @@ def _loader() -> Any:
                     f"{node.tag.rpartition(':')[2]}{f' ({why})' if why else ''}; quote it to write text",
                     node.start_mark) from None
 
+        def construct_yaml_int(self, node: Any) -> Any:
+            # YAML 1.1 reads 0100 as octal (64) and 1:30 as base 60 (90): numbers nobody meant
+            value = super().construct_yaml_int(node)
+            body = str(node.value).replace("_", "").lstrip("+-")
+            if _OCTAL_OR_BASE_60.fullmatch(body):
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{shown(node.value)} reads as {value} in YAML 1.1 (octal or base 60); "
+                    f"write {value}, or quote it to write text", node.start_mark)
+            return value
+
+    Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
     return Loader
 
 
