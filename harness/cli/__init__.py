@@ -201,6 +201,20 @@ def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Na
         return 128 + signum
 
 
+# The exit of a command that wrote what a study has recorded, marked, while the study is not
+# finished (interrupted, failed or still running): `harness table` and `harness report`.
+INCOMPLETE_EXIT = 3
+
+
+def finished_exit(incomplete: str) -> int:
+    """0, or, where ``incomplete`` (harness.results.mlflow_reader.incomplete_note's sentence) says
+    the study is not finished, that sentence as a warning and INCOMPLETE_EXIT."""
+    if not incomplete:
+        return 0
+    print(f"harness: warning: {incomplete}", file=sys.stderr)
+    return INCOMPLETE_EXIT
+
+
 def _error(message: str, prefix: str = "harness: error: ") -> None:
     from harness.redact import redact_text
 

@@ -34,6 +34,7 @@ from harness.analysis import (
     form_for,
     study_of,
 )
+from harness.cli import finished_exit
 from harness.metrics.measures import NAME_STYLES
 from harness.present.power_text import PowerReport
 from harness.present.render import RENDERERS
@@ -172,11 +173,8 @@ def _check_from(args: argparse.Namespace) -> None:
                           "it reads; give another file")
 
 
-INCOMPLETE_EXIT = 3
-
-
 def run_table(args: argparse.Namespace) -> int:
-    """Exits ``INCOMPLETE_EXIT`` (3), with the table written and marked, when the study is not
+    """Exits 3 (harness.cli.finished_exit), with the table written and marked, when the study is not
     finished (``incomplete_note``: interrupted, failed or still running; docs/reliability.md)."""
     # The options are refused before the source is read; the rest is harness.load_study's path.
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
@@ -210,10 +208,7 @@ def run_table(args: argparse.Namespace) -> int:
 
             for path in write_plots(table.analysis, args.plots):
                 print(f"wrote {path}", file=sys.stderr)
-    if incomplete:
-        print(f"harness: warning: {incomplete}", file=sys.stderr)
-        return INCOMPLETE_EXIT
-    return 0
+    return finished_exit(incomplete)
 
 
 def run_power(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from harness.cli.evaluation import INCOMPLETE_EXIT
+    from harness.cli import finished_exit
     from harness.metrics.measures import metric_key
     from harness.present.html_report import report_html
     from harness.present.report import study_report
@@ -76,10 +76,7 @@ def run_report(args: argparse.Namespace) -> int:
         page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
     write_atomic(args.to, page, "report")
     print(f"wrote {args.to}", file=sys.stderr)
-    if incomplete:
-        print(f"harness: warning: {incomplete}", file=sys.stderr)
-        return INCOMPLETE_EXIT
-    return 0
+    return finished_exit(incomplete)
 
 
 def _collections_page(study: str, collections: dict) -> str:  # type: ignore[type-arg]

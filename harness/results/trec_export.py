@@ -242,12 +242,12 @@ def collection_folders(names: Any) -> dict[str, str]:
     """
     import hashlib
 
-    safe = {n: _UNSAFE.sub("_", n) for n in names}
-    safe = {n: "_" * max(len(f), 1) if set(f) <= {"."} else f for n, f in safe.items()}
+    made = {n: _UNSAFE.sub("_", n) for n in names}
+    safe = {n: "_" * max(len(f), 1) if set(f) <= {"."} else f for n, f in made.items()}
     taken: dict[str, int] = {}
     for f in safe.values():
         taken[f.casefold()] = taken.get(f.casefold(), 0) + 1
-    return {n: f if taken[f.casefold()] == 1 and f == _UNSAFE.sub("_", n)
+    return {n: f if taken[f.casefold()] == 1 and f == made[n]
             else f"{f}-{hashlib.sha256(n.encode()).hexdigest()[:8]}" for n, f in safe.items()}
 
 

@@ -279,11 +279,11 @@ def _seeds_tie(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray) 
     return np.asarray(ms_seed) <= 1e-12 * np.maximum(ms_query, ms_resid)
 
 
-def _constant(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray) -> np.ndarray:
-    """Where every difference is the same non-zero number (each mean square rounding against the
-    squared mean): p is that of S equal seed means under sign flips (module docstring)."""
-    top = np.maximum(np.maximum(ms_seed, ms_query), ms_resid)
-    return (np.asarray(mean) != 0) & (top <= 1e-24 * np.square(mean))
+def _constant_shift(d: np.ndarray) -> np.ndarray:
+    """Where every difference of a seeds x queries matrix (the last two axes) is the same number,
+    to rounding: the statistic is undefined, and p is that of S equal seed means under sign flips
+    (module docstring). One rule for ``crossed_test`` and ``crossed_batch``."""
+    return np.ptp(d, axis=(-2, -1)) <= 1e-12 * np.abs(d).max(axis=(-2, -1))
 
 
 def pivot_variances(ms_seed: np.ndarray, ms_query: np.ndarray, ms_resid: np.ndarray,
@@ -353,7 +353,6 @@ def generalized_p(mean: np.ndarray, ms_seed: np.ndarray, ms_query: np.ndarray, m
         with np.errstate(divide="ignore", invalid="ignore"):
             t = np.abs(mean[flat]) / np.sqrt(ms_resid[flat] / (seeds * queries))
         out[flat] = 2.0 * dist.t.sf(t, df_e)
-    out[_constant(mean, ms_seed, ms_query, ms_resid)] = tie_p(seeds)
     return np.minimum(out, 1.0)
 
 
@@ -429,8 +428,9 @@ def crossed_batch(d: np.ndarray) -> CrossedBatch:
     se = np.sqrt(np.maximum(seed_part + query_part - ms_e, 0.0) / n)
     with np.errstate(divide="ignore", invalid="ignore"):
         statistic = np.where(se > 0, grand / np.where(se > 0, se, 1.0), 0.0)
-    return CrossedBatch(mean=grand, se=se, statistic=statistic,
-                        p_value=generalized_p(grand, ms_s, ms_q, ms_e, s, q))
+    p = generalized_p(grand, ms_s, ms_q, ms_e, s, q)
+    p[_constant_shift(x) & (grand != 0)] = tie_p(s)
+    return CrossedBatch(mean=grand, se=se, statistic=statistic, p_value=p)
 
 
 def crossed_test(candidate: Sequence[Sequence[float]] | np.ndarray,
@@ -447,8 +447,7 @@ def crossed_test(candidate: Sequence[Sequence[float]] | np.ndarray,
     ms = mean_squares(d)
     comps = ms.components()
     mean = ms.mean
-    # Differences equal up to rounding (a constant shift) leave the statistic undefined in floats.
-    constant = float(np.ptp(d)) <= 1e-12 * float(np.abs(d).max())
+    constant = bool(_constant_shift(d))
     if constant:
         se, df = 0.0, math.nan
         statistic, p = (0.0, 1.0) if mean == 0 else (math.copysign(math.inf, mean), tie_p(ms.seeds))
