@@ -65,6 +65,13 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
                         raise
                     raise prefixed(exc, f"collection {cfg.data.collection!r}") from None
         check_cascade_depth(configs, build_model=build_model)
+        try:
+            check_cascade_depth(space_cascades(spec), build_model=build_model)
+        except ConfigError as exc:
+            space = spec.search.space
+            key = exc.key if exc.key in space else next(k for k in space if k.startswith("cascade."))
+            raise ConfigError(f"search.space.{key}: a proposal the search can make: {exc}",
+                              key=f"search.space.{key}") from None
     return str(uri)
 
 
@@ -163,6 +170,41 @@ def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False
                 raise ConfigError(f"cascade.alpha must have 1 value or one per exit ({len(defaults)} for the "
                                   f"default exits {defaults} of the {depth}-layer encoder of model.name={name}), "
                                   f"got {len(c.cascade.alpha)}", key="cascade.alpha")
+
+
+def space_cascades(spec: Any) -> list[TrialConfig]:
+    """The cascades the search space can propose, as configurations for ``check_cascade_depth``:
+    every combination of the listed values (choice, fixed) of its ``cascade.*`` keys and
+    ``model.name`` that its conditions allow, over the defaults. A proposal with
+    exits past the encoder's depth failed inside the running searcher. Keys whose condition reads
+    a key drawn from a range are left out, as in the combination check at load, and so is a space
+    of more than MAX_CONFIGS such combinations."""
+    from harness.study.space import enumerate_grid, grid_bound
+    from harness.study.spec import MAX_CONFIGS
+
+    if spec.search is None:
+        return []
+    space = spec.search.space
+    cascade = [k for k in space if k.startswith("cascade.")]
+    if not cascade:
+        return []
+    wanted = set(cascade) | {"model.name"}
+    # The keys their conditions read come along, so that a condition is judged on its own key.
+    while True:
+        more = {c for k in wanted if k in space for c in space[k].when if c in space} - wanted
+        if not more:
+            break
+        wanted |= more
+    listed = {k: space[k] for k in wanted if k in space and space[k].kind in ("choice", "fixed")}
+    drawn = set(space) - set(listed)
+    listed = {k: p for k, p in listed.items() if not set(p.when) & drawn}
+    if not any(k.startswith("cascade.") for k in listed) or grid_bound(listed.values()) > MAX_CONFIGS:
+        return []
+    configs = []
+    for point in enumerate_grid(listed, spec.defaults.to_flat()):
+        with contextlib.suppress(ConfigError):  # a combination that is no configuration: refused at load
+            configs.append(TrialConfig.from_flat(point, base=spec.defaults))
+    return configs
 
 
 def _built_depth(cfg: TrialConfig) -> int:

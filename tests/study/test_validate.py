@@ -180,3 +180,41 @@ def test_validate_refuses_a_gpu_memory_that_is_no_size(tmp_path, capsys):
     study = _gpu_study(tmp_path, 0.25, 5)
     assert main(["validate", str(study), "--no-model", "--gpu-memory", "-4"]) != 0
     assert _one_line(capsys).endswith("--gpu-memory must be a number of GiB > 0, got -4")
+
+
+SPACE = """\
+name: deep
+defaults:
+  model.name: tiny
+seeds: [1, 2]
+search:
+  searcher: random
+  space:
+"""
+
+
+@pytest.mark.parametrize("space, line, message", [
+    ("    cascade.enabled: {fixed: true}\n    cascade.exits: {choice: [[2, 4], [2, 6]]}\n", 9,
+     "search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
+     "the 4-layer encoder of model.name=tiny"),
+    # The default exits of the 4-layer encoder are [2, 3, 4]: two drop ratios fit none of them.
+    ("    cascade.enabled: {fixed: true}\n    cascade.alpha: {choice: [[0.3], [0.1, 0.2]]}\n", 9,
+     "search.space.cascade.alpha: a proposal the search can make: cascade.alpha must have 1 value or one "
+     "per exit (3 for the default exits [2, 3, 4] of the 4-layer encoder of model.name=tiny), got 2"),
+    # Exits that fit one encoder of the space and not the other, under a condition.
+    ("    model.name: {choice: [packaged, tiny]}\n    cascade.enabled: {choice: [false, true]}\n"
+     "    cascade.exits: {choice: [[2, 6]], when: {cascade.enabled: true}}\n", 10,
+     "search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
+     "the 4-layer encoder of model.name=tiny"),
+])
+def test_a_search_space_s_cascade_is_checked_against_the_encoder(deep, capsys, space, line, message):
+    """A proposal whose exits lie past the encoder's depth failed inside the running searcher; every
+    cascade the space can propose is checked as a listed configuration's is, at its line."""
+    deep.write_text(SPACE + space)
+    assert main(["validate", "--no-model", str(deep)]) == 2
+    assert f"{deep}:{line}: {message}" in _one_line(capsys)
+    # The same space on the 6-layer encoder, or with the exits only when it is chosen, is valid.
+    fits = (SPACE + space).replace("model.name: tiny", "model.name: packaged").replace(", tiny]", "]")
+    fits = fits.replace("[[0.3], [0.1, 0.2]]", "[[0.3], [0.1, 0.2, 0.3, 0.4, 0.5]]")
+    deep.write_text(fits)
+    assert main(["validate", "--no-model", str(deep)]) == 0, capsys.readouterr().err
