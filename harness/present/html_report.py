@@ -234,10 +234,11 @@ def _forest(analysis: Analysis) -> str:
                 ax.annotate(marker, (high, y), xytext=(3, -1), textcoords="offset points", va="center",
                             fontsize=10, color=colour)
         ax.axvline(0.0, color="0.3", lw=0.8, ls="--")
-        ax.set_yticks(range(len(rows)), [r[0] for r in reversed(rows)] if k % cols == 0 else [""] * len(rows))
+        ax.set_yticks(range(len(rows)), [panels.literal(r[0]) for r in reversed(rows)] if k % cols == 0
+                      else [""] * len(rows))
         ax.set_ylim(-0.7, len(rows) - 0.3)
         panels.title(ax, shown_name(analysis, metric), 10)
-        ax.set_xlabel(f"difference to {the_baseline(analysis.results.baseline)}", fontsize=8)
+        ax.set_xlabel(panels.literal(f"difference to {the_baseline(analysis.results.baseline)}"), fontsize=8)
         ax.tick_params(labelsize=8)
     panels.place(fig, axes)
     interval = "simultaneous " if analysis.options.correction == "maxt" else ""
@@ -279,7 +280,7 @@ def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
         steps, mean, low, high = curve_bands(runs)
         colour = "C3" if config in record.stopped_at else "C0"
         if base is not None and config != baseline:
-            ax.plot(base[0], base[1], color="0.6", lw=1, ls="--", label=f"{baseline} (mean)")
+            ax.plot(base[0], base[1], color="0.6", lw=1, ls="--", label=panels.literal(f"{baseline} (mean)"))
         ax.fill_between(steps, low, high, color=colour, alpha=0.2, lw=0, label="range over seeds")
         ax.plot(steps, mean, color=colour, lw=1.6, label="mean over seeds")
         tested = record.tested.get(config, {})
@@ -294,7 +295,7 @@ def _curves(baseline: str, configs: Sequence[str], record: StudyRecord) -> str:
         panels.title(ax, title, 9)
         ax.tick_params(labelsize=8)
         if k % cols == 0:
-            ax.set_ylabel(f"dev {label}", fontsize=8)
+            ax.set_ylabel(panels.literal(f"dev {label}"), fontsize=8)
     for ax in axes[-1]:
         ax.set_xlabel("step", fontsize=8)
     panels.place(fig, axes, panels.legend_above(fig, axes))
@@ -343,7 +344,7 @@ def _power(report: StudyReport) -> str:
                 continue
             points = power_curve(power, comp.config, metric)
             xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, color=f"C{i % 10}", lw=1.4, label=comp.config)
+            ax.plot(xs, ys, color=f"C{i % 10}", lw=1.4, label=panels.literal(comp.config))
             ax.plot([power.seeds], [own_mde(power, comp.config, metric)], "o", color=f"C{i % 10}", ms=5)
             if "query" in comp.components.clamped:
                 # A floor of 0 would claim more seeds reach any effect; the estimate was negative.

@@ -40,10 +40,19 @@ def figure(width: float, height: float) -> Any:
     return fig
 
 
+def literal(text: str) -> str:
+    """``text`` as matplotlib draws it as written: an even number of ``$`` makes a text mathtext,
+    where a name ``a$_$b`` fails to draw and ``$5 to $10`` is drawn in italics without its dollars;
+    ``\\$`` is a literal dollar. Every name a figure shows (configurations, collections, metrics)
+    passes through here."""
+    return text.replace("$", r"\$")
+
+
 def title(ax: Any, text: str, size: float) -> None:
-    """The panel's title at its top edge: placed, not searched for (no tick labels are above a
-    panel, so matplotlib's search for them finds nothing and costs a measure of every tick)."""
-    ax.set_title(text, fontsize=size, y=1.0)
+    """The panel's title at its top edge, ``text`` drawn as written (``literal``): placed, not
+    searched for (no tick labels are above a panel, so matplotlib's search for them finds nothing
+    and costs a measure of every tick)."""
+    ax.set_title(literal(text), fontsize=size, y=1.0)
 
 
 def legend_above(fig: Any, axes: Any) -> Any:
@@ -155,6 +164,8 @@ def _tick_labels(axis: Any, renderer: Any, per_point: float) -> list[tuple[float
     label the axis will draw: those with text, inside its view, horizontal. The texts are the
     axis formatter's for its locator's ticks, as the draw makes them, measured with the labels'
     font, without making a tick per label (the draw makes them)."""
+    from matplotlib import cbook
+
     label = axis.majorTicks[0].label1  # the first tick: the labels' font and visibility
     if not label.get_visible():  # labels hidden (a shared axis's inner panels)
         return []
@@ -172,6 +183,9 @@ def _tick_labels(axis: Any, renderer: Any, per_point: float) -> list[tuple[float
         if not text or not lo - slack <= loc <= hi + slack:
             continue
         frac = (float(scale.transform([loc])[0]) - t_lo) / (t_hi - t_lo) if t_hi > t_lo else 0.5
-        width, height, _ = renderer.get_text_width_height_descent(text, prop, ismath="$" in text)
+        # As matplotlib draws a tick label: mathtext only where its dollars pair up (``literal``).
+        math = cbook.is_math_text(text)
+        width, height, _ = renderer.get_text_width_height_descent(text if math else text.replace(r"\$", "$"),
+                                                                  prop, ismath=math)
         out.append((frac, width / per_point, max(height, line) / per_point))
     return out

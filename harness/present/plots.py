@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from harness.errors import DataError, HarnessError
+from harness.present.panels import literal
 from harness.present.table import display_name
 from harness.stats import distributions as dist
 from harness.stats.significance import Analysis
@@ -59,12 +60,12 @@ def metric_figure(analysis: Analysis, metric: str, collection: str = "") -> Any:
             ax.annotate(marker, (i, top), textcoords="offset points", xytext=(0, 4),
                         ha="center", fontsize=12)
     ax.axhline(float(res.seed_values(res.baseline, metric).mean()), color="C1", ls="--", lw=1,
-               label=f"baseline ({res.baseline})")
-    ax.set_xticks(range(len(configs)), list(configs), rotation=30 if len(configs) > 4 else 0, ha="right"
+               label=f"baseline ({literal(res.baseline)})")
+    ax.set_xticks(range(len(configs)), [literal(c) for c in configs], rotation=30 if len(configs) > 4 else 0, ha="right"
                   if len(configs) > 4 else "center")
-    ax.set_ylabel(display_name(metric))
-    where = f" on {collection}" if collection else ""
-    ax.set_title(f"{display_name(metric)}{where}: {len(configs) - 1} configurations vs {res.baseline}, "
+    ax.set_ylabel(literal(display_name(metric)))
+    where = f" on {literal(collection)}" if collection else ""
+    ax.set_title(f"{literal(display_name(metric))}{where}: {len(configs) - 1} configurations vs {literal(res.baseline)}, "
                  f"{len(res.seeds)} seeds ({analysis.test} test)", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     return fig

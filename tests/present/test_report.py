@@ -139,6 +139,35 @@ def test_plots(records: list[RunRecord], tmp_path: Path) -> None:
     assert np.isfinite(report.outcomes["better"].metrics["map_dz"])
 
 
+@pytest.mark.slow  # matplotlib: a second
+def test_names_with_dollars_are_drawn_as_written(records: list[RunRecord], tmp_path: Path) -> None:
+    """matplotlib takes text between two ``$`` as maths: a configuration named ``lr$_$2`` made the
+    plot fail to draw (a mathtext parse error), and ``$5 to $10`` was drawn as italics without its
+    dollars. Every name is drawn as written, in the plots and the report page's figures."""
+    import dataclasses
+
+    from matplotlib import cbook
+
+    from harness.present.html_report import report_html
+    from harness.present.plots import metric_figure
+
+    names = {"base": "base$", "better": "lr$_$2", "same": "$5 to $10", "worse": r"w\$"}
+    renamed = [dataclasses.replace(r, config=names[r.config]) for r in records]
+    report = study_report(StudyResults.build(renamed), formats=("md",))
+    paths = write_plots(report.analysis, tmp_path / "plots")
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in paths)
+    ax = metric_figure(report.analysis, "map", collection="c$1$").axes[0]
+    texts = [ax.get_title(), *(t.get_text() for t in ax.get_xticklabels()),
+             *(t.get_text() for t in ax.get_legend().get_texts())]
+    assert not any(cbook.is_math_text(t) for t in texts)
+    # What is drawn: matplotlib's literal dollar (\$) is the name's own.
+    shown = [t.replace(r"\$", "$") for t in texts]
+    assert shown[0].startswith("MAP on c$1$: 3 configurations vs base$")
+    assert shown[1:5] == list(names.values())
+    page = report_html(report)  # its forest plot names the configurations, its power plot too
+    assert page.count('src="data:image/png;base64,') >= 2
+
+
 VERDICT = re.compile(r"(?P<decided>[^:]+): (?P<name>\S+) (?P<delta>[+-]\d\.\d{3}) \[(?P<low>-?\d\.\d{3}), "
                      r"(?P<high>-?\d\.\d{3})\], p (?P<op>[=<]) (?P<p>[\d.e-]+); (?P<test>[\w-]+), (?P<corr>[\w-]+) "
                      r"over (?P<m>\d+)")
