@@ -17,6 +17,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -714,6 +715,20 @@ def read_yaml(path: Path, what: str) -> tuple[Any, str, KeyLines]:
         raise refuse(key or "a value", value, "text without NUL characters or lone surrogates", why=problem,
                      where=f"{path}:{line}")
     return raw, text, lines
+
+
+def blame_assignment(exc: ConfigError, items: Sequence[str]) -> ConfigError:
+    """``exc`` prefixed with the ``--set`` item that gave its key (the last, where one key is set
+    twice), as a file's error is with the file and line; ``exc`` itself where no item sets it.
+
+    >>> str(blame_assignment(ConfigError("train.lr must be a number", key="train.lr"), ["train.lr=x"]))
+    '--set train.lr=x: train.lr must be a number'
+    """
+    item = next((i for i in reversed(items) if i.partition("=")[0].strip() == exc.key), None)
+    if item is None or str(exc).startswith("--set "):
+        return exc
+    item = item if len(item) <= 80 else f"{item[:77]}..."
+    return ConfigError(f"--set {item}: {exc}", key=exc.key)
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:

@@ -415,7 +415,12 @@ SETS: list[tuple[str, str, list[str]]] = [
     ("lone-surrogate", "data.cache_dir=/tmp/a\udcffb", ["--set", "lone surrogate"]),
     ("steps-10-to-the-400", "train.steps=1" + "0" * 400, ["train.steps", "integer of at most"]),
 ]
+# The message names the assignment as the user wrote it, as a file's names its line; a long or
+# unprintable one is abbreviated or escaped (its own fragments say so).
+NAMED = {id_ for id_, assign, _ in SETS if "=" in assign and assign.isprintable() and len(assign) <= 80
+         and not assign.startswith("=")}
 for id_, assign, frags in SETS:
+    frags = [*frags, f"--set {assign}:"] if id_ in NAMED else frags
     @case("--set", f"set-{id_}-run")
     def _(tmp: Path, assign: str = assign, frags: list[str] = frags) -> tuple[list[str], list[str], Path]:
         p = _write(tmp / "study.yaml", _study_text())
@@ -459,7 +464,19 @@ for id_, extra, assigns, frags in CROSS:
             sets = [x for a in assigns for x in ("--set", a)]
             return [cmd, str(p), *(["--no-model"] if cmd == "validate" else []), *sets], frags, p
 
+
+
+# A value --set gives, refused after loading (against the encoder's depth): the assignment is named,
+# not the file's line of the key, whose value it replaced.
+@case("--set", "set-exits-beyond-the-encoder-validate")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = _write(tmp / "study.yaml", _study_text(extra="cascade: {enabled: true, exits: [2, 4]}\n"))
+    return (["validate", str(p), "--no-model", "--set", "cascade.exits=[2,6]"],
+            ["--set cascade.exits=[2,6]: cascade.exits=[2, 6]: layer 6 is beyond the 4-layer encoder"], p)
+
+
 for id_, assign, frags in SETS[:8]:
+    frags = [*frags, f"--set {assign}:"] if id_ in NAMED else frags
     @case("--set", f"set-{id_}-train")
     def _(tmp: Path, assign: str = assign, frags: list[str] = frags) -> tuple[list[str], list[str], Path]:
         return ["train", "--no-mlflow", "--set", "model.name=tiny", "--set", assign], frags, tmp

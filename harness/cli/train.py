@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.config import MAX_SEED, KeyLines, TrialConfig, flatten, parse_assignments, read_yaml
+from harness.config import (
+    MAX_SEED,
+    KeyLines,
+    TrialConfig,
+    blame_assignment,
+    flatten,
+    parse_assignments,
+    read_yaml,
+)
 from harness.errors import ConfigError
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket
 from harness.study.trial import run_trial, write_trial_files
@@ -65,7 +73,7 @@ def load_config(path: Path | None, assignments: list[str], seed: int | None) -> 
         return TrialConfig.from_flat(flat)
     except ConfigError as exc:
         if lines is None or exc.key not in from_file:
-            raise
+            raise blame_assignment(exc, assignments) from None
         raise ConfigError(f"{path}{lines.at(exc.key)}: {exc}", key=exc.key) from None
 
 

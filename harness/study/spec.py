@@ -181,6 +181,9 @@ class StudySpec:
     # confirmation ranks by (a grid's pick too); None: the mean over the collections of each one's
     # mean over seeds.
     objective_collection: str | None = None
+    # The command line's ``--set`` assignments applied (harness.study.validate.load), as given: an
+    # error about a key they set names the assignment, not the file's line of the key.
+    assigned: tuple[str, ...] = ()
 
     def in_collection(self, cfg: TrialConfig, collection: str) -> TrialConfig:
         """``cfg`` on one collection of a study over several: its data keys over ``cfg``'s."""

@@ -18,13 +18,21 @@ directory that exists and removed at once, so a check leaves nothing behind.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.config import DataConfig, KeyLines, TrialConfig, parse_assignments, text_problem
+from harness.config import (
+    DataConfig,
+    KeyLines,
+    TrialConfig,
+    blame_assignment,
+    parse_assignments,
+    text_problem,
+)
 from harness.errors import ConfigError, HarnessError, prefixed, refuse
 
 
@@ -36,7 +44,12 @@ def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
     spec = load_spec(path)
     overrides = dict(spec.smoke) if smoke else {}
     overrides.update(parse_assignments(assign or []))
-    return spec.with_overrides(overrides) if overrides else spec
+    if not overrides:
+        return spec
+    try:
+        return dataclasses.replace(spec.with_overrides(overrides), assigned=tuple(assign or ()))
+    except ConfigError as exc:
+        raise blame_assignment(exc, assign or ()) from None
 
 
 def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool = True, data: bool = True,
@@ -82,6 +95,8 @@ def _at_line(spec: Any, uri_key: str | None) -> Iterator[None]:
     try:
         yield
     except ConfigError as exc:
+        if exc.key is not None and blame_assignment(exc, spec.assigned) is not exc:
+            raise blame_assignment(exc, spec.assigned) from None  # the value is --set's, not the file's
         key = uri_key if exc.key == "tracking URI" else exc.key
         line = _line_of(spec, key) if key and spec.text else None
         if line is None:
