@@ -315,6 +315,21 @@ SEARCH: list[tuple[str, str, list[str]]] = [
      ["curriculum.teacher_seed can be 2, a study seed"]),
     ("search-combination-breaks-a-rule", "smoothing.method: {choice: [LS, none]}\n    train.loss: {choice: [pointwise, pairwise]}",
      ["smoothing.method='LS', train.loss='pairwise' is no configuration", "when:"]),
+    # a conditional key that would never be suggested: its condition asks for a value never drawn
+    ("search-when-a-value-never-drawn", ("curriculum.pacing: {choice: [linear, root_n]}\n"
+     "    curriculum.n: {int: [1, 5], when: {curriculum.pacing: root_N}}"),
+     ["search.space.curriculum.n.when: curriculum.pacing is never 'root_N': the space draws it from linear, root_n"]),
+    ("search-when-a-default-never-changed", "curriculum.n: {int: [1, 5], when: {curriculum.pacing: root_n}}",
+     ["curriculum.pacing is never 'root_n': the space does not draw it, and its default is baseline",
+      "curriculum.n would never be suggested"]),
+    ("search-when-outside-an-int-range", ("curriculum.n: {int: [1, 5]}\n"
+     "    curriculum.delta: {uniform: [0.1, 0.5], when: {curriculum.n: [7, 8]}}"),
+     ["curriculum.n is never one of [7, 8]: the space draws it from 1..5"]),
+    # one value listed twice is drawn twice as often
+    ("search-choice-a-value-twice", "smoothing.method: {choice: [LS, WSLS, LS]}",
+     ["search.space.smoothing.method.choice lists one value twice ('LS' and 'LS')"]),
+    ("search-choice-a-value-two-ways", "curriculum.T: {choice: [100, 0.5, 100.0]}",
+     ["search.space.curriculum.T.choice lists one value twice (100 and 100.0)"]),
 ]
 for id_, space, frags in SEARCH:
     study_case(id_, ["@P:", *frags], extra=f"search:\n  searcher: tpe\n  num_configs: 2\n  space:\n    {space}\n")

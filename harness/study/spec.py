@@ -860,11 +860,18 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
         _range_fits(key, p)
         # An int range is valid where its bounds are (every key's rule is an interval): checked
         # without listing what lies between.
+        seen: dict[str, Any] = {}
         for v in (p.args if p.kind == "int" else p.values()):
             try:
-                TrialConfig.from_flat({key: v}, base=defaults)
+                value = TrialConfig.from_flat({key: v}, base=defaults).to_flat()[key]
             except ConfigError as exc:
                 raise _fail(f"search.space.{key}", f"search.space: {exc}") from None
+            # One value listed twice (or two ways: 1 and '1' steps) is drawn twice as often.
+            if p.kind == "choice" and repr(value) in seen:
+                raise _fail(f"search.space.{key}", f"search.space.{key}.choice lists one value twice "
+                            f"({shown(seen[repr(value)])} and {shown(v)}); list each once")
+            seen[repr(value)] = v
+    _check_conditions(space, defaults)
     _check_combinations(space, defaults)
     objectives = _objectives(raw.get("objectives")) or ((metric, mode),)
     kind = SEARCHERS.get(searcher)
@@ -888,6 +895,40 @@ def _search(raw: Any, defaults: TrialConfig, metric: str, mode: str) -> SearchSp
     if target is not None and not isinstance(target, str):
         raise refuse("search.objective_collection", target, "the name of one of the study's collections")
     return SearchSpec(searcher=searcher, num_configs=int(n or 0), space=space, objectives=objectives)
+
+
+def _check_conditions(space: dict[str, Param], defaults: TrialConfig) -> None:
+    """A ``when`` value its key never takes leaves the conditional key never suggested (a typo such
+    as ``root_N``, or a default the space does not change): refused, naming what the key takes.
+    A key drawn from a continuous range is left out (its draws are not listed)."""
+    flat = defaults.to_flat()
+    for key, p in space.items():
+        for cond, wanted in p.when.items():
+            other = space.get(cond)
+            if other is None:
+                takes, where = [flat.get(cond)], "the space does not draw it, and its default is"
+            elif other.kind in ("choice", "fixed"):
+                takes, where = other.values(), "the space draws it from"
+            elif other.kind == "int":
+                lo, hi = (int(b) for b in other.args)
+                if any(_whole_in(v, lo, hi) for v in wanted):
+                    continue
+                takes, where = [f"{lo}..{hi}"], "the space draws it from"
+            else:
+                continue
+            if not any(v in takes for v in wanted):
+                one = shown(wanted[0]) if len(wanted) == 1 else f"one of {shown(list(wanted))}"
+                raise _fail(f"search.space.{key}", f"search.space.{key}.when: {cond} is never {one}: "
+                            f"{where} {', '.join(map(str, takes))}, so {key} would never be suggested")
+
+
+def _whole_in(value: Any, lo: int, hi: int) -> bool:
+    """Whether an int distribution over [lo, hi] can draw ``value`` (a whole number in range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return False
+    return lo <= value <= hi
 
 
 def _check_combinations(space: dict[str, Param], defaults: TrialConfig) -> None:
