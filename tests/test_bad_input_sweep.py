@@ -469,6 +469,10 @@ CROSS: list[tuple[str, str, list[str], list[str]]] = [
     ("teacher-seed-a-study-seed", "", ["curriculum.scoring=bert_pred", "curriculum.pacing=root_n",
                                        "curriculum.teacher_seed=1"],
      ["with the overrides", "curriculum.teacher_seed 1 is also a study seed (seeds: [1, 2]"]),
+    # the file's space is valid over its defaults, and not over the overridden ones its proposals use
+    ("makes-a-proposal-no-configuration", ("search:\n  searcher: random\n  space:\n    smoothing.method: "
+     "{choice: [LS, none]}\n"), ["train.loss=pairwise"],
+     ["@P:9: with the overrides train.loss='pairwise'", "the proposal smoothing.method='LS' is no configuration"]),
 ]
 for id_, extra, assigns, frags in CROSS:
     for cmd in ("validate", "run"):

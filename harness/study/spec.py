@@ -244,6 +244,8 @@ class StudySpec:
             _check_teacher_seeds(out.defaults, out.baseline, configs, out.search,
                                  [*out.seeds, *(out.confirm.seeds if out.confirm else ())])
             _check_distinct(out.baseline, configs)
+            if out.search is not None:  # the space's proposals over the new defaults they start from
+                _check_combinations(out.search.space, out.defaults)
         except ConfigError as exc:
             given = ", ".join(f"{k}={shown(v)}" for k, v in flat.items())
             given = given if len(given) <= 120 else f"{given[:117]}..."
@@ -936,13 +938,14 @@ def _check_combinations(space: dict[str, Param], defaults: TrialConfig) -> None:
     space's listed values (choice, fixed) that its conditions allow, where they are at most
     MAX_CONFIGS: a proposal breaking one failed inside the running searcher. Keys whose condition
     reads a key drawn from a range are left out (their activity is not known here), and so are the
-    ranges themselves (each key's values alone are checked above)."""
+    ranges themselves (each key's values alone are checked above). ``StudySpec.with_overrides``
+    checks again over the overridden defaults (a --set train.loss=pairwise meets a space's LS)."""
     from harness.study.space import enumerate_grid, grid_bound
 
     listed = {k: p for k, p in space.items() if p.kind in ("choice", "fixed")}
     drawn = set(space) - set(listed)
     listed = {k: p for k, p in listed.items() if not set(p.when) & drawn}
-    if len(listed) < 2 or grid_bound(listed.values()) > MAX_CONFIGS:
+    if not listed or grid_bound(listed.values()) > MAX_CONFIGS:
         return
     for point in enumerate_grid(listed, defaults.to_flat()):
         try:

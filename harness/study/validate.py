@@ -49,7 +49,11 @@ def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
     try:
         return dataclasses.replace(spec.with_overrides(overrides), assigned=tuple(assign or ()))
     except ConfigError as exc:
-        raise blame_assignment(exc, assign or ()) from None
+        blamed = blame_assignment(exc, assign or ())
+        line = _line_of(spec, exc.key) if blamed is exc and exc.key and spec.text else None
+        if line is not None:  # a rule the overrides break, about a key of the file (its search space)
+            raise ConfigError(f"{spec.path}:{line}: {exc}", key=exc.key) from None
+        raise blamed from None
 
 
 def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool = True, data: bool = True,

@@ -195,17 +195,17 @@ search:
 
 @pytest.mark.parametrize("space, line, message", [
     ("    cascade.enabled: {fixed: true}\n    cascade.exits: {choice: [[2, 4], [2, 6]]}\n", 9,
-     "search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
-     "the 4-layer encoder of model.name=tiny"),
+     ("search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
+     "the 4-layer encoder of model.name=tiny")),
     # The default exits of the 4-layer encoder are [2, 3, 4]: two drop ratios fit none of them.
     ("    cascade.enabled: {fixed: true}\n    cascade.alpha: {choice: [[0.3], [0.1, 0.2]]}\n", 9,
-     "search.space.cascade.alpha: a proposal the search can make: cascade.alpha must have 1 value or one "
-     "per exit (3 for the default exits [2, 3, 4] of the 4-layer encoder of model.name=tiny), got 2"),
+     ("search.space.cascade.alpha: a proposal the search can make: cascade.alpha must have 1 value or one "
+     "per exit (3 for the default exits [2, 3, 4] of the 4-layer encoder of model.name=tiny), got 2")),
     # Exits that fit one encoder of the space and not the other, under a condition.
-    ("    model.name: {choice: [packaged, tiny]}\n    cascade.enabled: {choice: [false, true]}\n"
-     "    cascade.exits: {choice: [[2, 6]], when: {cascade.enabled: true}}\n", 10,
-     "search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
-     "the 4-layer encoder of model.name=tiny"),
+    (("    model.name: {choice: [packaged, tiny]}\n    cascade.enabled: {choice: [false, true]}\n"
+     "    cascade.exits: {choice: [[2, 6]], when: {cascade.enabled: true}}\n"), 10,
+     ("search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
+     "the 4-layer encoder of model.name=tiny")),
 ])
 def test_a_search_space_s_cascade_is_checked_against_the_encoder(deep, capsys, space, line, message):
     """A proposal whose exits lie past the encoder's depth failed inside the running searcher; every
