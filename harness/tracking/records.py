@@ -138,12 +138,20 @@ def read_per_query(client: Any, run_id: str, tmp: str, source: str,
         if tuple(reader.fieldnames or ()) != C.PER_QUERY_COLUMNS:
             raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT} has columns "
                             f"{reader.fieldnames}, expected {', '.join(C.PER_QUERY_COLUMNS)}")
+        seen: dict[tuple[str, str], int] = {}
         for line, row in enumerate(reader, start=2):
+            where = f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT}:{line}"
             try:
-                out.setdefault(measure_name(row["measure"]), {})[row["qid"]] = float(row["value"])
+                value = float(row["value"])
             except (TypeError, ValueError):
-                raise DataError(f"{source}: run {run_id} {C.PER_QUERY_ARTIFACT}:{line}: value "
-                                f"{row['value']!r} is not a number") from None
+                raise DataError(f"{where}: value {row['value']!r} is not a number") from None
+            if not math.isfinite(value):  # a NaN would reach the tests, and its error name no run
+                raise DataError(f"{where}: value {row['value']!r} of query {row['qid']!r} is not a finite number")
+            measure = measure_name(row["measure"])
+            first = seen.setdefault((measure, row["qid"]), line)
+            if first != line:  # the later row silently replaced the earlier
+                raise DataError(f"{where}: query {row['qid']!r} of {measure} again (first on line {first})")
+            out.setdefault(measure, {})[row["qid"]] = value
     return out
 
 

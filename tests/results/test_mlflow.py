@@ -159,6 +159,29 @@ def test_reader_errors(store: tuple[str, list], tmp_path: Path,
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # a store of its own: seconds
+@pytest.mark.parametrize("edit, message", [
+    # NaN parsed as a number, and the table's test refused it naming no run
+    (lambda rows: rows[1].__setitem__(2, "nan"), "value 'nan' of query 'q000' is not a finite number"),
+    # the later row silently replaced the earlier
+    (lambda rows: rows.append(rows[1]), "query 'q000' of map again (first on line 2)"),
+])
+def test_a_per_query_artifact_s_bad_row_is_named_with_its_run_and_line(
+        tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]], edit, message) -> None:
+    uri = f"sqlite:///{(tmp_path / 'mlflow.db').resolve()}"
+    _write_study(uri)
+    artifact = min((tmp_path / "artifacts").rglob(C.PER_QUERY_ARTIFACT))
+    run_id = artifact.parents[2].name
+    rows = list(csv.reader(artifact.read_text().splitlines()))
+    assert rows[1][:2] == ["q000", "map"]
+    edit(rows)
+    artifact.write_text("".join(",".join(r) + "\n" for r in rows))
+    rc, _, err = run_cli("table", "--experiment", STUDY, "--tracking-uri", uri)
+    line = len(rows) if "again" in message else 2
+    assert rc == 2 and err.strip().splitlines() == [
+        f"harness: error: MLflow experiment {STUDY!r}: run {run_id} {C.PER_QUERY_ARTIFACT}:{line}: {message}"], err
+
+
 def test_default_tracking_uri(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.chdir(tmp_path)
