@@ -31,6 +31,7 @@ from harness.present.render import (
     label_word,
     latex_escape,
     latex_mark,
+    latex_needs,
     latex_plain_mark,
     latex_row_label,
     latex_tally,
@@ -154,8 +155,7 @@ def latex(table: CollectionsTable) -> str:
     plain_mark = latex_plain_mark
 
     width = len(table.columns) + 1
-    lines = [(f"% harness table over collections: {latex_escape(table.title)} ({table.form} form); needs "
-              r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"),
+    lines = [f"% harness table over collections: {latex_escape(table.title)} ({table.form} form); needs ",
              r"\begin{table}[tbp]", r"\centering", r"\small",
              rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{latex_label(table)}}}",
              rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule"]
@@ -179,6 +179,7 @@ def latex(table: CollectionsTable) -> str:
     lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip", r"{\footnotesize\raggedright",
               *textwrap.wrap(note, 96, break_long_words=False, break_on_hyphens=False),
               r"\par}", r"\end{table}", ""]
+    lines[0] += latex_needs(lines[1:])
     return "\n".join(lines)
 
 

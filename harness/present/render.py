@@ -234,6 +234,24 @@ def markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
+# What pdflatex sets from UTF-8 input with T1 fonts: ASCII, Latin-1 and Latin Extended-A. A letter
+# beyond (Greek, Cyrillic, CJK) stops it: "Unicode character ... not set up for use with LaTeX".
+_PDFLATEX_LAST = 0x17F
+LATEX_NEEDS = r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"
+
+
+def latex_needs(lines: Sequence[str]) -> str:
+    """What the table's LaTeX ``lines`` need, for its first comment line: the packages, and an
+    engine beyond pdflatex where the typeset lines (not the ``%`` comments) hold letters pdflatex
+    cannot set (a configuration named 精度)."""
+    beyond = sorted({ch for line in lines if not line.startswith("%") for ch in line if ord(ch) > _PDFLATEX_LAST})
+    if not beyond:
+        return LATEX_NEEDS
+    held = "".join(beyond[:8]) + ("..." if len(beyond) > 8 else "")
+    return (f"{LATEX_NEEDS}; its text holds {held}, which pdflatex cannot set: compile with lualatex or "
+            "xelatex and a font that has them")
+
+
 def latex_escape(s: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
 
@@ -273,8 +291,7 @@ def latex(table: Table) -> str:
 
     plain_mark = latex_plain_mark
 
-    lines = [(f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs "
-              r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"),
+    lines = [f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs ",
              r"\begin{table}[tbp]", r"\centering",
              rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{latex_label(table)}}}",
              rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule",
@@ -290,6 +307,7 @@ def latex(table: Table) -> str:
               rf"{{\footnotesize {legend(table.notes, latex_escape, plain_mark)}\par}}", r"\end{table}",
               "% Note:", *(f"% {ln}" for ln in textwrap.wrap(note, 96, break_long_words=False,
                                                             break_on_hyphens=False)), ""]
+    lines[0] += latex_needs(lines[1:])
     return "\n".join(lines)
 
 

@@ -180,6 +180,30 @@ def test_the_latex_compiles_to_one_table_with_its_legend(results: StudyResults, 
     assert "curriculum" in text and "smoothing" in text
 
 
+@pytest.mark.skipif(_LATEX or shutil.which("lualatex") is None, reason="no pdflatex, pdftotext or lualatex")
+def test_names_pdflatex_cannot_set_say_which_engine_can(tmp_path: Path) -> None:
+    """A configuration named in Chinese stopped pdflatex ("Unicode character ... not set up for use
+    with LaTeX") under a first line that promised booktabs would do. The line now names the
+    letters and the engines that set them; lualatex compiles the same table."""
+    results = StudyResults.build(_records({"baseline": 0.0, "精度-ls": 1.2}), baseline="baseline")
+    tex = _latex(results)
+    first = tex.splitlines()[0]
+    assert first.endswith(r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >); its text "
+                          "holds 度精, which pdflatex cannot set: compile with lualatex or xelatex and a font "
+                          "that has them"), first
+    (tmp_path / "table.tex").write_text(tex, encoding="utf-8")
+    doc = [r"\documentclass{article}", r"\usepackage{booktabs}", r"\begin{document}", r"\input{table}",
+           r"\end{document}", ""]
+    (tmp_path / "doc.tex").write_text("\n".join(doc), encoding="utf-8")
+    for engine, rc in (("pdflatex", 1), ("lualatex", 0)):
+        proc = subprocess.run([engine, "-interaction=nonstopmode", "-halt-on-error", "doc.tex"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert proc.returncode == rc, (engine, proc.stdout[-2000:])
+    # A table of Latin names keeps the one line it had.
+    assert _latex(StudyResults.build(_records({"baseline": 0.0, "Präzision": 1.2}), baseline="baseline")
+                  ).splitlines()[0].endswith("for < and >)")
+
+
 def test_the_csv_carries_the_full_note_once_per_table(results: StudyResults) -> None:
     analysis = analyse(results)
     tables = build_tables(analysis, "seeds")
