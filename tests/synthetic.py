@@ -63,13 +63,14 @@ def log_seed_results(client, run_id: str, rec: RunRecord) -> None:
     client.log_text(run_id, buf.getvalue(), C.PER_QUERY_ARTIFACT)
 
 
-def write_study_records(uri: str, study: str, records: list[RunRecord], names: dict[str, str]) -> None:
+def write_study_records(uri: str, study: str, records: list[RunRecord], names: dict[str, str], *,
+                        failed: bool = True) -> None:
     """A finished study in the MLflow store at ``uri``, written as `harness run` writes it: through
     harness.tracking.records.StudyRecords (real MLflow, no Ray). ``names``: configuration of the
     records -> its display name, the first the baseline. Each record is a finished seed run (its test
-    metrics the means of its per-query values, as the trainer logs them); one more seed run failed,
-    which the readers skip."""
-    write_collections_records(uri, study, {"": records}, names)
+    metrics the means of its per-query values, as the trainer logs them); with ``failed`` one more
+    seed run failed, which the readers skip (the study then reads as not finished)."""
+    write_collections_records(uri, study, {"": records}, names, failed=failed)
 
 
 def write_collections_records(uri: str, study: str, collections: dict[str, list[RunRecord]],

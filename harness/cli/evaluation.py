@@ -212,10 +212,20 @@ def run_table(args: argparse.Namespace) -> int:
 
 
 def run_power(args: argparse.Namespace) -> int:
+    """Exits 3 with the analysis written, as ``harness table`` does, when the study is not finished:
+    its variance components and family are those of the finished seed runs only."""
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
                            effect=args.effect, family_size=args.family_size)
-    collections = load_collections(args)
+    incomplete = ""
+    if args.experiment is None:
+        collections = load_collections(args)
+    else:
+        from harness.results.mlflow_reader import incomplete_note, one_read
+
+        with one_read():
+            collections = load_collections(args)
+            incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
     chosen = getattr(args, "collection", None)
     if len(collections) == 1 and chosen is None:
         report = PowerReport.build(next(iter(collections.values())), options)
@@ -228,7 +238,7 @@ def run_power(args: argparse.Namespace) -> int:
                               "collection's variance components; name one with --collection")
         report = collection_power(collections, chosen, options, str(source), asked_as="--collection")
     _write(report.render(args.format), args.output)
-    return 0
+    return finished_exit(incomplete)
 
 
 def _write(text: str, output: Path | None) -> None:

@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from harness.cli import finished_exit
 from harness.tracking.store import DEFAULT_STORE
 
 
@@ -38,10 +39,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_export(args: argparse.Namespace) -> int:
+    """Exits 3 (harness.cli.finished_exit), with the export written, when the study is not finished."""
     from harness.results.trec_export import export_runs
 
     result = export_runs(args.to, experiment=args.experiment, tracking_uri=args.tracking_uri)
     for note in result.skipped:
         print(f"harness: note: {note}; skipped", file=sys.stderr)
     print(result.summary())
-    return 0
+    return finished_exit(result.incomplete)

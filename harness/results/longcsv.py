@@ -33,12 +33,10 @@ from typing import Any
 
 from harness.errors import DataError, shown
 from harness.metrics.measures import METRIC_KEYS, metric_key
-from harness.results.stored import RunRecord, StudyResults
+from harness.results.stored import SEED_ROW_NAMES, RunRecord, StudyResults
 from harness.textfile import csv_text, read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
-# The rows a seeds table adds below the seeds (harness.present.table): no seed may be called so.
-SEED_ROW_NAMES = ("AVG", "SD")
 # A decimal number as a CSV carries one: no "0_5" (Python's digit separator), "inf", "nan" or hex.
 # ASCII digits only: \d would take full-width and other scripts' digits, which float() reads too.
 NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

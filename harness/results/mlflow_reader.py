@@ -39,7 +39,7 @@ from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults, order_seeds
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun, read_per_query
-from harness.tracking.snapshot import ExperimentSnapshot, SqliteSnapshot, sqlite_experiment
+from harness.tracking.snapshot import DELETED, ExperimentSnapshot, SqliteSnapshot, sqlite_experiment
 from harness.tracking.store import check_existing_store, default_tracking_uri, sqlite_path
 
 # MLflow's client retries a failing request for minutes; a read that fails mid-way should not. A
@@ -116,6 +116,8 @@ def open_experiment(name: str, tracking_uri: str | None) -> tuple[ExperimentSnap
             if exp_id is None:
                 raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
                                 f"{', '.join(names) or 'none'}")
+            if exp_id == DELETED:
+                raise DataError(_deleted(name, uri))
             snapshot: ExperimentSnapshot = SqliteSnapshot(db, exp_id, lambda: _client(uri))
         else:
             client = _client(uri)
@@ -162,7 +164,16 @@ def experiment_named(client: Any, name: str, uri: str) -> Any:
         known = sorted(e.name for e in client.search_experiments())
         raise DataError(f"unknown MLflow experiment {name!r} at {uri}; experiments there: "
                         f"{', '.join(known) or 'none'}")
+    if exp.lifecycle_stage != "active":
+        raise DataError(_deleted(name, uri))
     return exp
+
+
+def _deleted(name: str, uri: str) -> str:
+    """The refusal of an experiment in MLflow's trash: read as if live, it was tabulated and
+    exported without a word while MLflow lists it nowhere."""
+    return (f"MLflow experiment {name!r} at {uri} is deleted (in MLflow's trash); restore it to read it: "
+            f"`mlflow experiments restore --experiment-id ID` with MLFLOW_TRACKING_URI={uri}")
 
 
 def read_experiment_collections(name: str, *, tracking_uri: str | None = None, baseline: str | None = None,
@@ -185,6 +196,12 @@ def read_experiment_collections(name: str, *, tracking_uri: str | None = None, b
                 groups.setdefault(r.data.tags.get(C.TAG_COLLECTION, ""), set()).add(cid)
         if set(groups) <= {""}:
             return {"": _read(snapshot, name, uri, baseline, config_ids, phase)}
+        if "" in groups:  # left out, that configuration's result on its collection went unsaid
+            r = next(r for r in runs if r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id) in groups[""]
+                     and not r.data.tags.get(C.TAG_COLLECTION))
+            raise DataError(f"MLflow experiment {name!r}: config run {r.info.run_id} ({r.info.run_name}) has no "
+                            f"{C.TAG_COLLECTION} tag, while the study's others name their collection "
+                            f"({', '.join(c for c in groups if c)}); set the tag back (MLflow UI) to read it")
         return {collection: _read(snapshot, name, uri, baseline, ids, phase, collection=collection)
                 for collection, ids in groups.items() if collection}
 
@@ -231,10 +248,25 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                 values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
                                          per_query=per_query, config_id=config_id,
-                                         evaluation=run.evaluation))
+                                         evaluation=run.evaluation, run_id=run.run_id))
     except store_errors() as exc:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
+    _refuse_partly_per_query(records, source)
+    why = _why_unfinished(snapshot, uri)
+    finished = {t.config_id for t in trials}
+    unrun = [(cid, r) for cid, r in sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
+             if cid not in finished and cid not in stopped and (config_ids is None or cid in config_ids)]
+    if unrun and not why:
+        cid, r = unrun[0]
+        raise DataError(f"{source}: configuration {r.info.run_name or cid!r} (config run {r.info.run_id}) has no "
+                        "finished seed run in a finished study (its seed runs deleted?): the table and its "
+                        "correction would leave it out without a word; restore its seed runs, or delete its "
+                        "config run too to leave it out")
     if baseline is None:
+        waiting = [r.info.run_name or cid for cid, r in unrun if r.data.tags.get(C.TAG_ROLE) == C.ROLE_BASELINE]
+        if waiting and not any(role == C.ROLE_BASELINE for role in roles.values()):
+            raise DataError(f"{source}: the baseline {waiting[0]!r} has no finished seed run yet; a table "
+                            "compares to it (`harness run STUDY --resume` finishes the study)")
         bases = sorted({label for label, role in roles.items() if role == C.ROLE_BASELINE})
         if len(bases) != 1:
             found = f"{len(bases)} ({', '.join(bases)})" if bases else "none"
@@ -247,12 +279,9 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                   sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
                   if cid in labels and C.TAG_SEQUENTIAL in r.data.tags}
     left_out = ""
-    if _why_unfinished(snapshot, uri):
+    if why:
         # configurations of this table (its phase's) with no finished seed run at all: named too
-        finished = {t.config_id for t in trials}
-        unrun = [r.info.run_name or cid for cid, r in sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
-                 if cid not in finished and cid not in stopped and (config_ids is None or cid in config_ids)]
-        records, left_out = _paired_part(records, baseline, sequential, unrun)
+        records, left_out = _paired_part(records, baseline, sequential, [r.info.run_name or cid for cid, r in unrun])
     results = StudyResults.build(records, baseline=baseline, source=source, metric_order=METRIC_KEYS,
                                  sequential=sequential)
     if phase and confirmed:
@@ -266,6 +295,18 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                                       f"{r.data.tags.get(C.TAG_STOPPED_REASON, 'stopped early')}"
             for cid, r in sorted(stopped.items(), key=lambda kv: kv[1].info.start_time or 0)})
     return results
+
+
+def _refuse_partly_per_query(records: Sequence[RunRecord], source: str) -> None:
+    """Per-query values on some seed runs and not others: refused, naming a run without. Tabulated,
+    the table fell back to the across-seeds test for every configuration (``has_per_query`` asks
+    every run), and ``--test crossed`` said the study had per-run values only."""
+    lacking = [r for r in records if not r.per_query]
+    if lacking and len(lacking) < len(records):
+        r = lacking[0]
+        raise DataError(f"{source}: seed run {r.run_id} ({r.config}, seed {r.seed}) has no {C.PER_QUERY_ARTIFACT}, "
+                        f"while {len(records) - len(lacking)} of the {len(records)} seed runs have one: the "
+                        "tests pair per-query values; restore the artifact (or the run)")
 
 
 def _why_unfinished(snapshot: ExperimentSnapshot, uri: str) -> list[str]:
@@ -362,5 +403,9 @@ def _labels(configs: dict[str, Any], trials: list[SeedRun]) -> dict[str, str]:
     names = {i: (configs[i].data.tags.get(C.TAG_LABEL) or configs[i].info.run_name
                  if i in configs and (configs[i].info.run_name or configs[i].data.tags.get(C.TAG_LABEL))
                  else i) for i in ids}
+    for i, n in names.items():
+        if "\n" in n or "\r" in n:  # a table's row is one line (as a long CSV's names are)
+            raise DataError(f"configuration {i}: its name {n!r} holds a line break, and a name is one line of "
+                            "a table; rename its config run (MLflow UI) or its harness.label tag")
     clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
     return {i: f"{n} [{i}]" if n in clashes else n for i, n in names.items()}

@@ -46,9 +46,14 @@ class RunRecord:
     per_query: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     config_id: str | None = None
     evaluation: str | None = None
+    run_id: str | None = None  # the MLflow seed run it was read from (an export's per_query.csv names it)
 
     def metrics(self) -> list[str]:
         return list(dict.fromkeys([*self.values, *self.per_query]))
+
+
+# The rows a seeds table adds below the seeds (harness.present.table): no seed may be called so.
+SEED_ROW_NAMES = ("AVG", "SD")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,6 +92,9 @@ class StudyResults:
         runs: dict[tuple[str, str], RunRecord] = {}
         for rec in records:
             key = (rec.config, str(rec.seed))
+            if str(rec.seed).upper() in SEED_ROW_NAMES:
+                raise DataError(f"{source}: configuration {rec.config!r} seed {rec.seed!r} is the name of a "
+                                "table's mean or SD row; name the seed otherwise (1, 2, ...)")
             if key in runs:
                 raise DataError(f"{source}: configuration {rec.config!r} seed {rec.seed} appears twice")
             runs[key] = rec

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import DataError
-from harness.metrics.measures import canonical_name, metric_key
+from harness.metrics.measures import canonical_name
 from harness.metrics.trec import QRELS_ARTIFACT, RUN_ARTIFACT, SPLITS, read_qrels, read_run
 from harness.results.mlflow_reader import (
     FAST_FAIL_ENV,
@@ -58,7 +58,7 @@ from harness.results.mlflow_reader import (
 )
 from harness.textfile import csv_cell, write_atomic
 from harness.tracking import conventions as C
-from harness.tracking.records import SeedRun, read_per_query
+from harness.tracking.records import SeedRun
 from harness.tracking.records import iter_runs as _runs
 
 MANIFEST = "manifest.csv"
@@ -78,6 +78,8 @@ class Export:
     qrels_files: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     per_query_rows: int = 0  # rows of per_query.csv (0: not written)
+    # incomplete_note's sentence where the study is not finished (its per_query.csv: the table's part)
+    incomplete: str = ""
 
     def summary(self) -> str:
         # a seed run's files: [<collection>/]runs/<split>/<stem>.trec, one per split
@@ -107,11 +109,16 @@ def export_runs(folder: str | Path, *, experiment: str | None = None,
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise DataError(f"--to {folder}: exists and is not a folder")
+    if folder.is_dir() and any(folder.iterdir()):
+        # Files of an earlier export that this one does not write would stay beside its manifest,
+        # and per_query.csv could be another study's.
+        raise DataError(f"--to {folder}: the folder is not empty (an earlier export?); export into a new "
+                        "or empty folder")
     client, uri = open_store(tracking_uri)
     with _env_defaults(**FAST_FAIL_ENV, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
         try:
             exp = _experiment(client, experiment, uri)
-            return _export(client, exp, folder)
+            return _export(client, exp, folder, uri)
         except MlflowException as exc:
             raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
         except OSError as exc:
@@ -130,7 +137,7 @@ def _experiment(client: Any, name: str | None, uri: str) -> Any:
     return studies[0]
 
 
-def _export(client: Any, exp: Any, folder: Path) -> Export:
+def _export(client: Any, exp: Any, folder: Path, uri: str) -> Export:
     source = f"MLflow experiment {exp.name!r}"
     out = Export(folder=folder, experiment=exp.name)
     configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
@@ -153,11 +160,12 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
     for group in groups.values():
         labels.update(_labels(configs, [SeedRun.of(t) for t in group]))
     several = set(groups) != {""}
+    # read (and refused) before a file is written: a refusal leaves no half export behind
+    per_query_rows, out.incomplete = _table_rows(exp.name, uri, several)
     folders = collection_folders(groups) if several else {"": ""}
     order = _study_order(configs, trials, labels)
     stems: dict[str, str] = {}
     rows = []
-    per_query_rows: list[tuple[str, ...]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for run in sorted(trials, key=lambda r: (collection(r), order[r.data.tags[C.TAG_CONFIG_ID]], _seed_key(r))):
             config_id, seed = run.data.tags[C.TAG_CONFIG_ID], run.data.tags[C.TAG_SEED]
@@ -167,10 +175,6 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
             if stems.get(stem, run.info.run_id) != run.info.run_id:  # two labels alike once made safe
                 stem = prefix + file_stem(f"{labels[config_id]}-{config_id[:8]}", seed)
             stems[stem] = run.info.run_id
-            per_query = read_per_query(client, run.info.run_id, tmp, source, metric_key)
-            per_query_rows += [(labels[config_id], seed, metric, repr(value), qid, canonical_name(metric),
-                                "test", config_id, run.info.run_id, *tail)
-                               for metric, values in per_query.items() for qid, value in values.items()]
             logged = {Path(a.path).name for a in client.list_artifacts(run.info.run_id, "runs")}
             found = [s for s in SPLITS if Path(RUN_ARTIFACT.format(split=s)).name in logged]
             if not found:
@@ -212,6 +216,27 @@ def _export(client: Any, exp: Any, folder: Path) -> Export:
         write_atomic(folder / PER_QUERY, _csv_text(per_query_columns, per_query_rows), "per-query values")
         out.per_query_rows = len(per_query_rows)
     return out
+
+
+def _table_rows(name: str, uri: str, several: bool) -> tuple[list[tuple[str, ...]], str]:
+    """per_query.csv's rows: the per-query test values of the seed runs ``harness table --experiment``
+    reads (one reader: mlflow_reader), so that ``table --from`` gives its table. A configuration
+    stopped early, the exploratory runs of a confirmation study and, in an unfinished study, what
+    cannot be paired yet are left out as the table leaves them out; with the incomplete_note
+    sentence of an unfinished study ("" when finished)."""
+    from harness.results.mlflow_reader import incomplete_note, one_read, read_experiment_collections
+
+    with one_read():
+        collections = read_experiment_collections(name, tracking_uri=uri)
+        incomplete = incomplete_note(name, tracking_uri=uri)
+    rows = []
+    for collection, results in collections.items():
+        tail = (collection,) if several else ()
+        for (config, seed), rec in results.runs.items():
+            rows += [(config, seed, metric, repr(value), qid, canonical_name(metric), "test",
+                      rec.config_id or "", rec.run_id or "", *tail)
+                     for metric, values in rec.per_query.items() for qid, value in values.items()]
+    return rows, incomplete
 
 
 def _study_order(configs: dict[str, Any], trials: list[Any], labels: dict[str, str]) -> dict[str, tuple]:

@@ -158,10 +158,15 @@ class SqliteSnapshot(ExperimentSnapshot):
         return list(self._history[key].get(run_id, []))
 
 
+# sqlite_experiment's answer for an experiment in MLflow's trash (deleted in the UI, not yet purged).
+DELETED = "deleted"
+
+
 def sqlite_experiment(db: Path, name: str) -> tuple[str | None, list[str]] | None:
-    """(id of experiment ``name`` or None, the names of the store's experiments) read directly
-    from the SQLite store ``db``; None where its tables lack a column this module reads (a schema
-    MLflow changed: read it through MLflow)."""
+    """(id of experiment ``name``, DELETED where it is in MLflow's trash, or None where there is
+    none; the names of the store's active experiments) read directly from the SQLite store ``db``;
+    None where its tables lack a column this module reads (a schema MLflow changed: read it
+    through MLflow)."""
     con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
     try:
         have = {table: {row[1] for row in con.execute(f"PRAGMA table_info({table})")} for table in COLUMNS}
@@ -173,6 +178,8 @@ def sqlite_experiment(db: Path, name: str) -> tuple[str | None, list[str]] | Non
         experiments = con.execute(f"SELECT experiment_id, name{stage} FROM experiments{where}", args).fetchall()
     finally:
         con.close()
-    # as MLflow: an experiment is found by name even when deleted, and listed only when active
-    found = next((str(eid) for eid, n, _ in experiments if n == name), None)
+    # as MLflow: an experiment is found by name even when deleted, and listed only when active;
+    # a deleted one is refused by its reader (DELETED_EXPERIMENT)
+    found = next((str(eid) if lifecycle == "active" else DELETED for eid, n, lifecycle in experiments
+                  if n == name), None)
     return found, sorted(n for _, n, lifecycle in experiments if lifecycle == "active")
