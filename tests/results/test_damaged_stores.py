@@ -43,7 +43,7 @@ def _runs(client: object, kind: str, name: str = "") -> list:
 def _refused(run_cli: Cli, *argv: str) -> str:
     rc, out, err = run_cli(*argv)
     lines = err.strip().splitlines()
-    assert rc == 2 and len(lines) == 1 and lines[0].startswith("harness: error: "), (rc, err)
+    assert rc == 2 and not out and len(lines) == 1 and lines[0].startswith("harness: error: "), (rc, err)
     return lines[0]
 
 
