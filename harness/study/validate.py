@@ -275,7 +275,13 @@ def unwritable_dir(path: Path) -> str | None:
 
 def check_tracking_uri(uri: str | None) -> str:
     """A usable tracking URI: an absolute, writable SQLite path or a reachable server."""
-    from harness.tracking.store import check_reachable, default_tracking_uri, sqlite_path
+    from harness.tracking.store import (
+        DATABASE_SCHEMES,
+        check_database_driver,
+        check_reachable,
+        default_tracking_uri,
+        sqlite_path,
+    )
 
     uri = uri or default_tracking_uri()
     problem = uri_problem(uri)
@@ -291,9 +297,11 @@ def check_tracking_uri(uri: str | None) -> str:
             raise ConfigError(f"tracking URI {uri}: {db.parent}: {problem}")
     elif uri.startswith(("http://", "https://")):
         check_reachable(uri)
-    elif not uri.startswith(("file:", "databricks", "postgresql", "mysql")) and "://" in uri:
-        raise refuse("tracking URI", uri, "sqlite:///, http(s)://, file:, postgresql://, mysql:// or databricks",
-                     why="an unsupported scheme")
+    elif uri.startswith(DATABASE_SCHEMES):
+        check_database_driver(uri)
+    elif not uri.startswith(("file:", "databricks")) and "://" in uri:
+        raise refuse("tracking URI", uri, "sqlite:///, http(s)://, file:, postgresql://, mysql://, mssql:// or "
+                     "databricks", why="an unsupported scheme")
     return uri
 
 

@@ -132,6 +132,33 @@ def check_sqlite_store(db: Path, *, may_create: bool = False) -> None:
                            "runs); point --tracking-uri at an MLflow store")
 
 
+# MLflow's database stores beside SQLite (mlflow.store.db.db_types), and the pip package of each
+# driver SQLAlchemy imports for them.
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")
+_DRIVER_PACKAGES = {"psycopg": "psycopg[binary]", "psycopg2": "psycopg2-binary", "MySQLdb": "mysqlclient",
+                    "pymysql": "pymysql", "pyodbc": "pyodbc"}
+
+
+def check_database_driver(uri: str) -> None:
+    """For a database tracking URI (``postgresql://``, ``mysql+pymysql://``, ...): the driver
+    SQLAlchemy would import for it is installed, else one line naming it and its pip package (a
+    missing one was a traceback from deep in SQLAlchemy, in every command that opened the store)."""
+    scheme = uri.partition("://")[0]
+    if scheme.partition("+")[0] not in DATABASE_SCHEMES:
+        return
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        make_url(uri).get_dialect().import_dbapi()
+    except ImportError as exc:
+        package = _DRIVER_PACKAGES.get(exc.name or "", exc.name)
+        raise HarnessError(f"tracking URI {redact_uri(uri)}: a {scheme} store needs the database driver "
+                           f"{exc.name}, which is not installed: pip install '{package}'") from None
+    except ArgumentError as exc:  # NoSuchModuleError too: an unknown driver after the +
+        raise HarnessError(f"tracking URI {redact_uri(uri)}: {str(exc).splitlines()[0]}") from None
+
+
 def check_existing_store(uri: str) -> None:
     """For a command that reads a store (table, export, ui): a missing or damaged SQLite store, an
     unreachable server, or a folder store (a file: URI or a bare path, which MLflow 3 refuses
@@ -154,6 +181,7 @@ def check_existing_store(uri: str) -> None:
         raise HarnessError(f"tracking URI {redact_uri(uri)}: a folder store, which MLflow 3 keeps only for "
                            "migration (`mlflow migrate-filestore`; MLFLOW_ALLOW_FILE_STORE=true opts in); use "
                            f"an SQLite store (sqlite:///...) or a tracking server{hint}")
+    check_database_driver(uri)
     check_reachable(uri)
 
 
