@@ -234,7 +234,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
         os.environ.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,"
                                                 "ignore:starlette.middleware.wsgi is deprecated")
         cmd += ["--uvicorn-opts", "--log-level warning"]
-    return run_forwarding_signals(cmd)
+    rc = run_forwarding_signals(cmd)
+    if rc:  # its own error is above (the port taken meanwhile, the store); the addresses printed serve nothing
+        from harness.errors import HarnessError
+
+        raise HarnessError(f"the MLflow UI's server stopped (exit status {rc}): nothing serves {url}; see its "
+                           "error above")
+    return 0
 
 
 def _check_port_free(host: str, port: int) -> None:

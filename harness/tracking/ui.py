@@ -185,6 +185,16 @@ def main(argv: list[str]) -> int:
             return build(uvicorn_opts, host, port, workers, app, *rest, **kw)
 
         server._build_uvicorn_command = ours
+    # MLflow's command waits for its server process and exits 0 whatever that process ended with
+    # (a port taken between harness ui's check and the bind): the process is kept to answer.
+    started: list[Any] = []
+    exec_cmd = getattr(server, "_exec_cmd", None)
+    if exec_cmd is not None:
+        def kept(*args: Any, **kw: Any) -> Any:
+            started.append(exec_cmd(*args, **kw))
+            return started[-1]
+
+        server._exec_cmd = kept
     quiet = os.environ.get(QUIET_ENV) == "1"
     try:
         # MLflow's command echoes its notes ("Registry store URI not provided...") to stdout and the
@@ -194,8 +204,12 @@ def main(argv: list[str]) -> int:
                 contextlib.redirect_stderr(_Without(sys.stderr, QUIET_NOTES) if quiet else sys.stderr):
             cli.main(["ui", *argv], prog_name="mlflow", standalone_mode=True)
     except SystemExit as exc:
-        return int(exc.code or 0) if not isinstance(exc.code, str) else 1
-    return 0
+        code = int(exc.code or 0) if not isinstance(exc.code, str) else 1
+    else:
+        code = 0
+    served = started[-1].returncode if started else None
+    # the server's own failure (uvicorn exits 3 when it cannot bind); a signal's stop is no failure
+    return code or (served if served and served > 0 else 0)
 
 
 if __name__ == "__main__":

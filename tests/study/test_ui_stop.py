@@ -53,3 +53,38 @@ def test_a_signal_to_harness_ui_stops_the_mlflow_server(tmp_path: Path, sig: sig
                 p.kill()
             except psutil.Error:
                 pass
+
+
+@pytest.mark.slow  # MLflow's server starting: seconds
+def test_a_port_taken_after_the_check_is_an_error_not_exit_0(tmp_path: Path) -> None:
+    """The port is checked before the server starts; another process taking it meanwhile (a second
+    `harness ui` started at once) made uvicorn fail to bind while MLflow's command exited 0 behind
+    the addresses printed. harness ui now says so and exits non-zero."""
+    import socket
+
+    from tests.synthetic import synthetic_records, write_study_records
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    write_study_records(uri, "s", synthetic_records(queries=4, effects={"base": 0.0, "better": 0.1}),
+                        {"base": "baseline", "better": "ls"}, failed=False)
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    log = tmp_path / "err.log"
+    with log.open("w") as err, socket.socket() as squatter:
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "ui", "--tracking-uri", uri, "--port", str(port)],
+                                cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            first = proc.stdout.readline()  # printed after the port check, seconds before the server binds
+            assert first.startswith("MLflow UI for "), first
+            squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen()
+            rc = proc.wait(300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    lines = log.read_text().splitlines()
+    assert rc == 2, lines
+    assert lines[-1] == (f"harness: error: the MLflow UI's server stopped (exit status 3): nothing serves "
+                         f"http://127.0.0.1:{port}; see its error above"), lines
+    assert any("address already in use" in line for line in lines), lines
