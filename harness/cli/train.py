@@ -83,6 +83,7 @@ def _fmt(metrics: dict[str, float]) -> str:
 
 def run_train(args: argparse.Namespace) -> int:
     from harness.data.load import load_splits
+    from harness.driver import interrupts
     from harness.training.loop import Trainer
     from harness.training.teacher import difficulty_scores, teacher_shares_seed
     from harness.training.tokenized import prepare_data
@@ -91,10 +92,15 @@ def run_train(args: argparse.Namespace) -> int:
     from harness.model.encoder import check_model_name
 
     check_model_name(cfg.model.name)  # before minutes of data building
+    check_device(cfg.train.device)
     if args.resume and args.checkpoint_dir is None:
         raise ConfigError("--resume needs --checkpoint-dir")
-    if args.checkpoint_dir is not None and Path(args.checkpoint_dir).exists() and not Path(args.checkpoint_dir).is_dir():
-        raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: exists and is not a directory")
+    if args.checkpoint_dir is not None:
+        _check_checkpoint_dir(Path(args.checkpoint_dir), args.resume)
+    if not args.no_mlflow:
+        from harness.study.validate import check_tracking_uri
+
+        args.tracking_uri = check_tracking_uri(args.tracking_uri)  # a folder store, a missing driver: one line
     cur = cfg.curriculum
     if teacher_shares_seed(cfg, [cfg.train.seed]):
         raise ConfigError(f"curriculum.teacher_seed {cur.teacher_seed} equals train.seed "
@@ -105,34 +111,75 @@ def run_train(args: argparse.Namespace) -> int:
     # A one-configuration study: the configuration is named by its id; checked before any data loads.
     ticket = TrialTicket.of(cfg.config_id(), C.ROLE_CANDIDATE, cfg, cfg.train.seed)
     records = None if args.no_mlflow else _records(args, ticket)
-    splits = load_splits(cfg.data, train_sampler=cfg.train.sampler, progress=log)
-    log(f"data: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test queries "
-        f"(fingerprint {splits.fingerprint[:12]})")
-    scores = difficulty_scores([cfg], splits, progress=log)
-    data = prepare_data(splits, cfg.model, scores)
-    trainer = Trainer(cfg, data)
-    if args.resume:
-        if args.checkpoint_dir is None:
-            raise ConfigError("--resume needs --checkpoint-dir")
-        trainer.restore(args.checkpoint_dir)
-        log(f"resumed at step {trainer.step}")
-
-    if records:
-        log(f"mlflow: run {records.trial_started(ticket)} in experiment {args.experiment!r} at "
-            f"{records.store.uri}")
-    sink = _TerminalSink(cfg, ticket, records, splits, log, args.checkpoint_dir, trainer,
-                         args.compare_baselines)
-    try:
-        run_trial(ticket, trainer, sink, metric=cfg.train.select_metric)
-    except BaseException as exc:
+    with interrupts():  # SIGTERM and SIGHUP stop it as Ctrl-C does: its runs end, none left RUNNING
+        splits = load_splits(cfg.data, train_sampler=cfg.train.sampler, progress=log)
+        log(f"data: {len(splits.train)} train / {len(splits.dev)} dev / {len(splits.test)} test queries "
+            f"(fingerprint {splits.fingerprint[:12]})")
+        scores = difficulty_scores([cfg], splits, progress=log)
+        data = prepare_data(splits, cfg.model, scores)
+        trainer = Trainer(cfg, data)
+        if args.resume:
+            try:
+                trainer.restore(args.checkpoint_dir)
+            except ConfigError as exc:
+                raise ConfigError(f"--checkpoint-dir {args.checkpoint_dir}: {exc}") from None
+            log(f"resumed at step {trainer.step}")
+        # The runs open only now: data that does not load or a checkpoint refused leaves none behind.
         if records:
-            records.trial_failed(ticket, f"{type(exc).__name__}: {exc}")
-        raise
-    finally:
+            records.study_started()
+            try:
+                log(f"mlflow: run {records.trial_started(ticket)} in experiment {args.experiment!r} at "
+                    f"{records.store.uri}")
+            except BaseException:
+                records.end("FAILED")
+                raise
+        sink = _TerminalSink(cfg, ticket, records, splits, log, args.checkpoint_dir, trainer,
+                             args.compare_baselines)
+        try:
+            run_trial(ticket, trainer, sink, metric=cfg.train.select_metric)
+        except BaseException as exc:
+            if records:
+                records.trial_failed(ticket, f"{type(exc).__name__}: {exc}")
+                records.end("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED", configs=[ticket.config_id])
+            raise
         if records:
             records.end(configs=[ticket.config_id])
     log(f"done in {time.perf_counter() - t0:.0f} s")
     return 0
+
+
+def check_device(name: str) -> None:
+    """``train.device`` names a device this machine has: cuda without a CUDA GPU was an assertion
+    traceback from torch after the data was built."""
+    if name.startswith("cuda"):
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(name.partition(":")[2] or 0)
+        if index >= count:
+            have = f"{count} CUDA GPU(s)" if count else "no CUDA GPU (or a torch built without CUDA)"
+            raise ConfigError(f"train.device={name}: this machine has {have}; use train.device=cpu or auto",
+                              key="train.device")
+
+
+def _check_checkpoint_dir(directory: Path, resume: bool) -> None:
+    """Before any data is built: ``--checkpoint-dir`` can be written, and holds a checkpoint exactly
+    when ``--resume`` asks to continue one (a new run there replaced another run's resumable
+    checkpoint without a word)."""
+    from harness.study.validate import unwritable_dir
+    from harness.training.loop import CHECKPOINT_FILE
+
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"--checkpoint-dir {directory}: exists and is not a directory")
+    problem = unwritable_dir(directory)
+    if problem:
+        raise ConfigError(f"--checkpoint-dir {directory}: {problem}")
+    held = (directory / CHECKPOINT_FILE).is_file()
+    if resume and not held:
+        raise ConfigError(f"--checkpoint-dir {directory}: no checkpoint ({CHECKPOINT_FILE}) there to resume")
+    if held and not resume:
+        raise ConfigError(f"--checkpoint-dir {directory} holds a checkpoint ({CHECKPOINT_FILE}): pass --resume to "
+                          "continue it, or choose another folder for a new run")
 
 
 class _TerminalSink:
@@ -191,7 +238,6 @@ def _records(args: argparse.Namespace, ticket: TrialTicket) -> StudyRecords:
         raise ConfigError(f"experiment {args.experiment!r} already has a finished run of configuration "
                           f"{ticket.config_id} with seed {ticket.seed} (run {done.run_id}); choose another "
                           f"--seed or --experiment, or pass --no-mlflow")
-    records.study_started()
     return records
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from harness._face import face
 
-__all__ = ["TrialHooks", "run_study", "start_reaper"]
+__all__ = ["TrialHooks", "interrupts", "run_study", "start_reaper"]
 
 __getattr__, __dir__ = face(__name__, {
     "run_study": "runner",
     "start_reaper": "_reaper",
     "TrialHooks": "runner",
+    "interrupts": "_signals",  # stop signals as Ctrl-C: harness train's too
 })

@@ -278,6 +278,7 @@ def check_tracking_uri(uri: str | None) -> str:
     from harness.tracking.store import (
         DATABASE_SCHEMES,
         check_database_driver,
+        check_folder_store,
         check_reachable,
         default_tracking_uri,
         sqlite_path,
@@ -299,7 +300,9 @@ def check_tracking_uri(uri: str | None) -> str:
         check_reachable(uri)
     elif uri.startswith(DATABASE_SCHEMES):
         check_database_driver(uri)
-    elif not uri.startswith(("file:", "databricks")) and "://" in uri:
+    elif uri.startswith("file:") or "://" not in uri:
+        check_folder_store(uri)
+    elif not uri.startswith("databricks"):
         raise refuse("tracking URI", uri, "sqlite:///, http(s)://, file:, postgresql://, mysql://, mssql:// or "
                      "databricks", why="an unsupported scheme")
     return uri

@@ -172,17 +172,24 @@ def check_existing_store(uri: str) -> None:
             raise DataError(f"no MLflow store at {db} (tracking URI {redact_uri(uri)}); pass --tracking-uri "
                             "or set MLFLOW_TRACKING_URI")
         check_sqlite_store(db)  # read-only: never creates tables in an empty file
-    elif (uri.startswith("file:") or ("://" not in uri and not uri.startswith("databricks"))) \
-            and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
-        # a folder store (a file: URI or a bare path), which MLflow 3 refuses unless opted in
-        path = Path(uri.removeprefix("file://")).expanduser()
-        hint = (f"; {path} is a file: for an SQLite store write sqlite:///{path.resolve()}"
-                if path.is_file() else "")
-        raise HarnessError(f"tracking URI {redact_uri(uri)}: a folder store, which MLflow 3 keeps only for "
-                           "migration (`mlflow migrate-filestore`; MLFLOW_ALLOW_FILE_STORE=true opts in); use "
-                           f"an SQLite store (sqlite:///...) or a tracking server{hint}")
+    else:
+        check_folder_store(uri)
     check_database_driver(uri)
     check_reachable(uri)
+
+
+def check_folder_store(uri: str) -> None:
+    """A folder store (a file: URI or a bare path), which MLflow 3 refuses unless opted in
+    (MLFLOW_ALLOW_FILE_STORE), is one line, not MLflow's exception from deep in its client."""
+    if not ((uri.startswith("file:") or ("://" not in uri and not uri.startswith("databricks")))
+            and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true")):
+        return
+    path = Path(uri.removeprefix("file://")).expanduser()
+    hint = (f"; {path} is a file: for an SQLite store write sqlite:///{path.resolve()}"
+            if path.is_file() else "")
+    raise HarnessError(f"tracking URI {redact_uri(uri)}: a folder store, which MLflow 3 keeps only for "
+                       "migration (`mlflow migrate-filestore`; MLFLOW_ALLOW_FILE_STORE=true opts in); use "
+                       f"an SQLite store (sqlite:///...) or a tracking server{hint}")
 
 
 def create_sqlite_store(uri: str, db: Path) -> None:
