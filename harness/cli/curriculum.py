@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from harness.curriculum.pacing import PACING, parse_pacing_name
@@ -31,7 +32,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--n", type=float, default=2.0, help="n of root_n (default 2)")
     p.add_argument("--at", type=float, nargs="+", metavar="STEP",
                    help="steps to print (default: 0, T/10, ..., T)")
-    p.add_argument("--plot", metavar="FILE.png", help="draw the curves into this PNG instead")
+    p.add_argument("--plot", metavar="FILE.png", help="draw the curves into this file instead (.png, .pdf or .svg)")
     p.set_defaults(func=run)
 
 
@@ -48,17 +49,27 @@ def _fmt_step(s: float) -> str:
     return str(int(s)) if float(s).is_integer() else f"{s:g}"
 
 
+# The formats --plot writes, by the file's suffix (matplotlib's names).
+PLOT_FORMATS = ("png", "pdf", "svg")
+
+
 def run(args: argparse.Namespace) -> int:
+    for option, value in (("--delta", args.delta), ("--T", args.T), ("--n", args.n)):
+        if not math.isfinite(value):  # inf * 0 made the first step NaN: a traceback in the loop
+            raise ConfigError(f"{option} must be a finite number, got {value}")
+    if args.at and not all(math.isfinite(s) and s >= 0 for s in args.at):
+        raise ConfigError(f"--at steps must be finite numbers >= 0, got {' '.join(map(str, args.at))}")
     curves = _curves(args.functions, args.n)
     delta, T = args.delta, args.T
     PACING.get(curves[0][1])(0, delta=delta, T=T, n=curves[0][2])  # validates delta and T once
-    if args.plot:
-        _plot(curves, delta, T, args.plot)
+    if args.plot is not None:
+        suffix = args.plot.rpartition(".")[2].lower() if "." in args.plot else ""
+        if suffix not in PLOT_FORMATS:  # a .pdf got PNG bytes, and --plot "" printed the table
+            raise ConfigError(f"--plot {args.plot!r}: name a file ending in {', '.join('.' + f for f in PLOT_FORMATS)}")
+        _plot(curves, delta, T, args.plot, suffix)
         print(f"wrote {args.plot}")
         return 0
     steps = args.at if args.at else [T * i / DEFAULT_POINTS for i in range(DEFAULT_POINTS + 1)]
-    if any(s < 0 for s in steps):
-        raise ConfigError(f"--at steps must be >= 0, got {steps}")
     width = max(len("step"), *(len(_fmt_step(s)) for s in steps))
     cols = [max(len(label), 6) for label, _, _ in curves]
     print("  ".join(["step".rjust(width)] + [label.rjust(c) for (label, _, _), c in zip(curves, cols)]))
@@ -69,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _plot(curves: list[tuple[str, str, float]], delta: float, T: float, path: str) -> None:
+def _plot(curves: list[tuple[str, str, float]], delta: float, T: float, path: str, fmt: str) -> None:
     try:
         import matplotlib
     except ModuleNotFoundError:
@@ -94,9 +105,9 @@ def _plot(curves: list[tuple[str, str, float]], delta: float, T: float, path: st
 
     from harness.textfile import write_atomic
 
-    png = io.BytesIO()
+    out = io.BytesIO()
     try:
-        fig.savefig(png, format="png")
+        fig.savefig(out, format=fmt)
     finally:
         plt.close(fig)
-    write_atomic(path, png.getvalue(), "plot")  # whole or not at all; errors in one line
+    write_atomic(path, out.getvalue(), "plot")  # whole or not at all; errors in one line

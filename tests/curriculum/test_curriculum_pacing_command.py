@@ -63,3 +63,26 @@ def test_unknown_name_is_a_one_line_error_listing_valid_names(
 def test_bad_delta_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["pacing", "linear", "--delta", "1.5"]) == 2
     assert "curriculum.delta must be in (0, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    # --T inf made the first step inf * 0 = NaN: a traceback after the header was printed
+    (["root_10", "--T", "inf"], "--T must be a finite number, got inf"),
+    (["linear", "--n", "nan"], "--n must be a finite number, got nan"),
+    (["geom_progression", "--at", "nan"], "--at steps must be finite numbers >= 0, got nan"),
+    (["linear", "--at", "5", "inf"], "--at steps must be finite numbers >= 0, got 5.0 inf"),  # printed a row
+    (["linear", "--plot", ""], "--plot '': name a file ending in .png, .pdf, .svg"),  # printed the table
+    (["linear", "--plot", "curves.jpg"], "--plot 'curves.jpg': name a file ending in .png, .pdf, .svg"),
+])
+def test_numbers_and_files_it_cannot_draw_are_one_line(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                                       message: str) -> None:
+    assert main(["pacing", *argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines() == [f"harness: error: {message}"]
+
+
+def test_plot_writes_the_format_its_name_says(tmp_path: Path) -> None:
+    # a .pdf held PNG bytes
+    for name, magic in (("pacing.pdf", b"%PDF"), ("pacing.svg", b"<?xml")):
+        assert main(["pacing", "linear", "root_2", "--plot", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).read_bytes().startswith(magic)
