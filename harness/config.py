@@ -356,6 +356,10 @@ class TrialConfig:
         # written before the option existed do not change).
         flat = {k: v for k, v in self.to_flat().items()
                 if k != "train.seed" and not (k == "train.compile" and v == "auto")}
+        # Where the data cache lives is no part of what is trained: every cache folder hashes as the
+        # default (None), so ids made without the key do not change and one spelled out is the same
+        # configuration (a --resume with data.cache_dir set found "another configuration").
+        flat["data.cache_dir"] = None
         if revision := self.revision():
             flat["harness.revision"] = revision
         blob = json.dumps(flat, sort_keys=True, default=str)

@@ -77,3 +77,14 @@ def test_a_schedule_key_has_one_value_per_meaning() -> None:
         assert steps(key, 1)[1] == 1 and steps(key, "1")[1] == 1 and steps(key, 1.0)[1] == 1000, key
         assert steps(key, 0.5) == steps(key, "0.5") and steps(key, 0.5)[1] == 500, key
     assert steps("weighting.m", 0) == steps("weighting.m", 0.0) == steps("weighting.m", "0")
+
+
+def test_where_the_data_cache_lives_is_no_part_of_the_id() -> None:
+    """The same training with its cache folder spelled out (data.cache_dir) was another
+    configuration: a --resume found "a checkpoint of another configuration", and one study's runs
+    counted twice. Every folder hashes as the default, so ids made without the key are unchanged."""
+    plain = TrialConfig.from_flat({"smoothing.method": "LS"})
+    for folder in ("/tmp/a", "~/.cache/harness", "relative/cache"):
+        cfg = TrialConfig.from_flat({"smoothing.method": "LS", "data.cache_dir": folder})
+        assert cfg.config_id() == plain.config_id() == _plain_id(plain)
+    assert TrialConfig.from_flat({"smoothing.method": "WSLS"}).config_id() != plain.config_id()
