@@ -253,6 +253,10 @@ SECTION_VALUES: list[tuple[str, str, list[str]]] = [
     ("data-dev-fraction-half", "defaults: {data.dev_fraction: 0.5}\n", ["data.dev_fraction", "(0, 0.5)"]),
     ("data-conversations-2", "baseline: {data.conversations: 2}\n", ["data.conversations", ">= 3"]),
     ("data-protocol-unknown", "defaults: {data.protocol: query}\n", ["data.protocol"]),
+    # the splits use the low 32 bits: 2**32 + 13 was seed 13's split under another fingerprint and id
+    ("data-split-seed-past-32-bits", "defaults: {data.split_seed: 4294967309}\n",
+     ["data.split_seed must be an integer in [0, 4294967295], got 4294967309"]),
+    ("data-split-seed-negative", "defaults: {data.split_seed: -3}\n", ["data.split_seed", "got -3"]),
     ("defaults-unknown-key", "defaults: {train.step: 4}\n", ["train.step", "train.steps"]),
     ("resources-cpus-zero", "resources: {cpus: 0}\n", ["resources", "cpus"]),
     ("resources-gpus-negative", "resources: {gpus: -1}\n", ["resources", "gpus"]),

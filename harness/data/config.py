@@ -75,6 +75,10 @@ class DataConfig:
         require(self.protocol in PROTOCOLS, "data.protocol", f"one of {', '.join(PROTOCOLS)}",
                self.protocol)
         require(self.depth >= 1, "data.depth", ">= 1", self.depth)
+        # The splits draw from the seed's low 32 bits: 13 and 2**32 + 13 were one split under two
+        # fingerprints and ids. The same range as train.seed.
+        require(0 <= self.split_seed <= 2**32 - 1, "data.split_seed", "an integer in [0, 4294967295]",
+               self.split_seed)
         require(self.conversations is None or self.conversations >= 3, "data.conversations",
                ">= 3 (one per split) or null for all", self.conversations)
         for key in ("dev_fraction", "test_fraction"):
