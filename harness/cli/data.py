@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.config import DataConfig, TrialConfig
 from harness.data.sources import SOURCES
+from harness.errors import DataError
 
 # flag -> (config key, help)
 _OPTIONS: dict[str, tuple[str, str]] = {
@@ -61,13 +62,19 @@ def _build(args: argparse.Namespace) -> int:
 
     cfg = data_config(args)
     splits = load_splits(cfg, progress=_stderr)
-    print(f"source       {cfg.source}{f' ({cfg.path})' if cfg.path else ''}")
-    print(f"fingerprint  {splits.fingerprint}")
-    print(f"evaluation   {splits.evaluation}")
+    cached = None
     if cfg.source == "chitchat":
         from harness.data.cache import cache_file
 
-        print(f"cache        {cache_file(cfg, splits.fingerprint)}")
+        cached = cache_file(cfg, splits.fingerprint)
+        if not cached.is_file():  # the build's warning above says why; the command's job was the cache
+            raise DataError(f"the data was built but not cached: {cached} could not be written "
+                            "(--cache-dir or HARNESS_CACHE: a folder you can write)")
+    print(f"source       {cfg.source}{f' ({cfg.path})' if cfg.path else ''}")
+    print(f"fingerprint  {splits.fingerprint}")
+    print(f"evaluation   {splits.evaluation}")
+    if cached is not None:
+        print(f"cache        {cached}")
     print("queries      " + ", ".join(f"{name} {len(splits.split(name)):,}"
                                        for name in ("train", "dev", "test")))
     return 0

@@ -95,11 +95,33 @@ def merge_utterances(groups: Sequence[Sequence[dict[str, Any]]]) -> tuple[str, .
     return tuple(" ".join(parts) for parts in utterances)
 
 
+class _RepeatedKey(Exception):
+    def __init__(self, key: str, top: bool) -> None:
+        super().__init__(key)
+        self.key, self.top = key, top
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing a key given twice (``json`` keeps the last). The file's
+    top object (the conversations) is the last to close, so it is the one whose values hold the
+    messages: ``top`` where the values are conversations."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(key, isinstance(value, dict) and "messages" in value)
+        out[key] = value
+    return out
+
+
 def read_conversations(path: Path) -> tuple[Conversation, ...]:
     """Parse a chitchat-format JSON file: ``{conversation_id: {"messages": [[message, ...], ...]}}``."""
     try:
         with open(path, encoding="utf-8") as fh:
-            raw = json.load(fh)
+            raw = json.load(fh, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as exc:  # json keeps the last: a conversation under a repeated id vanished
+        what = "conversation id" if exc.top else "key"
+        raise DataError(f"{path}: {what} {exc.key!r} appears twice in one object (JSON keeps only the last); "
+                        "rename one") from None
     except FileNotFoundError:
         raise DataError(f"{path}: no such file") from None
     except json.JSONDecodeError as exc:

@@ -206,6 +206,24 @@ def test_too_few_conversations_and_bad_files(tmp_path: Path,
             fingerprint="x")
 
 
+def test_a_repeated_key_is_refused_not_the_first_conversation_dropped(tmp_path: Path,
+                                                                     write_chitchat: Callable[..., Path]) -> None:
+    """json keeps the last of a repeated key: a conversation under an id given twice vanished from
+    the splits without a word (10 train queries where 15 were written)."""
+    text = write_chitchat(tmp_path / "ok.json", [[("a", f"x{i}"), ("b", f"y{i}")] for i in range(4)]).read_text()
+    conversations = json.loads(text)
+    first, second = list(conversations)[:2]
+    repeated = tmp_path / "repeated.json"
+    repeated.write_text(text.replace(f'"{second}"', f'"{first}"', 1), encoding="utf-8")
+    with pytest.raises(DataError, match=rf"repeated.json: conversation id '{first}' appears twice in one object"):
+        read_conversations(repeated)
+    message = tmp_path / "message.json"
+    message.write_text('{"c": {"messages": [[{"sender": "a", "text": "x", "text": "y"}]]}}', encoding="utf-8")
+    with pytest.raises(DataError, match=r"message.json: key 'text' appears twice in one object"):
+        read_conversations(message)
+    assert len(read_conversations(tmp_path / "ok.json")) == 4
+
+
 @pytest.fixture(scope="module")
 def one_worker_build(chitchat_path: Path, indexed: tuple[Corpus, Bm25]) -> Splits:
     corpus, bm25 = indexed

@@ -50,3 +50,15 @@ def test_bad_option_names_the_key(capsys: pytest.CaptureFixture[str]) -> None:
     assert "data.depth must be >= 1, got 0" in capsys.readouterr().err
     assert main(["data", "stats", "--source", "msdialog"]) == 2
     assert "data.path must be set for data.source=msdialog" in capsys.readouterr().err
+
+
+def test_build_that_cannot_write_its_cache_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`harness data build` builds and caches: a cache folder it cannot write printed the cache
+    file it had failed to write and exited 0."""
+    from harness.cli import main
+
+    (tmp_path / "afile").write_text("")
+    assert main(["data", "build", "--conversations", "5", "--cache-dir", str(tmp_path / "afile")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.strip().splitlines()[-1].startswith(
+        f"harness: error: the data was built but not cached: {tmp_path / 'afile'}/data/chitchat-")
