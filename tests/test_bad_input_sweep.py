@@ -658,6 +658,9 @@ train_case("seed-negative", "model: {name: tiny}\ntrain:\n  seed: -1\n", ["@P:3:
 train_case("seed-over-2-32", "model: {name: tiny}\ntrain:\n  seed: 4294967296\n", ["@P:3:", "train.seed"])
 train_case("batch-size-zero", "model: {name: tiny}\ntrain: {batch_size: 0}\n", ["@P:2:", "train.batch_size"])
 train_case("study-keys", "name: s\nseeds: [1]\n", ["@P:1:", "name"])
+train_case("key-dotted-and-nested", "model: {name: tiny}\ntrain:\n  steps: 10\ntrain.steps: 20\n",
+           ["@P:3:", "train.steps is given twice (dotted and nested: 10 and 20)"])
+train_case("cuda-gpu-it-lacks", "model: {name: tiny}\ntrain: {device: 'cuda:99'}\n", ["train.device=cuda:99", "this machine has"])
 
 
 @case("train --config", "train-seed-flag-over-2-32")

@@ -61,7 +61,10 @@ def load_config(path: Path | None, assignments: list[str], seed: int | None) -> 
         loaded, _, lines = read_yaml(path, "config file")
         if not isinstance(loaded, dict | None):
             raise ConfigError(f"{path}: expected a mapping of config keys")
-        flat.update(flatten(loaded or {}))
+        try:
+            flat.update(flatten(loaded or {}))
+        except ConfigError as exc:  # one key dotted and nested: the file's line of it
+            raise ConfigError(f"{path}{lines.at(exc.key) if exc.key else ''}: {exc}", key=exc.key) from None
     overrides = parse_assignments(assignments)
     if seed is not None:
         if not 0 <= seed <= MAX_SEED:
