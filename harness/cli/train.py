@@ -94,8 +94,11 @@ def run_train(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, args.assign, args.seed)
     from harness.model.encoder import check_model_name
 
-    check_model_name(cfg.model.name)  # before minutes of data building
-    check_device(cfg.train.device)
+    try:  # before minutes of data building; a value --set gave names its assignment
+        check_model_name(cfg.model.name)
+        check_device(cfg.train.device)
+    except ConfigError as exc:
+        raise blame_assignment(exc, args.assign or []) from None
     if args.resume and args.checkpoint_dir is None:
         raise ConfigError("--resume needs --checkpoint-dir")
     if args.checkpoint_dir is not None:

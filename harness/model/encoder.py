@@ -16,6 +16,8 @@ from typing import Any
 from harness.config import ModelConfig
 from harness.errors import ConfigError
 
+# The file `harness export` writes into every folder it makes (harness.model.export.EXPORT_INFO).
+EXPORTED_MARK = "harness_export.json"
 TINY = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 2, "intermediate_size": 64}
 
 
@@ -47,6 +49,12 @@ def check_model_name(name: str) -> None:
         if not (path / "config.json").is_file():
             raise ConfigError(f"model.name {name!r}: the folder has no config.json (a transformers model "
                               "folder has one)", key="model.name")
+        if (path / EXPORTED_MARK).is_file():
+            # a trained ranker (its own classes, behind trust_remote_code): loading it as an encoder
+            # asked "run the custom code? [y/N]" twice, then called the folder "without a model"
+            raise ConfigError(f"model.name {name!r}: a ranker `harness export` wrote, which its loaders read "
+                              "(docs/exchange.md), not an encoder to train from; name the encoder it was "
+                              "trained from", key="model.name")
         return
     if name.startswith(("/", ".", "~")) or path.exists():
         raise ConfigError(f"model.name {name!r}: no such folder", key="model.name")

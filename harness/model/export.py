@@ -43,10 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.model.encoder import EXPORTED_MARK
 from harness.tracking import conventions as C
 
 CHECKPOINT_FILE = "trainer.pt"
-EXPORT_INFO = "harness_export.json"
+EXPORT_INFO = EXPORTED_MARK
 CASCADE_INFO = "harness_cascade.json"
 MODEL_ARTIFACT = "model"  # the seed run's MLflow model (harness.model.mlflow_model)
 
@@ -431,9 +432,14 @@ def usage(folder: str | Path) -> list[str]:
 
 def export_run(run_id: str, target: str | Path, tracking_uri: str) -> Path:
     """``harness export``: refuses a target that exists and is not an empty directory."""
+    from harness.study.validate import unwritable_dir
+
     out = Path(target)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise HarnessError(f"--to {out}: exists and is not an empty directory")
+    problem = unwritable_dir(out)  # before the run is read; an error named the temporary folder
+    if problem:
+        raise HarnessError(f"--to {out}: {problem}")
     seed_model = load_seed_model(run_id, tracking_uri)
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=out.parent if out.parent.exists() else None))
     try:
