@@ -180,8 +180,10 @@ def load_seed_model(run_id: str, tracking_uri: str, *, logged: bool = True) -> S
         state, best_step = found
     else:
         storage = study_run.data.params.get("study.storage_path")
-        if not storage:
-            raise HarnessError(f"run id {run_id}: the study run records no study.storage_path")
+        if not storage:  # `harness train`'s runs: no Tune storage, no model logged
+            raise HarnessError(f"run id {run_id}: its study run records no Tune storage (study.storage_path) "
+                               "and the run logged no model, as a `harness train` run's: export the runs of a "
+                               "study (`harness run`), or keep `harness train --checkpoint-dir`'s trainer.pt")
         state, best_step = _best_state(trial_checkpoint(storage, tags[C.TAG_STUDY], tags[C.TAG_TRIAL_KEY]),
                                        config_id, seed)
     metrics = run.data.metrics
