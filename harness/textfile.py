@@ -163,3 +163,24 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def unwritable_dir(path: Path) -> str | None:
+    """Why no directory can be made and written at ``path``, or None when one can. Tried, not asked
+    (``os.access`` answers yes to root on a read-only tree and knows nothing of ACLs): an empty
+    probe directory is made in the nearest directory that exists and removed at once, so a check
+    leaves nothing behind."""
+    import tempfile
+
+    if path.exists() and not path.is_dir():
+        return "it is a file, not a directory"
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a directory"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".harness-probe-", dir=parent))
+    except OSError as exc:
+        return f"{parent} is not writable ({exc.strerror or exc})"
+    return None

@@ -172,7 +172,7 @@ def _check_checkpoint_dir(directory: Path, resume: bool) -> None:
     """Before any data is built: ``--checkpoint-dir`` can be written, and holds a checkpoint exactly
     when ``--resume`` asks to continue one (a new run there replaced another run's resumable
     checkpoint without a word)."""
-    from harness.study.validate import unwritable_dir
+    from harness.textfile import unwritable_dir
     from harness.training.loop import CHECKPOINT_FILE
 
     if directory.exists() and not directory.is_dir():

@@ -434,7 +434,7 @@ def usage(folder: str | Path) -> list[str]:
 
 def export_run(run_id: str, target: str | Path, tracking_uri: str) -> Path:
     """``harness export``: refuses a target that exists and is not an empty directory."""
-    from harness.study.validate import unwritable_dir
+    from harness.textfile import unwritable_dir
 
     out = Path(target)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

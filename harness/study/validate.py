@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from harness.config import (
     text_problem,
 )
 from harness.errors import ConfigError, HarnessError, prefixed, refuse
+from harness.textfile import unwritable_dir
 
 
 def load(path: Path, smoke: bool, assign: list[str] | None = None) -> Any:
@@ -252,25 +252,6 @@ def check_storage(spec: Any) -> None:
         where = f"{spec.path}{KeyLines(spec.text).at('storage_path')}" if spec.text else spec.path
         raise ConfigError(f"{where}: storage_path {spec.storage_path}: {problem} (Ray Tune keeps the "
                           "trials' state there); choose a directory you can write")
-
-
-def unwritable_dir(path: Path) -> str | None:
-    """Why no directory can be made and written at ``path``, or None when one can (module docstring:
-    tried in the nearest directory that exists, leaving nothing behind)."""
-    import tempfile
-
-    if path.exists() and not path.is_dir():
-        return "it is a file, not a directory"
-    parent = path
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is a file, not a directory"
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".harness-probe-", dir=parent))
-    except OSError as exc:
-        return f"{parent} is not writable ({exc.strerror or exc})"
-    return None
 
 
 def check_tracking_uri(uri: str | None) -> str:

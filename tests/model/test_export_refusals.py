@@ -36,12 +36,13 @@ def test_an_exported_ranker_is_no_encoder_to_train_from(tmp_path: Path, capsys, 
     check as an encoder; transformers then asked "run the custom code? [y/N]" twice, and the error
     called it a folder without a model, after the data was built."""
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
     ranker = tmp_path / "ranker"
     ranker.mkdir()
     (ranker / "config.json").write_text(json.dumps({"model_type": "harness_bert"}))
     (ranker / "harness_export.json").write_text("{}")
-    assert main(["train", "--no-mlflow", "--set", f"model.name={ranker}"]) == 2
-    assert (f"--set model.name={ranker}: model.name '{ranker}': a ranker `harness export` wrote, which its "
+    assert main(["train", "--no-mlflow", "--set", "model.name=./ranker"]) == 2
+    assert ("--set model.name=./ranker: model.name './ranker': a ranker `harness export` wrote, which its "
             "loaders read (docs/exchange.md), not an encoder to train from; name the encoder it was trained "
             "from") in _one_line(capsys)
     assert not (tmp_path / "cache").exists()
