@@ -134,7 +134,8 @@ def test_a_power_at_or_below_the_level_is_refused() -> None:
     difference at all, so any power up to that is reached at a difference of 0."""
     from tests.synthetic import synthetic_records
 
-    results = StudyResults.build(synthetic_records(queries=10, effects={"base": 0.0, "b": 0.05}))
+    # 20 queries: past the small-sample quadrature of 11 or fewer, which costs seconds per table
+    results = StudyResults.build(synthetic_records(queries=20, effects={"base": 0.0, "b": 0.05}))
     with pytest.raises(ConfigError, match=r"^power must be above the test's level 0.05 \(alpha / m, m = 1\), "
                                           r"got 0.01; the test rejects"):
         power_analysis(results, PowerOptions(power=0.01))
