@@ -83,8 +83,8 @@ def register_local(spec: str | None) -> None:
         sys.modules[name] = module
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001 -- the user's module: any failure is bad input
-            del sys.modules[name]
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 -- the user's module: any failure is bad input
+            del sys.modules[name]  # a sys.exit() in it ended the command without a harness line
             raise DataError(f"data.irds_register: {path} failed: {_one_line(exc)}") from None
         return
     try:
@@ -93,7 +93,7 @@ def register_local(spec: str | None) -> None:
         if exc.name and spec.startswith(exc.name):
             raise DataError(f"data.irds_register: no module named {spec!r}") from None
         raise DataError(f"data.irds_register: {spec} failed: {_one_line(exc)}") from None
-    except Exception as exc:  # noqa: BLE001 -- the user's module: any failure is bad input
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 -- the user's module: any failure is bad input
         raise DataError(f"data.irds_register: {spec} failed: {_one_line(exc)}") from None
 
 

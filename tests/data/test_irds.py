@@ -121,6 +121,20 @@ def test_unknown_id_is_one_line_naming_close_ids(capsys: pytest.CaptureFixture[s
         check_data(DataConfig(source="irds", irds_id="msmarco-pasage/dev/small"))
 
 
+@pytest.mark.parametrize("body, why", [("import sys\nsys.exit('boom')\n", "SystemExit: boom"),
+                                       ("raise RuntimeError('no corpus here')\n", "RuntimeError: no corpus here")])
+def test_a_register_file_that_fails_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str,
+                                                why: str) -> None:
+    """The register file is the user's code: an exception in it is one line naming the file; a
+    sys.exit() in it ended the command with its message and no harness line."""
+    register = tmp_path / "register.py"
+    register.write_text(body)
+    rc = main(["data", "build", "--source", "irds", "--irds-id", "x/y", "--irds-register", str(register)])
+    assert rc == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"harness: error: data.irds_register: {register} failed: {why}"]
+
+
 @pytest.mark.slow
 def test_a_set_that_needs_a_download_says_so_in_one_line(tmp_path: Path) -> None:
     """A real id with an empty ir_datasets home: its files are not here, and every connection is
