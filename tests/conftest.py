@@ -102,6 +102,8 @@ LONG_FILES_FIRST = (
     "tests/study/test_fair_study.py",
     "tests/study/test_ui_stop.py",
     "tests/training/test_precision.py",
+    "tests/training/test_train_stops.py",
+    "tests/results/test_damaged_stores.py",
     "tests/study/test_spec.py",
 )
 
