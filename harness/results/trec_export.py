@@ -8,9 +8,10 @@ study run (harness.kind=study; of the latest one that has them). Layout of DIR:
     DIR/runs/dev/<config>.seed<seed>.trec, DIR/runs/test/<config>.seed<seed>.trec
     DIR/manifest.csv   config, config_id, seed, split, file, run_id (one row per run file)
     DIR/per_query.csv  config, seed, metric, value, query, measure, split, config_id, run_id: one
-                       row per (configuration, seed, query, metric), the seed runs' per-query test
-                       values (their per_query/test.csv artifacts); absent when no run has any.
-                       The baseline's rows first, then the others in study order (_study_order)
+                       row per (configuration, seed, query, metric), the per-query test values
+                       (per_query/test.csv artifacts) of the seed runs `harness table --experiment`
+                       tabulates, read by its reader (_table_rows); absent when no run has any.
+                       The baseline's rows first, then the others in study order
 
 ``<config>`` is the configuration's label as ``harness table`` shows it (the config run's name),
 with any character outside ``A-Z a-z 0-9 . _ + = @ # -`` replaced by ``_``. One folder per split
@@ -240,9 +241,9 @@ def _table_rows(name: str, uri: str, several: bool) -> tuple[list[tuple[str, ...
 
 
 def _study_order(configs: dict[str, Any], trials: list[Any], labels: dict[str, str]) -> dict[str, tuple]:
-    """config_id -> its place in the files: the baseline (role tag ``baseline``) first, then the
-    configurations in study order (when each first ran), as ``harness table --experiment`` orders
-    them; ``harness table --from per_query.csv`` takes the first configuration as the baseline."""
+    """config_id -> its place in the run files and the manifest: the baseline (role tag
+    ``baseline``) first, then the configurations in study order (when each first ran), as
+    ``harness table --experiment`` orders them (and per_query.csv, which its reader writes)."""
     roles: dict[str, str | None] = {}
     started: dict[str, int] = {}
     for t in trials:
