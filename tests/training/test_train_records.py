@@ -64,3 +64,20 @@ def test_training_a_recorded_configuration_and_seed_again_is_refused(trained, ca
     assert main([*ARGS, "--seed", "3", "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "already has a finished run of configuration" in err and "seed 3" in err
+
+
+def test_its_seed_run_cannot_be_exported_and_says_why(trained, capsys, tmp_path):
+    """`harness export` takes a study's seed run (its model from MLflow or Tune's storage); a
+    `harness train` run has neither, and the export said only "the study run records no
+    study.storage_path"."""
+    uri, _ = trained
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("one")
+    seed = next(r for r in client.search_runs([exp.experiment_id]) if r.data.tags[C.TAG_KIND] == C.KIND_TRIAL)
+    capsys.readouterr()
+    assert main(["export", seed.info.run_id, "--to", str(tmp_path / "out"), "--tracking-uri", uri]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        (f"harness: error: run id {seed.info.run_id}: its study run records no Tune storage (study.storage_path) "
+        "and the run logged no model, as a `harness train` run's: export the runs of a study (`harness run`), "
+        "or keep `harness train --checkpoint-dir`'s trainer.pt")]
+    assert not (tmp_path / "out").exists()
