@@ -202,7 +202,7 @@ def dispatch(func: Callable[[argparse.Namespace], int | None], args: argparse.Na
 
 
 # The exit of a command that wrote what a study has recorded, marked, while the study is not
-# finished (interrupted, failed or still running): `harness table` and `harness report`.
+# finished (interrupted, failed or still running): `harness table`, `power`, `report` and `runs export`.
 INCOMPLETE_EXIT = 3
 
 

@@ -173,6 +173,17 @@ def _check_from(args: argparse.Namespace) -> None:
                           "it reads; give another file")
 
 
+def _collections_and_note(args: argparse.Namespace) -> tuple[dict[str, StudyResults], str]:
+    """``load_collections`` and, for an MLflow study, ``incomplete_note``'s sentence ("" when it is
+    finished, and for a CSV), both from one read of its runs: `harness table`'s and `power`'s."""
+    if args.experiment is None:
+        return load_collections(args), ""
+    from harness.results.mlflow_reader import incomplete_note, one_read
+
+    with one_read():
+        return load_collections(args), incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
+
+
 def run_table(args: argparse.Namespace) -> int:
     """Exits 3 (harness.cli.finished_exit), with the table written and marked, when the study is not
     finished (``incomplete_note``: interrupted, failed or still running; docs/reliability.md)."""
@@ -180,15 +191,10 @@ def run_table(args: argparse.Namespace) -> int:
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test)
-    incomplete = ""
-    if args.experiment is None:
-        collections = load_collections(args)
-    else:
-        from harness.results.mlflow_reader import incomplete_note, one_read, with_note
+    collections, incomplete = _collections_and_note(args)
+    if incomplete:
+        from harness.results.mlflow_reader import with_note
 
-        with one_read():  # the table and its note read the runs once
-            collections = load_collections(args)
-            incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
         collections = {name: with_note(res, incomplete) for name, res in collections.items()}
     study = study_of(collections, options)
     if isinstance(study, CollectionsStudy):
@@ -217,15 +223,7 @@ def run_power(args: argparse.Namespace) -> int:
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
                            effect=args.effect, family_size=args.family_size)
-    incomplete = ""
-    if args.experiment is None:
-        collections = load_collections(args)
-    else:
-        from harness.results.mlflow_reader import incomplete_note, one_read
-
-        with one_read():
-            collections = load_collections(args)
-            incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
+    collections, incomplete = _collections_and_note(args)
     chosen = getattr(args, "collection", None)
     if len(collections) == 1 and chosen is None:
         report = PowerReport.build(next(iter(collections.values())), options)

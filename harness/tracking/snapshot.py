@@ -179,7 +179,7 @@ def sqlite_experiment(db: Path, name: str) -> tuple[str | None, list[str]] | Non
     finally:
         con.close()
     # as MLflow: an experiment is found by name even when deleted, and listed only when active;
-    # a deleted one is refused by its reader (DELETED_EXPERIMENT)
+    # a deleted one is DELETED, which its reader refuses (harness.results.mlflow_reader)
     found = next((str(eid) if lifecycle == "active" else DELETED for eid, n, lifecycle in experiments
                   if n == name), None)
     return found, sorted(n for _, n, lifecycle in experiments if lifecycle == "active")
