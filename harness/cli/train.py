@@ -132,7 +132,7 @@ def run_train(args: argparse.Namespace) -> int:
             log(f"resumed at step {trainer.step}")
         # The runs open only now: data that does not load or a checkpoint refused leaves none behind.
         if records:
-            records.study_started()
+            records.study_started(tags={C.TAG_ORIGIN: C.ORIGIN_TRAIN})
             try:
                 log(f"mlflow: run {records.trial_started(ticket)} in experiment {args.experiment!r} at "
                     f"{records.store.uri}")

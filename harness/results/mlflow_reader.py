@@ -266,7 +266,7 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
         waiting = [r.info.run_name or cid for cid, r in unrun if r.data.tags.get(C.TAG_ROLE) == C.ROLE_BASELINE]
         if waiting and not any(role == C.ROLE_BASELINE for role in roles.values()):
             raise DataError(f"{source}: the baseline {waiting[0]!r} has no finished seed run yet; a table "
-                            "compares to it (`harness run STUDY --resume` finishes the study)")
+                            f"compares to it ({_finishes(snapshot)} finishes the study)")
         bases = sorted({label for label, role in roles.items() if role == C.ROLE_BASELINE})
         if len(bases) != 1:
             found = f"{len(bases)} ({', '.join(bases)})" if bases else "none"
@@ -361,7 +361,15 @@ def incomplete_note(name: str, *, tracking_uri: str | None = None) -> str:
     if not why:
         return ""
     return (f"INCOMPLETE study: {' and '.join(why)}; this table holds only the finished seed runs "
-            "(`harness run STUDY --resume` finishes it).")
+            f"({_finishes(snapshot)} finishes it).")
+
+
+def _finishes(snapshot: ExperimentSnapshot) -> str:
+    """What finishes the study, as a sentence's subject: `harness run STUDY --resume`, or, for an
+    experiment `harness train` made (its study run's tag harness.origin), that command again."""
+    if any(r.data.tags.get(C.TAG_ORIGIN) == C.ORIGIN_TRAIN for r in snapshot.runs(C.KIND_STUDY)):
+        return "its `harness train` command again, with --resume where it kept a --checkpoint-dir,"
+    return "`harness run STUDY --resume`"
 
 
 def with_note(results: StudyResults, note: str) -> StudyResults:

@@ -163,3 +163,8 @@ MODEL_LOGGING = ("best", "all", "none")
 # On the study run, one per phase: the keyed digests of the Ray Tune state files the driver wrote
 # under <storage_path>/<study>-<phase>/ (harness.driver._state_trust); resume verifies them first.
 TAG_TUNE_STATE_PREFIX = "harness.tune_state."
+# On the study run of an experiment ``harness train`` made (value "train"): what continues it is
+# that command again (with --resume where it kept a checkpoint), not ``harness run STUDY --resume``.
+# A driven study's run has no such tag.
+TAG_ORIGIN = "harness.origin"
+ORIGIN_TRAIN = "train"

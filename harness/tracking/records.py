@@ -231,9 +231,10 @@ class StudyRecords:
 
     # -- events --------------------------------------------------------------------------------
 
-    def study_started(self, *, study_text: str | None = None, params: Mapping[str, Any] | None = None) -> str:
+    def study_started(self, *, study_text: str | None = None, params: Mapping[str, Any] | None = None,
+                      tags: Mapping[str, str] | None = None) -> str:
         """The study run (created once; a resumed study finds it, and it is RUNNING again until
-        this driver ends it)."""
+        this driver ends it), with ``tags`` beside its kind."""
         if self._study is not None:
             self.store.client.update_run(self._study, status="RUNNING")
         if self._study is None:
@@ -242,7 +243,7 @@ class StudyRecords:
             if C.TAG_EXPERIMENT_KIND not in exp.tags:
                 self.store.client.set_experiment_tag(self.experiment_id, C.TAG_EXPERIMENT_KIND, C.EXPERIMENT_KIND)
             self._study = self.store.start_run(self.experiment_id, self.study_name, {
-                C.TAG_KIND: C.KIND_STUDY, C.TAG_STUDY: self.study_name})
+                C.TAG_KIND: C.KIND_STUDY, C.TAG_STUDY: self.study_name, **(tags or {})})
             if study_text is not None:
                 self.store.log_text(self._study, study_text, C.STUDY_FILE_ARTIFACT)
             if params:

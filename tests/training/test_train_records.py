@@ -81,3 +81,25 @@ def test_its_seed_run_cannot_be_exported_and_says_why(trained, capsys, tmp_path)
         "and the run logged no model, as a `harness train` run's: export the runs of a study (`harness run`), "
         "or keep `harness train --checkpoint-dir`'s trainer.pt")]
     assert not (tmp_path / "out").exists()
+
+
+def test_an_interrupted_train_experiment_says_its_own_command_finishes_it(trained, capsys, tmp_path):
+    """The table of an interrupted `harness train` experiment named `harness run STUDY --resume`,
+    a command for study files, as what finishes it."""
+    import shutil
+
+    uri, _ = trained
+    copy = tmp_path / "mlflow.db"
+    shutil.copy(uri.removeprefix("sqlite:///"), copy)
+    client = MlflowClient(f"sqlite:///{copy}")
+    exp = client.get_experiment_by_name("one")
+    runs = {r.data.tags[C.TAG_KIND]: r for r in client.search_runs([exp.experiment_id])}
+    assert runs[C.KIND_STUDY].data.tags[C.TAG_ORIGIN] == C.ORIGIN_TRAIN
+    client.set_terminated(runs[C.KIND_STUDY].info.run_id, "KILLED")
+    capsys.readouterr()
+    rc = main(["table", "--experiment", "one", "--tracking-uri", f"sqlite:///{copy}",
+               "--baseline", runs[C.KIND_CONFIG].info.run_name])
+    out, err = capsys.readouterr()
+    assert rc == 3, err
+    assert "its `harness train` command again, with --resume where it kept a --checkpoint-dir, finishes it" in out + err
+    assert "harness run" not in out + err
