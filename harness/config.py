@@ -360,6 +360,13 @@ class TrialConfig:
         # default (None), so ids made without the key do not change and one spelled out is the same
         # configuration (a --resume with data.cache_dir set found "another configuration").
         flat["data.cache_dir"] = None
+        # A data key the source does not read (Cranfield's data.negatives, a study's shared data
+        # section on each of its collections) changes no training: it hashes as its default, so
+        # ids made without it do not change.
+        from harness.data.sources import only_read, unread
+
+        read = only_read(self.data)
+        flat.update({key: getattr(read, key[5:]) for key in unread(self.data)})
         if revision := self.revision():
             flat["harness.revision"] = revision
         blob = json.dumps(flat, sort_keys=True, default=str)

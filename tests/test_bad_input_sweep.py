@@ -741,6 +741,55 @@ for _id, _uri, _why in (("no-host", "http://", "no host"), ("bad-port", "http://
     study_case(f"tracking-uri-{_id}", ["@P:7:", "tracking URI", _uri, _why], extra=f"tracking_uri: '{_uri}'\n")
 
 
+# --- 9. data keys a data source does not read -----------------------------------------------------
+# They changed nothing but the configuration's id (Cranfield's negatives, the embedded set's
+# protocol on a TREC directory); a key of a study's shared data section is each collection's where
+# its source reads it, refused only where none does.
+
+CRAN = _study_text().replace("data: {conversations: 30,", "data: {source: cranfield, depth: 20,")
+UNREAD = "data.source=cranfield does not read it"
+study_case("data-key-its-source-does-not-read", ["@P:3:", "data.conversations", UNREAD],
+           text=_study_text().replace("data: {conversations: 30,", "data: {source: cranfield, conversations: 30,"))
+study_case("config-data-key-its-source-does-not-read", ["@P:9:", "data.negatives", UNREAD],
+           text=CRAN + "configs:\n  - name: c\n    set: {data.negatives: 4}\n")
+study_case("searched-data-key-its-source-does-not-read", ["@P:10:", "search.space", "data.protocol", UNREAD],
+           text=CRAN + "search:\n  searcher: random\n  space:\n    data.protocol: {choice: [response, context]}\n")
+study_case("collection-data-key-its-source-does-not-read", ["@P:11:", "collections[1] (cran)", "data.negatives", UNREAD],
+           extra=("collections:\n  - name: chat\n    data: {source: chitchat}\n"
+                  "  - name: cran\n    data: {source: cranfield, negatives: 4}\n"))
+study_case("shared-data-key-no-collection-reads", ["@P:3:", "data.conversations", UNREAD],
+           extra=("collections:\n  - name: a\n    data: {source: cranfield, depth: 20}\n"
+                  "  - name: b\n    data: {source: cranfield, depth: 30}\n"))
+
+
+@case("--set", "set-data-key-its-source-does-not-read-run")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    p = _write(tmp / "study.yaml", CRAN)
+    return ["run", str(p), "--set", "data.negatives=4"], ["--set data.negatives=4:", UNREAD], p
+
+
+@case("--set", "set-data-key-its-source-does-not-read-train")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    return (["train", "--no-mlflow", "--set", "model.name=tiny", "--set", "data.source=cranfield", "--set",
+             "data.protocol=context"], ["--set data.protocol=context:", UNREAD], tmp)
+
+
+@case("data source", "cranfield-option-it-does-not-read")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    return ["data", "build", "--source", "cranfield", "--negatives", "9"], ["--negatives", UNREAD], tmp
+
+
+@case("data source", "trec-option-it-does-not-read")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    d = _trec(tmp)
+    return (["data", "stats", "--source", "trec", "--path", str(d), "--depth", "50"],
+            ["--depth", "data.source=trec does not read it"], d)
+
+
+train_case("data-key-its-source-does-not-read", "model: {name: tiny}\ndata: {source: cranfield, protocol: context}\n",
+           ["@P:2:", "data.protocol", UNREAD])
+
+
 # --- the sweep ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("c", CASES, ids=[f"{c.area}:{c.id}".replace(" ", "-") for c in CASES])

@@ -88,3 +88,37 @@ def test_where_the_data_cache_lives_is_no_part_of_the_id() -> None:
         cfg = TrialConfig.from_flat({"smoothing.method": "LS", "data.cache_dir": folder})
         assert cfg.config_id() == plain.config_id() == _plain_id(plain)
     assert TrialConfig.from_flat({"smoothing.method": "WSLS"}).config_id() != plain.config_id()
+
+
+def test_a_data_key_its_source_does_not_read_is_no_part_of_the_id() -> None:
+    """Cranfield reads no data.negatives, data.protocol or data.conversations: the same training
+    with one of them set was another configuration id. They hash as their defaults (ids made
+    without them are unchanged); a key the source reads still changes the id."""
+    plain = TrialConfig.from_flat({"data.source": "cranfield"})
+    assert plain.config_id() == _plain_id(plain)
+    for key, value in (("data.negatives", 4), ("data.protocol", "context"), ("data.conversations", 30),
+                       ("data.context_turns", 3)):
+        assert TrialConfig.from_flat({"data.source": "cranfield", key: value}).config_id() == plain.config_id(), key
+    assert TrialConfig.from_flat({"data.source": "cranfield", "data.depth": 50}).config_id() != plain.config_id()
+    # the embedded set reads them all
+    chitchat = TrialConfig()
+    assert TrialConfig.from_flat({"data.negatives": 4}).config_id() != chitchat.config_id() == _plain_id(chitchat)
+
+
+def test_a_shared_data_key_is_each_collections_where_its_source_reads_it(tmp_path: Path) -> None:
+    """A study over chitchat and Cranfield shares its data section and its --set/smoke overrides:
+    data.conversations is chitchat's; the Cranfield configurations neither carry it (their records'
+    params) nor change id, as if the key were not set."""
+    text = (ROOT / "search_spaces" / "quickstart_collections.yaml").read_text()
+    shipped = load_spec(ROOT / "search_spaces" / "quickstart_collections.yaml")
+    study = tmp_path / "s.yaml"
+    study.write_text(text.replace("model:\n", "data: {conversations: 60}\nmodel:\n", 1))
+    shared = load_spec(study)
+    over = shared.with_overrides({"data.conversations": 40, "data.context_turns": 3})
+    for spec, chat in ((shared, (120, 10)), (over, (40, 3))):  # a collection's entry beats the shared section
+        for a, b in zip(spec.fixed_configs(), shipped.fixed_configs(), strict=True):
+            if a.config.data.source == "cranfield":
+                assert a.config.data == b.config.data and a.config.config_id() == b.config.config_id()
+                assert "data.conversations" not in {k for k, v in a.config.to_flat().items() if v is not None}
+            else:
+                assert (a.config.data.conversations, a.config.data.context_turns) == chat

@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from harness.config import DataConfig, TrialConfig
-from harness.data.sources import SOURCES
-from harness.errors import DataError
+from harness.data.sources import SOURCES, reads, unread_error
+from harness.errors import ConfigError, DataError
 
 # flag -> (config key, help)
 _OPTIONS: dict[str, tuple[str, str]] = {
@@ -50,7 +50,14 @@ def data_config(args: argparse.Namespace) -> DataConfig:
     """The DataConfig of the given options over the defaults (validated, keys named)."""
     flat: dict[str, Any] = {key: getattr(args, key) for key, _ in _OPTIONS.values()
                             if getattr(args, key, None) is not None}
-    return TrialConfig.from_flat(flat).data
+    cfg = TrialConfig.from_flat(flat).data
+    # An option its source does not read (--negatives of the shipped Cranfield) was given for
+    # nothing, at its default value too: refused, naming the option.
+    flags = {key: flag for flag, (key, _) in _OPTIONS.items()}
+    for key in flat:
+        if not reads(cfg.source, key):
+            raise ConfigError(f"{flags[key]}: {unread_error(cfg.source, key)}", key=key)
+    return cfg
 
 
 def _stderr(message: str) -> None:

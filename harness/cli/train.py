@@ -20,6 +20,7 @@ from harness.config import (
     parse_assignments,
     read_yaml,
 )
+from harness.data.sources import unread, unread_error
 from harness.errors import ConfigError
 from harness.study.protocol import DevPoint, TrialOutcome, TrialTicket
 from harness.study.trial import run_trial, write_trial_files
@@ -73,7 +74,10 @@ def load_config(path: Path | None, assignments: list[str], seed: int | None) -> 
     from_file = set(flat) - set(overrides)
     flat.update(overrides)
     try:
-        return TrialConfig.from_flat(flat)
+        cfg = TrialConfig.from_flat(flat)
+        if ignored := unread(cfg.data):  # a key its data source does not read
+            raise unread_error(cfg.data.source, ignored[0])
+        return cfg
     except ConfigError as exc:
         if lines is None or exc.key not in from_file:
             raise blame_assignment(exc, assignments) from None

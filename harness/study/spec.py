@@ -43,7 +43,7 @@ import functools
 import itertools
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args
@@ -60,6 +60,7 @@ from harness.config import (
     text_value,
     unknown_key_message,
 )
+from harness.data.sources import only_read, read_by_none, set_keys, unread, unread_error
 from harness.errors import ConfigError, refuse, shown
 from harness.registry import Registry
 from harness.stats.sequential import SeedSchedule
@@ -233,8 +234,17 @@ class StudySpec:
             raise ConfigError(_select_metric_differs(flat["train.select_metric"], self.metric),
                               key="train.select_metric")
 
+        # A data key no configuration's source reads would change nothing; over collections, each
+        # collection takes the keys its source reads.
+        sources = [nc.config.data.source for nc in self.fixed_configs()]
+        for key in flat:
+            if key.startswith("data.") and (why := read_by_none(sources, key)) is not None:
+                raise why
+
         def over(nc: NamedConfig) -> NamedConfig:
-            return dataclasses.replace(nc, config=TrialConfig.from_flat(flat, base=nc.config))
+            cfg = TrialConfig.from_flat(flat, base=nc.config)
+            return dataclasses.replace(nc, config=dataclasses.replace(cfg, data=only_read(cfg.data))
+                                       if self.collections else cfg)
         out = dataclasses.replace(self, defaults=TrialConfig.from_flat(flat, base=self.defaults),
                                   baseline=over(self.baseline), configs=tuple(map(over, self.configs)))
         # The rules across configurations, as the file's own values meet them (_parse): an override of
@@ -301,6 +311,8 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
     baseline = _baseline(raw, defaults)
     configs = _configs(raw, defaults)
     search = _search(raw.get("search"), defaults, metric, mode)
+    if search is not None and "collections" not in raw:  # over collections: with_collections
+        _check_space_read(search.space, [defaults.data.source])
     configs, search = _expand_grid(search, configs, defaults)
     for i, nc in enumerate([baseline, *configs]):
         where = "baseline" if i == 0 else f"configs.{i - 1}.set"
@@ -309,6 +321,11 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         if metric in SELECT_METRICS and nc.config.train.select_metric != metric:
             raise _fail(f"{where}.train.select_metric", f"{where}: "
                         f"{_select_metric_differs(nc.config.train.select_metric, metric)}")
+        if "collections" not in raw and (ignored := unread(nc.config.data)):
+            # a data key its source does not read; over collections, with_collections decides
+            at = next((p for p in (f"{where}.{ignored[0]}", ignored[0], f"defaults.{ignored[0]}") if p in lines.lines),
+                      where)
+            raise _fail(at, str(unread_error(nc.config.data.source, ignored[0])))
     _check_one_evaluation_set(baseline, configs, search)
     confirm = _confirm(raw, configs, search, seeds, schedule is not None)
     _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
@@ -1046,6 +1063,33 @@ def _early_stopping(raw: dict[str, Any], metric: str, mode: str, baseline: Named
     return settings
 
 
+def _check_shared_data_read(raw: dict[str, Any], spec: StudySpec, sources: Sequence[str]) -> None:
+    """A data key of the study's shared section (or its baseline's or a candidate's) that none of
+    its collections' sources reads is refused at its line: it would change nothing."""
+    for where, nc in [("baseline", spec.baseline), *((f"configs.{i}.set", c) for i, c in enumerate(spec.configs))]:
+        for key in set_keys(nc.config.data):
+            if (why := read_by_none(sources, key)) is not None:
+                at = f"{where}.{key}" if _sets(raw, where, key) else (
+                    f"defaults.{key}" if _sets(raw, "defaults", key) else key)
+                raise _fail(at, str(why))
+
+
+def _check_space_read(space: Mapping[str, Any], sources: Sequence[str]) -> None:
+    """A searched data key that no source of the study reads is refused at its line: a dimension
+    that changes nothing."""
+    for key in space:
+        if key.startswith("data.") and (why := read_by_none(sources, key)) is not None:
+            raise _fail(f"search.space.{key}", f"search.space: {why}")
+
+
+def _sets(raw: dict[str, Any], where: str, key: str) -> bool:
+    """Whether the file's mapping at ``where`` (baseline, configs.0.set, defaults) sets ``key``."""
+    node: Any = raw
+    for part in where.split("."):
+        node = node[int(part)] if isinstance(node, list) else (node or {}).get(part)
+    return isinstance(node, dict) and key in flatten(node)
+
+
 def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
     """A study over several collections (docs/study-file.md, "Collections"): ``collections`` is a
     list of ``{name, data}``, each ``data`` the data.* keys of one source (over the study's ``data``
@@ -1103,10 +1147,19 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         names.append(cname)
         per.append({**flat, "data.collection": cname})
     expanded: list[NamedConfig] = []
-    for flat, cname in zip(per, names, strict=True):
+    for i, (flat, cname) in enumerate(zip(per, names, strict=True)):
         for nc in spec.fixed_configs():
-            cfg = _config(flat, f"collections.{names.index(cname)}.data", nc.config)
-            expanded.append(dataclasses.replace(nc, config=cfg))
+            cfg = _config(flat, f"collections.{i}.data", nc.config)
+            # The keys of its own entry its source does not read are refused; the study's shared
+            # data keys each collection takes where its source reads them.
+            if own := [k for k in unread(cfg.data) if k in flat]:
+                raise _fail(f"collections.{i}.{own[0]}",
+                            f"collections[{i}] ({cname}): {unread_error(cfg.data.source, own[0])}")
+            expanded.append(dataclasses.replace(nc, config=dataclasses.replace(cfg, data=only_read(cfg.data))))
+    sources = [c.config.data.source for c in expanded[::len(spec.fixed_configs())]]
+    _check_shared_data_read(raw, spec, sources)
+    if isinstance(raw.get("search"), dict) and isinstance(raw["search"].get("space"), dict):
+        _check_space_read(raw["search"]["space"], sources)
     _check_distinct_data(expanded, names, len(spec.fixed_configs()))
     if target is not None and target not in names:
         hint = did_you_mean(target, names, n=1, style="; ", otherwise="")

@@ -70,10 +70,11 @@ def test_data_that_does_not_load_leaves_no_run_open(here, capsys):
     from mlflow.tracking import MlflowClient
 
     uri = f"sqlite:///{here / 'mlflow.db'}"
+    (here / "empty").mkdir()  # a folder without the data set's files (/nonexistent is a folder on some machines)
     assert main(["train", "--set", "model.name=tiny", "--set", "data.source=msdialog", "--set",
-                 "data.path=/nonexistent", "--experiment", "e1", "--tracking-uri", uri]) == 2
+                 f"data.path={here / 'empty'}", "--experiment", "e1", "--tracking-uri", uri]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == "harness: error: /nonexistent: missing train.tsv", err
+    assert err[-1] == f"harness: error: {here / 'empty'}: missing train.tsv", err
     exp = MlflowClient(uri).get_experiment_by_name("e1")
     assert MlflowClient(uri).search_runs([exp.experiment_id]) == []  # the study run was left RUNNING
 
