@@ -477,6 +477,9 @@ CROSS: list[tuple[str, str, list[str], list[str]]] = [
     ("makes-a-proposal-no-configuration", ("search:\n  searcher: random\n  space:\n    smoothing.method: "
      "{choice: [LS, none]}\n"), ["train.loss=pairwise"],
      ["@P:9: with the overrides train.loss='pairwise'", "the proposal smoothing.method='LS' is no configuration"]),
+    # the file's data.conversations, which the overriding source does not read
+    ("makes-a-file-key-unread", "", ["data.source=cranfield"],
+     ["@P:3: with the overrides data.source='cranfield'", "data.conversations: data.source=cranfield does not read it"]),
 ]
 for id_, extra, assigns, frags in CROSS:
     for cmd in ("validate", "run"):

@@ -254,6 +254,9 @@ class StudySpec:
             _check_teacher_seeds(out.defaults, out.baseline, configs, out.search,
                                  [*out.seeds, *(out.confirm.seeds if out.confirm else ())])
             _check_distinct(out.baseline, configs)
+            for nc in () if self.collections else out.fixed_configs():  # --set data.source=cranfield
+                if ignored := unread(nc.config.data):                     # beside data.conversations
+                    raise unread_error(nc.config.data.source, ignored[0])
             if out.search is not None:  # the space's proposals over the new defaults they start from
                 _check_combinations(out.search.space, out.defaults)
         except ConfigError as exc:
