@@ -132,7 +132,8 @@ def test_a_data_load_that_fails_ends_the_study_run_failed(tmp_path):
     from tests.test_bad_input_sweep import _trec
 
     data = _trec(tmp_path)
-    spec = load_spec(write_study(tmp_path, "gone", defaults={"data.source": "trec", "data.path": str(data)},
+    # the template's data section is the embedded set's (data.conversations, which trec does not read)
+    spec = load_spec(write_study(tmp_path, "gone", data={"source": "trec", "path": str(data), "conversations": None},
                                   seeds=[1, 2]))
     shutil.rmtree(data)
     uri = f"sqlite:///{tmp_path / 'mlruns' / 'mlflow.db'}"
