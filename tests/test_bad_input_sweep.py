@@ -597,6 +597,9 @@ CSVS: list[tuple[str, str | bytes | None, list[str]]] = [
     # one seed written two ways was two seeds in the tables; a seed named AVG was a second AVG row
     ("seed-written-two-ways", CSV.replace("ls,3", "ls,03"), ["@P:7:", "seed '03' is seed '3'", "@P:4"]),
     ("seed-named-avg", CSV.replace("base,1", "base,avg").replace("ls,1", "ls,avg"), ["@P:2:", "'avg'", "mean or SD row"]),
+    # its columns were the combined verdicts' (header "combined: MAP", its cells' daggers theirs)
+    ("collection-named-combined", "collection," + CSV.replace("\n", "\nCombined,", 6).rstrip(",") + "".join(
+        f"other,{line}\n" for line in CSV.splitlines()[1:]), ["@P:2:", "'Combined'", "combined verdicts"]),
 ]
 for id_, content, frags in CSVS:
     for cmd in ("table", "power"):
@@ -760,6 +763,9 @@ study_case("searched-data-key-its-source-does-not-read", ["@P:10:", "search.spac
 study_case("collection-data-key-its-source-does-not-read", ["@P:11:", "collections[1] (cran)", "data.negatives", UNREAD],
            extra=("collections:\n  - name: chat\n    data: {source: chitchat}\n"
                   "  - name: cran\n    data: {source: cranfield, negatives: 4}\n"))
+study_case("collection-named-combined", ["@P:10:", "'combined' is the name of the tables' combined verdicts"],
+           extra=("collections:\n  - name: chat\n    data: {source: chitchat}\n"
+                  "  - name: combined\n    data: {source: cranfield, depth: 20}\n"))
 study_case("shared-data-key-no-collection-reads", ["@P:3:", "data.conversations", UNREAD],
            extra=("collections:\n  - name: a\n    data: {source: cranfield, depth: 20}\n"
                   "  - name: b\n    data: {source: cranfield, depth: 30}\n"))

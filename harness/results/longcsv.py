@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.errors import DataError, shown
 from harness.metrics.measures import METRIC_KEYS, metric_key
-from harness.results.stored import SEED_ROW_NAMES, RunRecord, StudyResults
+from harness.results.stored import COMBINED, SEED_ROW_NAMES, RunRecord, StudyResults
 from harness.textfile import csv_text, read_utf8
 
 REQUIRED = ("config", "seed", "metric", "value")
@@ -217,6 +217,9 @@ def _read_rows(header: Sequence[str], rows: Iterable[tuple[str, Mapping[str, Any
     first: dict[str, str] = {}
     for where, row in rows:
         name = _cell(row, COLLECTION, where)
+        if name.casefold() == COMBINED:  # the tables' columns of the combined verdicts
+            raise DataError(f"{where}: collection {name!r} is the name of the combined verdicts' columns; "
+                            "name the collection otherwise")
         groups.setdefault(name, []).append((where, row))
         first.setdefault(name, where)
     if not groups:

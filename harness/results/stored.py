@@ -54,6 +54,9 @@ class RunRecord:
 
 # The rows a seeds table adds below the seeds (harness.present.table): no seed may be called so.
 SEED_ROW_NAMES = ("AVG", "SD")
+# The columns of a table over several collections that hold the combined verdicts (and their family
+# under harness.stats.across's family "collection"): no collection may be called so.
+COMBINED = "combined"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,7 +39,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from harness.errors import ConfigError, DataError, prefixed
-from harness.results.stored import StudyResults
+from harness.results.stored import COMBINED, StudyResults
 from harness.stats.combined import (
     DEFAULT_TAU2,
     TAU2_METHODS,
@@ -66,7 +66,6 @@ from harness.stats.significance import (
 FAMILIES = ("table", "metric", "collection")
 DEFAULT_FAMILY = "table"
 DEFAULT_WEIGHTING = "equal"
-COMBINED = "combined"  # the combined verdicts' family under ``collection``, and their column group
 _T_TESTS = ("across-seeds", "seed-averaged")
 
 
@@ -178,6 +177,9 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
     if not collections:
         raise DataError("no collections to analyse")
     names = list(collections)
+    if len(names) > 1 and (taken := [n for n in names if n.casefold() == COMBINED]):
+        raise DataError(f"collection {taken[0]!r} has the name of the combined verdicts' columns; rename the "
+                        "collection")
     if options.correction == MAXT and len(names) > 1:
         raise ConfigError("correction maxt is not available over several collections: its joint null "
                           "comes from the baseline runs a family shares, and collections share none; "

@@ -63,6 +63,7 @@ from harness.config import (
 from harness.data.sources import only_read, read_by_none, set_keys, unread, unread_error
 from harness.errors import ConfigError, refuse, shown
 from harness.registry import Registry
+from harness.results.stored import COMBINED
 from harness.stats.sequential import SeedSchedule
 from harness.study.early_stop import EarlyStopSettings, rung_step, rung_steps
 from harness.study.space import Param, ordered, parse_param
@@ -1134,6 +1135,9 @@ def with_collections(raw: dict[str, Any], spec: StudySpec) -> StudySpec:
         if not isinstance(cname, str) or name_problem(cname):
             problem = name_problem(cname) if isinstance(cname, str) else "must be a string"
             raise _fail(f"{where}.name", f"collections[{i}].name: {problem}")
+        if cname.casefold() == COMBINED:
+            raise _fail(f"{where}.name", f"collections[{i}]: {cname!r} is the name of the tables' combined "
+                        "verdicts; name the collection otherwise")
         if cname.casefold() in {n.casefold() for n in names}:
             # names become folder and file names (exports, plots): unique where case is not either
             raise _fail(f"{where}.name", f"collections[{i}]: duplicate collection name {cname!r} (names "
