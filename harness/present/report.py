@@ -45,6 +45,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from harness.errors import DataError
 from harness.metrics.measures import label_of
 from harness.present.power_text import PowerReport
@@ -161,8 +163,29 @@ def _num(value: float, decimals: int, sign: bool = False) -> str:
     return f"{value:+.{decimals}f}" if sign else f"{value:.{decimals}f}"
 
 
-def _p(p: float) -> str:
-    return "p < 0.001" if p < 0.001 else f"p = {p:.2g}"
+def _p(p: float, levels: Sequence[float]) -> str:
+    """``p = ...`` in 2 significant digits, or as many more as it takes to stay on its side of each
+    marker's level (0.0497 beside a dagger at 0.05 is 0.0497, not 0.05).
+
+    >>> _p(0.0497, (0.05, 0.01)), _p(0.0123, (0.05, 0.01)), _p(0.0004, (0.05,))
+    ('p = 0.0497', 'p = 0.012', 'p < 0.001')
+    """
+    if p < 0.001 and all(level > 0.001 for level in levels):
+        return "p < 0.001"
+    for digits in range(2, 17):
+        text = f"{p:.{digits}g}"
+        if all((float(text) < level) == (p < level) for level in levels):
+            return f"p = {text}"
+    return f"p = {p!r}"
+
+
+def _bound(value: float, decimals: int) -> str:
+    """An interval's end in ``decimals``, or in 2 significant digits where those round a non-zero
+    end to zero (the end that keeps a marked interval off 0 would read 0.000)."""
+    text = _num(value, decimals)
+    if value != 0 and float(text) == 0:
+        return np.format_float_positional(value, precision=2, unique=False, fractional=False)
+    return text
 
 
 def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 3) -> str:
@@ -199,8 +222,8 @@ def verdict(analysis: Analysis, config: str, metric: str, decimals: int = 3) -> 
     marker = analysis.marker(comp)
     decided = "ns" if marker is None else f"{marker} {comp.direction}"
     estimate = " (HL)" if analysis.test == "wilcoxon" else ""  # the estimate the interval is around
-    return (f"{decided}: {name}{estimate} {_num(comp.estimate, decimals, sign=True)} [{_num(low, decimals)}, "
-            f"{_num(high, decimals)}], {_p(comp.p_adjusted)}; {analysis.test}, {correction} over "
+    return (f"{decided}: {name}{estimate} {_num(comp.estimate, decimals, sign=True)} [{_bound(low, decimals)}, "
+            f"{_bound(high, decimals)}], {_p(comp.p_adjusted, analysis.options.markers.levels)}; {analysis.test}, {correction} over "
             f"{comp.family_size}")
 
 

@@ -214,3 +214,26 @@ def test_verdict_lines_say_what_the_tables_say(records: list[RunRecord]) -> None
     assert p_maxt < 0.001 and re.fullmatch(r"\u2021 better: MRR .*, p < 0.001; seed-averaged, max-T over 3",
                                            maxt.outcomes["better"].verdict)
     assert maxt.outcomes["better"].tags[TAG_CORRECTION] == "maxt"
+
+
+@pytest.mark.parametrize("p_target", [0.0497, 0.00996])
+def test_a_verdicts_p_never_reads_as_its_markers_level(p_target: float) -> None:
+    """p = 0.0497 beside a dagger printed as "p = 0.05", p = 0.00996 beside a double dagger as
+    "p = 0.01" (2 significant digits), and the interval's lower end as 0.000 beside a marker: each
+    now keeps the digits that put it on its side. Values: scipy's t-test over 3 seed differences."""
+    from scipy import stats
+
+    x = 0.1 * math.sqrt(3) / stats.t.isf(p_target / 2, 2)  # differences 0.1, 0.1 + x, 0.1 - x
+    base = {"1": 0.30, "2": 0.32, "3": 0.31}
+    diff = {"1": 0.1, "2": 0.1 + x, "3": 0.1 - x}
+    records = [RunRecord(config="base", seed=s, values={"map": v}) for s, v in base.items()]
+    records += [RunRecord(config="c", seed=s, values={"map": base[s] + diff[s]}) for s in base]
+    report = study_report(StudyResults.build(records), AnalysisOptions(test="across-seeds"), formats=("md",))
+    p = stats.ttest_1samp(list(diff.values()), 0.0).pvalue
+    assert p == pytest.approx(p_target, rel=1e-6)
+    line = report.outcomes["c"].verdict
+    got = re.fullmatch(r"\S+ better: MAP \+0\.100 \[(?P<low>[\d.]+), [\d.]+\], p = (?P<p>[\d.]+); .*", line)
+    assert got, line
+    shown = float(got["p"])
+    assert all((shown < level) == (p < level) for level in (0.05, 0.01)), line
+    assert float(got["low"]) > 0, line  # a marked interval's end reads above 0
