@@ -108,7 +108,9 @@ class TableOptions:
         return AnalysisOptions(
             metrics=metric_names(metric) or self.metric, test=self.test, correction=self.correction,
             family=family, markers=Markers(levels=self.levels), resamples=self.resamples, seed=self.seed,
-            one_seed_test=self.one_seed_test)
+            one_seed_test=self.one_seed_test,
+            # the interval beside a marker excludes 0 exactly when the loosest level marks it
+            confidence=1.0 - max(self.levels))
 
 
 @dataclass(frozen=True, kw_only=True, repr=False)

@@ -146,3 +146,23 @@ def test_argument_errors_are_one_line(argv: tuple[str, ...], says: str, capsys: 
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith(says), err
     assert "-h` lists the options" in err
+
+
+@pytest.mark.parametrize("levels", [["0.1"], ["0.1", "0.05"], ["0.2", "0.01"]])
+def test_the_interval_beside_a_marker_is_at_the_loosest_level(tmp_path: Path, run_cli: Cli,
+                                                               levels: list[str]) -> None:
+    """`--levels 0.1` put a dagger (p_adjusted 0.08) beside a 95% interval that held 0, under a
+    footnote saying the interval excludes 0 exactly when p_adjusted < 0.05. The interval is now at
+    1 - the loosest level: every row's interval excludes 0 exactly when the row is marked."""
+    records = synthetic_records(queries=30, effects={"base": 0.0, "a": 0.012, "b": 0.02, "c": -0.015})
+    src = write_long_csv(tmp_path / "r.csv", records)
+    loosest = max(map(float, levels))
+    rc, out, _ = run_cli("table", "--from", str(src), "--levels", *levels, "--format", "csv", "--test", "seed-averaged")
+    rows = [r for r in csv.DictReader(out.splitlines()) if r["p_adjusted"]]
+    assert rc == 0 and rows
+    for r in rows:
+        excludes = float(r["ci_low"]) > 0 or float(r["ci_high"]) < 0
+        assert excludes == (float(r["p_adjusted"]) < loosest), r
+    rc, out, _ = run_cli("table", "--from", str(src), "--levels", *levels, "--form", "summary", "--metric", "map",
+                         "--test", "seed-averaged")
+    assert rc == 0 and f"{100 * (1 - loosest):g}% CI" in out and f"adjusted p-value is below {loosest:g}" in out
