@@ -73,8 +73,8 @@ def report_html(report: StudyReport, record: StudyRecord | None = None, *, title
     recorded decisions (results that did not come from MLflow)."""
     record = record or StudyRecord()
     analysis = report.analysis
-    # The page's decisions, its main table and its forest plot read one analysis: the configs
-    # table's (its family the whole table), so no sentence marks what the table beside it does not.
+    # The page's decisions, its tables, its forest plot and its power curves read one analysis: the
+    # configs table's (its family the whole table), so no sentence marks what a table beside it does not.
     shown = report.whole or analysis
     res = analysis.results
     name = title or res.source
@@ -90,7 +90,7 @@ def report_html(report: StudyReport, record: StudyRecord | None = None, *, title
          f"{_e(the_baseline(res.baseline))}, {seeds}{queries}; {_e(analysis.test)} test, "
          f"{_e(_correction(analysis))} correction{_e(phase)}</p>"),
         _section("decisions", "What the study decided", _decisions(shown, record)),
-        _section("significance", "Significance", _tables(shown, analysis, decimals)),
+        _section("significance", "Significance", _tables(shown, decimals)),
         _section("forest", "Difference to the baseline", _forest(shown)),
         _section("curves", "Dev curves", _curves(res.baseline, res.configs, record)),
         _section("power", "Power: the difference the study can detect", _power(report)),
@@ -180,11 +180,12 @@ def _decisions(analysis: Analysis, record: StudyRecord) -> str:
     return '<ul class="decisions">' + "".join(f"<li>{_e(s)}</li>" for s in items) + "</ul>"
 
 
-def _tables(whole: Analysis, analysis: Analysis, decimals: int) -> str:
+def _tables(whole: Analysis, decimals: int) -> str:
     """The configs table (its family the whole table's, as `harness table --form configs` and the
-    study's tables/configs.*) and the per-seed tables (each metric's family)."""
+    study's tables/configs.*) and the per-seed tables, corrected over the same family: one page,
+    one meaning of a marker (each metric's family marked a cell the configs table left unmarked)."""
     configs = SignificanceTable.build(whole, "configs", decimals).to_html()
-    seeds = SignificanceTable.build(analysis, "seeds", decimals).to_html()
+    seeds = SignificanceTable.build(whole, "seeds", decimals).to_html()
     return f"{configs}\n<details><summary>Per-seed values (one table per metric)</summary>\n{seeds}\n</details>"
 
 

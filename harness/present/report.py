@@ -129,10 +129,15 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
     analysis = analyse(results, options)
     for fmt in formats:
         RENDERERS.get(fmt)
+    # As `harness table` corrects them (harness.analysis.TableOptions): the configs form is one
+    # table of every metric, its family the whole table; the other forms one table per metric.
+    whole = analysis if analysis.options.family != "metric" else analyse(
+        results, replace(analysis.options, family="all"))
     power, skipped = None, None
     try:
-        # At the level of the tables beside it: Holm's first step over the analysis's family.
-        family = max((c.family_size for c in analysis.comparisons), default=None)
+        # At the level of the report page's tables (the configs table, and the per-seed tables
+        # beside it, corrected alike): Holm's first step over the whole table's family.
+        family = max((c.family_size for c in whole.comparisons), default=None)
         power = power_analysis(results, PowerOptions(metrics=analysis.metrics, family_size=family))
     except DataError as exc:
         skipped = str(exc)
@@ -142,10 +147,6 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         verdict_metric = analysis.metrics[0]
     outcomes = {config: _outcome(analysis, config, power, verdict_metric) for config in results.configs}
     tables = {}
-    # As `harness table` corrects them (harness.analysis.TableOptions): the configs form is one
-    # table of every metric, its family the whole table; the other forms one table per metric.
-    whole = analysis if analysis.options.family != "metric" else analyse(
-        results, replace(analysis.options, family="all"))
     for form in FORMS:
         table = SignificanceTable.build(whole if form == "configs" else analysis, form, decimals)
         for fmt in formats:

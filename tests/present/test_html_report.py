@@ -100,15 +100,17 @@ def test_curve_bands_over_seeds_with_different_steps():
 
 @pytest.mark.slow
 def test_power_curve_is_the_noncentral_t_mde_at_each_seed_count(report):
-    """Each point: the crossed test's MDE (harness.stats.power.mde) at the table's corrected level,
-    Holm's first step over the analysis's family; above Satterthwaite's noncentral-t figure at the
+    """Each point: the crossed test's MDE (harness.stats.power.mde) at the page's tables' corrected
+    level, Holm's first step over the whole table's family (the per-metric family's level, beside
+    tables corrected over every metric, described a looser test than the page ran); above Satterthwaite's noncentral-t figure at the
     uncorrected level (statsmodels' TTestPower), which overstated power; it falls with S towards the
     query floor; the study's own point is power.md's row."""
     from statsmodels.stats.power import TTestPower
 
     power = report.power
     q = power.queries
-    assert power.family_size == max(c.family_size for c in report.analysis.comparisons)
+    assert power.family_size == max(c.family_size for c in report.whole.comparisons)
+    assert power.family_size == 2 * max(c.family_size for c in report.analysis.comparisons)  # MAP and MRR
     comp = next(c for c in power.comparisons if c.config == "better" and c.metric == "map")
     sd, sq, sr = comp.components.seed, comp.components.query, comp.components.resid
     curve = dict(power_curve(power, "better", "map"))
@@ -238,3 +240,14 @@ def test_the_page_in_chromium(results, report, browser, tmp_path):
     keep = os.environ.get("HARNESS_REPORT_SHOT")
     if keep:
         shutil.copy(shot, keep)
+
+
+def test_every_table_on_the_page_corrects_over_one_family(report, results):
+    """The page's per-seed tables corrected over each metric's family (m = 3) beside a configs
+    table over the whole table's (m = 6): a cell could be marked in one and not in the other. Every
+    footnote on the page now names the same m, the power caption's included."""
+    page = report_html(report, _record(results))
+    sizes = set(re.findall(r"m = (\d+) comparisons", page))
+    whole = max(c.family_size for c in report.whole.comparisons)
+    assert sizes == {str(whole)} and whole == 6
+    assert f"Holm&#x27;s first step over the table&#x27;s {whole} comparisons" in page
