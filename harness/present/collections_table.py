@@ -23,8 +23,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.metrics.measures import TIE_RULE, label_of
-from harness.present.table import AUTO_FORM, check_layout, dropped_note, library_versions, resolve_form
+from harness.metrics.measures import label_of
+from harness.present.table import (
+    AUTO_FORM,
+    check_layout,
+    dropped_note,
+    library_versions,
+    resolve_form,
+    values_note,
+)
 from harness.results.stored import seed_summary
 from harness.stats.across import COMBINED, CollectionsAnalysis, CombinedComparison
 from harness.stats.combined import TAU2_METHODS
@@ -252,7 +259,7 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
         better=opts.markers.better, worse=opts.markers.worse, correction=describe(opts.correction),
         correction_name=opts.correction, family=analysis.family, family_words=_FAMILY_WORDS[analysis.family],
         comparisons=analysis.comparisons, combined=combined, remarks=tuple(remarks),
-        tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}", versions=library_versions())
+        tie_rule=values_note([a.results for a in analysis.analyses.values()]), versions=library_versions())
 
 
 def _phase(analysis: CollectionsAnalysis) -> str:

@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from harness import __version__
 from harness.errors import UnknownName, is_integer, refuse
@@ -344,11 +345,21 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         per_run_only=analysis.per_run_only,
         sd_note=(f"SD is the sample standard deviation over {seeds} seeds" if len(counts) == 1
                  else "SD is the sample standard deviation over each configuration's seeds"),
-        tie_rule=f"Per-query metrics computed by the harness: {TIE_RULE}",
+        tie_rule=values_note([res]),
         versions=library_versions(), remarks=tuple(remarks),
         tally_seeds=seeds if analysis.test == "per-seed" else None,
         effect_note=effect_note(analysis), seeds_text=seeds_text, confidence=opts.confidence,
         untested=untested_note(analysis))
+
+
+def values_note(results: Sequence[StudyResults]) -> str:
+    """Where the table's values come from: the harness's evaluation (its tie rule) where every run
+    was read from a study's MLflow records, else the file or frame they were given in (a results CSV
+    may come from elsewhere, its ties broken otherwise)."""
+    if all(rec.run_id for res in results for rec in res.runs.values()):
+        return f"Per-query metrics computed by the harness: {TIE_RULE}"
+    sources = list(dict.fromkeys(Path(res.source.split(" collection ")[0]).name for res in results))
+    return f"Metric values as given in {', '.join(sources)}"
 
 
 def _description(analysis: Analysis) -> str:
