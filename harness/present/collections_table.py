@@ -250,8 +250,11 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
     weights = ("inverse-variance random-effects weights, tau^2 by "
                f"{_TAU2_NAMES[analysis.tau2_method]}" if analysis.weighting == "inverse-variance"
                else "equal weights")
+    # A configuration missing from a collection is combined over the collections it has (its own k).
+    fewer = sorted({(c.config, len(c.collections)) for c in analysis.combined if len(c.collections) < k})
+    own = "".join(f"; {config} over its {n} collections, t on {n - 1} df" for config, n in fewer)
     combined = (f"Combined: the random-effects combination of the {k} collections' differences "
-                f"(Hartung-Knapp-Sidik-Jonkman variance, t on k - 1 = {k - 1} df, {weights}; tau^2 "
+                f"(Hartung-Knapp-Sidik-Jonkman variance, t on k - 1 = {k - 1} df{own}, {weights}; tau^2 "
                 f"and I^2 in the CSV)")
     return CollectionsNotes(
         test=analysis.test, test_description=TESTS[analysis.test].description, units=_units(analysis),

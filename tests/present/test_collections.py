@@ -462,3 +462,22 @@ def test_the_table_and_report_page_in_chromium(tmp_path: Path) -> None:
         assert blocks[:3] == ["msdialog", "mantis", "combined across collections"]
         assert page.is_visible("#per-seed table")
         browser.close()
+
+
+def test_a_configuration_missing_from_a_collection_is_combined_over_its_own(tmp_path: Path, run_cli) -> None:
+    """A configuration absent from one of three collections is combined over the two it has (t on
+    1 df, scipy's one-sample t-test over its two differences), and the footnote says so: it read
+    "t on k - 1 = 2 df" for every combined verdict."""
+    cols = {name: StudyResults.build(synthetic_records(queries=30, effects={"base": 0.0, "a": s, "z": s / 2}),
+                                     source=name) for name, s in (("A", 0.02), ("B", 0.03), ("C", 0.01))}
+    rows = [r for r in collection_rows(cols) if not (r["collection"] == "C" and r["config"] == "z")]
+    path = tmp_path / "c.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    rc, out, err = run_cli("table", "--from", str(path), "--test", "seed-averaged", "--metric", "map")
+    assert rc == 0, err
+    assert "t on k - 1 = 2 df; z over its 2 collections, t on 1 df," in out
+    rc, out, _ = run_cli("table", "--from", str(path), "--test", "seed-averaged", "--metric", "map", "--format", "csv")
+    z = next(r for r in csv.DictReader(out.splitlines()) if r["collection"] == "combined" and r["row"] == "z")
+    assert z["k"] == "2"
+    diffs = [cols[c].seed_values("z", "map").mean() - cols[c].seed_values("base", "map").mean() for c in ("A", "B")]
+    assert float(z["p_value"]) == pytest.approx(stats.ttest_1samp(diffs, 0.0).pvalue, rel=1e-6)
