@@ -108,7 +108,12 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
         text(f". {notes.correction[0].upper()}{notes.correction[1:]}, family: {notes.family} "
              f"(m = {notes.comparisons} comparisons{_stopped(notes.stopped)}). "),
     ]
-    if notes.per_run_only:
+    if notes.per_run_metrics:
+        lacking = ", ".join(notes.per_run_metrics)
+        parts.append(text(f"{lacking} {'has' if len(notes.per_run_metrics) == 1 else 'have'} per-run values "
+                          "only, so every metric of this table takes the across-seeds test, the one test "
+                          "they all allow (--metric with the others alone tests those over their queries). "))
+    elif notes.per_run_only:
         parts.append(text("Only per-run values are available, so the across-seeds test is the only "
                           "test possible. "))
     if notes.tally_seeds is not None:

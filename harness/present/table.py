@@ -98,6 +98,7 @@ class Notes:
     family: str
     comparisons: int  # the family's size m, stopped configurations' comparisons included
     per_run_only: bool
+    per_run_metrics: tuple[str, ...] = ()
     sd_note: str
     tie_rule: str
     versions: str
@@ -343,6 +344,9 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         correction=describe(opts.correction), correction_name=opts.correction,
         family=family, comparisons=max((c.family_size for c in comps), default=0), stopped=len(res.stopped),
         per_run_only=analysis.per_run_only,
+        # the metrics without per-query values, where others have them (one test for the table)
+        per_run_metrics=tuple(label_of(m) for m in analysis.metrics if not res.has_per_query(m))
+        if analysis.per_run_only and any(res.has_per_query(m) for m in analysis.metrics) else (),
         sd_note=(f"SD is the sample standard deviation over {seeds} seeds" if len(counts) == 1
                  else "SD is the sample standard deviation over each configuration's seeds"),
         tie_rule=values_note([res]),

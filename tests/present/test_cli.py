@@ -166,3 +166,21 @@ def test_the_interval_beside_a_marker_is_at_the_loosest_level(tmp_path: Path, ru
     rc, out, _ = run_cli("table", "--from", str(src), "--levels", *levels, "--form", "summary", "--metric", "map",
                          "--test", "seed-averaged")
     assert rc == 0 and f"{100 * (1 - loosest):g}% CI" in out and f"adjusted p-value is below {loosest:g}" in out
+
+
+def test_a_metric_with_per_run_values_only_is_named_in_the_footnote(tmp_path: Path, run_cli: Cli) -> None:
+    """MAP per query beside MRR per run: the table runs the across-seeds test for both, and its
+    footnote said "Only per-run values are available", false for MAP (whose --metric alone runs the
+    crossed test). It now names the metric that lacks them."""
+    records = synthetic_records()
+    per_query = write_long_csv(tmp_path / "q.csv", records).read_text().splitlines()
+    per_run = write_long_csv(tmp_path / "r.csv", records, per_query=False).read_text().splitlines()
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("\n".join([per_query[0]] + [line for line in per_query[1:] if ",map," in line]
+                               + [f"{line}," for line in per_run[1:] if ",mrr," in line]) + "\n")
+    rc, out, _ = run_cli("table", "--from", str(mixed), "--form", "configs")
+    assert rc == 0 and "Paired t-test over the per-seed means" in out
+    assert "Only per-run values are available" not in out
+    assert "MRR has per-run values only, so every metric of this table takes the across-seeds test" in out
+    rc, out, _ = run_cli("table", "--from", str(mixed), "--metric", "map")
+    assert rc == 0 and "Crossed seeds × queries test" in out and "per-run values only" not in out
