@@ -91,6 +91,22 @@ def metric_key(name: str) -> str:
     return IR_MEASURES_NAMES.get(name, name)
 
 
+def known_measure(name: str) -> bool:
+    """Whether ``name`` is a harness metric key or an ir-measures measure (every one of them higher
+    when the ranking is better); a cost, a loss or another program's metric is not.
+
+    >>> known_measure("map"), known_measure("P@5"), known_measure("cascade_cost")
+    (True, True, False)
+    """
+    if name in SPECS or name in IR_MEASURES_NAMES:
+        return True
+    try:
+        ir_measures.parse_measure(name)
+    except (NameError, SyntaxError, ValueError, TypeError, AttributeError, RecursionError):  # a name it lacks
+        return False
+    return True
+
+
 def canonical_name(key: str) -> str:
     """ir-measures' canonical name of a harness key; other names as they are."""
     spec = SPECS.get(key)

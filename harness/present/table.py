@@ -28,11 +28,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from pathlib import Path
 
 from harness import __version__
 from harness.errors import UnknownName, is_integer, refuse
-from harness.metrics.measures import NAME_STYLES, TIE_RULE, label_of
+from harness.metrics.measures import NAME_STYLES, TIE_RULE, known_measure, label_of
 from harness.results.stored import StudyResults, seed_summary
 from harness.stats.corrections import describe
 from harness.stats.crossed import CrossedResult
@@ -312,6 +311,8 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
             units += f", {seeds} seeds"
     remarks = [res.phase_note] if res.phase_note else []
     remarks += list(analysis.remarks)
+    if assumed := direction_note([display_name(m, names) for m in metrics if not known_measure(m)]):
+        remarks.append(assumed)
     identical = identical_note(analysis, metrics, names)
     if identical:
         remarks.append(identical)
@@ -356,14 +357,24 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         untested=untested_note(analysis))
 
 
+def direction_note(names: Sequence[str]) -> str:
+    """The footnote's sentence on metrics that are no IR measure (``known_measure``; "" for none):
+    "better" and "worse" mean higher and lower, true of every IR measure, not of a cost."""
+    if not names:
+        return ""
+    return (f"Higher values are taken as better for {_enumerate(list(names))} (not "
+            f"{'an IR measure' if len(names) == 1 else 'IR measures'} the harness knows): for a cost "
+            "or a loss, read better as higher and worse as lower")
+
+
 def values_note(results: Sequence[StudyResults]) -> str:
     """Where the table's values come from: the harness's evaluation (its tie rule) where every run
-    was read from a study's MLflow records, else the file or frame they were given in (a results CSV
-    may come from elsewhere, its ties broken otherwise)."""
+    was read from a study's MLflow records, else as given (a results CSV or DataFrame may come
+    from elsewhere, its ties broken otherwise; the same sentence for both, so a file and the frame
+    read from it give one table)."""
     if all(rec.run_id for res in results for rec in res.runs.values()):
         return f"Per-query metrics computed by the harness: {TIE_RULE}"
-    sources = list(dict.fromkeys(Path(res.source.split(" collection ")[0]).name for res in results))
-    return f"Metric values as given in {', '.join(sources)}"
+    return "Metric values as given to the harness, not computed by it"
 
 
 def _description(analysis: Analysis) -> str:

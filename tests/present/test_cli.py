@@ -184,3 +184,17 @@ def test_a_metric_with_per_run_values_only_is_named_in_the_footnote(tmp_path: Pa
     assert "MRR has per-run values only, so every metric of this table takes the across-seeds test" in out
     rc, out, _ = run_cli("table", "--from", str(mixed), "--metric", "map")
     assert rc == 0 and "Crossed seeds × queries test" in out and "per-run values only" not in out
+
+
+def test_a_metric_that_is_no_ir_measure_has_its_direction_stated(tmp_path: Path, run_cli: Cli) -> None:
+    """A results CSV's cascade_cost 0.40 -> 0.61 was marked "significantly better" without a word:
+    every marker takes higher as better, true of IR measures and not of a cost. The footnote now
+    says which metrics that is assumed for; an IR measure's table says nothing of it."""
+    rows = [f"{c},{s},cascade_cost,{v}" for c, vals in (("base", (0.40, 0.41, 0.40)), ("x", (0.60, 0.62, 0.61)))
+            for s, v in zip((1, 2, 3), vals, strict=True)]
+    cost = tmp_path / "cost.csv"
+    cost.write_text("config,seed,metric,value\n" + "\n".join(rows) + "\n")
+    rc, out, _ = run_cli("table", "--from", str(cost), "--form", "summary")
+    assert rc == 0 and "Higher values are taken as better for cascade\\_cost (not an IR measure" in out
+    rc, out, _ = run_cli("table", "--from", str(write_long_csv(tmp_path / "r.csv", synthetic_records())))
+    assert rc == 0 and "Higher values are taken" not in out
