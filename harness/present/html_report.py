@@ -27,6 +27,7 @@ import base64
 import html
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +40,7 @@ from harness.present.report import CORRECTION_NAMES, StudyReport
 from harness.present.significance_table import SignificanceTable
 from harness.present.table import display_name, identical_note, library_versions, shown_name
 from harness.results.study_record import StudyRecord, read_study_record
-from harness.stats.power import PowerAnalysis, mde
+from harness.stats.power import PowerAnalysis, mde, power_analysis
 from harness.stats.significance import BETTER, WORSE, Analysis
 
 # Seed counts the power curve is drawn through (plus the study's own).
@@ -322,8 +323,21 @@ def own_mde(power: PowerAnalysis, config: str, metric: str) -> float:
     return next(r.mde for r in comp.rows if r.seeds == power.seeds)
 
 
+def page_power(report: StudyReport) -> PowerAnalysis | None:
+    """The power analysis at the level of the page's tables: Holm's first step over the whole
+    table's family (the configs table's, and the per-seed tables' on the page), where the study's
+    own (power/power.md, beside the per-metric tables) is over each metric's."""
+    power, whole = report.power, report.whole
+    if power is None or whole is None:
+        return power
+    family = max((c.family_size for c in whole.comparisons), default=power.family_size)
+    if family == power.family_size:
+        return power
+    return power_analysis(report.analysis.results, replace(power.options, family_size=family))
+
+
 def _power(report: StudyReport) -> str:
-    power = report.power
+    power = page_power(report)
     if power is None:
         return _none(f"No power analysis: {report.power_skipped}")
     analysis = report.analysis

@@ -135,9 +135,10 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         results, replace(analysis.options, family="all"))
     power, skipped = None, None
     try:
-        # At the level of the report page's tables (the configs table, and the per-seed tables
-        # beside it, corrected alike): Holm's first step over the whole table's family.
-        family = max((c.family_size for c in whole.comparisons), default=None)
+        # At the level of the tables beside it (the terminal's and `harness table`'s per-metric
+        # tables): Holm's first step over the analysis's family. The report page, whose tables
+        # correct over the whole table, draws its own (harness.present.html_report.page_power).
+        family = max((c.family_size for c in analysis.comparisons), default=None)
         power = power_analysis(results, PowerOptions(metrics=analysis.metrics, family_size=family))
     except DataError as exc:
         skipped = str(exc)
