@@ -265,7 +265,7 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
         better=opts.markers.better, worse=opts.markers.worse, correction=describe(opts.correction),
         correction_name=opts.correction, family=analysis.family, family_words=_FAMILY_WORDS[analysis.family],
         comparisons=analysis.comparisons, combined=combined, remarks=tuple(remarks),
-        tie_rule=values_note([a.results for a in analysis.analyses.values()]), versions=library_versions())
+        tie_rule=values_note(), versions=library_versions())
 
 
 def _phase(analysis: CollectionsAnalysis) -> str:

