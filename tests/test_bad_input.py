@@ -193,6 +193,21 @@ def _rows() -> list[Row]:
         cfg = config_file(tmp, b"model: {name: tiny}\n# r\xe9sum\xe9\n")
         return ["train", "--no-mlflow", "--config", str(cfg)], [f"{cfg}:2:", "not UTF-8"]
 
+    @add("jobs-env-file-not-utf8")
+    def _(tmp: Path) -> tuple[list[str], list[str]]:
+        env = tmp / "cluster.env"
+        env.write_bytes("HARNESS_CACHE=/data\n# caf\u00e9\n".encode("latin-1"))
+        return ["jobs", "list", "--address", "http://127.0.0.1:9", "--env-file", str(env)], [
+            f"{env}:2:", "env file", "not UTF-8"]
+
+    @add("jobs-token-file-not-utf8")
+    def _(tmp: Path) -> tuple[list[str], list[str]]:
+        tok, env = tmp / "token", tmp / "cluster.env"
+        tok.write_bytes(b"abc\n\xff\xfe\n")
+        env.write_text(f"RAY_AUTH_TOKEN_PATH={tok}\n")
+        return ["jobs", "list", "--address", "http://127.0.0.1:9", "--env-file", str(env)], [
+            f"RAY_AUTH_TOKEN_PATH={tok}", "line 2", "not UTF-8"]
+
     for cmd in ("run", "train"):
         @add(f"set-value-malformed-yaml-{cmd}")
         def _(tmp: Path, cmd: str = cmd) -> tuple[list[str], list[str]]:

@@ -86,19 +86,31 @@ def resolve_token(env: Mapping[str, str], home: Path | None = None) -> tuple[str
     if path_s:
         path = Path(path_s).expanduser()
         try:
-            token = path.read_text().strip()
+            token = path.read_bytes()
         except OSError as exc:
             raise HarnessError(f"RAY_AUTH_TOKEN_PATH={path}: cannot read the token ({exc.strerror})") from None
+        token = _token_text(token, f"RAY_AUTH_TOKEN_PATH={path}")
         if not token:
             raise HarnessError(f"RAY_AUTH_TOKEN_PATH={path}: the token file is empty")
         return token, f"RAY_AUTH_TOKEN_PATH={path}"
     if env.get("RAY_AUTH_MODE", "").lower() == "token":
         path = (home or Path.home()) / ".ray" / "auth_token"
-        if path.is_file() and path.read_text().strip():
-            return path.read_text().strip(), str(path)
+        token = _token_text(path.read_bytes(), str(path)) if path.is_file() else ""
+        if token:
+            return token, str(path)
         raise HarnessError("RAY_AUTH_MODE=token but no token: set RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH "
                            "(environment or --env-file)")
     return None, None
+
+
+def _token_text(data: bytes, source: str) -> str:
+    """A token file's text, stripped; one line naming ``source`` where it is not UTF-8."""
+    try:
+        return data.decode("utf-8-sig").strip()
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise HarnessError(f"{source}: line {line}: the token file is not UTF-8 text (byte "
+                           f"0x{data[exc.start]:02x} at offset {exc.start})") from None
 
 
 def server_from(address: str | None, env: Mapping[str, str]) -> JobServer:

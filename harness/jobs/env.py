@@ -63,10 +63,12 @@ def describe_env(env: Mapping[str, str], skip: Iterable[str] = (STUDY_TEXT_ENV,)
 
 def read_env_file(path: Path) -> dict[str, str]:
     """``KEY=VALUE`` lines (``export`` prefix, quotes and ``#`` comments allowed); errors name the line."""
-    if not path.is_file():
+    from harness.textfile import read_utf8
+
+    if not path.exists():
         raise HarnessError(f"{path}: env file not found")
     out: dict[str, str] = {}
-    for n, raw in enumerate(path.read_text().splitlines(), 1):
+    for n, raw in enumerate(read_utf8(path, "env file", ConfigError).splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -76,12 +78,21 @@ def read_env_file(path: Path) -> dict[str, str]:
         key, value = key.strip(), value.strip()
         if not sep or not _KEY.match(key):
             raise ConfigError(f"{path}:{n}: expected KEY=VALUE")
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        elif " #" in value:
-            value = value.split(" #", 1)[0].rstrip()
+        value = _unquote(value)
         out[key] = value
     return out
+
+
+def _unquote(value: str) -> str:
+    """An env file's value: inside matching quotes taken as written (a ``#`` there is part of it),
+    then a `` #`` comment after it dropped; unquoted, everything before a `` #`` comment."""
+    if value[:1] in ("'", '"'):
+        end = value.find(value[0], 1)
+        if end > 0 and (value[end + 1:].strip() == "" or value[end + 1:].lstrip().startswith("#")):
+            return value[1:end]
+    if " #" in value:
+        value = value.split(" #", 1)[0].rstrip()
+    return value
 
 
 def parse_env_assignments(items: Sequence[str]) -> dict[str, str]:

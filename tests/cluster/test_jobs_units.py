@@ -23,9 +23,11 @@ QUICKSTART = REPO / "search_spaces" / "quickstart.yaml"
 def test_env_file_parsing(tmp_path: Path) -> None:
     f = tmp_path / "x.env"
     f.write_text("# comment\n\nexport RAY_AUTH_TOKEN=abc\nMLFLOW_TRACKING_PASSWORD='p w#1'\n"
-                 "HARNESS_CACHE=/data/cache  # where\nEMPTY=\n")
+                 "HARNESS_CACHE=/data/cache  # where\nEMPTY=\nQUOTED=\"/data/cache\" # shared cache\n"
+                 "SINGLE='a # b'  # note\nODD='a' b\n")
     assert E.read_env_file(f) == {"RAY_AUTH_TOKEN": "abc", "MLFLOW_TRACKING_PASSWORD": "p w#1",
-                                  "HARNESS_CACHE": "/data/cache", "EMPTY": ""}
+                                  "HARNESS_CACHE": "/data/cache", "EMPTY": "", "QUOTED": "/data/cache",
+                                  "SINGLE": "a # b", "ODD": "'a' b"}
     f.write_text("OK=1\nnot a line\n")
     with pytest.raises(ConfigError, match=r"x.env:2: expected KEY=VALUE"):
         E.read_env_file(f)
