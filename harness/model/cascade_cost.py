@@ -80,7 +80,7 @@ class CascadePlan:
 
     def __post_init__(self) -> None:
         _check_depth(self.num_layers)
-        _check_exits(self.exits, self.num_layers)
+        check_exits(self.exits, self.num_layers)
         _check_alphas(self.alphas, self.exits)
         if len(self.alphas) != len(self.exits):
             raise ConfigError(f"cascade.alpha must have one value per exit after expansion "
@@ -96,7 +96,7 @@ class CascadePlan:
         one value for every exit or one per exit."""
         _check_depth(num_layers)
         chosen = default_exits(num_layers) if exits is None else tuple(int(e) for e in exits)
-        _check_exits(chosen, num_layers)
+        check_exits(chosen, num_layers)
         alphas = tuple(float(a) for a in alpha)
         _check_alphas(alphas, chosen)
         if len(alphas) == 1:
@@ -177,7 +177,9 @@ def _check_batch(n: int) -> None:
         raise ConfigError(f"cascade batch (candidates per query) must be an integer >= 1, got {n!r}")
 
 
-def _check_exits(exits: tuple[int, ...], num_layers: int) -> None:
+def check_exits(exits: tuple[int, ...], num_layers: int) -> None:
+    """The trainer's rule for ``cascade.exits`` of a ``num_layers``-layer encoder: layers in
+    [1, num_layers], strictly increasing, the last one the last layer (the full model)."""
     shown = list(exits)
     if not exits:
         raise ConfigError("cascade.exits must be a non-empty list of layers")

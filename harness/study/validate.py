@@ -165,11 +165,12 @@ def _collection_trials(spec: Any, fixed: int) -> str:
 
 
 def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False) -> None:
-    """Every cascade exit is a layer of the encoder, and ``cascade.alpha`` has one value or one per
-    exit where the exits are the depth's default (``cascade.exits`` null; a list is checked with
-    the config). The depth comes from the model's config (``encoder_depth``); with ``build_model``
+    """Every cascade exit is a layer of the encoder, the last one its last layer (the trainer's
+    rule, ``check_exits``), and ``cascade.alpha`` has one value or one per exit where the exits
+    are the depth's default (``cascade.exits`` null; a list is checked with the config). The depth
+    comes from the model's config (``encoder_depth``); with ``build_model``
     (or when only loading can tell) the model is built."""
-    from harness.model.cascade_cost import default_exits
+    from harness.model.cascade_cost import check_exits, default_exits
     from harness.model.encoder import encoder_depth
 
     for name in dict.fromkeys(c.model.name for c in configs):
@@ -185,6 +186,12 @@ def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False
             if ex and max(ex) > depth:
                 raise ConfigError(f"cascade.exits={ex}: layer {max(ex)} is beyond the {depth}-layer "
                                   f"encoder of model.name={name}", key="cascade.exits")
+            if ex:
+                try:  # the rule the trainer applies (CascadePlan): the last exit is the full model
+                    check_exits(tuple(ex), depth)
+                except ConfigError as exc:
+                    raise ConfigError(f"{exc} (the {depth}-layer encoder of model.name={name})",
+                                      key="cascade.exits") from None
             if not ex and len(c.cascade.alpha) not in (1, len(defaults)):
                 raise ConfigError(f"cascade.alpha must have 1 value or one per exit ({len(defaults)} for the "
                                   f"default exits {defaults} of the {depth}-layer encoder of model.name={name}), "

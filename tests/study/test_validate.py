@@ -182,6 +182,31 @@ def test_validate_refuses_a_gpu_memory_that_is_no_size(tmp_path, capsys):
     assert _one_line(capsys).endswith("--gpu-memory must be a number of GiB > 0, got -4")
 
 
+@pytest.mark.parametrize("command", [
+    ["validate", "--no-model"],
+    ["run"],
+    ["submit", "--address", CLOSED, "--tracking-uri", CLOSED, "--skip-tracking-check"],
+])
+def test_cascade_exits_short_of_the_last_layer_are_refused_before_any_trial(deep, capsys, command):
+    """Every trial of such a study failed ("cascade.exits must end at the last layer"): validation
+    applies the trainer's rule, naming the file's line or the --set assignment that gave the exits."""
+    deep.write_text(DEEP_EXITS.replace("[2, 8]", "[2, 3]"))
+    assert main([command[0], str(deep), *command[1:]]) == 2
+    line = _one_line(capsys)
+    assert f"{deep}:5: cascade.exits must end at the last layer (4)" in line and "got [2, 3]" in line
+    assert main([command[0], str(deep), *command[1:], "--set", "cascade.exits=[1,2]"]) == 2
+    line = _one_line(capsys)
+    assert "--set cascade.exits=[1,2]: cascade.exits must end at the last layer (4)" in line
+    _nothing_written(deep.parent)
+
+
+def test_a_search_space_s_exits_short_of_the_last_layer_are_refused(deep, capsys):
+    deep.write_text(SPACE + "    cascade.enabled: {fixed: true}\n    cascade.exits: {choice: [[2, 4], [1, 3]]}\n")
+    assert main(["validate", "--no-model", str(deep)]) == 2
+    assert (f"{deep}:9: search.space.cascade.exits: a proposal the search can make: cascade.exits must end "
+            "at the last layer (4)") in _one_line(capsys)
+
+
 SPACE = """\
 name: deep
 defaults:
@@ -194,7 +219,7 @@ search:
 
 
 @pytest.mark.parametrize("space, line, message", [
-    ("    cascade.enabled: {fixed: true}\n    cascade.exits: {choice: [[2, 4], [2, 6]]}\n", 9,
+    ("    cascade.enabled: {fixed: true}\n    cascade.exits: {choice: [[2, 6], [4, 6]]}\n", 9,
      ("search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
      "the 4-layer encoder of model.name=tiny")),
     # The default exits of the 4-layer encoder are [2, 3, 4]: two drop ratios fit none of them.
