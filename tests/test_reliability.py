@@ -335,6 +335,25 @@ def test_an_unreachable_ray_address_is_one_line_before_mlflow_writes_anything(tm
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_job_server_address_in_ray_address_is_refused_by_run(tmp_path, monkeypatch, capsys, scheme):
+    """docs/cluster.md has users set RAY_ADDRESS=http://HEAD:8265 for harness jobs; harness run
+    connected to that port as a GCS, recorded a study run and ended in ray.init's traceback."""
+    import socket
+
+    from tests.test_bad_input import study
+
+    path = study(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as server:  # something answers there, as a dashboard would
+        address = f"{scheme}://127.0.0.1:{server.getsockname()[1]}"
+        monkeypatch.setenv("RAY_ADDRESS", address)
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+        _one_line_error(_cli(capsys, "run", str(path)), f"RAY_ADDRESS={address}", "harness run needs the "
+                        "cluster's address", "ray://", "http:// addresses are for harness submit and harness jobs")
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
+
+
 # -- files that are not what they should be -----------------------------------------------------------
 
 def test_a_fifo_or_directory_where_a_file_is_expected_is_named_as_such(tmp_path, capsys):

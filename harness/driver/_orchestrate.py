@@ -77,7 +77,7 @@ RAY_CONNECT_TIMEOUT_S = 5.0
 
 def check_ray_address() -> None:
     """``$RAY_ADDRESS`` (host:port of a cluster's GCS, ``ray://host:port`` of a Ray Client server,
-    ``auto`` or ``local``) answers a TCP connection within ``RAY_CONNECT_TIMEOUT_S``; else one line,
+    ``auto`` or ``local``; never a job server's ``http://``) answers a TCP connection within ``RAY_CONNECT_TIMEOUT_S``; else one line,
     before anything is recorded. Ray's own connection retries for minutes in native code, deaf to
     SIGTERM; this probe is plain Python and bounded."""
     import socket
@@ -85,6 +85,10 @@ def check_ray_address() -> None:
     address = os.environ.get("RAY_ADDRESS", "").strip()
     if not address or address in ("auto", "local"):
         return
+    if address.lower().startswith(("http://", "https://")):
+        raise HarnessError(f"RAY_ADDRESS={address} is a job server's address: harness run needs the "
+                           "cluster's address (host:port of its GCS, e.g. 10.0.0.5:6379, or ray://host:port); "
+                           "http:// addresses are for harness submit and harness jobs")
     rest = address.split("://", 1)[1] if "://" in address else address
     host, sep, port = rest.rstrip("/").rpartition(":")
     host = host.strip("[]")
