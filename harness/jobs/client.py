@@ -60,21 +60,51 @@ class JobRow:
 
 def resolve_address(address: str | None, env: Mapping[str, str]) -> str:
     """``--address``, else ``RAY_API_SERVER_ADDRESS``, else an http(s) ``RAY_ADDRESS``; ``host:port``
-    gets ``http://``. A GCS address (``host:6379``) or ``ray://`` is not a job server address."""
-    addr = address or env.get("RAY_API_SERVER_ADDRESS") or ""
-    if not addr and env.get("RAY_ADDRESS", "").startswith(("http://", "https://")):
-        addr = env["RAY_ADDRESS"]
-    if not addr:
+    gets ``http://``. A GCS address (``host:6379``) or ``ray://`` is not a job server address. The
+    URL is checked here (host, port, no spaces): a refusal names where the address came from."""
+    if address is not None:
+        addr, source = address, "--address"
+    elif env.get("RAY_API_SERVER_ADDRESS"):
+        addr, source = env["RAY_API_SERVER_ADDRESS"], "RAY_API_SERVER_ADDRESS"
+    elif env.get("RAY_ADDRESS", "").strip().lower().startswith(("http://", "https://")):
+        addr, source = env["RAY_ADDRESS"], "RAY_ADDRESS"
+    else:
         raise HarnessError("no Ray job server address: give --address http://HEAD:8265 "
                            "(or set RAY_API_SERVER_ADDRESS)")
+    addr = addr.strip()
+    if not addr:
+        raise HarnessError(f"{source} is blank: give the job server's address, http://HEAD:8265")
     if addr.startswith("ray://"):
-        raise HarnessError(f"--address {addr}: give the job server's http address (http://HEAD:8265), "
+        raise HarnessError(f"{source} {addr}: give the job server's http address (http://HEAD:8265), "
                            "not a Ray Client address")
     if "://" not in addr:
         addr = f"http://{addr}"
-    if not addr.startswith(("http://", "https://")):
-        raise HarnessError(f"--address {addr}: expected http://HOST:PORT")
-    return addr.rstrip("/")
+    if not addr.lower().startswith(("http://", "https://")):
+        raise HarnessError(f"{source} {addr}: expected http://HOST:PORT")
+    return _checked_url(addr.rstrip("/"), source)
+
+
+def _checked_url(addr: str, source: str) -> str:
+    """``addr`` when it is a usable http(s) URL (a host, a port in 1..65535 if given, no spaces or
+    control characters); else one line naming ``source``."""
+    from urllib.parse import urlsplit
+
+    def refuse(why: str) -> HarnessError:
+        return HarnessError(f"{source} {addr!r} is not a job server address ({why}); "
+                            "expected http://HOST:PORT, e.g. http://127.0.0.1:8265")
+
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in addr):
+        raise refuse("it contains a space or control character")
+    try:
+        parts = urlsplit(addr)
+        port = parts.port
+    except ValueError as exc:
+        raise refuse(str(exc) or "malformed URL") from None
+    if not parts.hostname:
+        raise refuse("no host")
+    if port == 0:
+        raise refuse("port 0")
+    return addr
 
 
 def resolve_token(env: Mapping[str, str], home: Path | None = None) -> tuple[str | None, str | None]:

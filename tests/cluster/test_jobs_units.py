@@ -127,6 +127,30 @@ def test_address_resolution() -> None:
         resolve_address("ray://h:10001", {})
 
 
+@pytest.mark.parametrize(("address", "env", "says"), [
+    ("http://127.0.0.1:notaport", {}, "--address 'http://127.0.0.1:notaport' is not a job server address"),
+    ("http://[::1", {}, "--address 'http://[::1' is not a job server address (Invalid IPv6 URL)"),
+    ("http:// spaces/", {}, "--address 'http:// spaces' is not a job server address (it contains a space"),
+    ("http://h:70000", {}, "--address 'http://h:70000' is not a job server address"),
+    ("http://:8265", {}, "(no host)"),
+    (None, {"RAY_API_SERVER_ADDRESS": " "}, "RAY_API_SERVER_ADDRESS is blank"),
+    (None, {"RAY_API_SERVER_ADDRESS": "h:x"}, "RAY_API_SERVER_ADDRESS 'http://h:x' is not a job server address"),
+    (None, {"RAY_ADDRESS": "http://[::1"}, "RAY_ADDRESS 'http://[::1' is not a job server address"),
+])
+def test_a_malformed_address_is_one_line_naming_its_source(address, env, says, run_cli, monkeypatch) -> None:
+    """Each of these was a traceback (InvalidURL, ValueError) from the probe or Ray's client."""
+    with pytest.raises(HarnessError) as info:
+        resolve_address(address, env)
+    assert says in str(info.value)
+    for key in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    rc, _, err = run_cli("jobs", "list", *(["--address", address] if address is not None else []))
+    assert rc == 2 and err.count("\n") == 1 and err.startswith("harness: error: ") and says in err, err
+    assert resolve_address("http://[::1]:8265", {}) == "http://[::1]:8265"
+
+
 def test_token_resolution(tmp_path: Path) -> None:
     tok = tmp_path / "tok"
     tok.write_text("from-file\n")
