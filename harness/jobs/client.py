@@ -272,9 +272,15 @@ class Jobs:
 
         self.status(job_id)  # an unknown id is one clear error, not a websocket failure
         try:
+            from aiohttp import ClientError  # Ray's client streams the logs over aiohttp
+        except ImportError:
+            ClientError = ConnectionError  # no aiohttp: nothing of it can be raised
+        try:
             asyncio.run(tail())
-        except (RuntimeError, OSError, ConnectionError):
-            pass  # the log stream broke: fall back to polling below
+        except (RuntimeError, OSError, ConnectionError, ClientError):
+            # the log stream broke or could not be opened (a proxy refusing the websocket):
+            # fall back to polling below
+            pass
         while (status := self.status(job_id)) not in TERMINAL:
             time.sleep(poll_s)
         rest = self.logs(job_id)

@@ -3,8 +3,11 @@ token resolution, and study validation before submission (fast; the real cluster
 
 from __future__ import annotations
 
+import json
 import shlex
+import threading
 import zipfile
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +174,41 @@ def test_probe_of_a_closed_port_is_one_line() -> None:
 
     with pytest.raises(HarnessError, match=r"is not reachable \(.*refused.*\); check --address"):
         probe(JobServer(address=f"http://127.0.0.1:{free_port()}"), timeout=5)
+
+
+class _ProxiedJobServer(BaseHTTPRequestHandler):
+    """A job server behind a proxy that does not pass websockets: /logs/tail answers 404, the rest of
+    the Jobs API answers as Ray's does for one finished job, J."""
+
+    def do_GET(self) -> None:  # http.server's name for a GET handler
+        body = {"/api/version": {"ray_version": "2.52.0", "version": "4", "session_name": "s"},
+                "/api/jobs/J": {"type": "SUBMISSION", "submission_id": "J", "status": "SUCCEEDED",
+                                "entrypoint": "python jobs/entrypoint.py study.yaml"},
+                "/api/jobs/J/logs": {"logs": "trial 1 done\nstudy done\n"}}.get(self.path)
+        data = json.dumps(body).encode() if body is not None else b"not found"
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Type", "application/json" if body is not None else "text/plain")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_follow_falls_back_to_polling_when_the_log_websocket_cannot_be_opened(run_cli) -> None:
+    """aiohttp's WSServerHandshakeError (a 404 on /logs/tail) was a traceback of jobs logs --follow
+    and submit --wait; the job's logs come by polling instead."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ProxiedJobServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        rc, out, err = run_cli("jobs", "logs", "J", "--follow", "--address",
+                               f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "Traceback" not in err and rc == 0, err
+    assert out == "trial 1 done\nstudy done\n" and "job J SUCCEEDED" in err
 
 
 def _plan(tmp_path: Path, study: Path = QUICKSTART, **kw: Any) -> SubmitPlan:
