@@ -148,6 +148,14 @@ def _rows() -> list[Row]:
                      "--skip-tracking-check"] if cmd == "submit" else []
             return [cmd, str(p), *extra], [f"{p}:1:", "name", "'../../escape'", "letters, digits"]
 
+    # --driver-gpus went to the job server as JSON: nan and inf are no JSON numbers.
+    for gpus in ("nan", "inf", "-inf", "-1"):
+        @add(f"submit-driver-gpus-{gpus}")
+        def _(tmp: Path, gpus: str = gpus) -> tuple[list[str], list[str]]:
+            return ["submit", str(study(tmp)), "--address", "http://127.0.0.1:9", "--tracking-uri",
+                    "http://127.0.0.1:9", "--skip-tracking-check", f"--driver-gpus={gpus}"], [
+                        "--driver-gpus must be a finite number >= 0", gpus]
+
     @add("config-name-that-is-a-path")
     def _(tmp: Path) -> tuple[list[str], list[str]]:
         p = study(tmp, extra="configs:\n  - name: ls/../../x\n    set: {smoothing.method: LS}\n")

@@ -9,6 +9,7 @@ nothing.
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 import time
@@ -58,6 +59,8 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
     from harness.study.validate import load, validate_study
     from harness.study.variants import trial_count
 
+    if not math.isfinite(driver_gpus) or driver_gpus < 0:  # nan or inf: no JSON number to send
+        raise ConfigError(f"--driver-gpus must be a finite number >= 0, got {driver_gpus}")
     env_file = dict(env_file or {})
     job_vars = E.job_env(local=env, env_file=env_file, cli=E.parse_env_assignments(cli_env))
     spec = load(study, smoke, list(assign))
@@ -73,8 +76,6 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
                            "MLFLOW_TRACKING_USERNAME/PASSWORD (environment or --env-file)")
     # What `harness validate` checks but data paths (the cluster's) and building the model.
     validate_study(spec, tracking_uri=uri, check_tracking=check_tracking, data=False)
-    if driver_gpus < 0:
-        raise ConfigError(f"--driver-gpus must be >= 0, got {driver_gpus}")
 
     warnings: list[str] = []
     storage = storage_path or spec.storage_path

@@ -239,7 +239,7 @@ def test_plan_warns_about_relative_storage_and_refuses_bad_input(tmp_path: Path)
         _plan(tmp_path, tracking_uri=None)
     with pytest.raises(HarnessError, match="carries credentials"):
         _plan(tmp_path, tracking_uri="https://me:pw@mlflow")
-    with pytest.raises(ConfigError, match="--driver-gpus must be >= 0"):
+    with pytest.raises(ConfigError, match="--driver-gpus must be a finite number >= 0"):
         _plan(tmp_path, driver_gpus=-1)
     creds = tmp_path / "creds.yaml"
     creds.write_text(QUICKSTART.read_text() + "tracking_uri: https://me:pw@mlflow:5000\n")
