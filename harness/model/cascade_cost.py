@@ -154,17 +154,29 @@ def cost_table(plan: CascadePlan, n: int) -> str:
        2      6      -       5        -          5
     candidate-layer passes 45 of 60: relative cost 0.7500, cost reduction 25.0%, predicted speed-up 1.33x
     """
-    lines = ["exit  layer  alpha  scored  dropped  survivors"]
     last = len(plan.exits) - 1
+    alphas = ["-" if i == last else _alpha_text(a) for i, a in enumerate(plan.alphas)]
+    width = max(5, *map(len, alphas))
+    lines = [f"exit  layer  {'alpha':>{width}}  scored  dropped  survivors"]
     for i, (layer, k) in enumerate(zip(plan.exits, plan.entering(n), strict=True)):
         d = plan.drops(i, k)
-        alpha = "-" if i == last else f"{plan.alphas[i]:.2f}"
         dropped = "-" if i == last else str(d)
-        lines.append(f"{i + 1:>4}  {layer:>5}  {alpha:>5}  {k:>6}  {dropped:>7}  {k - d:>9}")
+        lines.append(f"{i + 1:>4}  {layer:>5}  {alphas[i]:>{width}}  {k:>6}  {dropped:>7}  {k - d:>9}")
     cost = plan.relative_cost(n)
     lines.append(f"candidate-layer passes {plan.layer_passes(n)} of {plan.num_layers * n}: relative cost "
                  f"{cost:.4f}, cost reduction {100 * (1 - cost):.1f}%, predicted speed-up {1 / cost:.2f}x")
     return "\n".join(lines)
+
+
+def _alpha_text(alpha: float) -> str:
+    """A drop ratio as given: two decimals where they say it exactly (0.30, as the paper prints it),
+    else its shortest exact form (0.999, 0.004), never rounded to another ratio.
+
+    >>> _alpha_text(0.3), _alpha_text(0.999), _alpha_text(0.004)
+    ('0.30', '0.999', '0.004')
+    """
+    two = f"{alpha:.2f}"
+    return two if float(two) == alpha else repr(float(alpha))
 
 
 def _check_depth(num_layers: int) -> None:

@@ -44,3 +44,12 @@ def test_minus_zero_is_shown_as_zero(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["cascade", "cost", "--alpha=-0.0"]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:6]]
     assert [r[2] for r in rows] == ["0.00"] * 4, rows
+
+
+def test_alpha_is_shown_as_given(capsys: pytest.CaptureFixture[str]) -> None:
+    """0.999 showed as 1.00 (a ratio the command refuses) and 0.004 as 0.00; the paper's two-decimal
+    ratios keep their printed form."""
+    assert main(["cascade", "cost", "--alpha", "0.999,0.004,0.3,0,0", "--batch", "1000"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert [r.split()[2] for r in rows[2:7]] == ["0.999", "0.004", "0.30", "0.00", "-"]
+    assert rows[1].index("alpha") + len("alpha") == rows[2].index("0.999") + len("0.999")  # aligned
