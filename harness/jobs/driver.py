@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import shlex
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -55,6 +56,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HarnessError as exc:
         print(f"{ERROR_PREFIX} {exc}", file=sys.stderr, flush=True)
         return 2
+    except KeyboardInterrupt as exc:
+        # `harness jobs stop` (SIGTERM) or a signal to the job's driver: the study has ended its
+        # runs KILLED; one line, the exit status 128 + the signal's number, as `harness run` does.
+        signum = int(getattr(exc, "signum", 2))
+        name = "SIGINT" if signum == 2 else str(exc)
+        print(f"{ERROR_PREFIX} interrupted ({name}); finish the study with: {resume_command(args)}",
+              file=sys.stderr, flush=True)
+        return 128 + signum
+
+
+def resume_command(args: argparse.Namespace) -> str:
+    """The `harness submit` line that finishes this job's study with the same settings, from the
+    machine it was submitted from (the study file there has the name this job was given)."""
+    argv = ["harness", "submit", Path(args.study).name or "STUDY.yaml", "--resume"]
+    argv += ["--smoke"] * bool(args.smoke) + [a for kv in args.assign for a in ("--set", kv)]
+    if os.environ.get(TRACKING_ENV):
+        argv += ["--tracking-uri", redact_uri(os.environ[TRACKING_ENV])]
+    if os.environ.get(STORAGE_ENV):
+        argv += ["--storage-path", os.environ[STORAGE_ENV]]
+    return shlex.join(argv)
 
 
 def entry() -> int:
@@ -88,5 +109,5 @@ def run(args: argparse.Namespace) -> int:
               f"driver GPUs {'visible' if args.driver_gpu else 'hidden'}", file=sys.stderr, flush=True)
         from harness.driver.runner import run_study
 
-        run_study(spec, resume=args.resume, tracking_uri=uri)
+        run_study(spec, resume=args.resume, tracking_uri=uri, resume_command=resume_command(args))
     return 0

@@ -221,3 +221,36 @@ def test_a_stop_inside_a_store_query_prints_no_traceback(caplog):
     # the log records a terminal would print (pytest collects them instead)
     logged = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert logged == [], logged
+
+
+@pytest.mark.slow
+def test_a_stopped_job_s_driver_ends_in_one_line_advising_harness_submit_resume(tmp_path, ray_tmp):
+    """`harness jobs stop` sends the job's driver (jobs/entrypoint.py) SIGTERM: its log ended in a
+    StudyInterrupted traceback advising `harness run` of the job's deleted temporary study file."""
+    path = write_study(tmp_path, "job-stop", train={"steps": 100000, "eval_every": 50}, seeds=[1])
+    env = {**os.environ, "HARNESS_STUDY_TEXT": path.read_text(), "RAY_TMPDIR": str(ray_tmp),
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+           "HARNESS_STORAGE_PATH": str(tmp_path / "runs")}
+    env.pop("RAY_ADDRESS", None)
+    log = tmp_path / "driver.err"
+    with log.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "jobs/entrypoint.py", "study.yaml", "--set", "train.lr=0.001"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, cwd=ROOT)
+    try:
+        deadline = time.time() + 300
+        while "[trial] baseline seed 1: running" not in log.read_text():
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(2)
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    text = log.read_text()
+    assert proc.returncode == 143 and "Traceback" not in text, text[-3000:]
+    resume = (f"harness submit study.yaml --resume --set train.lr=0.001 --tracking-uri "
+              f"sqlite:///{tmp_path / 'mlflow.db'} --storage-path {tmp_path / 'runs'}")
+    assert text.splitlines()[-1] == f"harness job: error: interrupted (SIGTERM); finish the study with: {resume}", text
+    assert "harness run" not in text and "harness-job-" not in text, text
