@@ -223,7 +223,7 @@ def test_a_stop_inside_a_store_query_prints_no_traceback(caplog):
     assert logged == [], logged
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # a real Ray job driver stopped mid-study (about a minute): with the other stop scenarios
 def test_a_stopped_job_s_driver_ends_in_one_line_advising_harness_submit_resume(tmp_path, ray_tmp):
     """`harness jobs stop` sends the job's driver (jobs/entrypoint.py) SIGTERM: its log ended in a
     StudyInterrupted traceback advising `harness run` of the job's deleted temporary study file."""
