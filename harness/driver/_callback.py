@@ -93,7 +93,7 @@ class TrackingCallback(tune.Callback):
             phase = {TAG_PHASE: phase_of(self.spec, ticket)}
             self.records.trial_started(ticket, tags={**phase, **({TAG_ROUND: str(k)} if k is not None else {})},
                                        config_tags={**phase, **label_tags(self.spec, ticket.name)})
-        self.log(f"[trial] {group.name} {_seeds(group)}: running   {self._summary(trials)}")
+        self.log(f"[trial] {_label(group)} {_seeds(group)}: running   {self._summary(trials)}")
 
     def on_trial_result(self, iteration: int, trials: list[Any], trial: Any, result: dict[str, Any],
                         **info: Any) -> None:
@@ -133,7 +133,7 @@ class TrackingCallback(tune.Callback):
         seeds = seeds_through(self.spec, ticket.seed)  # a seed schedule: the rounds so far
         summary = summarise_config(self.records, ticket.config_id, seeds)
         metric = self.spec.metric
-        self.log(f"[trial] {ticket.name} seed {ticket.seed}: done, dev {metric} {outcome.objective:.4f}"
+        self.log(f"[trial] {_label(ticket)} seed {ticket.seed}: done, dev {metric} {outcome.objective:.4f}"
                  f"   {self._summary(trials, finished=(trial, outcome.objective))}")
         if summary:
             from harness.results.stored import seed_summary
@@ -143,13 +143,13 @@ class TrackingCallback(tune.Callback):
             done = self.records.done_objectives()
             mean, sd = seed_summary([done[k] for s in seeds
                                      if (k := dataclasses.replace(ticket, seed=s, seeds=()).key) in done])
-            self.log(f"[config] {ticket.name}: dev {metric} {mean:.4f}"
+            self.log(f"[config] {_label(ticket)}: dev {metric} {mean:.4f}"
                      f"{f' +- {sd:.4f}' if math.isfinite(sd) else ''} over seeds {seeds}")
 
     def on_trial_recover(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
         ticket = TrialTicket.from_tune(trial.config)
         cause = ray_cause(trial)
-        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: failed, retrying from its last checkpoint"
+        self.log(f"[trial] {_label(ticket)} {_seeds(ticket)}: failed, retrying from its last checkpoint"
                  f"{f' ({cause})' if cause else ''}")
 
     def on_trial_error(self, iteration: int, trials: list[Any], trial: Any, **info: Any) -> None:
@@ -159,10 +159,10 @@ class TrackingCallback(tune.Callback):
         for member in ticket.members():
             self.records.trial_failed(member, error)
         if cause:  # Ray ended it: the one line says why and how to run it again (Tune's traceback is off)
-            self.log(f"[trial] {ticket.name} {_seeds(ticket)}: FAILED, {cause}; `{self.resume}` runs it "
+            self.log(f"[trial] {_label(ticket)} {_seeds(ticket)}: FAILED, {cause}; `{self.resume}` runs it "
                      f"again   {self._summary(trials)}")
             return
-        self.log(f"[trial] {ticket.name} {_seeds(ticket)}: FAILED after retries   {self._summary(trials)}")
+        self.log(f"[trial] {_label(ticket)} {_seeds(ticket)}: FAILED after retries   {self._summary(trials)}")
 
     def _summary(self, trials: list[Any], finished: tuple[Any, float] | None = None) -> str:
         """Counts by state and the best dev objective of the finished trials so far; ``finished`` is
@@ -182,6 +182,13 @@ class TrackingCallback(tune.Callback):
         best_s = f", best dev {self.spec.metric} {pick(best):.4f}" if best else ""
         return (f"(done {states.get('TERMINATED', 0)}, running {states.get('RUNNING', 0)}, "
                 f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}{best_s})")
+
+
+def _label(ticket: TrialTicket) -> str:
+    """How a progress line names the trial's configuration: its name, and in a study over several
+    collections the collection (each configuration runs on every one, under one name)."""
+    collection = ticket.flat.get("data.collection")
+    return f"{ticket.name} on {collection}" if collection else ticket.name
 
 
 def _seeds(ticket: TrialTicket) -> str:

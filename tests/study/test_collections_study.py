@@ -252,6 +252,8 @@ def test_the_demo_study_runs_at_its_smoke_budget_and_ends_with_the_table_of_both
     text = printed.out + printed.err
     assert "| configuration | chitchat: MAP |" in text and "| cranfield: MAP |" in text, text[-3000:]
     assert "combined" in text and "the table over 2 collections logged to study run" in text
+    # each progress line names its collection (the baseline's two dev means read as one name's)
+    assert "[config] baseline on chitchat: dev map" in text and "[config] baseline on cranfield: dev map" in text
     client = MlflowClient(uri)
     runs = client.search_runs([client.get_experiment_by_name("quickstart-collections").experiment_id],
                               max_results=100)
@@ -260,3 +262,18 @@ def test_the_demo_study_runs_at_its_smoke_budget_and_ends_with_the_table_of_both
     # every configuration (one per collection) x the seeds, on each collection
     each = len(spec.fixed_configs()) * len(spec.seeds) // len(spec.collections)
     assert sorted(trials) == ["chitchat"] * each + ["cranfield"] * each
+
+
+def test_progress_lines_name_the_collection_of_a_trial() -> None:
+    """`[config] baseline: dev map 0.3183` and `... 0.2761` followed each other in `make
+    demo-collections`, one per collection under one name; a one-collection study's lines are as
+    they were."""
+    from harness.driver._callback import _label
+    from harness.study.protocol import TrialTicket
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart_collections.yaml")
+    labels = {_label(TrialTicket.of(nc.name, nc.role, nc.config, 1))
+              for nc in spec.fixed_configs()}
+    assert labels == {"baseline on chitchat", "baseline on cranfield", "wsls-0.2 on chitchat", "wsls-0.2 on cranfield"}
+    one = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.yaml").baseline
+    assert _label(TrialTicket.of(one.name, one.role, one.config, 1)) == "baseline"
