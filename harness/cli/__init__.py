@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import NoReturn
 
 from harness import __version__
+from harness.driver.quiet import QUIET_ENV, quiet_libraries  # noqa: F401 (QUIET_ENV: harness.cli's name too)
 from harness.errors import HarnessError
 
 __all__ = ["build_parser", "dispatch", "entry", "main"]
@@ -92,37 +93,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     for area in _areas(command):
         area.register(sub)
     return parser
-
-
-# What a quiet terminal sets where the user has not (``harness -v`` sets none of it): the harness's
-# progress and results are the output, not the libraries' INFO lines and bars around them. Ray's
-# workers inherit the environment, so their transformers and tqdm are quiet too.
-QUIET_ENV = {
-    "MLFLOW_LOGGING_LEVEL": "WARNING",
-    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    "TRANSFORMERS_VERBOSITY": "error",
-    "TQDM_DISABLE": "1",
-    "RAY_AIR_NEW_OUTPUT": "0",  # the legacy reporter, silent at Tune's verbose=0: no config box
-    "RAY_DEDUP_LOGS": "1",
-    # Tune logs each failed trial's whole traceback (Ray's, for a killed worker); the driver's one
-    # line per failed trial says why instead (harness.driver._callback.ray_cause).
-    "TUNE_PRINT_ALL_TRIAL_ERRORS": "0",
-    # ... and the raylet's own report of a worker it lost (printed on the driver's stdout whatever
-    # log_to_driver says), for the same reason.
-    "RAY_DEDUP_LOGS_SKIP_REGEX": "A worker died or was killed|killed due to (the node running low on memory|memory pressure)",
-}
-
-
-def quiet_libraries() -> None:
-    """The environment of ``QUIET_ENV`` (defaults only), and the loggers of libraries already
-    imported (an in-process caller's MLflow) at WARNING."""
-    import logging
-
-    for key, value in QUIET_ENV.items():
-        os.environ.setdefault(key, value)
-    for name in ("mlflow", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -92,7 +92,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
         args.study, smoke=args.smoke, resume=args.resume, assign=args.assign,
         tracking_uri=args.tracking_uri, storage_path=args.storage_path, env=dict(os.environ),
         env_file=env_file, cli_env=args.env, python=args.python, driver_gpus=args.driver_gpus,
-        working_dir=args.working_dir, check_tracking=not args.skip_tracking_check)
+        working_dir=args.working_dir, check_tracking=not args.skip_tracking_check,
+        verbose=bool(getattr(args, "verbose", False)))
     for w in plan.warnings:
         print(f"harness: warning: {w}", file=sys.stderr)
     print(f"study {plan.study_name}: OK ({plan.trials} trials{', smoke' if args.smoke else ''})", file=sys.stderr)

@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from harness.driver.quiet import quiet_libraries
 from harness.errors import HarnessError
 from harness.jobs.env import STORAGE_ENV, STUDY_TEXT_ENV, TRACKING_ENV, redact_uri
 
@@ -42,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="assign", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--driver-gpu", action="store_true",
                    help="let the driver see the GPUs (submit with entrypoint_num_gpus > 0)")
+    p.add_argument("--verbose", action="store_true",
+                   help="the libraries' own output too (MLflow INFO lines, progress bars), as harness -v")
     return p
 
 
@@ -51,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    if not args.verbose:  # the job's log as quiet as `harness run`'s terminal (Ray's workers inherit it)
+        quiet_libraries()
     try:
         return run(args)
     except HarnessError as exc:

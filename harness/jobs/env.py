@@ -177,10 +177,11 @@ def build_runtime_env(root: Path, env_vars: Mapping[str, str], extra_excludes: S
 
 
 def entrypoint(*, python: str, study_file: str, smoke: bool, resume: bool, assign: Sequence[str],
-               driver_gpu: bool) -> str:
-    """The job's shell command: the cluster's ``python`` runs jobs/entrypoint.py from the shipped tree."""
+               driver_gpu: bool, verbose: bool = False) -> str:
+    """The job's shell command: the cluster's ``python`` runs jobs/entrypoint.py from the shipped tree
+    (``verbose``: with the libraries' own output, as `harness -v submit` asks)."""
     args = [python, ENTRYPOINT_SCRIPT, study_file]
-    args += ["--smoke"] * smoke + ["--resume"] * resume + ["--driver-gpu"] * driver_gpu
+    args += ["--smoke"] * smoke + ["--resume"] * resume + ["--driver-gpu"] * driver_gpu + ["--verbose"] * verbose
     for item in assign:
         args += ["--set", item]
     return shlex.join(args)

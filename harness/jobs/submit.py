@@ -54,7 +54,7 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
                     storage_path: str | None = None, env: Mapping[str, str],
                     env_file: Mapping[str, str] | None = None, cli_env: Sequence[str] = (),
                     python: str = "python", driver_gpus: float = 0.0, working_dir: Path | None = None,
-                    check_tracking: bool = True) -> SubmitPlan:
+                    check_tracking: bool = True, verbose: bool = False) -> SubmitPlan:
     """Validate ``study`` and build its submission. ``env`` is this process's environment."""
     from harness.study.validate import load, validate_study
     from harness.study.variants import trial_count
@@ -97,7 +97,7 @@ def plan_submission(study: Path, *, smoke: bool = False, resume: bool = False,
                                        storage_path, spec.storage_path])
     runtime_env = E.build_runtime_env(root, job_vars, excludes)
     command = E.entrypoint(python=python, study_file=Path(study).name, smoke=smoke, resume=resume,
-                           assign=assign, driver_gpu=driver_gpus > 0)
+                           assign=assign, driver_gpu=driver_gpus > 0, verbose=verbose)
     return SubmitPlan(
         study_name=spec.name, trials=trial_count(spec), submission_id=submission_id(spec.name),
         entrypoint=command, runtime_env=runtime_env,

@@ -4,6 +4,7 @@ token resolution, and study validation before submission (fast; the real cluster
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import threading
 import zipfile
@@ -290,3 +291,25 @@ def test_rayjob_manifest_runs_the_entrypoint_with_resume_and_ships_no_secret() -
     assert 0 < submitted.gpus <= gpus and submitted.seeds_per_trial > 1
     sharing = min(int(1 / submitted.gpus), submitted.concurrency)
     assert sharing * submitted.cpus <= int(workers["resources"]["limits"]["cpu"])
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_a_submitted_jobs_driver_is_as_quiet_as_harness_run(verbose: bool, monkeypatch, tmp_path, capsys) -> None:
+    """A job's log held 39 artifact progress bars, MLflow INFO lines and Tune's configuration box:
+    its driver never set what `harness run` sets without -v (harness.driver.quiet.QUIET_ENV, which
+    Ray's workers inherit). It now does; `harness -v submit` passes --verbose, which leaves them."""
+    from harness.driver.quiet import QUIET_ENV
+    from harness.jobs.driver import main as job_main
+
+    for key in QUIET_ENV:  # recorded, so the test leaves the environment as it found it
+        monkeypatch.setenv(key, "")
+        monkeypatch.delenv(key)
+    cmd = E.entrypoint(python="python", study_file="s.yaml", smoke=False, resume=False, assign=[],
+                       driver_gpu=False, verbose=verbose)
+    argv = shlex.split(cmd)[2:]
+    assert ("--verbose" in argv) is verbose
+    monkeypatch.delenv(E.STUDY_TEXT_ENV, raising=False)
+    # a study file that is not there: the driver stops in one line, its environment already set
+    assert job_main([str(tmp_path / "absent.yaml"), *argv[1:]]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert all((os.environ.get(k) == v) is not verbose for k, v in QUIET_ENV.items())
