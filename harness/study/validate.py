@@ -65,8 +65,9 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
     uri = tracking_uri or spec.tracking_uri or default_tracking_uri()
     # A refusal names the study file's line where the value comes from the file.
     with _at_line(spec, None if tracking_uri else "tracking_uri"):
-        if check_tracking:
-            uri = check_tracking_uri(uri)
+        # its form always; whether this machine reaches it only where asked (submit's
+        # --skip-tracking-check: a URI that resolves inside the cluster alone)
+        uri = check_tracking_uri(uri, here=check_tracking)
         configs = possible_configs(spec)
         if data:  # what this machine holds (a submitted study's cluster holds its own)
             from harness.model.encoder import check_model_name
@@ -261,8 +262,10 @@ def check_storage(spec: Any) -> None:
                           "trials' state there); choose a directory you can write")
 
 
-def check_tracking_uri(uri: str | None) -> str:
-    """A usable tracking URI: an absolute, writable SQLite path or a reachable server."""
+def check_tracking_uri(uri: str | None, *, here: bool = True) -> str:
+    """A usable tracking URI: an absolute, writable SQLite path or a reachable server. ``here``
+    False (``harness submit --skip-tracking-check``: a URI that resolves only inside the cluster):
+    its form alone, nothing this machine would reach, write or import for it."""
     from harness.tracking.store import (
         DATABASE_SCHEMES,
         check_database_driver,
@@ -281,13 +284,15 @@ def check_tracking_uri(uri: str | None) -> str:
     if db is not None:
         if not db.is_absolute():
             raise refuse("tracking URI", uri, "an absolute path (sqlite:////abs/path/mlflow.db)")
-        problem = unwritable_dir(db.parent)
+        problem = unwritable_dir(db.parent) if here else None
         if problem:
             raise ConfigError(f"tracking URI {uri}: {db.parent}: {problem}")
     elif uri.startswith(("http://", "https://")):
-        check_reachable(uri)
+        if here:
+            check_reachable(uri)
     elif uri.startswith(DATABASE_SCHEMES):
-        check_database_driver(uri)
+        if here:
+            check_database_driver(uri)
     elif uri.startswith("file:") or "://" not in uri:
         check_folder_store(uri)
     elif not uri.startswith("databricks"):

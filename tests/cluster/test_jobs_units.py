@@ -313,3 +313,15 @@ def test_a_submitted_jobs_driver_is_as_quiet_as_harness_run(verbose: bool, monke
     assert job_main([str(tmp_path / "absent.yaml"), *argv[1:]]) == 2
     assert capsys.readouterr().err.count("\n") == 1
     assert all((os.environ.get(k) == v) is not verbose for k, v in QUIET_ENV.items())
+
+
+@pytest.mark.parametrize("uri, why", [("sqlite:///mlruns/mlflow.db", "an absolute path"),
+                                      ("mlruns", "a folder store"), ("nosuch://x", "an unsupported scheme")])
+def test_skipping_the_tracking_check_still_refuses_a_uri_no_cluster_can_use(tmp_path: Path, uri: str,
+                                                                             why: str) -> None:
+    """--skip-tracking-check (a server only the cluster resolves) skipped the URI's form too: a
+    relative SQLite path was submitted and failed on the cluster. Only reaching it is skipped now;
+    a server this machine cannot reach still passes."""
+    with pytest.raises(HarnessError, match=why):
+        _plan(tmp_path, tracking_uri=uri, check_tracking=False)
+    assert _plan(tmp_path, tracking_uri="http://mlflow.cluster.internal:5000", check_tracking=False).trials == 9
