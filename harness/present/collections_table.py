@@ -26,12 +26,12 @@ from dataclasses import dataclass
 from harness.metrics.measures import known_measure, label_of
 from harness.present.table import (
     AUTO_FORM,
+    VALUES_NOTE,
     check_layout,
     direction_note,
     dropped_note,
     library_versions,
     resolve_form,
-    values_note,
 )
 from harness.results.stored import seed_summary
 from harness.stats.across import COMBINED, CollectionsAnalysis, CombinedComparison
@@ -265,7 +265,7 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
         better=opts.markers.better, worse=opts.markers.worse, correction=describe(opts.correction),
         correction_name=opts.correction, family=analysis.family, family_words=_FAMILY_WORDS[analysis.family],
         comparisons=analysis.comparisons, combined=combined, remarks=tuple(remarks),
-        tie_rule=values_note(), versions=library_versions())
+        tie_rule=VALUES_NOTE, versions=library_versions())
 
 
 def _phase(analysis: CollectionsAnalysis) -> str:

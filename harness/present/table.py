@@ -62,6 +62,12 @@ def resolve_form(form: str, configs: int) -> str:
     return form
 
 
+# Where a table's values come from, true of every source: a study's are the harness's evaluation
+# (its tie rule); a results CSV or DataFrame may hold values computed elsewhere, their ties broken
+# otherwise. One sentence for all sources, so an export and the frame read from it give the study's table.
+VALUES_NOTE = f"Per-query metrics, where the harness computed them (a study's runs): {TIE_RULE}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class Cell:
     value: float | None
@@ -350,7 +356,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         if analysis.per_run_only and any(res.has_per_query(m) for m in analysis.metrics) else (),
         sd_note=(f"SD is the sample standard deviation over {seeds} seeds" if len(counts) == 1
                  else "SD is the sample standard deviation over each configuration's seeds"),
-        tie_rule=values_note(),
+        tie_rule=VALUES_NOTE,
         versions=library_versions(), remarks=tuple(remarks),
         tally_seeds=seeds if analysis.test == "per-seed" else None,
         effect_note=effect_note(analysis), seeds_text=seeds_text, confidence=opts.confidence,
@@ -365,14 +371,6 @@ def direction_note(names: Sequence[str]) -> str:
     return (f"Higher values are taken as better for {_enumerate(list(names))} (not "
             f"{'an IR measure' if len(names) == 1 else 'IR measures'} the harness knows): for a cost "
             "or a loss, read better as higher and worse as lower")
-
-
-def values_note() -> str:
-    """Where the table's values come from, true of every source: a study's values are the harness's
-    evaluation (its tie rule); a results CSV or DataFrame may hold values computed elsewhere, whose
-    ties were broken otherwise (one sentence for all sources, so an export and the frame read from
-    it give the study's table)."""
-    return f"Per-query metrics, where the harness computed them (a study's runs): {TIE_RULE}"
 
 
 def _description(analysis: Analysis) -> str:
