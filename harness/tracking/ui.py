@@ -139,6 +139,17 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(name)
     from mlflow.server.fastapi_app import app as mlflow_app
 
+    # MLflow's handlers import its auth module at each runs search, in a server thread, while MLflow
+    # 3.18's Assistant route reads that module from sys.modules in another: found half-imported, the
+    # route answers 500 with a traceback in the terminal. Without MLflow's auth extra (Flask-WTF)
+    # the import fails, so each search imports it again. It is imported once here, before the
+    # first request; where it fails, sys.modules records it as absent (None: a later import fails
+    # at once without running the module again, and the Assistant reads "no auth").
+    try:
+        import mlflow.server.auth  # noqa: F401
+    except ImportError:
+        sys.modules["mlflow.server.auth"] = None  # type: ignore[assignment]
+
     app = LandingPage(mlflow_app, os.environ.get(URI_ENV, ""))
     globals()["app"] = app
     return app
@@ -208,7 +219,7 @@ def main(argv: list[str]) -> int:
     else:
         code = 0
     served = started[-1].returncode if started else None
-    # the server's own failure (uvicorn exits 3 when it cannot bind); a signal's stop is no failure
+    # the server's own failure (uvicorn's non-zero status when it cannot bind); a signal's stop is no failure
     return code or (served if served and served > 0 else 0)
 
 

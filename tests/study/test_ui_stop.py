@@ -5,6 +5,7 @@ neither does `kill -9` (the reaper, harness.study.start_reaper)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,6 +86,9 @@ def test_a_port_taken_after_the_check_is_an_error_not_exit_0(tmp_path: Path) -> 
                 proc.kill()
     lines = log.read_text().splitlines()
     assert rc == 2, lines
-    assert lines[-1] == (f"harness: error: the MLflow UI's server stopped (exit status 3): nothing serves "
-                         f"http://127.0.0.1:{port}; see its error above"), lines
+    # uvicorn's status for a failed bind depends on how MLflow runs it (3 under MLflow 3.17, 1 under
+    # 3.18): the one it ended with is named, never 0
+    status = re.fullmatch(r"harness: error: the MLflow UI's server stopped \(exit status (\d+)\): nothing serves "
+                          + re.escape(f"http://127.0.0.1:{port}") + r"; see its error above", lines[-1])
+    assert status and int(status.group(1)) > 0, lines
     assert any("address already in use" in line for line in lines), lines
