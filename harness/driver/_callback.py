@@ -169,19 +169,34 @@ class TrackingCallback(tune.Callback):
         a trial whose outcome is being recorded (Tune still lists it as running)."""
         done_trial, done_value = finished or (None, None)
         states: dict[str, int] = {}
-        best = []
+        values: list[tuple[str, float]] = []
         for t in trials:
             now = t is done_trial
             status = "TERMINATED" if now else t.status
+            ticket = TrialTicket.from_tune(t.config)
             # a seed group's trial counts its seeds, as the total does
-            states[status] = states.get(status, 0) + len(TrialTicket.from_tune(t.config).members())
+            states[status] = states.get(status, 0) + len(ticket.members())
             value = done_value if now else (t.last_result.get("objective") if is_outcome(t.last_result) else None)
             if value is not None and math.isfinite(value):
-                best.append(value)
-        pick = max if self.spec.mode == "max" else min
-        best_s = f", best dev {self.spec.metric} {pick(best):.4f}" if best else ""
+                values.append((ticket.flat.get("data.collection", ""), value))
         return (f"(done {states.get('TERMINATED', 0)}, running {states.get('RUNNING', 0)}, "
-                f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}{best_s})")
+                f"pending {states.get('PENDING', 0)}, failed {states.get('ERROR', 0)} of {self.total}"
+                f"{best_dev(values, self.spec.metric, self.spec.mode)})")
+
+
+def best_dev(values: list[tuple[str, float]], metric: str, mode: str) -> str:
+    """", best dev map 0.4100" from (collection, dev objective) pairs of the finished trials; over
+    several collections the best of each (", best dev map 0.4100 on chitchat, 0.3000 on
+    cranfield"): collections' values are not one scale, so no best is taken across them."""
+    pick = max if mode == "max" else min
+    best: dict[str, float] = {}
+    for collection, value in values:
+        best[collection] = pick(best.get(collection, value), value)
+    if not best:
+        return ""
+    if list(best) == [""]:
+        return f", best dev {metric} {best['']:.4f}"
+    return f", best dev {metric} " + ", ".join(f"{best[c]:.4f} on {c}" for c in sorted(best))
 
 
 def _label(ticket: TrialTicket) -> str:

@@ -277,3 +277,15 @@ def test_progress_lines_name_the_collection_of_a_trial() -> None:
     assert labels == {"baseline on chitchat", "baseline on cranfield", "wsls-0.2 on chitchat", "wsls-0.2 on cranfield"}
     one = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "quickstart.yaml").baseline
     assert _label(TrialTicket.of(one.name, one.role, one.config, 1)) == "baseline"
+
+
+def test_the_progress_summary_takes_the_best_dev_value_of_each_collection() -> None:
+    """The summary's `best dev map 0.4100` was the best over every finished trial, chitchat's and
+    Cranfield's together, one number from two scales; over collections it is each one's best."""
+    from harness.driver._callback import best_dev
+
+    values = [("chitchat", 0.41), ("cranfield", 0.30), ("chitchat", 0.38), ("cranfield", 0.33)]
+    assert best_dev(values, "map", "max") == ", best dev map 0.4100 on chitchat, 0.3300 on cranfield"
+    assert best_dev(values, "loss", "min") == ", best dev loss 0.3800 on chitchat, 0.3000 on cranfield"
+    assert best_dev([("", 0.2), ("", 0.25)], "map", "max") == ", best dev map 0.2500"
+    assert best_dev([], "map", "max") == ""
