@@ -30,6 +30,10 @@ from harness.errors import HarnessError
 TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
 DEFAULT_PORT = 8265
 _PROBE_TIMEOUT_S = 10.0
+# Ray's job client sends its requests without a timeout: a server that took the connection and never
+# answered (a stalled head, a proxy holding it) left `harness jobs list` waiting for ever. Each
+# request now waits at most this long to connect and this long for an answer.
+REQUEST_TIMEOUT_S = (10.0, 120.0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,23 +201,38 @@ def _without_address_env() -> Iterator[None]:
 class Jobs:
     """The job server of one cluster. Constructing it probes the server (one-line errors)."""
 
-    def __init__(self, server: JobServer) -> None:
-        self.server = server
+    def __init__(self, server: JobServer, timeout_s: tuple[float, float] = REQUEST_TIMEOUT_S) -> None:
+        self.server, self.timeout_s = server, timeout_s
         self.ray_version = probe(server)
         try:
             from ray.job_submission import JobSubmissionClient
         except ImportError:
             raise HarnessError("Ray job submission needs ray[default]: pip install 'ray[default]'") from None
         _quiet_ray_client_logs()
+
+        class TimedClient(JobSubmissionClient):  # type: ignore[misc, valid-type]
+            """Ray's client, each request bounded by ``timeout_s`` (its own keyword for requests)."""
+
+            def _do_request(self, method: str, endpoint: str, **kw: Any) -> Any:
+                kw.setdefault("timeout", timeout_s)
+                return super()._do_request(method, endpoint, **kw)
+
         with _without_address_env(), self._errors("connecting to the job server"):
             # Raises RuntimeError naming `pip install 'ray[default]'` when requests/aiohttp are missing.
-            self.client = JobSubmissionClient(server.address, headers=server.headers)
+            self.client = TimedClient(server.address, headers=server.headers)
 
     @contextmanager
     def _errors(self, what: str, job_id: str | None = None) -> Iterator[None]:
+        try:  # Ray's job client sends with requests (without it, the client says how to install it)
+            from requests.exceptions import RequestException, Timeout
+        except ImportError:
+            RequestException = Timeout = ConnectionError  # type: ignore[misc, assignment]
         try:
             yield
-        except (RuntimeError, ConnectionError) as exc:
+        except Timeout:
+            raise HarnessError(f"{what} at {self.server.address} failed: no answer within "
+                               f"{self.timeout_s[1]:g} s (is the head overloaded?)") from None
+        except (RuntimeError, ConnectionError, RequestException) as exc:
             text = str(exc)
             if job_id and ("does not exist" in text or "404" in text):
                 raise HarnessError(f"no job {job_id} on the Ray cluster at {self.server.address}") from None

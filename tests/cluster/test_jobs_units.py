@@ -7,6 +7,7 @@ import json
 import os
 import shlex
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -325,3 +326,44 @@ def test_skipping_the_tracking_check_still_refuses_a_uri_no_cluster_can_use(tmp_
     with pytest.raises(HarnessError, match=why):
         _plan(tmp_path, tracking_uri=uri, check_tracking=False)
     assert _plan(tmp_path, tracking_uri="http://mlflow.cluster.internal:5000", check_tracking=False).trials == 9
+
+
+class _StalledJobServer(BaseHTTPRequestHandler):
+    """A job server whose head answers /api/version and then stalls: every other request is taken
+    and never answered."""
+
+    def do_GET(self) -> None:  # http.server's name for a GET handler
+        if self.path != "/api/version":
+            time.sleep(30)
+            return
+        data = json.dumps({"ray_version": "2.60.0", "version": "4", "session_name": "s"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_a_job_server_that_never_answers_is_an_error_after_the_timeout_not_a_wait_for_ever() -> None:
+    """Ray's job client sends without a timeout: `harness jobs list` against a head that answered
+    the version probe and then stalled waited for ever. Each request is now bounded, and its end is
+    one line."""
+    from harness.jobs.client import Jobs
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _StalledJobServer)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    address = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        jobs = Jobs(JobServer(address=address), timeout_s=(5.0, 1.0))
+        start = time.monotonic()
+        with pytest.raises(HarnessError) as err:
+            jobs.list()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert time.monotonic() - start < 20
+    assert str(err.value) == f"job list at {address} failed: no answer within 1 s (is the head overloaded?)"
