@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
@@ -332,6 +333,42 @@ def test_an_unreachable_ray_address_is_one_line_before_mlflow_writes_anything(tm
     monkeypatch.setenv("RAY_ADDRESS", address)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     _one_line_error(_cli(capsys, "run", str(path)), f"RAY_ADDRESS={address}", says)
+    assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("server", ["http", "silent"])
+def test_a_ray_address_where_something_else_answers_is_one_line_not_minutes_of_retries(
+        tmp_path, monkeypatch, capsys, server):
+    """RAY_ADDRESS=HEAD:8265 (the dashboard's port, not the GCS's) passed the connection check and
+    ray.init retried for minutes. The port must answer as a gRPC server does; a web server is named
+    as not a Ray cluster, and a port that takes the connection and says nothing is no answer."""
+    from tests.test_bad_input import study
+
+    path = study(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    if server == "http":
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:  # its request log would share stderr with harness's line
+                pass
+
+        web = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        address = f"127.0.0.1:{web.server_address[1]}"
+        says = ("something answers there, but not a Ray cluster", "default port 6379")
+    else:
+        web = socket.create_server(("127.0.0.1", 0))  # listens, never accepts: the kernel completes the connection
+        address = f"127.0.0.1:{web.getsockname()[1]}"
+        says = ("no Ray cluster answers there (timed out, within 5 s)",)
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    start = time.monotonic()
+    try:
+        _one_line_error(_cli(capsys, "run", str(path)), f"RAY_ADDRESS={address}", *says)
+    finally:
+        if server == "http":
+            web.shutdown()
+        web.server_close() if server == "http" else web.close()
+    assert time.monotonic() - start < 30
     assert not (tmp_path / "mlflow.db").exists() and not (tmp_path / "runs").exists()
 
 

@@ -96,12 +96,38 @@ def check_ray_address() -> None:
         raise HarnessError(f"RAY_ADDRESS={address} is not host:port (a cluster's GCS, e.g. 10.0.0.5:6379) "
                            "or ray://host:port; unset it to run on a local Ray")
     try:
-        socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((host, int(port)), timeout=RAY_CONNECT_TIMEOUT_S) as sock:
+            # Ray's GCS and its Client server speak gRPC; a port that answers otherwise (the
+            # dashboard's 8265, an MLflow server) had ray.init retry for minutes. Under TLS
+            # (RAY_USE_TLS) the plain-text greeting means nothing: the connection is all that is checked.
+            grpc = os.environ.get("RAY_USE_TLS", "").strip().lower() in ("1", "true") or _answers_http2(sock)
     except OSError as exc:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise HarnessError(f"RAY_ADDRESS={address}: no Ray cluster answers there ({reason}, "
                            f"within {RAY_CONNECT_TIMEOUT_S:g} s); start it, fix the address, or unset "
                            "RAY_ADDRESS to run on a local Ray") from None
+    if not grpc:
+        raise HarnessError(f"RAY_ADDRESS={address}: something answers there, but not a Ray cluster (its "
+                           "GCS, default port 6379, or a Ray Client server, ray://host:10001, speak gRPC); "
+                           "fix the address, or unset RAY_ADDRESS to run on a local Ray")
+
+
+# HTTP/2's client connection preface and an empty SETTINGS frame (RFC 9113, 3.4 and 6.5)
+_HTTP2_GREETING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
+def _answers_http2(sock: Any) -> bool:
+    """Whether the server on ``sock`` answers HTTP/2's greeting as a gRPC server does: its first
+    frame is SETTINGS (type 4). An HTTP/1 server answers with text, or closes. A server that says
+    nothing within the socket's timeout raises TimeoutError (an OSError)."""
+    sock.sendall(_HTTP2_GREETING)
+    head = b""
+    while len(head) < 9:
+        chunk = sock.recv(9 - len(head))
+        if not chunk:
+            return False
+        head += chunk
+    return head[3] == 4
 
 
 def init_ray(spec: StudySpec, num_gpus: float | None = None) -> None:

@@ -343,3 +343,14 @@ def test_a_study_asking_for_more_gpus_or_cpus_than_the_local_ray_has_is_refused(
         assert str(exc.value) == f"study {name!r}: {message}"
         runs = _runs(_uri(ray_root), name)
         assert [r.info.status for r in runs["study"]] == ["FAILED"] and "trial" not in runs
+
+
+def test_the_gcs_of_a_running_ray_passes_the_address_check(ray_root, monkeypatch) -> None:
+    """The check that refuses a port where no Ray listens (tests/test_reliability.py) lets a real
+    GCS through: the session's Ray, addressed as a cluster's is, RAY_ADDRESS=host:port."""
+    import ray
+
+    from harness.driver._orchestrate import check_ray_address
+
+    monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
+    check_ray_address()
