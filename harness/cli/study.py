@@ -138,7 +138,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if spec.collections:
         from harness.study.validate import collections_plan
 
-        print("\n".join(collections_plan(spec)))
+        print("\n".join(collections_plan(spec, progress=lambda m: print(f"harness validate: {m}", file=sys.stderr,
+                                                                         flush=True))))
     if spec.search:
         print(f"  search space: {', '.join(spec.search.space)}; objectives: "
               f"{', '.join(f'{m}/{md}' for m, md in spec.search.objectives)}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,10 +120,11 @@ def _line_of(spec: Any, key: str) -> int | None:
     return next((n for p, n in lines.items() if p.endswith(f".set.{key}")), None)
 
 
-def collections_plan(spec: Any) -> list[str]:
+def collections_plan(spec: Any, progress: Callable[[str], None] | None = None) -> list[str]:
     """A study over several collections: each collection's data loaded (a collection whose data
     does not load is refused, naming it) and its plan: queries, candidates, evaluation
-    fingerprint and trials."""
+    fingerprint and trials. A collection not yet in the data cache is built here (minutes for the
+    whole chitchat set; the study then finds it built); ``progress`` gets the build's lines."""
     from harness.data.load import load_splits
     from harness.training import check_negatives
 
@@ -134,7 +135,8 @@ def collections_plan(spec: Any) -> list[str]:
         configs = spec.collection_configs(name)
         cfg = configs[0].config
         try:
-            splits = load_splits(cfg.data, train_sampler=cfg.train.sampler)
+            splits = load_splits(cfg.data, train_sampler=cfg.train.sampler,
+                                 progress=None if progress is None else (lambda m, c=name: progress(f"{c}: {m}")))
         except HarnessError as exc:
             raise prefixed(exc, f"collection {name!r}: its data does not load") from None
         try:  # as the study's driver checks before any trial starts (harness.study.variants)
