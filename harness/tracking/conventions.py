@@ -75,7 +75,7 @@ TAG_CORRECTION = "harness.correction"  # ... and the correction of its p-values
 # training runs (the runs table), not on the GenAI overview of traces.
 TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-# MLflow 3.17's UI picks the landing page from its GenAI / Model training switch (remembered per
+# MLflow's UI (3.17, 3.18) picks the landing page from its GenAI / Model training switch (remembered per
 # browser; the URL's workflowType sets it), not from the kind, and hides the runs table's Description
 # column by default. So a study also gets a shared view of its runs table (an experiment tag that the
 # URL's viewStateShareKey names): its config runs, sorted by the objective's test mean, with the

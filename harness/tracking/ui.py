@@ -1,7 +1,7 @@
 """The MLflow UI on a study store, opening on training runs and verdicts (``harness ui``).
 
-MLflow 3.17's UI decides between its GenAI side (an overview of traces, judges, a "Detect Issues"
-pop-up) and its model-training side from the address's ``workflowType`` query parameter, else
+MLflow's UI (3.17, 3.18) decides between its GenAI side (an overview of traces, judges, a "Detect
+Issues" pop-up) and its model-training side from the address's ``workflowType`` query parameter, else
 from the choice the browser remembers in ``localStorage`` (key ``mlflow.workflowType_v1``), else
 GenAI; the experiment tag ``mlflow.experimentKind`` no longer decides it. A browser that never
 chose therefore opens every experiment and run page of a study on the GenAI side, whatever link
