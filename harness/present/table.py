@@ -398,10 +398,12 @@ def untested_note(analysis: Analysis) -> str:
 
 def _seeds_suggested(analysis: Analysis) -> str:
     """The one-seed lower bounds of the first metric's largest differences (power.one_seed_seeds)
-    at Holm's first step over the table's candidates, power 0.8."""
+    at Holm's first step over the family a test of this table would correct over (its candidates,
+    each metric's or, in the configs form, every metric's), power 0.8."""
     res = analysis.results
     metric, seed = analysis.metrics[0], res.seeds[0]
-    level = analysis.options.markers.levels[0] / max(len(res.configs) - 1 + len(res.stopped), 1)
+    m = (len(res.configs) - 1 + len(res.stopped)) * (len(analysis.metrics) if analysis.options.family == "all" else 1)
+    level = analysis.options.markers.levels[0] / max(m, 1)
     diffs = {c: res.query_values(c, seed, metric) - res.query_values(res.baseline, seed, metric)
              for c in res.configs[1:]}
     largest = sorted(diffs, key=lambda c: -abs(float(diffs[c].mean())))[:3]

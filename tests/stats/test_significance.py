@@ -172,3 +172,16 @@ def test_validation_errors(records: list[RunRecord]) -> None:
         AnalysisOptions(test="z")
     with pytest.raises(ConfigError, match="levels must be strictly decreasing"):
         Markers(levels=(0.01, 0.05))
+
+
+def test_a_one_seed_tables_seed_suggestion_is_at_the_level_its_test_would_correct_to() -> None:
+    """The one-seed note suggested seeds at Holm's first step over the candidates (0.05 / 4) for
+    every form; the configs form corrects over every metric's comparisons (0.05 / 8 with two
+    metrics), so its suggestion is at that level, and a seeds table's at its own metric's."""
+    from harness.present.table import untested_note
+
+    res = _results(synthetic_records(seeds=(7,), effects={"base": 0.0, "a": 0.06, "b": 0.05, "c": 0.04, "d": 0.0}))
+    per_metric = untested_note(analyse(res, AnalysisOptions(family="metric")))
+    whole = untested_note(analyse(res, AnalysisOptions(family="all")))
+    assert "differences at 0.0125 (Holm's first step)" in per_metric, per_metric
+    assert "differences at 0.00625 (Holm's first step)" in whole, whole
