@@ -402,7 +402,10 @@ class CollectionsStudy:
         opts = self.options
         options = AnalysisOptions(metrics=metric_names(metric) or opts.metric, test=opts.test,
                                   correction=opts.correction, markers=Markers(levels=opts.levels),
-                                  resamples=opts.resamples, seed=opts.seed)
+                                  resamples=opts.resamples, seed=opts.seed,
+                                  # as on one collection: the interval beside a marker excludes 0
+                                  # exactly when the loosest level marks it
+                                  confidence=1.0 - max(opts.levels))
         return analyse_collections(self.collections, options, family=opts.family)
 
     def table(self, *, metric: MetricNames = None, form: str = AUTO_FORM, decimals: int = 4,

@@ -65,11 +65,18 @@ def footnote(notes: CollectionsNotes, text: Callable[[str], str], mark: Callable
              f"({'; '.join(notes.units)}) against {baseline}; {notes.placement}. Significantly better: "),
         levels(notes.better), text("; significantly worse: "), levels(notes.worse),
         text(f". {notes.correction[0].upper()}{notes.correction[1:]}, family: {notes.family_words} "
-             f"(m = {notes.comparisons} comparisons). {notes.combined}. "),
+             f"({_m(notes)}). {notes.combined}. "),
     ]
     parts += [text(f"{r.rstrip('.')}. ") for r in notes.remarks]
     parts.append(text(f"SD is the sample standard deviation over seeds. {notes.tie_rule}. {notes.versions}."))
     return "".join(parts)
+
+
+def _m(notes: CollectionsNotes) -> str:
+    """"m = 6 comparisons", or where the families differ in size "m = 4 to 6 comparisons by family"."""
+    if 0 < notes.fewest < notes.comparisons:
+        return f"m = {notes.fewest} to {notes.comparisons} comparisons by family"
+    return f"m = {notes.comparisons} comparisons"
 
 
 def caption(table: CollectionsTable) -> str:

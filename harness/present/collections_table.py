@@ -90,6 +90,7 @@ class CollectionsNotes:
     family_words: str
     comparisons: int
     combined: str
+    fewest: int = 0  # the smallest family's m, where families differ in size
     remarks: tuple[str, ...] = ()
     tie_rule: str = ""
     versions: str = ""
@@ -264,7 +265,8 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
         baseline=analysis.baseline, placement=placement, levels=opts.markers.levels,
         better=opts.markers.better, worse=opts.markers.worse, correction=describe(opts.correction),
         correction_name=opts.correction, family=analysis.family, family_words=_FAMILY_WORDS[analysis.family],
-        comparisons=analysis.comparisons, combined=combined, remarks=tuple(remarks),
+        comparisons=analysis.comparisons, fewest=analysis.fewest_comparisons, combined=combined,
+        remarks=tuple(remarks),
         tie_rule=VALUES_NOTE, versions=library_versions())
 
 

@@ -123,10 +123,21 @@ class CollectionsAnalysis:
         return tuple(self.analyses)
 
     @property
+    def family_sizes(self) -> list[int]:
+        """The family size m of every comparison and combined verdict."""
+        sizes = [c.family_size for a in self.analyses.values() for c in a.comparisons]
+        return [*sizes, *(c.family_size for c in self.combined)]
+
+    @property
     def comparisons(self) -> int:
         """The largest family's size m (the footnote's)."""
-        sizes = [c.family_size for a in self.analyses.values() for c in a.comparisons]
-        return max([*sizes, *(c.family_size for c in self.combined)], default=0)
+        return max(self.family_sizes, default=0)
+
+    @property
+    def fewest_comparisons(self) -> int:
+        """The smallest family's size m: below ``comparisons`` where families differ (per
+        collection, a collection without some configuration)."""
+        return min(self.family_sizes, default=0)
 
     def get_combined(self, config: str, metric: str) -> CombinedComparison | None:
         for c in self.combined:
@@ -206,11 +217,14 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
                         + ", ".join(f"{n}: {t}" for n, t in tests.items())
                         + "); name one with --test that every collection supports")
     test = tests[names[0]]
-    if test == UNTESTED:
-        # One seed: no collection's comparison is tested (one collection's table says why), and a
-        # combined verdict would rest on query-level tests alone.
-        raise DataError(f"a table over several collections needs 2 or more seeds per collection; these "
-                        f"results have one ({collections[names[0]].seeds[0]}): add seeds, or tabulate "
+    one_seed = [n for n, a in analyses.items() if test == UNTESTED or a.query_only]
+    if one_seed:
+        # One seed: untested by default, and a test named for it (--test seed-averaged) counts the
+        # variance between that run's queries only; a combined verdict would rest on query-level
+        # tests alone, marked as if it counted training variance.
+        n = one_seed[0]
+        raise DataError(f"a table over several collections needs 2 or more seeds per collection; "
+                        f"collection {n!r} has one ({collections[n].seeds[0]}): add seeds, or tabulate "
                         "one collection at a time")
     metrics = analyses[names[0]].metrics
     for n, a in analyses.items():
@@ -365,8 +379,11 @@ def _phantoms(family: str, analyses: Mapping[str, Analysis], collections: Mappin
             if (name, metric) in once:
                 continue
             per_metric = sum(c.metric == metric for c in a.comparisons)
+            # as many as a finished candidate has: one per seed under per-seed, else one (the
+            # count where every candidate stopped there, and none finished to count from)
+            each = per_metric // candidates if per_metric else (len(res.seeds) if a.test == "per-seed" else 1)
             key = _family_key(family, name, metric)
-            out[key] = out.get(key, 0) + len(res.stopped) * per_metric // candidates
+            out[key] = out.get(key, 0) + len(res.stopped) * each
     if missing_combined:
         per_metric = missing_combined // max(len(metrics), 1)
         for metric in metrics:

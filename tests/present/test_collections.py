@@ -198,10 +198,82 @@ def test_every_test_gives_a_table_over_collections(test: str) -> None:
 
 def test_one_seed_over_collections_is_refused_in_one_line(tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
     one = {name: StudyResults.build(synthetic_records(queries=10, seeds=(1,)), source=name) for name in ("a", "b")}
-    with pytest.raises(DataError, match=r"needs 2 or more seeds per collection; these results have one \(1\)"):
+    with pytest.raises(DataError, match=r"needs 2 or more seeds per collection; collection 'a' has one \(1\)"):
         analyse_collections(one)
     rc, out, err = run_cli("table", "--from", str(_write(tmp_path / "r.csv", one)))
     assert rc != 0 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("seeds", [(1,), (1, 2, 3)])
+def test_a_test_named_for_one_seed_collections_is_refused_over_collections(
+        tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]], seeds: tuple[int, ...]) -> None:
+    """`--test seed-averaged` let one-seed collections in: their cells took the multi-seed daggers
+    (54 of 100 null tables marked something) beside a footnote saying one-seed markers are the
+    query-only ones, and a combined verdict rested on query-level tests alone. A collection of one
+    seed is refused over collections whatever the test, beside one of 3 seeds too."""
+    one = {"a": StudyResults.build(synthetic_records(queries=20, seeds=seeds), source="a"),
+           "b": StudyResults.build(synthetic_records(queries=20, seeds=(1,)), source="b")}
+    for test in ("seed-averaged", "wilcoxon"):
+        with pytest.raises(DataError, match=r"needs 2 or more seeds per collection; collection '(a|b)' has one \(1\)"):
+            analyse_collections(one, AnalysisOptions(test=test))
+        rc, out, err = run_cli("table", "--from", str(_write(tmp_path / "r.csv", one)), "--test", test)
+        assert rc != 0 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_looser_level_widens_the_intervals_over_collections_as_over_one(
+        tmp_path: Path, run_cli: Callable[..., tuple[int, str, str]]) -> None:
+    """`--levels 0.1 0.05` put each collection's and each combined verdict's interval at 95%, so a
+    cell marked at 0.1 showed an interval holding 0; they are at 90%, as on one collection: the
+    uncorrected ones are scipy's 90% paired t intervals."""
+    cols = _collections()
+    path = _write(tmp_path / "r.csv", cols)
+    rc, out, err = run_cli("table", "--from", str(path), "--test", "seed-averaged", "--correction", "none",
+                           "--levels", "0.1", "0.05", "--format", "csv")
+    assert rc == 0, err
+    rows = {(r["collection"], r["row"], r["metric"]): r for r in csv.DictReader(out.splitlines())}
+    for name, res in cols.items():
+        seeds = res.seeds_of("better")
+        cand = np.mean([res.query_values("better", s, "map") for s in seeds], axis=0)
+        base = np.mean([res.query_values(res.baseline, s, "map") for s in seeds], axis=0)
+        ci = stats.ttest_rel(cand, base).confidence_interval(0.90)
+        row = rows[(name, "better", "map")]
+        assert (float(row["ci_low"]), float(row["ci_high"])) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    study = compare(path, test="seed-averaged", levels=(0.1, 0.05)).analyse()
+    for cell in [*(c for a in study.analyses.values() for c in a.comparisons), *study.combined]:
+        low, high = cell.interval
+        assert (low > 0 or high < 0) == (cell.p_adjusted < 0.1), (cell.config, cell.metric, cell.interval)
+
+
+def test_configurations_stopped_on_a_collection_where_none_finished_count_in_the_family() -> None:
+    """On a collection where only the baseline finished, its stopped configurations added nothing
+    to m (each counts as often as a finished one would, p = 1): Holm ran over 4 instead of 6."""
+    from dataclasses import replace
+
+    effects = {"base": 0.0, "c1": 0.02, "c2": 0.0}
+    a = StudyResults.build(synthetic_records(queries=30, effects=effects), source="A")
+    b = StudyResults.build(synthetic_records(queries=25, effects={"base": 0.0}), source="B")
+    b = replace(b, stopped={"c1": "rung 1", "c2": "rung 1"})
+    analysis = analyse_collections({"A": a, "B": b}, AnalysisOptions(test="seed-averaged", metrics=("map",)))
+    # A's 2 comparisons, B's 2 stopped ones at p = 1 and 2 combined verdicts that could not be made
+    assert analysis.comparisons == 6
+    ps = [c.result.p_value for c in analysis.analyses["A"].comparisons]
+    ref = multipletests([*ps, 1.0, 1.0, 1.0, 1.0], method="holm")[1][:2]
+    assert [c.p_adjusted for c in analysis.analyses["A"].comparisons] == pytest.approx(ref.tolist(), rel=1e-12)
+
+
+def test_the_footnote_names_each_familys_m_where_they_differ(tmp_path: Path, run_cli) -> None:
+    """Under --family collection a collection without one configuration has a smaller family: the
+    footnote said "m = 6" for all (its CSV rows said 4); it gives the range."""
+    cols = {name: StudyResults.build(synthetic_records(queries=30, effects={"base": 0.0, "a": s, "z": s / 2}),
+                                     source=name) for name, s in (("A", 0.02), ("B", 0.03), ("C", 0.01))}
+    rows = [r for r in collection_rows(cols) if not (r["collection"] == "C" and r["config"] == "z")]
+    path = tmp_path / "c.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    rc, out, err = run_cli("table", "--from", str(path), "--test", "seed-averaged", "--family", "collection")
+    assert rc == 0, err
+    assert "(m = 2 to 4 comparisons by family)" in out, out[-1500:]
+    rc, out, err = run_cli("table", "--from", str(path), "--test", "seed-averaged")
+    assert rc == 0 and "(m = " in out and " to " not in out.split("(m = ")[1].split(")")[0], out[-1500:]
 
 
 def test_an_unknown_name_in_one_collections_analysis_is_refused_in_one_line(
