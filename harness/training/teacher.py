@@ -24,8 +24,8 @@ from harness.curriculum.scoring import ScoringContext, TeacherScores, score_quer
 from harness.data.cache import cache_root
 from harness.records import Query, Splits
 from harness.training._instances import trained_candidates, trial_instances
+from harness.training._teacher_id import TEACHER_NAMES, teacher_config, teacher_settings
 
-TEACHER_NAMES = ("bert_pred", "bert_loss")
 TEACHER_VERSION = 1
 Progress = Callable[[str], None]
 
@@ -50,8 +50,9 @@ def trained_subset(queries: Sequence[Query], cfg: TrialConfig) -> list[Query]:
 def difficulty_scores(configs: Sequence[TrialConfig], splits: Splits, *,
                       progress: Progress | None = None) -> dict[str, np.ndarray]:
     """One value per training query for every ``score_key`` of ``configs`` (each with its seed)
-    whose curriculum is on. The teacher (bert_pred, bert_loss) is trained once, with the first
-    configuration's settings (``teacher_config``), and reused for every key."""
+    whose curriculum is on. A teacher (bert_pred, bert_loss) is trained once per distinct
+    ``teacher_config`` among them (a configuration's own teacher seed, budget and training
+    settings; its key names it, ``teacher_key``) and reused for every key it scores."""
     from harness.training.tokenized import score_key  # imports the tokenizer: on first use
 
     wanted: dict[str, TrialConfig] = {}
@@ -67,9 +68,15 @@ def difficulty_scores(configs: Sequence[TrialConfig], splits: Splits, *,
         from harness.curriculum.embeddings import packaged_embedder
 
         embed = packaged_embedder()
-    teacher = teacher_scores(configs[0], splits, progress=log) if names & set(TEACHER_NAMES) else None
+    teachers: dict[str, TeacherScores] = {}
     out = {}
     for key, cfg in sorted(wanted.items()):
+        teacher = None
+        if cfg.curriculum.scoring in TEACHER_NAMES:
+            which = teacher_fingerprint(cfg, splits)
+            if which not in teachers:
+                teachers[which] = teacher_scores(cfg, splits, progress=log)
+            teacher = teachers[which]
         pair = cfg.curriculum.candidates == "pair"
         queries = trained_subset(splits.train, cfg) if pair else splits.train
         ctx = ScoringContext(rng=np.random.default_rng([cfg.train.seed, 7]), embed=embed, teacher=teacher)
@@ -78,21 +85,9 @@ def difficulty_scores(configs: Sequence[TrialConfig], splits: Splits, *,
     return out
 
 
-def teacher_config(cfg: TrialConfig) -> TrialConfig:
-    """The teacher: the same data and model, plain training (no curriculum, weighting, smoothing,
-    cascade), seed curriculum.teacher_seed, curriculum.teacher_steps steps (default train.steps)."""
-    base = TrialConfig()
-    train = dataclasses.replace(cfg.train, seed=cfg.curriculum.teacher_seed, loss="pointwise",
-                                steps=cfg.curriculum.teacher_steps or cfg.train.steps)
-    return TrialConfig(data=cfg.data, model=cfg.model, train=train, curriculum=base.curriculum,
-                       weighting=base.weighting, smoothing=base.smoothing, cascade=base.cascade)
-
-
 def teacher_fingerprint(cfg: TrialConfig, splits: Splits) -> str:
-    t = teacher_config(cfg)
-    blob = json.dumps({"data": splits.fingerprint, "model": dataclasses.asdict(t.model),
-                       "train": {k: v for k, v in dataclasses.asdict(t.train).items() if k != "device"},
-                       "version": TEACHER_VERSION}, sort_keys=True)
+    blob = json.dumps({"data": splits.fingerprint, **teacher_settings(cfg), "version": TEACHER_VERSION},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
 

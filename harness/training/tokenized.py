@@ -11,6 +11,7 @@ from harness.config import ModelConfig, TrialConfig
 from harness.model.collate import PairCollator, TokenizedQueries
 from harness.model.encoder import load_tokenizer
 from harness.records import Splits
+from harness.training._teacher_id import TEACHER_NAMES, teacher_key
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def prepare_data(splits: Splits, model: ModelConfig, scores: dict[str, np.ndarra
 
 def score_key(cfg: TrialConfig) -> str:
     """Names the difficulty scores a trial of ``cfg`` sorts by: the scoring function, the candidate
-    set it sees and, where they change the values, the seed and the negatives per positive.
+    set it sees and, where they change the values, the seed, the negatives per positive and the
+    teacher (bert_pred, bert_loss: ``teacher.teacher_key``).
 
     ``pair`` scores the candidates the seed trains on, so they depend on the seed and on
     train.negatives_per_positive; ``random`` is drawn per seed (the authors draw it per run).
@@ -63,4 +65,6 @@ def score_key(cfg: TrialConfig) -> str:
         parts += [f"k{cfg.train.negatives_per_positive}", f"seed{cfg.train.seed}"]
     elif cur.scoring == "random":
         parts.append(f"seed{cfg.train.seed}")
+    if cur.scoring in TEACHER_NAMES:
+        parts.append(f"teacher-{teacher_key(cfg)}")
     return "/".join(parts)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from harness.training._teacher_id import teacher_key
 from harness.training.loop import EvalRecord, FinalRecord, Trainer
 from harness.training.teacher import difficulty_scores, teacher_fingerprint
 from harness.training.tokenized import prepare_data
@@ -134,7 +135,9 @@ def test_teacher_trained_once_and_reused(splits, tmp_path, monkeypatch):
     second = difficulty_scores([cfg, loss_cfg], splits, progress=logs.append)
     assert not any("training the teacher" in m for m in logs)
     assert any("loaded from cache" in m for m in logs)
-    assert sorted(first) == ["bert_loss/pair/k1/seed1", "bert_pred/pair/k1/seed1"]
+    key = teacher_key(cfg)
+    assert key == teacher_key(loss_cfg)  # one teacher for both scorings
+    assert sorted(first) == [f"bert_loss/pair/k1/seed1/teacher-{key}", f"bert_pred/pair/k1/seed1/teacher-{key}"]
     for key in first:
         np.testing.assert_array_equal(first[key], second[key])
         assert first[key].shape == (len(splits.train),)
@@ -142,3 +145,26 @@ def test_teacher_trained_once_and_reused(splits, tmp_path, monkeypatch):
     data = prepare_data(splits, cfg.model, second)
     rec = list(Trainer(cfg, data).run())[-1]
     assert isinstance(rec, FinalRecord)
+
+
+@pytest.mark.slow
+def test_each_configuration_sorts_by_its_own_teacher(splits, tmp_path, monkeypatch):
+    """A study prepared every configuration's bert_pred scores with the first configuration's
+    teacher: one with curriculum.teacher_seed 2000 and 10 teacher steps sorted by the teacher of
+    seed 1000 and 20 steps, unlike the same configuration under `harness train`. Each now gets its
+    own, the scores it gets alone."""
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path))
+    a = tiny_config(**{"curriculum.scoring": "bert_pred", "curriculum.pacing": "root_n",
+                       "curriculum.teacher_steps": 20})
+    b = tiny_config(**{"curriculum.scoring": "bert_pred", "curriculum.pacing": "root_n",
+                       "curriculum.teacher_seed": 2000, "curriculum.teacher_steps": 10})
+    logs: list[str] = []
+    together = difficulty_scores([a, b], splits, progress=logs.append)
+    assert sum("training the teacher" in m for m in logs) == 2
+    assert len(together) == 2 and teacher_key(a) != teacher_key(b)
+    for cfg in (a, b):
+        alone = difficulty_scores([cfg], splits)  # from the cache: the teacher of cfg's settings
+        (key,) = alone
+        np.testing.assert_array_equal(together[key], alone[key])
+    keys = sorted(together)
+    assert not np.array_equal(together[keys[0]], together[keys[1]])
