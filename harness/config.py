@@ -301,6 +301,22 @@ class TrialConfig:
         from harness.data.sources import check
 
         check(self.data, self.train.sampler)
+        steps = self.train.steps
+        # A schedule point past the end of training changes what the configuration is without a
+        # word: a pacing function that never reaches f(T) = 1 leaves the hardest data unseen (Penha
+        # & Hauff 2020 require it by T), a two-stage smoothing that never switches is its one-stage
+        # method under the two-stage name.
+        if self.curriculum.enabled and resolve_steps(self.curriculum.T, steps) > steps:
+            raise ConfigError(f"curriculum.T {self.curriculum.T} is past the end of training (train.steps "
+                              f"{steps}): the pacing function would never make all training data available; "
+                              "give at most train.steps, or a fraction of training in (0, 1]", key="curriculum.T")
+        if self.smoothing.enabled and self.smoothing.kind.two_stage \
+                and resolve_steps(self.smoothing.switch, steps) >= steps:
+            one = self.smoothing.method.removeprefix("T-")
+            raise ConfigError(f"smoothing.switch {self.smoothing.switch} is at or past the end of training "
+                              f"(train.steps {steps}): {self.smoothing.method} would never switch to hard "
+                              f"labels, which is {one}; give fewer steps than train.steps, or a fraction "
+                              "of training in (0, 1)", key="smoothing.switch")
         if self.smoothing.enabled and not LOSSES[self.train.loss].soft_targets:
             soft = ", ".join(n for n, k in LOSSES.items() if k.soft_targets)
             raise ConfigError(f"smoothing.method={self.smoothing.method} smooths pointwise labels; "

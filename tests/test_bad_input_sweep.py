@@ -189,6 +189,13 @@ study_case("seed-schedule-max-not-above-start", ["@P:5:", "max"], seeds="{start:
 study_case("seed-schedule-unknown-key", ["@P:5:", "stop"], seeds="{start: 2, step: 1, max: 4, stop: 3}")
 study_case("teacher-seed-over-2-32", ["@P:7:", "curriculum.teacher_seed"],
            extra="curriculum: {teacher_seed: 4294967296}\n")
+# schedule points past the end of training (train.steps 4): the curriculum would never reach all
+# the data, T-LS would never switch (it would be LS under T-LS's name)
+study_case("curriculum-T-past-the-steps", ["@P:7:", "curriculum.T 40 is past the end of training (train.steps 4)"],
+           extra="curriculum: {pacing: root_n, T: 40}\n")
+study_case("t-ls-switch-at-the-end", ["@P:7:", "smoothing.switch 4 is at or past the end of training",
+                                      "T-LS would never switch to hard labels, which is LS"],
+           extra="smoothing: {method: T-LS, switch: 4}\n")
 
 # --- 3. study files: each section's keys, types and ranges --------------------------------------
 
