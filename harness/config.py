@@ -264,8 +264,9 @@ class SmoothingConfig:
 @dataclass(frozen=True, kw_only=True)
 class CascadeConfig:
     """Cascade Transformer (Soldaini & Moschitti 2020): exits after ``exits`` (1-based encoder
-    layers; null = the depth's default) and per-exit drop ratios ``alpha`` (one value for all exits
-    or one per exit). ``enabled`` false: a single [CLS] classification head."""
+    layers; null = the depth's default) and per-exit drop ratios ``alpha`` (``alpha_count_problem``:
+    one value for all exits, one per exit before the last, or one per exit with 0 last).
+    ``enabled`` false: a single [CLS] classification head."""
 
     enabled: bool = False
     exits: tuple[int, ...] | None = None
@@ -279,10 +280,31 @@ class CascadeConfig:
                    "strictly increasing", self.exits)
         for a in self.alpha:
             require(0.0 <= a < 1.0, "cascade.alpha", "in [0, 1) for every exit", self.alpha)
-        if self.exits is not None and len(self.alpha) not in (1, len(self.exits)):
-            raise ConfigError(f"cascade.alpha must have 1 value or one per exit "
-                              f"({len(self.exits)} for cascade.exits={list(self.exits)}), "
-                              f"got {len(self.alpha)}", key="cascade.alpha")
+        if self.exits is not None and (problem := alpha_count_problem(
+                self.alpha, len(self.exits), f"cascade.exits={list(self.exits)}")):
+            raise ConfigError(problem, key="cascade.alpha")
+
+
+def alpha_count_problem(alpha: Sequence[float], n_exits: int, exits: str) -> str | None:
+    """Why ``alpha`` does not fit ``n_exits`` exits (named by ``exits``), or None. It may give one
+    value for every exit, one per exit before the last (Soldaini & Moschitti's alpha_p1 ..
+    alpha_p{N-1}: the final exit ranks what is left and drops nothing), or one per exit with 0
+    last; a non-zero last value would be ignored, so it is refused.
+
+    >>> alpha_count_problem((0.3,), 5, "x"), alpha_count_problem((0.1, 0.2, 0.3, 0.4), 5, "x")
+    (None, None)
+    >>> alpha_count_problem((0.3, 0.3, 0.3, 0.3, 0.9), 5, "cascade.exits=[4, 6, 8, 10, 12]")
+    "cascade.alpha's last value (0.9) is the final exit's, which drops nothing (it ranks every candidate left): give 4 values, one per exit before it (cascade.exits=[4, 6, 8, 10, 12]), or 0 last"
+    """
+    n = len(alpha)
+    if n == 1 or (n == n_exits - 1 and n_exits > 1) or (n == n_exits and (n == 1 or alpha[-1] == 0.0)):
+        return None
+    if n == n_exits:
+        return (f"cascade.alpha's last value ({alpha[-1]:g}) is the final exit's, which drops nothing (it "
+                f"ranks every candidate left): give {n_exits - 1} values, one per exit before it ({exits}), "
+                "or 0 last")
+    return (f"cascade.alpha must have 1 value, one per exit before the last ({n_exits - 1}, as the paper "
+            f"gives them) or one per exit with 0 last ({n_exits}) for {exits}, got {n}")
 
 
 @dataclass(frozen=True, kw_only=True)

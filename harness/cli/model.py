@@ -2,7 +2,7 @@
 cost per batch (Soldaini & Moschitti 2020, Sec. 4.3.2 and Table 3).
 
     harness cascade cost --layers 12 --exits 4,6,8,10,12 --batch 128 --alpha 0.3
-    harness cascade cost --layers 12 --alpha 0.3,0.3,0.4,0.5,0   # one alpha per exit
+    harness cascade cost --layers 12 --alpha 0.3,0.3,0.4,0.5   # one per exit before the last (the paper's form)
     harness cascade cost --layers 12 --alpha 0.4 --rounding nearest  # the paper's printed numbers
 
 Values are parsed and validated as the config keys ``cascade.exits`` and ``cascade.alpha``, so a bad
@@ -38,8 +38,8 @@ def register(subparsers: Any) -> None:
                    "(default: 4,6,8,10,12 scaled to the depth)")
     c.add_argument("--batch", type=int, default=128, help="candidates per query (default 128)")
     c.add_argument("--alpha", action="append", default=[], metavar="A",
-                   help="drop ratio in [0, 1): one for every exit, or one per exit "
-                   "(comma-separated or repeated); default 0")
+                   help="drop ratio in [0, 1): one for every exit, or one per exit before the last "
+                   "(the final exit drops nothing; comma-separated or repeated); default 0")
     c.add_argument("--rounding", choices=ROUNDINGS, default="floor",
                    help="floor(alpha*k) as the paper states (default), or nearest as its numbers imply")
     c.set_defaults(func=run_cost)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
+from harness.config import alpha_count_problem
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ class CascadePlan:
     def __post_init__(self) -> None:
         _check_depth(self.num_layers)
         check_exits(self.exits, self.num_layers)
-        _check_alphas(self.alphas, self.exits)
+        _check_alphas(self.alphas)
         if len(self.alphas) != len(self.exits):
             raise ConfigError(f"cascade.alpha must have one value per exit after expansion "
                               f"({len(self.exits)}), got {len(self.alphas)}")
@@ -93,14 +94,19 @@ class CascadePlan:
     def build(cls, *, num_layers: int, exits: Sequence[int] | None = None,
               alpha: Sequence[float] = (0.0,), rounding: Rounding = "floor") -> CascadePlan:
         """A plan from user-facing values: ``exits`` None = ``default_exits(num_layers)``; ``alpha``
-        one value for every exit or one per exit."""
+        one value for every exit, one per exit before the last, or one per exit with 0 last."""
         _check_depth(num_layers)
         chosen = default_exits(num_layers) if exits is None else tuple(int(e) for e in exits)
         check_exits(chosen, num_layers)
         alphas = tuple(float(a) for a in alpha)
-        _check_alphas(alphas, chosen)
+        _check_alphas(alphas)
+        problem = alpha_count_problem(alphas, len(chosen), f"cascade.exits={list(chosen)}")
+        if problem:
+            raise ConfigError(problem)
         if len(alphas) == 1:
             alphas = alphas * len(chosen)
+        elif len(alphas) == len(chosen) - 1:  # the paper's form: the final exit drops nothing
+            alphas = (*alphas, 0.0)
         return cls(num_layers=num_layers, exits=chosen, alphas=alphas, rounding=rounding)
 
     def drops(self, i: int, k: int) -> int:
@@ -134,7 +140,7 @@ class CascadePlan:
         return 1.0 / self.relative_cost(n)
 
     def with_alpha(self, alpha: Sequence[float]) -> CascadePlan:
-        """The same depth and exits with other drop ratios (one value or one per exit)."""
+        """The same depth and exits with other drop ratios (as ``build`` takes them)."""
         return CascadePlan.build(num_layers=self.num_layers, exits=self.exits, alpha=alpha,
                                  rounding=self.rounding)
 
@@ -208,10 +214,7 @@ def check_exits(exits: tuple[int, ...], num_layers: int) -> None:
                           f"exit is the full model, got {shown}")
 
 
-def _check_alphas(alphas: tuple[float, ...], exits: tuple[int, ...]) -> None:
+def _check_alphas(alphas: tuple[float, ...]) -> None:
     for a in alphas:
         if not 0.0 <= a < 1.0:  # also refuses NaN
             raise ConfigError(f"cascade.alpha must be in [0, 1) for every exit, got {list(alphas)}")
-    if len(alphas) not in (1, len(exits)):
-        raise ConfigError(f"cascade.alpha must have 1 value or one per exit ({len(exits)} for "
-                          f"cascade.exits={list(exits)}), got {len(alphas)}")

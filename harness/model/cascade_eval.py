@@ -126,7 +126,7 @@ def cascade_report(queries: Sequence[Query], matrices: Sequence[np.ndarray], pla
                    settings: Sequence[Sequence[float]] = ((0.3,), (0.4,), (0.5,)),
                    metrics: Sequence[str] | None = None) -> list[ReportRow]:
     """Table 3 for one cascade model: each exit alone (cost rho(i)/n), then the full model with
-    each alpha setting of ``settings`` (one value or one per exit)."""
+    each alpha setting of ``settings`` (``config.alpha_count_problem``: 1, N - 1 or N values)."""
     rows = []
     last = plan.exits[-1]
     for layer, m in exit_metrics(queries, matrices, plan.exits, metrics).items():

@@ -28,6 +28,7 @@ from harness.config import (
     DataConfig,
     KeyLines,
     TrialConfig,
+    alpha_count_problem,
     blame_assignment,
     parse_assignments,
     text_problem,
@@ -195,10 +196,10 @@ def check_cascade_depth(configs: list[TrialConfig], *, build_model: bool = False
                 except ConfigError as exc:
                     raise ConfigError(f"{exc} (the {depth}-layer encoder of model.name={name})",
                                       key="cascade.exits") from None
-            if not ex and len(c.cascade.alpha) not in (1, len(defaults)):
-                raise ConfigError(f"cascade.alpha must have 1 value or one per exit ({len(defaults)} for the "
-                                  f"default exits {defaults} of the {depth}-layer encoder of model.name={name}), "
-                                  f"got {len(c.cascade.alpha)}", key="cascade.alpha")
+            if not ex and (problem := alpha_count_problem(
+                    c.cascade.alpha, len(defaults),
+                    f"the default exits {defaults} of the {depth}-layer encoder of model.name={name}")):
+                raise ConfigError(problem, key="cascade.alpha")
 
 
 def space_cascades(spec: Any) -> list[TrialConfig]:

@@ -26,7 +26,10 @@ def test_one_alpha_per_exit_and_nearest_rounding(capsys: pytest.CaptureFixture[s
 @pytest.mark.parametrize(("argv", "message"), [
     (["--alpha", "1.0"], "cascade.alpha must be in [0, 1)"),
     (["--alpha", "-0.2"], "cascade.alpha must be in [0, 1)"),
-    (["--alpha", "0.3,0.3"], "cascade.alpha must have 1 value or one per exit (5 for"),
+    (["--alpha", "0.3,0.3"], ("cascade.alpha must have 1 value, one per exit before the last (4, as the paper "
+                              "gives them) or one per exit with 0 last (5) for cascade.exits=[4, 6, 8, 10, 12], got 2")),
+    # the final exit's ratio would be ignored: refused, not taken
+    (["--alpha", "0.3,0.3,0.3,0.3,0.9"], "cascade.alpha's last value (0.9) is the final exit's, which drops nothing"),
     (["--exits", "4,8,16"], "cascade.exits must be layers in [1, 12]"),
     (["--exits", "4,8"], "cascade.exits must end at the last layer (12)"),
     (["--exits", "4,x,12"], "cascade.exits must be a comma-separated list of int"),

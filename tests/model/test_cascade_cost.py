@@ -84,17 +84,22 @@ def test_cost_properties(depth_exits: tuple[int, list[int]], alpha: list[float],
     assert larger.relative_cost(n) <= cost + 1e-12
 
 
-def test_last_alpha_does_not_change_the_cost() -> None:
+def test_the_last_exit_drops_nothing_whatever_form_the_ratios_take() -> None:
+    """One ratio for every exit, one per exit before the last, or one per exit with 0 last: the
+    final exit ranks what is left, so the three plans score alike."""
     a = CascadePlan.build(**PAPER, alpha=(0.3, 0.3, 0.3, 0.3, 0.0))
-    b = CascadePlan.build(**PAPER, alpha=(0.3, 0.3, 0.3, 0.3, 0.9))
-    assert a.entering(128) == b.entering(128) and a.relative_cost(128) == b.relative_cost(128)
+    b = CascadePlan.build(**PAPER, alpha=(0.3, 0.3, 0.3, 0.3))
+    c = CascadePlan.build(**PAPER, alpha=(0.3,))
+    assert a.entering(128) == b.entering(128) == c.entering(128)
+    assert a.relative_cost(128) == b.relative_cost(128) == c.relative_cost(128)
 
 
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"alpha": (1.0,)}, r"cascade\.alpha must be in \[0, 1\)"),
     ({"alpha": (-0.1,)}, r"cascade\.alpha must be in \[0, 1\)"),
     ({"alpha": (float("nan"),)}, r"cascade\.alpha must be in \[0, 1\)"),
-    ({"alpha": (0.3, 0.3)}, r"cascade\.alpha must have 1 value or one per exit \(5 for"),
+    ({"alpha": (0.3, 0.3)}, r"cascade\.alpha must have 1 value, one per exit before the last \(4, .*\(5\) for"),
+    ({"alpha": (0.3, 0.3, 0.3, 0.3, 0.5)}, r"cascade\.alpha's last value \(0\.5\) is the final exit's"),
     ({"exits": (4, 6, 14)}, r"cascade\.exits .*14 is beyond its depth"),
     ({"exits": (4, 6, 8)}, r"cascade\.exits must end at the last layer \(12\)"),
     ({"exits": (6, 4, 12)}, r"cascade\.exits must be strictly increasing"),
@@ -110,7 +115,7 @@ def test_bad_plans_name_the_key(kwargs: dict, match: str) -> None:
 def test_config_errors_name_the_key() -> None:
     with pytest.raises(ConfigError, match=r"cascade\.alpha must be in \[0, 1\)"):
         CascadeConfig(enabled=True, alpha=(1.5,))
-    with pytest.raises(ConfigError, match=r"cascade\.alpha must have 1 value or one per exit"):
+    with pytest.raises(ConfigError, match=r"cascade\.alpha must have 1 value, one per exit before the last"):
         CascadeConfig(enabled=True, exits=(2, 4), alpha=(0.1, 0.2, 0.3))
     with pytest.raises(ConfigError, match=r"cascade\.exits .*beyond its depth"):
         plan_from_config(CascadeConfig(enabled=True, exits=(2, 8)), num_layers=6)
@@ -121,7 +126,7 @@ def test_config_errors_name_the_key() -> None:
     ({"cascade.alpha": "1.2"}, r"cascade\.alpha must be in \[0, 1\)"),
     ({"cascade.alpha": [0.2, -0.1]}, r"cascade\.alpha must be in \[0, 1\)"),
     ({"cascade.exits": "4,6", "cascade.alpha": "0.1,0.2,0.3"},
-     r"cascade\.alpha must have 1 value or one per exit \(2 for"),
+     r"cascade\.alpha must have 1 value, one per exit before the last \(1, .*\(2\) for cascade\.exits=\[4, 6\]"),
 ])
 def test_study_file_values_name_the_key(flat: dict, match: str) -> None:
     with pytest.raises(ConfigError, match=match):
@@ -149,3 +154,15 @@ def test_pure_modules_import_without_torch() -> None:
     proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_papers_form_one_ratio_per_partial_classifier_is_the_plan_with_0_last() -> None:
+    """Soldaini & Moschitti give {alpha_p1 .. alpha_p4} for 5 exits: one per partial classifier.
+    That form was refused (it wanted 1 or 5 values) while a fifth value was taken and ignored; now
+    4 values are the plan with the final exit dropping nothing, the same as 5 with 0 last."""
+    four = CascadePlan.build(**{**PAPER, "alpha": (0.1, 0.2, 0.3, 0.4)})
+    five = CascadePlan.build(**{**PAPER, "alpha": (0.1, 0.2, 0.3, 0.4, 0.0)})
+    assert four == five and four.alphas == (0.1, 0.2, 0.3, 0.4, 0.0)
+    assert four.entering(128) == (128, 116, 93, 66, 40)  # k_i = k_{i-1} - floor(alpha_i k_{i-1})
+    assert TrialConfig.from_flat({"cascade.enabled": True, "cascade.exits": [4, 6, 8, 10, 12],
+                                  "cascade.alpha": [0.1, 0.2, 0.3, 0.4]}).cascade.alpha == (0.1, 0.2, 0.3, 0.4)

@@ -65,8 +65,9 @@ def test_more_alphas_than_the_default_exits_are_refused_before_anything_runs(dee
     deep.write_text(DEEP_EXITS.replace("exits: [2, 8], alpha: [0.3]", "alpha: [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]"))
     assert main([command[0], str(deep), *command[1:]]) == 2
     line = _one_line(capsys)
-    assert (f"{deep}:5: cascade.alpha must have 1 value or one per exit (3 for the default exits [2, 3, 4] "
-            "of the 4-layer encoder of model.name=tiny), got 7") in line
+    assert (f"{deep}:5: cascade.alpha must have 1 value, one per exit before the last (2, as the paper gives "
+            "them) or one per exit with 0 last (3) for the default exits [2, 3, 4] of the 4-layer encoder of "
+            "model.name=tiny, got 7") in line
     _nothing_written(deep.parent)
 
 
@@ -222,10 +223,11 @@ search:
     ("    cascade.enabled: {fixed: true}\n    cascade.exits: {choice: [[2, 6], [4, 6]]}\n", 9,
      ("search.space.cascade.exits: a proposal the search can make: cascade.exits=[2, 6]: layer 6 is beyond "
      "the 4-layer encoder of model.name=tiny")),
-    # The default exits of the 4-layer encoder are [2, 3, 4]: two drop ratios fit none of them.
-    ("    cascade.enabled: {fixed: true}\n    cascade.alpha: {choice: [[0.3], [0.1, 0.2]]}\n", 9,
-     ("search.space.cascade.alpha: a proposal the search can make: cascade.alpha must have 1 value or one "
-     "per exit (3 for the default exits [2, 3, 4] of the 4-layer encoder of model.name=tiny), got 2")),
+    # The default exits of the 4-layer encoder are [2, 3, 4]: four drop ratios fit none of them.
+    ("    cascade.enabled: {fixed: true}\n    cascade.alpha: {choice: [[0.3], [0.1, 0.2, 0.3, 0.4]]}\n", 9,
+     ("search.space.cascade.alpha: a proposal the search can make: cascade.alpha must have 1 value, one per "
+      "exit before the last (2, as the paper gives them) or one per exit with 0 last (3) for the default exits "
+      "[2, 3, 4] of the 4-layer encoder of model.name=tiny, got 4")),
     # Exits that fit one encoder of the space and not the other, under a condition.
     (("    model.name: {choice: [packaged, tiny]}\n    cascade.enabled: {choice: [false, true]}\n"
      "    cascade.exits: {choice: [[2, 6]], when: {cascade.enabled: true}}\n"), 10,
