@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,29 @@ def _line_of(spec: Any, key: str) -> int | None:
     return next((n for p, n in lines.items() if p.endswith(f".set.{key}")), None)
 
 
+# A collection's data that takes longer than this to load is being built: its progress is shown.
+SLOW_LOAD_S = 1.0
+
+
+class WhenSlow:
+    """Passes progress lines on once the work has taken ``SLOW_LOAD_S``, those held until then
+    first: a collection the cache holds loads without a word, a build says what it does."""
+
+    def __init__(self, progress: Callable[[str], None]) -> None:
+        self.progress, self.start, self.held = progress, time.monotonic(), []  # type: list[str]
+        self.open = False
+
+    def __call__(self, message: str) -> None:
+        if not self.open and time.monotonic() - self.start < SLOW_LOAD_S:
+            self.held.append(message)
+            return
+        self.open = True
+        for held in self.held:
+            self.progress(held)
+        self.held.clear()
+        self.progress(message)
+
+
 def collections_plan(spec: Any, progress: Callable[[str], None] | None = None) -> list[str]:
     """A study over several collections: each collection's data loaded (a collection whose data
     does not load is refused, naming it) and its plan: queries, candidates, evaluation
@@ -136,8 +160,8 @@ def collections_plan(spec: Any, progress: Callable[[str], None] | None = None) -
         configs = spec.collection_configs(name)
         cfg = configs[0].config
         try:
-            splits = load_splits(cfg.data, train_sampler=cfg.train.sampler,
-                                 progress=None if progress is None else (lambda m, c=name: progress(f"{c}: {m}")))
+            said = None if progress is None else WhenSlow(lambda m, c=name: progress(f"{c}: {m}"))
+            splits = load_splits(cfg.data, train_sampler=cfg.train.sampler, progress=said)
         except HarnessError as exc:
             raise prefixed(exc, f"collection {name!r}: its data does not load") from None
         try:  # as the study's driver checks before any trial starts (harness.study.variants)
