@@ -53,6 +53,9 @@ def file_kind(path: Path) -> str:
     return "a device"
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
+
+
 def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` whole or not at all: into a temporary file in the
     same directory, flushed to disk (fsync), then moved over ``path`` (``os.replace``), so a full
@@ -78,6 +81,17 @@ def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Pat
         raise fail(getattr(exc, "strerror", None) or str(exc)) from None
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise fail("it is a directory; give a file name")
+    # An output path that is a database (the MLflow store: `--to mlruns/mlflow.db`) replaced every
+    # study in it with one table or page, exit 0.
+    if info is not None and stat.S_ISREG(info.st_mode) and not payload.startswith(SQLITE_MAGIC):
+        try:
+            with open(target, "rb") as fh:
+                head = fh.read(len(SQLITE_MAGIC))
+        except OSError:
+            head = b""
+        if head == SQLITE_MAGIC:
+            raise fail("it is an SQLite database (an MLflow store?), which this would replace; give "
+                       "another file")
     if info is not None and not stat.S_ISREG(info.st_mode):
         try:  # a device or a pipe: nothing to replace
             with open(target, "wb") as fh:

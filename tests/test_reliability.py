@@ -471,3 +471,21 @@ def test_tune_state_verifies_only_as_its_driver_signed_it(tmp_path, monkeypatch)
     monkeypatch.setenv(trust.KEY_ENV, "another key")
     with pytest.raises(HarnessError, match="does not verify under this driver's key"):
         trust.verify(store, run, "fixed", str(state))
+
+
+@pytest.mark.parametrize("command", [["table", "--output"], ["power", "--output"], ["report", "--to"]])
+def test_an_output_path_that_is_the_mlflow_store_is_refused_and_the_store_kept(tmp_path, capsys, command):
+    """`harness report --experiment s --to mlruns/mlflow.db` replaced the whole store (every study in
+    it) with one page, exit 0; `table --output` and `power --output` with one table. A harness
+    output never goes over an SQLite database."""
+    from tests.synthetic import synthetic_records, write_study_records
+
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    write_study_records(uri, "s", synthetic_records(queries=6, effects={"base": 0.0, "better": 0.1}),
+                        {"base": "baseline", "better": "ls"}, failed=False)
+    before = db.read_bytes()
+    _one_line_error(_cli(capsys, command[0], "--experiment", "s", "--tracking-uri", uri, command[1], str(db)),
+                    str(db), "it is an SQLite database (an MLflow store?)")
+    assert db.read_bytes() == before
+    assert _cli(capsys, "table", "--experiment", "s", "--tracking-uri", uri).returncode == 0
