@@ -239,10 +239,20 @@ class _TerminalSink:
 def _records(args: argparse.Namespace, ticket: TrialTicket) -> StudyRecords:
     """The experiment's records, refusing a (configuration, seed) it has recorded as finished (a
     second seed run of it would make the experiment untabulable)."""
-    from harness.tracking.records import StudyRecords
+    from harness.tracking import conventions as C
+    from harness.tracking.records import StudyRecords, iter_runs
     from harness.tracking.store import TrackingStore
 
-    records = StudyRecords.open(TrackingStore(args.tracking_uri), args.experiment)
+    store = TrackingStore(args.tracking_uri)
+    # A study's experiment (harness run: it has a baseline configuration, which harness train never
+    # records) is not harness train's: its study run would be reopened and ended by this run, its
+    # qrels replaced, and a configuration of one seed added to its table.
+    existing = store.client.get_experiment_by_name(args.experiment)
+    if existing is not None and any(r.data.tags.get(C.TAG_ROLE) == C.ROLE_BASELINE
+           for r in iter_runs(store.client, existing.experiment_id, C.KIND_CONFIG)):
+        raise ConfigError(f"--experiment {args.experiment}: it is a study's experiment (harness run), whose "
+                          "records this run would change; give harness train an experiment of its own")
+    records = StudyRecords.open(store, args.experiment)
     done = records.done_run(ticket.key)
     if done is not None:
         raise ConfigError(f"experiment {args.experiment!r} already has a finished run of configuration "

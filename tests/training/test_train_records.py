@@ -103,3 +103,22 @@ def test_an_interrupted_train_experiment_says_its_own_command_finishes_it(traine
     assert rc == 3, err
     assert "its `harness train` command again, with --resume where it kept a --checkpoint-dir, finishes it" in out + err
     assert "harness run" not in out + err
+
+
+def test_a_studys_experiment_is_refused_before_anything_is_written(tmp_path, capsys):
+    """`harness train --experiment STUDY` reopened a finished study's run, replaced its qrels, ended it
+    KILLED or FINISHED and added a one-seed configuration its table refused; a study's experiment
+    (it has a baseline, which train never records) is refused, its records unchanged."""
+    from tests.synthetic import synthetic_records, write_study_records
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    write_study_records(uri, "study", synthetic_records(queries=6, effects={"base": 0.0, "better": 0.1}),
+                        {"base": "baseline", "better": "ls"}, failed=False)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("study")
+    before = sorted((r.info.run_id, r.info.status) for r in client.search_runs([exp.experiment_id]))
+    args = [a if a != "one" else "study" for a in ARGS]
+    assert main([*args, "--seed", "3", "--tracking-uri", uri]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--experiment study: it is a study's experiment (harness run)" in err, err
+    assert sorted((r.info.run_id, r.info.status) for r in client.search_runs([exp.experiment_id])) == before
