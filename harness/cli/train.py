@@ -148,9 +148,10 @@ def run_train(args: argparse.Namespace) -> int:
         try:
             run_trial(ticket, trainer, sink, metric=cfg.train.select_metric)
         except BaseException as exc:
-            if records:
-                records.trial_failed(ticket, f"{type(exc).__name__}: {exc}")
-                records.end("KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED", configs=[ticket.config_id])
+            if records:  # a stop (Ctrl-C, SIGTERM, SIGHUP) ends every run KILLED, a failure FAILED
+                status = "KILLED" if isinstance(exc, KeyboardInterrupt) else "FAILED"
+                records.trial_failed(ticket, f"{type(exc).__name__}: {exc}", status=status)
+                records.end(status, configs=[ticket.config_id])
             raise
         if records:
             records.end(configs=[ticket.config_id])

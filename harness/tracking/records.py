@@ -349,12 +349,13 @@ class StudyRecords:
         self._done[ticket.key] = seed
         self._test.setdefault(ticket.config_id, {})[ticket.seed] = dict(seed.test)
 
-    def trial_failed(self, ticket: Ticket, error: str) -> None:
+    def trial_failed(self, ticket: Ticket, error: str, status: str = "FAILED") -> None:
+        """The seed run ends ``status`` (KILLED: stopped, not failed) with ``error`` as its tag."""
         if self.is_done(ticket.key):
             return
         run = self.trial_started(ticket)
         self.store.set_tags(run, {C.TAG_ERROR: error[:5000]})
-        self.store.end_run(run, "FAILED")
+        self.store.end_run(run, status)
 
     def done_seeds(self, config_id: str) -> list[int]:
         """The seeds of a configuration whose trials are recorded as finished, ascending."""
