@@ -46,7 +46,9 @@ def _curves(names: list[str], n_default: float) -> list[tuple[str, str, float]]:
 
 
 def _fmt_step(s: float) -> str:
-    return str(int(s)) if float(s).is_integer() else f"{s:g}"
+    """A step as printed: a whole number as an int up to 10^15 (past it, 1e+308 rather than its 309
+    digits), else its shortest %g form."""
+    return str(int(s)) if float(s).is_integer() and abs(s) < 1e15 else f"{s:g}"
 
 
 # The formats --plot writes, by the file's suffix (matplotlib's names).
@@ -69,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         _plot(curves, delta, T, args.plot, suffix)
         print(f"wrote {args.plot}")
         return 0
-    steps = args.at if args.at else [T * i / DEFAULT_POINTS for i in range(DEFAULT_POINTS + 1)]
+    # T times a fraction: T * i overflowed to inf for T near the float's maximum (1e308)
+    steps = args.at if args.at else [T * (i / DEFAULT_POINTS) for i in range(DEFAULT_POINTS + 1)]
     width = max(len("step"), *(len(_fmt_step(s)) for s in steps))
     cols = [max(len(label), 6) for label, _, _ in curves]
     print("  ".join(["step".rjust(width)] + [label.rjust(c) for (label, _, _), c in zip(curves, cols)]))
@@ -89,7 +92,7 @@ def _plot(curves: list[tuple[str, str, float]], delta: float, T: float, path: st
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [T * 1.1 * i / 500 for i in range(501)]
+    xs = [T * (1.1 * i / 500) for i in range(501)]
     fig, ax = plt.subplots(figsize=(6, 4))
     for label, name, n in curves:
         fn = PACING.get(name)

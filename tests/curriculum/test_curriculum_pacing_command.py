@@ -35,6 +35,15 @@ def test_default_steps_span_zero_to_T(capsys: pytest.CaptureFixture[str]) -> Non
     assert rows[0] == ["0", "0.5000"] and rows[-1] == ["10", "1.0000"] and len(rows) == 11
 
 
+def test_a_T_near_the_largest_float_spans_zero_to_T_too(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--T 1e308` printed steps of inf (T * i overflowed) with linear's 1.0000 beside them, exit 0:
+    the steps are T's tenths, and the linear values delta + (1 - delta) i / 10 (Penha & Hauff, Table 3)."""
+    assert main(["pacing", "linear", "--delta", "0.5", "--T", "1e308"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [r[0] for r in rows] == ["0", *(f"{i * 1e307:g}" for i in range(1, 11))]
+    assert [float(r[1]) for r in rows] == pytest.approx([0.5 + 0.05 * i for i in range(11)], abs=1e-4)
+
+
 def test_n_flag_and_root_names(capsys: pytest.CaptureFixture[str]) -> None:
     args = parse(["pacing", "root_n", "root_10", "--n", "10", "--at", "125"])
     args.func(args)
