@@ -471,6 +471,32 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
     return ["train", "--no-mlflow", "--set", "model.name=nosuchmodel"], ["model.name 'nosuchmodel'"], tmp
 
 
+# a max_length past the encoder's positions was a tensor-size traceback at the first long batch
+for cmd in ("validate", "run"):
+    study_case(f"max-length-past-the-positions-{cmd}", ["@P:2:", ("model.max_length 1024 is past the 512 "
+                                                                 "positions of model.name=tiny")],
+               cmd=cmd, text=_study_text().replace("max_length: 32", "max_length: 1024"))
+
+
+@case("--set", "set-max-length-past-the-positions-train")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    return (["train", "--no-mlflow", "--set", "model.name=tiny", "--set", "model.max_length=600"],
+            ["--set model.max_length=600:", "is past the 512 positions of model.name=tiny"], tmp)
+
+
+# a model folder's config.json with sizes no encoder has: a billion layers grew memory without end,
+# -1 trained an encoder of no layer (exit 0), "six" was a traceback
+for id_, value in (("billion-layers", 1_000_000_000), ("negative-layers", -1), ("layers-a-word", "six")):
+    @case("--set", f"set-model-config-{id_}-train")
+    def _(tmp: Path, value: object = value) -> tuple[list[str], list[str], Path]:
+        import json
+
+        (tmp / "enc").mkdir()
+        (tmp / "enc" / "config.json").write_text(json.dumps({"model_type": "bert", "num_hidden_layers": value}))
+        return (["train", "--no-mlflow", "--set", f"model.name={tmp / 'enc'}"],
+                ["config.json: num_hidden_layers must be an integer in [1, 256]"], tmp / "enc")
+
+
 # the rules across configurations, met by an override of every configuration (the file alone passes)
 CROSS: list[tuple[str, str, list[str], list[str]]] = [
     ("makes-a-candidate-the-baseline", "configs:\n  - name: c\n    set: {curriculum.delta: 0.5}\n",

@@ -96,10 +96,11 @@ def run_train(args: argparse.Namespace) -> int:
     from harness.training.tokenized import prepare_data
 
     cfg = load_config(args.config, args.assign, args.seed)
-    from harness.model.encoder import check_model_name
+    from harness.model.encoder import check_model_fits, check_model_name
 
     try:  # before minutes of data building; a value --set gave names its assignment
         check_model_name(cfg.model.name)
+        check_model_fits(cfg.model)
         check_device(cfg.train.device)
     except ConfigError as exc:
         raise blame_assignment(exc, args.assign or []) from None

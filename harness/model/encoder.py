@@ -72,6 +72,43 @@ def check_model_name(name: str) -> None:
                           key="model.name")
 
 
+# Bounds on a model folder's config.json, checked before anything is built from it: a number past
+# them (a billion layers) grew memory without end, a negative depth trained an encoder of no layer.
+CONFIG_LIMITS = {"num_hidden_layers": (1, 256), "hidden_size": (1, 65_536), "num_attention_heads": (1, 1024),
+                 "intermediate_size": (1, 262_144), "max_position_embeddings": (1, 1_048_576)}
+
+
+def check_model_fits(cfg: ModelConfig) -> None:
+    """The encoder's config.json (``packaged``, ``tiny`` or a folder; a hub name is left to its
+    load) has sizes within ``CONFIG_LIMITS``, and ``model.max_length`` fits its positions (a longer
+    input was a tensor-size traceback at the first long batch, after the data was built)."""
+    import json
+
+    if cfg.name == "tiny":
+        raw: Any = {**TINY, "max_position_embeddings": 512}
+        where = "model.name tiny"
+    else:
+        path = Path(model_source(cfg.name)) / "config.json"
+        if not path.is_file():
+            return
+        where = f"model.name {cfg.name!r}: {path}"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{where}: not a readable JSON file ({exc})", key="model.name") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: not a JSON object", key="model.name")
+    for key, (lo, hi) in CONFIG_LIMITS.items():
+        value = raw.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
+            raise ConfigError(f"{where}: {key} must be an integer in [{lo}, {hi}], got {value!r}", key="model.name")
+    positions = raw.get("max_position_embeddings")
+    if positions is not None and cfg.max_length > positions:
+        raise ConfigError(f"model.max_length {cfg.max_length} is past the {positions} positions of model.name="
+                          f"{cfg.name} (its max_position_embeddings); give at most {positions}",
+                          key="model.max_length")
+
+
 def encoder_depth(name: str) -> int | None:
     """The number of transformer layers of ``model.name`` without loading weights (``tiny``, or the
     config.json of a local directory, ``packaged`` included); None for a hub name (only loading

@@ -72,10 +72,12 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
         uri = check_tracking_uri(uri, here=check_tracking)
         configs = possible_configs(spec)
         if data:  # what this machine holds (a submitted study's cluster holds its own)
-            from harness.model.encoder import check_model_name
+            from harness.model.encoder import check_model_fits, check_model_name
 
             for name in dict.fromkeys(cfg.model.name for cfg in configs):
                 check_model_name(name)
+            for model in dict.fromkeys(cfg.model for cfg in configs):
+                check_model_fits(model)
             check_storage(spec)
             for cfg in configs:
                 try:
