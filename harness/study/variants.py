@@ -57,7 +57,7 @@ def possible_configs(spec: StudySpec) -> list[TrialConfig]:
 
 def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[str, PreparedData]:
     from harness.data.load import load_splits, sharing_corpora
-    from harness.training import check_negatives
+    from harness.training import check_negatives, check_scored
     from harness.training.teacher import difficulty_scores
     from harness.training.tokenized import prepare_data
 
@@ -77,6 +77,7 @@ def prepare_study(spec: StudySpec, *, progress: Callable[[str], None]) -> dict[s
             # before any trial loads a model, not by every trial as it starts.
             try:
                 check_negatives(splits.train, *(c.train.negatives_per_positive for c in cfgs))
+                check_scored(splits.train, *cfgs)
             except ConfigError as exc:
                 where = f"collection {first.data.collection!r}" if first.data.collection else \
                     f"data.source {first.data.source}"

@@ -16,12 +16,14 @@ __all__ = [
     "StepRecord",
     "Trainer",
     "check_negatives",
+    "check_scored",
     "difficulty_scores",
     "prepare_data",
 ]
 
 __getattr__, __dir__ = face(__name__, {
     "check_negatives": "_instances",
+    "check_scored": "_instances",
     "difficulty_scores": "teacher",
     "EvalRecord": "loop",
     "FinalRecord": "loop",

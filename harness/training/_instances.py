@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.config import TrainConfig
+from harness.config import TrainConfig, TrialConfig
 from harness.errors import ConfigError
 from harness.losses.kinds import LOSSES
 from harness.records import Query
@@ -50,6 +50,25 @@ def check_negatives(queries: Sequence[Query], *negatives_per_positive: int) -> N
         for q, pos, neg in pools:
             if n * pos > neg:
                 raise _too_few(q, n, pos, neg)
+
+
+def check_scored(queries: Sequence[Query], *configs: TrialConfig) -> None:
+    """Raise ConfigError where a configuration reads the candidates' first-stage (sampler) scores
+    and the training data has none (MSDialog's files, say): a weighting heuristic would weigh every
+    instance alike (the unweighted baseline), WSLS would give every negative a hard label."""
+    if any(c.score is not None for q in queries for c in q.candidates):
+        return
+    for cfg in configs:
+        if cfg.weighting.enabled:
+            raise ConfigError(f"weighting.heuristic={cfg.weighting.heuristic} ranks each context's candidates by "
+                              f"their first-stage scores, and the training data (data.source {cfg.data.source}) "
+                              "has none: every instance would weigh alike, as without it; leave it out or use "
+                              "data with scores", key="weighting.heuristic")
+        if cfg.smoothing.enabled and cfg.smoothing.kind.needs_weak_scores and cfg.train.sampler != "random":
+            raise ConfigError(f"smoothing.method={cfg.smoothing.method} reads the negative sampler's scores, and "
+                              f"the training data (data.source {cfg.data.source}) has none: every negative "
+                              "would keep its hard label; use train.sampler bm25, data with scores, or LS",
+                              key="smoothing.method")
 
 
 def build_instances(queries: Sequence[Query], *, negatives_per_positive: int, pairwise: bool,

@@ -14,7 +14,7 @@ from harness.config import TrialConfig, resolve_steps
 from harness.curriculum.heuristics import query_difficulty
 from harness.curriculum.weights import curriculum_weight
 from harness.losses.targets import soft_targets, weak_scores
-from harness.training._instances import Instances
+from harness.training._instances import Instances, check_scored
 from harness.training.tokenized import PreparedData
 
 
@@ -23,6 +23,7 @@ class TrainingSignals:
         self.cfg = cfg
         self.instances = instances
         queries = data.splits.train
+        check_scored(queries, cfg)  # a heuristic or WSLS with no scores to read would do nothing
         self.m = resolve_steps(cfg.weighting.m, total_steps)
         self.switch = resolve_steps(cfg.smoothing.switch, total_steps)
         self.difficulty: np.ndarray | None = None

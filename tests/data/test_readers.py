@@ -153,3 +153,27 @@ def test_trec_missing_files(tmp_path: Path) -> None:
 def test_trec_empty_id(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"train.queries.tsv:2: empty qid$"):
         read_trec(_trec(tmp_path, **{"train.queries.tsv": "q1\tcats\n \tblank\n"}))
+
+
+@pytest.mark.parametrize(("setting", "says"), [
+    ("weighting.heuristic=recip", "weighting.heuristic=recip ranks each context's candidates by their first-stage"),
+    ("smoothing.method=WSLS", "smoothing.method=WSLS reads the negative sampler's scores"),
+])
+def test_a_method_that_reads_scores_is_refused_on_data_without_them(tmp_path: Path, capsys, setting: str,
+                                                                     says: str) -> None:
+    """MSDialog's files carry no first-stage scores (docs/data.md): a weighting heuristic weighed
+    every instance alike and trained the baseline's model (its test MAP equal to it), WSLS kept every
+    negative's hard label, both exit 0 as if a method ran. Refused before any run is recorded; with
+    scores the check passes."""
+    from harness.cli import main
+    from harness.config import TrialConfig
+    from harness.training import check_scored
+
+    d = _msdialog(tmp_path)
+    rc = main(["train", "--no-mlflow", "--set", "data.source=msdialog", "--set", f"data.path={d}",
+               "--set", "model.name=tiny", "--set", "train.steps=2", "--set", "train.batch_size=2", "--set", setting])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and says in err[-1] and err[-1].startswith("harness: error: "), err
+    cfg = TrialConfig.from_flat({setting.split("=")[0]: setting.split("=")[1]})
+    scored = Query(qid="q", context=("u",), candidates=(Candidate("p", "r", 1, 3.0), Candidate("n", "s", 0, 1.0)))
+    check_scored([scored], cfg)
