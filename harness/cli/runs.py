@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--tracking-uri", metavar="URI",
                    help=f"MLflow store (default: {DEFAULT_STORE})")
     p.add_argument("--to", required=True, metavar="DIR", type=Path, help="folder to write into")
+    p.add_argument("--baseline", metavar="NAME",
+                   help="baseline configuration, as `harness table` takes it (default: harness.role=baseline; "
+                   "an experiment of `harness train` has none: name its configuration)")
     p.set_defaults(func=run_export)
 
 
@@ -42,7 +45,8 @@ def run_export(args: argparse.Namespace) -> int:
     """Exits 3 (harness.cli.finished_exit), with the export written, when the study is not finished."""
     from harness.results.trec_export import export_runs
 
-    result = export_runs(args.to, experiment=args.experiment, tracking_uri=args.tracking_uri)
+    result = export_runs(args.to, experiment=args.experiment, tracking_uri=args.tracking_uri,
+                         baseline=args.baseline)
     for note in result.skipped:
         print(f"harness: note: {note}; skipped", file=sys.stderr)
     print(result.summary())

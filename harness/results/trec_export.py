@@ -102,9 +102,9 @@ def file_stem(label: str, seed: str) -> str:
 
 
 def export_runs(folder: str | Path, *, experiment: str | None = None,
-                tracking_uri: str | None = None) -> Export:
+                tracking_uri: str | None = None, baseline: str | None = None) -> Export:
     """Copy every run file and the qrels of ``experiment`` (default: the store's only study) into
-    ``folder`` (module docstring)."""
+    ``folder`` (module docstring); ``baseline`` as `harness table` takes it (per_query.csv's read)."""
     from mlflow.exceptions import MlflowException
 
     folder = Path(folder)
@@ -119,7 +119,7 @@ def export_runs(folder: str | Path, *, experiment: str | None = None,
     with _env_defaults(**FAST_FAIL_ENV, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
         try:
             exp = _experiment(client, experiment, uri)
-            return _export(client, exp, folder, uri)
+            return _export(client, exp, folder, uri, baseline)
         except MlflowException as exc:
             raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
         except OSError as exc:
@@ -138,7 +138,7 @@ def _experiment(client: Any, name: str | None, uri: str) -> Any:
     return studies[0]
 
 
-def _export(client: Any, exp: Any, folder: Path, uri: str) -> Export:
+def _export(client: Any, exp: Any, folder: Path, uri: str, baseline: str | None = None) -> Export:
     source = f"MLflow experiment {exp.name!r}"
     out = Export(folder=folder, experiment=exp.name)
     configs = {r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id): r
@@ -162,7 +162,7 @@ def _export(client: Any, exp: Any, folder: Path, uri: str) -> Export:
         labels.update(_labels(configs, [SeedRun.of(t) for t in group]))
     several = set(groups) != {""}
     # read (and refused) before a file is written: a refusal leaves no half export behind
-    per_query_rows, out.incomplete = _table_rows(exp.name, uri, several)
+    per_query_rows, out.incomplete = _table_rows(exp.name, uri, several, baseline)
     folders = collection_folders(groups) if several else {"": ""}
     order = _study_order(configs, trials, labels)
     stems: dict[str, str] = {}
@@ -219,7 +219,7 @@ def _export(client: Any, exp: Any, folder: Path, uri: str) -> Export:
     return out
 
 
-def _table_rows(name: str, uri: str, several: bool) -> tuple[list[tuple[str, ...]], str]:
+def _table_rows(name: str, uri: str, several: bool, baseline: str | None = None) -> tuple[list[tuple[str, ...]], str]:
     """per_query.csv's rows: the per-query test values of the seed runs ``harness table --experiment``
     reads (one reader: mlflow_reader), so that ``table --from`` gives its table. A configuration
     stopped early, the exploratory runs of a confirmation study and, in an unfinished study, what
@@ -228,7 +228,7 @@ def _table_rows(name: str, uri: str, several: bool) -> tuple[list[tuple[str, ...
     from harness.results.mlflow_reader import incomplete_note, one_read, read_experiment_collections
 
     with one_read():
-        collections = read_experiment_collections(name, tracking_uri=uri)
+        collections = read_experiment_collections(name, tracking_uri=uri, baseline=baseline)
         incomplete = incomplete_note(name, tracking_uri=uri)
     rows = []
     for collection, results in collections.items():

@@ -83,6 +83,25 @@ def test_its_seed_run_cannot_be_exported_and_says_why(trained, capsys, tmp_path)
     assert not (tmp_path / "out").exists()
 
 
+def test_its_run_files_export_with_the_baseline_named(trained, capsys, tmp_path):
+    """`harness runs export` of a train experiment (no baseline: train records a candidate) said
+    "name one with --baseline", an option it did not have; it has it, as `harness table` does, and
+    the export's per_query.csv holds the seed run's per-query test values."""
+    import csv
+
+    uri, _ = trained
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("one")
+    config = next(r for r in client.search_runs([exp.experiment_id]) if r.data.tags[C.TAG_KIND] == C.KIND_CONFIG)
+    capsys.readouterr()
+    assert main(["runs", "export", "--experiment", "one", "--tracking-uri", uri, "--to", str(tmp_path / "a")]) == 2
+    assert "name one with --baseline" in capsys.readouterr().err
+    assert main(["runs", "export", "--experiment", "one", "--tracking-uri", uri, "--to", str(tmp_path / "b"),
+                 "--baseline", config.info.run_name]) == 0, capsys.readouterr().err
+    rows = list(csv.DictReader((tmp_path / "b" / "per_query.csv").open()))
+    assert {r["seed"] for r in rows} == {"3"} and (tmp_path / "b" / "runs" / "test").is_dir()
+
+
 def test_an_interrupted_train_experiment_says_its_own_command_finishes_it(trained, capsys, tmp_path):
     """The table of an interrupted `harness train` experiment named `harness run STUDY --resume`,
     a command for study files, as what finishes it."""
