@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.data.cache import file_digest, fingerprint
-from harness.errors import DataError
+from harness.errors import DataError, shown
 from harness.records import Candidate, Query, Splits
 
 SPLITS = ("train", "dev", "test")
@@ -78,10 +78,16 @@ def _split_file(directory: Path, split: str, pattern: str) -> Path:
 
 
 def _int(text: str, where: str, what: str) -> int:
+    """``text`` as an int of at most 18 digits (a relevance grade, a rank); else one line with the
+    text abbreviated (a 5000-digit value was called no integer and echoed whole)."""
+    digits = text.strip().lstrip("+-")
+    if digits.isdigit() and len(digits) > 18:
+        raise DataError(f"{where}: {what} must be an integer of at most 18 digits, got {shown(text)} "
+                        f"({len(digits)} digits)")
     try:
         return int(text)
     except ValueError:
-        raise DataError(f"{where}: {what} must be an integer, got {text!r}") from None
+        raise DataError(f"{where}: {what} must be an integer, got {shown(text)}") from None
 
 
 # --- MSDialog / MANtIS ------------------------------------------------------------------------

@@ -123,6 +123,9 @@ def test_trec_records(tmp_path: Path) -> None:
     ("train.queries.tsv", "q1\tcats\nq1\tagain\n", r"train.queries.tsv:2: duplicate qid 'q1'"),
     ("train.qrels", "q1 0 d1 2\nq1 0 d2\n", r"train.qrels:2: expected 4 columns"),
     ("train.qrels", "q1 0 d1 2\nq1 0 d2 high\n", r"train.qrels:2: rel \(column 4\) must be an integer"),
+    # a 5000-digit grade: "must be an integer" of an integer, all 5000 digits echoed
+    ("train.qrels", "q1 0 d1 2\nq1 0 d2 " + "1" * 5000 + "\n",
+     r"train.qrels:2: rel \(column 4\) must be an integer of at most 18 digits, got '1111111111.{0,80}' \(5000 digits\)$"),
     ("train.qrels", "q1 0 d1 2\nq7 0 d2 1\n", r"train.qrels:2: unknown qid 'q7'"),
     ("train.qrels", "q1 0 d1 2\nq1 0 d8 1\n", r"train.qrels:2: unknown docid 'd8'"),
     ("train.run", "q1 Q0 d1 1 7 t\nq1 Q0 d2 2 3.5\n", r"train.run:2: expected 6 columns"),
