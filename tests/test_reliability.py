@@ -489,3 +489,14 @@ def test_an_output_path_that_is_the_mlflow_store_is_refused_and_the_store_kept(t
                     str(db), "it is an SQLite database (an MLflow store?)")
     assert db.read_bytes() == before
     assert _cli(capsys, "table", "--experiment", "s", "--tracking-uri", uri).returncode == 0
+
+
+def test_a_databricks_uri_without_credentials_is_one_line(tmp_path, monkeypatch, capsys):
+    """MLflow's Databricks client logged a WARNING (its fallback to legacy authentication) before the
+    harness's error: two lines. Without -v the warning is not printed; the error says why."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.databrickscfg
+    for key in [k for k in os.environ if k.startswith("DATABRICKS_")]:
+        monkeypatch.delenv(key)
+    _one_line_error(_cli(capsys, "table", "--experiment", "s", "--tracking-uri", "databricks"),
+                    "tracking URI databricks", "Databricks")

@@ -24,6 +24,9 @@ QUIET_ENV = {
     "RAY_DEDUP_LOGS_SKIP_REGEX": "A worker died or was killed|killed due to (the node running low on memory|memory pressure)",
 }
 
+# Loggers whose warnings only restate what the harness says in its own line (set to ERROR)
+QUIET_LOGGERS = ("mlflow.utils.databricks_utils",)
+
 
 def quiet_libraries() -> None:
     """The environment of ``QUIET_ENV`` (defaults only), and the loggers of libraries already
@@ -34,3 +37,7 @@ def quiet_libraries() -> None:
         os.environ.setdefault(key, value)
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # MLflow's Databricks client warns that it falls back to its legacy authentication; where that
+    # fails too the harness's one-line error says so, and where it works the warning says nothing
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.ERROR)
