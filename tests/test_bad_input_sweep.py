@@ -471,6 +471,26 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
     return ["train", "--no-mlflow", "--set", "model.name=nosuchmodel"], ["model.name 'nosuchmodel'"], tmp
 
 
+@case("--set", "set-model-config-more-layers-than-its-weights-train", alone=False)  # after the data build
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    """config.json says 12 layers over the packaged weights of 6: 6 layers trained from random
+    initialisation, exit 0 (transformers' load report is off)."""
+    import json
+
+    from harness.model.encoder import packaged_model_path
+
+    src, enc = packaged_model_path(), tmp / "enc"
+    enc.mkdir()
+    for f in src.iterdir():
+        if f.name != "config.json":
+            (enc / f.name).symlink_to(f)
+    config = json.loads((src / "config.json").read_text())
+    (enc / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 12}))
+    return (["train", "--no-mlflow", "--set", f"model.name={enc}", "--set", "data.conversations=30",
+             "--set", "train.steps=2", "--set", "model.max_length=32"],
+            ["the checkpoint lacks layers 6-11 (0-based) that its config.json lists"], enc)
+
+
 # a max_length past the encoder's positions was a tensor-size traceback at the first long batch
 for cmd in ("validate", "run"):
     study_case(f"max-length-past-the-positions-{cmd}", ["@P:2:", ("model.max_length 1024 is past the 512 "

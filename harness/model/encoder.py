@@ -109,6 +109,22 @@ def check_model_fits(cfg: ModelConfig) -> None:
                           key="model.max_length")
 
 
+def check_loaded(name: str, missing: Any) -> None:
+    """The checkpoint held every weight of the encoder its config.json describes, but the pooler
+    (initialised where the checkpoint has none). A config.json claiming 12 layers over weights of 6
+    trained 6 randomly initialised layers without a word (transformers' load report is off)."""
+    import re
+
+    lost = sorted(k for k in missing if not k.startswith("pooler."))
+    if not lost:
+        return
+    layers = sorted({int(m.group(1)) for k in lost if (m := re.search(r"layer\.(\d+)\.", k))})
+    what = (f"layers {layers[0]}-{layers[-1]} (0-based) that its config.json lists" if layers
+            else f"{len(lost)} weights its config.json implies ({lost[0]}, ...)")
+    raise ConfigError(f"model.name {name!r}: the checkpoint lacks {what}; they would be trained from random "
+                      "initialisation. Fix config.json (num_hidden_layers) or the weights", key="model.name")
+
+
 def encoder_depth(name: str) -> int | None:
     """The number of transformer layers of ``model.name`` without loading weights (``tiny``, or the
     config.json of a local directory, ``packaged`` included); None for a hub name (only loading
@@ -163,13 +179,14 @@ def load_encoder(cfg: ModelConfig, *, seed: int) -> Any:
     source = model_source(cfg.name)
     try:
         config = AutoConfig.from_pretrained(source)
-        encoder = AutoModel.from_pretrained(source, config=config, attn_implementation="sdpa",
-                                            add_pooling_layer=True)
+        encoder, info = AutoModel.from_pretrained(source, config=config, attn_implementation="sdpa",
+                                                  add_pooling_layer=True, output_loading_info=True)
     except TypeError:
         # Encoders without a pooling layer argument.
-        encoder = AutoModel.from_pretrained(source, attn_implementation="sdpa")
+        encoder, info = AutoModel.from_pretrained(source, attn_implementation="sdpa", output_loading_info=True)
     except (OSError, ValueError) as exc:
         raise ConfigError(_unloadable(cfg.name, exc)) from None
+    check_loaded(cfg.name, info.get("missing_keys", ()))
     # float32 weights whatever the checkpoint stores: recent transformers keep a half-precision
     # checkpoint's dtype, and the trainer keeps float32 master weights (bf16 is autocast's choice,
     # harness.training._precision), as a study of the same weights stored in float32 would.
