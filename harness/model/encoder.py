@@ -18,7 +18,8 @@ from harness.errors import ConfigError
 
 # The file `harness export` writes into every folder it makes (harness.model.export.EXPORT_INFO).
 EXPORTED_MARK = "harness_export.json"
-TINY = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 2, "intermediate_size": 64}
+TINY = {"hidden_size": 32, "num_hidden_layers": 4, "num_attention_heads": 2, "intermediate_size": 64,
+        "max_position_embeddings": 512}
 
 
 def packaged_model_path() -> Path:
@@ -78,26 +79,35 @@ CONFIG_LIMITS = {"num_hidden_layers": (1, 256), "hidden_size": (1, 65_536), "num
                  "intermediate_size": (1, 262_144), "max_position_embeddings": (1, 1_048_576)}
 
 
-def check_model_fits(cfg: ModelConfig) -> None:
-    """The encoder's config.json (``packaged``, ``tiny`` or a folder; a hub name is left to its
-    load) has sizes within ``CONFIG_LIMITS``, and ``model.max_length`` fits its positions (a longer
-    input was a tensor-size traceback at the first long batch, after the data was built)."""
+def model_config(name: str) -> dict[str, Any] | None:
+    """The config.json of ``model.name`` as a dict, no weights read: ``tiny`` is the packaged
+    encoder's with ``TINY``'s sizes over it, a folder (``packaged`` included) its own; None where
+    there is none (a hub name). A file that is no JSON object is a ConfigError naming it."""
     import json
 
-    if cfg.name == "tiny":
-        raw: Any = {**TINY, "max_position_embeddings": 512}
-        where = "model.name tiny"
-    else:
-        path = Path(model_source(cfg.name)) / "config.json"
-        if not path.is_file():
-            return
-        where = f"model.name {cfg.name!r}: {path}"
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{where}: not a readable JSON file ({exc})", key="model.name") from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{where}: not a JSON object", key="model.name")
+    path = Path(model_source(name)) / "config.json"
+    if not path.is_file():
+        return None
+    where = f"model.name {name!r}: {path}"
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{where}: not a readable JSON file ({exc})", key="model.name") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: not a JSON object", key="model.name")
+    return {**raw, **TINY} if name == "tiny" else raw
+
+
+def check_model_fits(cfg: ModelConfig) -> None:
+    """The encoder's config.json (``model_config``: ``packaged``, ``tiny`` or a folder; a hub name
+    is left to its load) has sizes within ``CONFIG_LIMITS``, and ``model.max_length`` fits its
+    positions (a longer input was a tensor-size traceback at the first long batch, after the data
+    was built)."""
+    raw = model_config(cfg.name)
+    if raw is None:
+        return
+    where = ("model.name tiny" if cfg.name == "tiny"
+             else f"model.name {cfg.name!r}: {Path(model_source(cfg.name)) / 'config.json'}")
     for key, (lo, hi) in CONFIG_LIMITS.items():
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
@@ -129,18 +139,11 @@ def encoder_depth(name: str) -> int | None:
     """The number of transformer layers of ``model.name`` without loading weights (``tiny``, or the
     config.json of a local directory, ``packaged`` included); None for a hub name (only loading
     the model can tell)."""
-    import json
-
-    if name == "tiny":
-        return int(TINY["num_hidden_layers"])
-    config = Path(model_source(name)) / "config.json"
-    if not config.is_file():
-        return None
     try:
-        raw = json.loads(config.read_text())
-    except (OSError, ValueError):
+        raw = model_config(name)
+    except ConfigError:
         return None
-    depth = raw.get("num_hidden_layers", raw.get("n_layers")) if isinstance(raw, dict) else None
+    depth = raw.get("num_hidden_layers", raw.get("n_layers")) if raw is not None else None
     return int(depth) if isinstance(depth, int) else None
 
 
@@ -171,7 +174,7 @@ def load_encoder(cfg: ModelConfig, *, seed: int) -> Any:
 
     if cfg.name == "tiny":
         tok = load_tokenizer(cfg)
-        config = BertConfig(vocab_size=len(tok), max_position_embeddings=512, **TINY)
+        config = BertConfig(vocab_size=len(tok), **TINY)
         config._attn_implementation = "sdpa"
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)

@@ -420,20 +420,18 @@ def encoder_shape(name: str) -> tuple[int, int, int] | None:
     read: counted from the config of a BERT encoder (``bert_parameters``; ``tiny`` and
     ``packaged`` are), else by building the encoder on PyTorch's meta device (nothing allocated).
     None when no config is at hand (a hub name not in the local cache)."""
-    import json
-
-    from harness.model.encoder import TINY, model_source
+    from harness.model.encoder import model_config, model_source
 
     source = Path(model_source(name))
     try:
         if source.is_dir():
-            raw = json.loads((source / "config.json").read_text())
-            if name == "tiny":
-                raw = {**raw, **TINY, "max_position_embeddings": 512}
+            raw = model_config(name)
+            if raw is None:  # a folder without config.json
+                return None
             if raw.get("model_type") == "bert":
                 return bert_parameters(raw), int(raw["hidden_size"]), int(raw["num_hidden_layers"])
         return _meta_shape(str(source))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (HarnessError, OSError, ValueError, KeyError, TypeError):
         return None
 
 

@@ -261,14 +261,20 @@ def test_configurations_stopped_on_a_collection_where_none_finished_count_in_the
     assert [c.p_adjusted for c in analysis.analyses["A"].comparisons] == pytest.approx(ref.tolist(), rel=1e-12)
 
 
-def test_the_footnote_names_each_familys_m_where_they_differ(tmp_path: Path, run_cli) -> None:
-    """Under --family collection a collection without one configuration has a smaller family: the
-    footnote said "m = 6" for all (its CSV rows said 4); it gives the range."""
+def _without_z_on_c(tmp_path: Path) -> tuple[dict[str, StudyResults], Path]:
+    """Three collections A, B, C of the baseline, a and z, and the long CSV of them without z on C."""
     cols = {name: StudyResults.build(synthetic_records(queries=30, effects={"base": 0.0, "a": s, "z": s / 2}),
                                      source=name) for name, s in (("A", 0.02), ("B", 0.03), ("C", 0.01))}
     rows = [r for r in collection_rows(cols) if not (r["collection"] == "C" and r["config"] == "z")]
     path = tmp_path / "c.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
+    return cols, path
+
+
+def test_the_footnote_names_each_familys_m_where_they_differ(tmp_path: Path, run_cli) -> None:
+    """Under --family collection a collection without one configuration has a smaller family: the
+    footnote said "m = 6" for all (its CSV rows said 4); it gives the range."""
+    _, path = _without_z_on_c(tmp_path)
     rc, out, err = run_cli("table", "--from", str(path), "--test", "seed-averaged", "--family", "collection")
     assert rc == 0, err
     assert "(m = 2 to 4 comparisons by family)" in out, out[-1500:]
@@ -540,11 +546,7 @@ def test_a_configuration_missing_from_a_collection_is_combined_over_its_own(tmp_
     """A configuration absent from one of three collections is combined over the two it has (t on
     1 df, scipy's one-sample t-test over its two differences), and the footnote says so: it read
     "t on k - 1 = 2 df" for every combined verdict."""
-    cols = {name: StudyResults.build(synthetic_records(queries=30, effects={"base": 0.0, "a": s, "z": s / 2}),
-                                     source=name) for name, s in (("A", 0.02), ("B", 0.03), ("C", 0.01))}
-    rows = [r for r in collection_rows(cols) if not (r["collection"] == "C" and r["config"] == "z")]
-    path = tmp_path / "c.csv"
-    pd.DataFrame(rows).to_csv(path, index=False)
+    cols, path = _without_z_on_c(tmp_path)
     rc, out, err = run_cli("table", "--from", str(path), "--test", "seed-averaged", "--metric", "map")
     assert rc == 0, err
     assert "t on k - 1 = 2 df; z over its 2 collections, t on 1 df," in out
