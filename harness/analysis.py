@@ -71,9 +71,10 @@ class TableOptions:
     (harness keys or ir-measures names, one or several; None: every metric found), ``test``,
     ``correction``, ``family`` (``table``: the comparisons of one table are corrected together;
     ``metric``: those of each metric), ``levels`` (significance levels, strictest last), and the
-    randomisation test's generator ``seed`` and ``resamples``, and ``one_seed_test`` (a one-seed
-    study: None, no markers; "query", the query-only test). A bad value raises ConfigError, an
-    unknown name its subclass UnknownName.
+    randomisation test's generator ``seed`` and ``resamples``, ``one_seed_test`` (a one-seed
+    study: None, no markers; "query", the query-only test), and ``lower_better`` (metrics that are
+    lower when the ranker is better, besides the harness's costs: their falls are marked better). A
+    bad value raises ConfigError, an unknown name its subclass UnknownName.
 
     >>> TableOptions(metric="AP", correction="holm").analysis_options("configs").family
     'all'
@@ -91,9 +92,11 @@ class TableOptions:
     seed: int = 0
     resamples: int = 10_000
     one_seed_test: str | None = None
+    lower_better: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", metric_names(self.metric))
+        object.__setattr__(self, "lower_better", _lower_names(self.lower_better))
         object.__setattr__(self, "levels", _levels(self.levels))
         self.analysis_options()  # refuses a bad test, correction or levels now, not at the first table
         if self.family not in FAMILIES:
@@ -108,7 +111,7 @@ class TableOptions:
         return AnalysisOptions(
             metrics=metric_names(metric) or self.metric, test=self.test, correction=self.correction,
             family=family, markers=Markers(levels=self.levels), resamples=self.resamples, seed=self.seed,
-            one_seed_test=self.one_seed_test,
+            one_seed_test=self.one_seed_test, lower_better=self.lower_better,
             # the interval beside a marker excludes 0 exactly when the loosest level marks it
             confidence=1.0 - max(self.levels))
 
@@ -133,6 +136,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
 
     def __post_init__(self) -> None:
         self.results.select(self.options.metric)  # an unknown metric is refused now, naming the valid ones
+        _check_lower(self.options.lower_better, [self.results])
 
     def with_options(self, **changes: Any) -> StudyAnalysis:
         """The same results under other table options (``TableOptions``' fields).
@@ -211,7 +215,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
                metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
                family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
                resamples: int = 10_000, one_seed_test: str | None = None,
-               phase: str = "auto") -> StudyAnalysis | CollectionsStudy:
+               phase: str = "auto", lower_better: MetricNames = None) -> StudyAnalysis | CollectionsStudy:
     """Study ``name`` read back from its MLflow experiment, as `harness table --experiment NAME`
     reads it: the finished seed runs, their test metrics and per-query values; the baseline is the
     configuration whose role is baseline unless ``baseline`` names one. ``tracking_uri`` defaults to
@@ -228,7 +232,7 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=levels, seed=seed, resamples=resamples,
-                           one_seed_test=one_seed_test)
+                           one_seed_test=one_seed_test, lower_better=_lower_names(lower_better))
     if isinstance(tracking_uri, os.PathLike):
         tracking_uri = os.fspath(tracking_uri)  # a path: refused below as a folder store, with the URI to write
     if tracking_uri is not None and not isinstance(tracking_uri, str):
@@ -243,7 +247,8 @@ def load_study(name: str, *, tracking_uri: str | None = None, baseline: str | No
 def compare(source: str | os.PathLike[str] | pd.DataFrame, *, baseline: str | None = None,
             metric: MetricNames = None, test: str = AUTO, correction: str = DEFAULT_CORRECTION,
             family: str = "table", levels: Sequence[float] = DEFAULT_LEVELS, seed: int = 0,
-            resamples: int = 10_000, one_seed_test: str | None = None) -> StudyAnalysis | CollectionsStudy:
+            resamples: int = 10_000, one_seed_test: str | None = None,
+            lower_better: MetricNames = None) -> StudyAnalysis | CollectionsStudy:
     """Results in the long format (columns config, seed, metric, value and optionally query and
     collection), from
     a CSV file as `harness table --from FILE` reads it, or from a pandas DataFrame with those
@@ -266,7 +271,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
     """
     options = TableOptions(metric=metric_names(metric), test=test, correction=correction, family=family,
                            levels=levels, seed=seed, resamples=resamples,
-                           one_seed_test=one_seed_test)
+                           one_seed_test=one_seed_test, lower_better=_lower_names(lower_better))
     return study_of(read_collections(source, baseline=baseline), options)
 
 
@@ -335,6 +340,24 @@ def metric_names(metric: MetricNames) -> tuple[str, ...] | None:
     return names or None
 
 
+def _lower_names(names: MetricNames) -> tuple[str, ...]:
+    """``TableOptions.lower_better`` as a tuple (a bad value refused naming the option)."""
+    if names is None:
+        return ()
+    several = _one_or_several(names, lambda m: isinstance(m, str))
+    if several is None or not all(isinstance(n, str) for n in several):
+        raise refuse("lower_better", names, "a metric name or a sequence of names")
+    return several
+
+
+def _check_lower(names: Sequence[str], collections: Sequence[StudyResults]) -> None:
+    """Refuse a ``lower_better`` name that no collection of the study has, naming the metrics."""
+    for name in names:
+        if not any(name in r.metrics for r in collections):
+            res = collections[0]
+            raise UnknownName("lower-better metric", name, res.metrics, where=res.source)
+
+
 def _changed(options: TableOptions, changes: Mapping[str, Any]) -> TableOptions:
     """``options`` with ``changes``; a name that is not a ``TableOptions`` field is refused."""
     valid = [f.name for f in fields(TableOptions)]
@@ -391,6 +414,7 @@ class CollectionsStudy:
             raise ConfigError("a study over collections needs at least one collection")
         for results in self.collections.values():
             results.select(self.options.metric)
+        _check_lower(self.options.lower_better, list(self.collections.values()))
 
     def with_options(self, **changes: Any) -> CollectionsStudy:
         """The same results under other table options (``TableOptions``' fields)."""
@@ -402,7 +426,7 @@ class CollectionsStudy:
         opts = self.options
         options = AnalysisOptions(metrics=metric_names(metric) or opts.metric, test=opts.test,
                                   correction=opts.correction, markers=Markers(levels=opts.levels),
-                                  resamples=opts.resamples, seed=opts.seed,
+                                  resamples=opts.resamples, seed=opts.seed, lower_better=opts.lower_better,
                                   # as on one collection: the interval beside a marker excludes 0
                                   # exactly when the loosest level marks it
                                   confidence=1.0 - max(opts.levels))

@@ -71,6 +71,9 @@ def register_table(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--metric", nargs="+", metavar="M",
                    help="metrics to show, as harness keys (map, mrr_10) or ir-measures names (AP, "
                    "RR@10) (default: all found)")
+    p.add_argument("--lower-better", nargs="+", metavar="M",
+                   help="metrics that are lower when the ranker is better (a latency, a loss): their falls "
+                   "are marked better and their least value is bold; the harness's cascade_cost is already")
     p.add_argument("--names", default="label", choices=NAME_STYLES,
                    help="how the table names metrics: label (MAP, MRR@10), ir-measures (AP, RR@10) "
                    "or key (map, mrr_10); CSV rows always carry the key and the ir-measures name")
@@ -190,7 +193,8 @@ def run_table(args: argparse.Namespace) -> int:
     # The options are refused before the source is read; the rest is harness.load_study's path.
     options = TableOptions(metric=tuple(args.metric) if args.metric else None, test=args.test,
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
-                           seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test)
+                           seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test,
+                           lower_better=tuple(args.lower_better or ()))
     collections, incomplete = _collections_and_note(args)
     if incomplete:
         from harness.results.mlflow_reader import with_note

@@ -107,6 +107,23 @@ def known_measure(name: str) -> bool:
     return True
 
 
+# The harness's own metrics that are lower when the ranker is better: the cascade's relative cost
+# (harness.training.loop's ``cascade_cost``, searched with mode min). A table marks a fall of these
+# as better; any other name a table meets is taken as higher-is-better unless declared otherwise
+# (``lower_is_better``'s ``declared``: `harness table --lower-better`).
+COSTS: frozenset[str] = frozenset({"cascade_cost"})
+
+
+def lower_is_better(name: str, declared: Iterable[str] = ()) -> bool:
+    """Whether a fall of ``name`` is an improvement: one of the harness's costs (``COSTS``) or one of
+    the names ``declared`` so; IR measures never are.
+
+    >>> lower_is_better("cascade_cost"), lower_is_better("map"), lower_is_better("latency_ms", ["latency_ms"])
+    (True, False, True)
+    """
+    return name in COSTS or name in declared
+
+
 def canonical_name(key: str) -> str:
     """ir-measures' canonical name of a harness key; other names as they are."""
     spec = SPECS.get(key)

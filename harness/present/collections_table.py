@@ -27,6 +27,7 @@ from harness.metrics.measures import known_measure, label_of
 from harness.present.table import (
     AUTO_FORM,
     VALUES_NOTE,
+    best_shown,
     check_layout,
     direction_note,
     dropped_note,
@@ -134,7 +135,7 @@ def _grouped_table(analysis: CollectionsAnalysis, form: str, decimals: int, name
         res = a.results
         for m in metrics:
             summary = {c: seed_summary(res.seed_values(c, m)) for c in res.configs}
-            best = max(round(mean, decimals) for mean, _ in summary.values())
+            best = best_shown((mean for mean, _ in summary.values()), decimals, analysis.options.lower(m))
             column = []
             for c in analysis.configs:
                 if c not in summary:
@@ -208,8 +209,8 @@ def _value_row(analysis: CollectionsAnalysis, collection: str, metric: str, labe
                values: Sequence[float | None], comps: Sequence[Comparison | None], decimals: int, *,
                block: str | None = None, rule: bool = False,
                tallies: Sequence[tuple[Tally, ...]] | None = None) -> GridRow:
-    shown = [round(v, decimals) for v in values if v is not None]
-    best = max(shown) if shown else None
+    shown = [v for v in values if v is not None]
+    best = best_shown(shown, decimals, analysis.options.lower(metric)) if shown else None
     cells = tuple(GridCell(collection=collection, metric=metric, value=v,
                            bold=v is not None and round(v, decimals) == best,
                            marker=analysis.marker(comp), comparison=comp,
@@ -238,7 +239,8 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
     # table, said once where every collection says the same.
     remarks: list[str] = list(dict.fromkeys(a.results.phase_note for a in analysis.analyses.values()
                                             if a.results.phase_note))
-    if assumed := direction_note([label_of(m) for m in analysis.metrics if not known_measure(m)]):
+    if assumed := direction_note([label_of(m) for m in analysis.metrics if not known_measure(m)
+                                  and not opts.lower(m)], [label_of(m) for m in analysis.metrics if opts.lower(m)]):
         remarks.append(assumed)
     for name, a in analysis.analyses.items():
         remarks += [f"{name}: {r}" for r in a.remarks]

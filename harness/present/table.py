@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -187,11 +187,11 @@ def seeds_table(analysis: Analysis, metric: str, decimals: int = 4, names: str =
         comps = [analysis.get(c, metric, seed) if per_seed else None for c in res.configs]
         # A configuration a seed schedule stopped before this seed has an empty cell.
         row = [float(v[j]) if j < len(v) else None for v in values]
-        rows.append(_value_row(analysis, seed, row, comps, decimals))
+        rows.append(_value_row(analysis, seed, row, comps, decimals, lower=analysis.options.lower(metric)))
     avg_comps = [None if per_seed else analysis.get(c, metric) for c in res.configs]
     tallies = [analysis.tallies(c, metric) for c in res.configs]
     rows.append(_value_row(analysis, "AVG", [float(v.mean()) for v in values], avg_comps, decimals,
-                           rule=True, tallies=tallies))
+                           rule=True, tallies=tallies, lower=analysis.options.lower(metric)))
     sds = [_sd(seed_summary(v)[1]) for v in values]
     rows.append(Row(label="SD", cells=tuple(Cell(value=s) for s in sds)))
     placement = ("markers on the seed rows, their count on the AVG row" if per_seed
@@ -211,7 +211,8 @@ def configs_table(analysis: Analysis, decimals: int = 4, names: str = "label") -
     per_seed = analysis.test == "per-seed"
     summary = {(c, m): seed_summary(res.seed_values(c, m)) for c in res.configs for m in analysis.metrics}
     means = {k: mean for k, (mean, _) in summary.items()}
-    best = {m: max(round(means[(c, m)], decimals) for c in res.configs) for m in analysis.metrics}
+    best = {m: best_shown((means[(c, m)] for c in res.configs), decimals, analysis.options.lower(m))
+            for m in analysis.metrics}
     rows = []
     for c in res.configs:
         cells = []
@@ -236,9 +237,10 @@ def summary_table(analysis: Analysis, metric: str, decimals: int = 4, names: str
     res = analysis.results
     per_seed = analysis.test == "per-seed"
     summary = {c: seed_summary(res.seed_values(c, metric)) for c in res.configs}
+    lower = analysis.options.lower(metric)
     order = [res.baseline, *sorted((c for c in res.configs if c != res.baseline),
-                                   key=lambda c: -summary[c][0])]
-    best = max(round(mean, decimals) for mean, _ in summary.values())
+                                   key=lambda c: summary[c][0] if lower else -summary[c][0])]
+    best = best_shown((mean for mean, _ in summary.values()), decimals, lower)
     rows = []
     for c in order:
         mean, sd = summary[c]
@@ -272,13 +274,20 @@ def summary_table(analysis: Analysis, metric: str, decimals: int = 4, names: str
 
 def _value_row(analysis: Analysis, label: str, values: list[float | None], comps: list[Comparison | None],
                decimals: int, rule: bool = False,
-               tallies: list[tuple[Tally, ...]] | None = None) -> Row:
-    best = max(round(v, decimals) for v in values if v is not None)
+               tallies: list[tuple[Tally, ...]] | None = None, lower: bool = False) -> Row:
+    best = best_shown((v for v in values if v is not None), decimals, lower)
     cells = tuple(Cell(value=v, bold=v is not None and round(v, decimals) == best,
                        marker=analysis.marker(comp), comparison=comp,
                        tally=tallies[i] if tallies else ())
                   for i, (v, comp) in enumerate(zip(values, comps, strict=True)))
     return Row(label=label, cells=cells, rule_before=rule)
+
+
+def best_shown(values: Iterable[float], decimals: int, lower: bool = False) -> float:
+    """The best of ``values`` as displayed (rounded to ``decimals``): the largest, or the least for a
+    metric that is lower when the ranker is better (a cost)."""
+    shown = [round(v, decimals) for v in values]
+    return min(shown) if lower else max(shown)
 
 
 def dropped_note(dropped: Mapping[str, Sequence[str]], kept: int) -> str:
@@ -317,7 +326,8 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
             units += f", {seeds} seeds"
     remarks = [res.phase_note] if res.phase_note else []
     remarks += list(analysis.remarks)
-    if assumed := direction_note([display_name(m, names) for m in metrics if not known_measure(m)]):
+    if assumed := direction_note([display_name(m, names) for m in metrics if not known_measure(m) and not opts.lower(m)],
+                                 [display_name(m, names) for m in metrics if opts.lower(m)]):
         remarks.append(assumed)
     identical = identical_note(analysis, metrics, names)
     if identical:
@@ -363,14 +373,22 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         untested=untested_note(analysis))
 
 
-def direction_note(names: Sequence[str]) -> str:
-    """The footnote's sentence on metrics that are no IR measure (``known_measure``; "" for none):
-    "better" and "worse" mean higher and lower, true of every IR measure, not of a cost."""
-    if not names:
-        return ""
-    return (f"Higher values are taken as better for {_enumerate(list(names))} (not "
-            f"{'an IR measure' if len(names) == 1 else 'IR measures'} the harness knows): for a cost "
-            "or a loss, read better as higher and worse as lower")
+def direction_note(names: Sequence[str], lower: Sequence[str] = ()) -> str:
+    """The footnote's sentences on metrics that are no IR measure ("" for none): those taken as
+    higher-is-better (``names``: "better" and "worse" mean higher and lower, true of every IR measure,
+    not of a cost) and those that are lower when the ranker is better (``lower``: a harness cost or one
+    named with --lower-better, whose falls are marked better and whose least value is bold)."""
+    said = []
+    if lower:
+        said.append(f"Lower values are better for {_enumerate(list(lower))}: "
+                    f"{'its' if len(lower) == 1 else 'their'} falls are marked better and "
+                    f"{'its' if len(lower) == 1 else 'their'} least values are bold")
+    if names:
+        said.append(f"Higher values are taken as better for {_enumerate(list(names))} (not "
+                    f"{'an IR measure' if len(names) == 1 else 'IR measures'} the harness knows): for a "
+                    "cost or a loss, read better as higher and worse as lower, or name it with "
+                    "--lower-better")
+    return ". ".join(said)
 
 
 def _description(analysis: Analysis) -> str:

@@ -61,6 +61,7 @@ from harness.stats.significance import (
     analyse,
     corrected_confidence,
     corrected_interval,
+    oriented,
 )
 
 FAMILIES = ("table", "metric", "collection")
@@ -82,10 +83,12 @@ class CombinedComparison:
     level: int | None
     # the combination's interval at the level the correction implies (None: its own, uncorrected)
     corrected: tuple[float, float] | None = None
+    # the metric is lower when the ranker is better (a cost): a fall is BETTER
+    lower_is_better: bool = False
 
     @property
     def direction(self) -> str:
-        return self.result.direction
+        return oriented(self.result.estimate, self.lower_is_better)
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -304,7 +307,7 @@ def analyse_collections(collections: Mapping[str, StudyResults], options: Analys
             interval = (again.ci_low, again.ci_high)
         combined.append(CombinedComparison(config=c, metric=m, collections=w, result=r, p_adjusted=p_adj,
                                            family_size=size, level=options.markers.level_of(p_adj),
-                                           corrected=interval))
+                                           corrected=interval, lower_is_better=options.lower(m)))
     return CollectionsAnalysis(analyses=out, combined=tuple(combined), options=options, family=family, test=test,
                                metrics=metrics, configs=tuple(configs), baseline=baseline,
                                tau2_method=tau2_method, weighting=weighting, counted_once=counted_once)
@@ -319,7 +322,8 @@ def _same_comparisons(analyses: Mapping[str, Analysis], collections: Mapping[str
     same: dict[tuple[str, int], tuple[str, int]] = {}
     groups: list[tuple[str, tuple[str, ...]]] = []
     for name, a in analyses.items():
-        for group in identical_groups(collections[name], a.metrics):
+        for group in identical_groups(collections[name], a.metrics,
+                                      [m for m in a.metrics if a.options.lower(m)]):
             if len(group) < 2:
                 continue
             groups.append((name, group))
@@ -345,7 +349,8 @@ def _shared_identical(collections: Mapping[str, StudyResults], options: Analysis
     first = next(iter(selected.values()))
     if any(set(m) != set(first) for m in selected.values()):
         return None, ()
-    member = [{m: g for g in identical_groups(r, first) for m in g} for r in collections.values()]
+    lower = [m for m in first if options.lower(m)]
+    member = [{m: g for g in identical_groups(r, first, lower) for m in g} for r in collections.values()]
     if all(p == member[0] for p in member[1:]):
         return None, ()
     groups: list[tuple[str, ...]] = []

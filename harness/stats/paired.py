@@ -15,8 +15,8 @@ differences d_i = candidate_i - baseline_i (i = 1..n):
     (``wilcoxon_interval``);
   - ``randomisation``: dbar and the shifts whose sign-flip p-value, over the same sign vectors as
     the test's, is at least 1 - c (``sign_flip_interval``);
-- direction  better (estimate > 0), worse (estimate < 0) or equal; every harness metric is
-  higher-is-better. The estimate is dbar except under ``wilcoxon``, whose estimate shares the sign of
+- direction  better (estimate > 0), worse (estimate < 0) or equal, for a higher-is-better metric
+  (a table turns it round for a cost: harness.stats.significance.oriented). The estimate is dbar except under ``wilcoxon``, whose estimate shares the sign of
   its interval (so a significant result's marker points the way its interval does).
 
 Procedures (registered in PROCEDURES, looked up by name):

@@ -46,7 +46,9 @@ to estimate it (``maxt_refused``).
 
 Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
 ``better`` symbol when the test's estimate (``PairedResult.point``: the mean difference, or the
-Hodges-Lehmann estimate under wilcoxon) is positive and the ``worse`` one when it is negative.
+Hodges-Lehmann estimate under wilcoxon) is positive and the ``worse`` one when it is negative; for a
+metric that is lower when the ranker is better (a cost: ``harness.metrics.measures.COSTS``, or one
+named in ``AnalysisOptions.lower_better``) the other way round (``Comparison.lower_is_better``).
 
 Intervals (``Comparison.interval``) agree with the corrected verdict: under ``maxt`` the simultaneous
 interval; under a p-value correction the test's own interval at the per-comparison level its
@@ -67,6 +69,7 @@ from types import MappingProxyType
 import numpy as np
 
 from harness.errors import ConfigError, DataError, UnknownName, is_integer, is_number, refuse
+from harness.metrics.measures import known_measure, lower_is_better, metric_key
 from harness.registry import Registry
 from harness.results.stored import StudyResults
 from harness.stats import maxt as _maxt
@@ -81,7 +84,7 @@ from harness.stats.corrections import (
 )
 from harness.stats.crossed import crossed_test
 from harness.stats.identical import identical_groups
-from harness.stats.paired import BETTER, MAX_RESAMPLES, WORSE, PairedResult, paired_test
+from harness.stats.paired import BETTER, EQUAL, MAX_RESAMPLES, WORSE, PairedResult, paired_test
 
 # (seed or None, candidate, baseline): one value per query or seed, or seeds x queries (crossed)
 Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]
@@ -218,8 +221,19 @@ class AnalysisOptions:
     merge_identical: bool = True
     # One seed: None runs no test (the table says why); "query" runs the query-only test, marked apart.
     one_seed_test: str | None = None
+    # Metrics that are lower when the ranker is better, besides the harness's own costs (measures.COSTS):
+    # their falls are marked better and their least value is the best (harness keys or ir-measures names).
+    lower_better: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        declared = (self.lower_better,) if isinstance(self.lower_better, str) else tuple(self.lower_better)
+        for name in declared:
+            if not isinstance(name, str) or not name.strip():
+                raise refuse("lower_better", name, "a metric name")
+            if known_measure(name):  # every IR measure is higher when the ranking is better
+                raise ConfigError(f"lower_better: {name} is an IR measure, higher when the ranking is "
+                                  "better; name costs, losses or latencies only")
+        object.__setattr__(self, "lower_better", tuple(dict.fromkeys(metric_key(n) for n in declared)))
         if self.test != AUTO and self.test not in TESTS:
             raise UnknownName("test", self.test, [AUTO, *TESTS])
         if self.one_seed_test is not None and self.one_seed_test not in ONE_SEED_TESTS:
@@ -237,6 +251,18 @@ class AnalysisOptions:
         if not (is_integer(self.seed) and self.seed >= 0):  # the randomisation test's generator
             raise refuse("seed", self.seed, "an integer >= 0")
 
+    def lower(self, metric: str) -> bool:
+        """Whether a fall of ``metric`` is an improvement (a cost; module docstring)."""
+        return lower_is_better(metric, self.lower_better)
+
+
+def oriented(point: float, lower: bool) -> str:
+    """BETTER, WORSE or EQUAL for a change of ``point`` in a metric that is higher (or, ``lower``,
+    lower) when the ranker is better."""
+    if point == 0 or math.isnan(point):
+        return EQUAL
+    return BETTER if (point > 0) != lower else WORSE
+
 
 @dataclass(frozen=True, kw_only=True)
 class Comparison:
@@ -253,10 +279,12 @@ class Comparison:
     simultaneous: tuple[float, float] | None = None
     # a p-value correction: the test's interval at the level the correction implies (module docstring)
     corrected: tuple[float, float] | None = None
+    # the metric is lower when the ranker is better (a cost): a fall is BETTER
+    lower_is_better: bool = False
 
     @property
     def direction(self) -> str:
-        return self.result.direction
+        return oriented(self.result.point, self.lower_is_better)
 
     @property
     def interval(self) -> tuple[float, float]:
@@ -423,7 +451,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
                         per_run_only=False)
     identical: tuple[tuple[str, ...], ...] = ()
     if options.merge_identical:
-        groups = identical_groups(results, metrics)
+        groups = identical_groups(results, metrics, [m for m in metrics if options.lower(m)])
         metrics = tuple(g[0] for g in groups)
         identical = tuple(g for g in groups if len(g) > 1)
     design = TESTS[test]
@@ -474,7 +502,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
     comparisons = tuple(
         Comparison(config=c, metric=m, seed=s, result=r, p_adjusted=float(adjusted[i]),
                    family_size=int(sizes[i]), level=options.markers.level_of(float(adjusted[i])),
-                   simultaneous=intervals[i], corrected=corrected[i])
+                   simultaneous=intervals[i], corrected=corrected[i], lower_is_better=options.lower(m))
         for i, (c, m, s, r) in enumerate(raw))
     return Analysis(results=results, options=options, test=test, metrics=metrics,
                     comparisons=comparisons, per_run_only=per_run_only,

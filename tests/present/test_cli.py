@@ -187,14 +187,39 @@ def test_a_metric_with_per_run_values_only_is_named_in_the_footnote(tmp_path: Pa
 
 
 def test_a_metric_that_is_no_ir_measure_has_its_direction_stated(tmp_path: Path, run_cli: Cli) -> None:
-    """A results CSV's cascade_cost 0.40 -> 0.61 was marked "significantly better" without a word:
-    every marker takes higher as better, true of IR measures and not of a cost. The footnote now
-    says which metrics that is assumed for; an IR measure's table says nothing of it."""
-    rows = [f"{c},{s},cascade_cost,{v}" for c, vals in (("base", (0.40, 0.41, 0.40)), ("x", (0.60, 0.62, 0.61)))
+    """A results CSV's cascade_cost 0.40 -> 0.61 was marked "significantly better": every marker took
+    higher as better, true of IR measures and not of a cost. The harness's own cost is now lower-is-
+    better (its rise is marked worse, its least mean bold), another metric's direction is stated in
+    the footnote as assumed, and --lower-better turns it round; an IR measure's table says nothing."""
+    rows = [f"{c},{s},{metric},{v}" for metric in ("cascade_cost", "latency")
+            for c, vals in (("base", (0.40, 0.41, 0.40)), ("x", (0.60, 0.62, 0.61)))
             for s, v in zip((1, 2, 3), vals, strict=True)]
     cost = tmp_path / "cost.csv"
     cost.write_text("config,seed,metric,value\n" + "\n".join(rows) + "\n")
-    rc, out, _ = run_cli("table", "--from", str(cost), "--form", "summary")
-    assert rc == 0 and "Higher values are taken as better for cascade\\_cost (not an IR measure" in out
+    rc, out, _ = run_cli("table", "--from", str(cost), "--form", "configs")
+    assert rc == 0, out
+    assert "| base | **0.4033** ± 0.0058 | 0.4033 ± 0.0058 |" in out
+    assert "| x | 0.6100 ± 0.0100⇓ | **0.6100** ± 0.0100‡ |" in out
+    assert "Lower values are better for cascade\\_cost: its falls are marked better" in out
+    assert "Higher values are taken as better for latency (not an IR measure" in out
+    rc, out, _ = run_cli("table", "--from", str(cost), "--form", "configs", "--lower-better", "latency")
+    assert rc == 0 and "| x | 0.6100 ± 0.0100⇓ | 0.6100 ± 0.0100⇓ |" in out
+    assert "Lower values are better for cascade\\_cost and latency" in out and "Higher values" not in out
+    rc, out, _ = run_cli("table", "--from", str(cost), "--form", "summary", "--lower-better", "latency")
+    assert rc == 0 and out.count("| base | **0.4033** | 0.0058 |") == 2  # the least mean, bold in both
     rc, out, _ = run_cli("table", "--from", str(write_long_csv(tmp_path / "r.csv", synthetic_records())))
-    assert rc == 0 and "Higher values are taken" not in out
+    assert rc == 0 and "Higher values are taken" not in out and "Lower values" not in out
+
+
+@pytest.mark.parametrize(("names", "message"), [
+    (["AP"], "harness: error: lower_better: AP is an IR measure, higher when the ranking is better"),
+    (["latncy"], "harness: error: unknown lower-better metric 'latncy' in {cost} (did you mean latency?)"),
+])
+def test_lower_better_refuses_an_ir_measure_and_an_unknown_metric(tmp_path: Path, run_cli: Cli, names: list[str],
+                                                                   message: str) -> None:
+    cost = tmp_path / "cost.csv"
+    cost.write_text("config,seed,metric,value\n" + "\n".join(
+        f"{c},{s},latency,{v + s / 100}" for c, v in (("base", 1.0), ("x", 2.0)) for s in (1, 2, 3)) + "\n")
+    rc, out, err = run_cli("table", "--from", str(cost), "--lower-better", *names)
+    assert rc == 2 and out == "" and err.strip().splitlines() == [err.strip()]
+    assert err.startswith(message.format(cost=cost)), err
