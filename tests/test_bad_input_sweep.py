@@ -471,10 +471,8 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
     return ["train", "--no-mlflow", "--set", "model.name=nosuchmodel"], ["model.name 'nosuchmodel'"], tmp
 
 
-@case("--set", "set-model-config-more-layers-than-its-weights-train", alone=False)  # after the data build
-def _(tmp: Path) -> tuple[list[str], list[str], Path]:
-    """config.json says 12 layers over the packaged weights of 6: 6 layers trained from random
-    initialisation, exit 0 (transformers' load report is off)."""
+def _twelve_over_six(tmp: Path) -> Path:
+    """A model folder whose config.json says 12 layers over the packaged weights of 6."""
     import json
 
     from harness.model.encoder import packaged_model_path
@@ -486,9 +484,30 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
             (enc / f.name).symlink_to(f)
     config = json.loads((src / "config.json").read_text())
     (enc / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 12}))
+    return enc
+
+
+LACKS_LAYERS = "the checkpoint lacks layers 6-11 (0-based) that its config.json lists"
+
+
+@case("--set", "set-model-config-more-layers-than-its-weights-train")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    """config.json says 12 layers over the packaged weights of 6: 6 layers trained from random
+    initialisation, exit 0 (transformers' load report is off). Refused from the weights' header,
+    before the data is built."""
+    enc = _twelve_over_six(tmp)
     return (["train", "--no-mlflow", "--set", f"model.name={enc}", "--set", "data.conversations=30",
-             "--set", "train.steps=2", "--set", "model.max_length=32"],
-            ["the checkpoint lacks layers 6-11 (0-based) that its config.json lists"], enc)
+             "--set", "train.steps=2", "--set", "model.max_length=32"], [LACKS_LAYERS], enc)
+
+
+# validate --no-model, run and submit load no weights before the trials: each trial failed instead
+for cmd in ("validate", "run"):
+    @case("--set", f"set-model-config-more-layers-than-its-weights-{cmd}")
+    def _(tmp: Path, cmd: str = cmd) -> tuple[list[str], list[str], Path]:
+        enc = _twelve_over_six(tmp)
+        p = _write(tmp / "study.yaml", _study_text())
+        return ([cmd, str(p), "--set", f"model.name={enc}"] + (["--no-model"] if cmd == "validate" else []),
+                ["model.name", LACKS_LAYERS], enc)
 
 
 # a max_length past the encoder's positions was a tensor-size traceback at the first long batch

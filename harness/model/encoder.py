@@ -112,11 +112,48 @@ def check_model_fits(cfg: ModelConfig) -> None:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
             raise ConfigError(f"{where}: {key} must be an integer in [{lo}, {hi}], got {value!r}", key="model.name")
+    depth = raw.get("num_hidden_layers")
+    held = checkpoint_layers(Path(model_source(cfg.name)))
+    if cfg.name != "tiny" and isinstance(depth, int) and held is not None and held < depth:
+        check_loaded(cfg.name, [f"encoder.layer.{i}." for i in range(held, depth)])
     positions = raw.get("max_position_embeddings")
     if positions is not None and cfg.max_length > positions:
         raise ConfigError(f"model.max_length {cfg.max_length} is past the {positions} positions of model.name="
                           f"{cfg.name} (its max_position_embeddings); give at most {positions}",
                           key="model.max_length")
+
+
+# A safetensors header is read whole (JSON of every tensor's name, dtype and offsets): a few hundred
+# KiB for a BERT; a length past this is no checkpoint the harness reads without loading.
+HEADER_LIMIT = 64 * 1024 * 1024
+
+
+def checkpoint_layers(folder: Path) -> int | None:
+    """How many transformer layers a model folder's safetensors weights hold (one past the largest
+    ``layer.<i>.`` index of their tensor names), read from the files' headers (or the sharded
+    index), no weights loaded; None where the folder has no readable safetensors weights or their
+    names number no layers (the load then tells)."""
+    import json
+    import re
+    import struct
+
+    names: list[str] = []
+    index = folder / "model.safetensors.index.json"
+    try:
+        if index.is_file() and index.stat().st_size <= HEADER_LIMIT:
+            weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+            names = list(weight_map) if isinstance(weight_map, dict) else []
+        elif (folder / "model.safetensors").is_file():
+            with (folder / "model.safetensors").open("rb") as fh:
+                (size,) = struct.unpack("<Q", fh.read(8))
+                if size > HEADER_LIMIT:
+                    return None
+                header = json.loads(fh.read(size))
+            names = list(header) if isinstance(header, dict) else []
+    except (OSError, ValueError, struct.error, AttributeError):
+        return None
+    layers = [int(m.group(1)) for n in names if (m := re.search(r"(?:^|\.)layers?\.(\d+)\.", n))]
+    return max(layers) + 1 if layers else None
 
 
 def check_loaded(name: str, missing: Any) -> None:

@@ -95,6 +95,40 @@ def test_encoder_depth_without_weights():
     assert encoder_depth("no-such-hub-model") is None
 
 
+
+def test_checkpoint_layers_read_from_the_weights_headers(tmp_path: Path) -> None:
+    """The layers a folder's weights hold, from the safetensors header or the sharded index, with
+    safetensors' own reader as the reference; anything unreadable is left to the load (None)."""
+    import json
+    import shutil
+    import struct
+
+    from safetensors import safe_open
+
+    from harness.model.encoder import HEADER_LIMIT, checkpoint_layers, packaged_model_path
+
+    src = packaged_model_path() / "model.safetensors"
+    with safe_open(str(src), "pt") as f:
+        names = list(f.keys())
+    expected = 1 + max(int(n.split("encoder.layer.")[1].split(".")[0]) for n in names if "encoder.layer." in n)
+    assert checkpoint_layers(packaged_model_path()) == expected == 6
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    kept = [n for n in names if "layer.5." not in n and "layer.4." not in n]
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {}, "weight_map": {n: "model-00001-of-00002.safetensors" for n in kept}}))
+    assert checkpoint_layers(sharded) == 4
+    for name, content in (("empty", b""), ("short", b"\x01\x00"), ("huge", struct.pack("<Q", HEADER_LIMIT + 1)),
+                          ("garbled", struct.pack("<Q", 5) + b"{nope"), ("none", None)):
+        folder = tmp_path / name
+        folder.mkdir()
+        if content is not None:
+            (folder / "model.safetensors").write_bytes(content)
+        assert checkpoint_layers(folder) is None, name
+    shutil.copy(src, tmp_path / "none" / "pytorch_model.bin")  # not safetensors: left to the load
+    assert checkpoint_layers(tmp_path / "none") is None
+
+
 @pytest.mark.slow
 def test_validate_checks_a_study_without_loading_torch() -> None:
     """`harness validate --no-model` (and `harness submit`, which runs the same checks first) answers
