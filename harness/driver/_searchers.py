@@ -131,13 +131,17 @@ class SeedRepeater(Repeater):
 
 
 def make_searcher(spec: StudySpec) -> SeedRepeater:
-    import optuna
     from ray.tune.search.optuna import OptunaSearch
+
+    from harness.driver._samplers import sampler_class
+    from harness.driver.quiet import quiet_optuna
+
+    quiet_optuna()
 
     assert spec.search is not None
     s = spec.search
     seed = spec.seeds[0]
-    sampler = getattr(optuna.samplers, SEARCHERS.get(s.searcher).sampler)(seed=seed)
+    sampler = sampler_class(SEARCHERS.get(s.searcher).sampler)(seed=seed)
     defaults = spec.defaults.to_flat()
     define_by_run = DefineByRun(s.space, defaults)
     metrics = [objective_key(m, spec.metric, len(s.objectives)) for m, _ in s.objectives]

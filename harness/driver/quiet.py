@@ -24,6 +24,11 @@ QUIET_ENV = {
     "RAY_DEDUP_LOGS_SKIP_REGEX": "A worker died or was killed|killed due to (the node running low on memory|memory pressure)",
 }
 
+# Whether quiet_libraries ran in this process: a library that sets its own level when first
+# imported (Optuna: INFO, "A new study created in memory" at each search phase) is quieted where the
+# harness imports it (``quiet_optuna``).
+_QUIET = False
+
 # Loggers whose warnings only restate what the harness says in its own line (set to ERROR)
 QUIET_LOGGERS = ("mlflow.utils.databricks_utils",)
 
@@ -35,9 +40,20 @@ def quiet_libraries() -> None:
 
     for key, value in QUIET_ENV.items():
         os.environ.setdefault(key, value)
+    global _QUIET
+    _QUIET = True
     for name in ("mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
     # MLflow's Databricks client warns that it falls back to its legacy authentication; where that
     # fails too the harness's one-line error says so, and where it works the warning says nothing
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def quiet_optuna() -> None:
+    """Optuna's logger at WARNING where the terminal is quiet (``quiet_libraries`` ran): Optuna sets
+    its own INFO level when imported, after ``quiet_libraries``."""
+    if _QUIET:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)

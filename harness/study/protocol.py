@@ -194,8 +194,19 @@ class TrialOutcome:
     def from_final(cls, key: str, final: Any, *, metric: str, select_metric: str, evaluation: str | None,
                    started: float, ended: float) -> TrialOutcome:
         """The outcome of a trainer's FinalRecord (harness.training.loop); ``objective`` is the best
-        checkpoint's dev value of ``metric`` (of ``select_metric`` where it has none)."""
-        return cls(key, float(final.dev.get(metric, final.dev[select_metric])), int(final.best_step),
+        checkpoint's dev value of ``metric`` (a cascade objective's from ``final.cascade``: dev, at
+        the configured alphas). A configuration without a cascade has no cascade metrics: its
+        relative cost is 1 (every candidate through every layer) and its cascade MAP its MAP; any
+        other metric it lacks is ``select_metric``'s."""
+        if metric in final.dev:
+            objective = final.dev[metric]
+        elif metric in final.cascade:
+            objective = final.cascade[metric]
+        elif metric == "cascade_cost":
+            objective = 1.0
+        else:
+            objective = final.dev.get("map" if metric == "cascade_map" else select_metric, final.dev[select_metric])
+        return cls(key, float(objective), int(final.best_step),
                    _floats(final.metrics), _floats(final.dev), _floats(final.cascade),
                    _floats(final.resolved), evaluation, float(started), float(ended))
 

@@ -331,6 +331,7 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
                       where)
             raise _fail(at, str(unread_error(nc.config.data.source, ignored[0])))
     _check_one_evaluation_set(baseline, configs, search)
+    _check_cascade_objective(metric, baseline, configs, search)
     confirm = _confirm(raw, configs, search, seeds, schedule is not None)
     _check_teacher_seeds(defaults, baseline, configs, search, [*seeds, *(confirm.seeds if confirm else ())])
     _check_distinct(baseline, configs)
@@ -355,6 +356,26 @@ def _parse(raw: dict[str, Any], path: Path, text: str, lines: KeyLines) -> Study
         except ConfigError as exc:
             raise _fail(f"smoke.{exc.key}" if exc.key else "smoke", f"smoke: {exc}") from None
     return spec
+
+
+def _check_cascade_objective(metric: str, baseline: NamedConfig, configs: list[NamedConfig],
+                             search: SearchSpec | None) -> None:
+    """A cascade objective (cascade_map, cascade_cost) needs a configuration with a cascade: without
+    one every configuration's cost is 1 and its cascade MAP its MAP (``TrialOutcome.from_final``),
+    so the search would optimise MAP, or nothing, under the cascade's name."""
+    named = [("objective.metric", metric)] + [(f"search.objectives.{i}.metric", m)
+                                              for i, (m, _) in enumerate(search.objectives if search else ())]
+    asked = [(key, m) for key, m in named if m.startswith("cascade_")]
+    if not asked:
+        return
+    enabled = search.space.get("cascade.enabled") if search else None
+    if any(nc.config.cascade.enabled for nc in (baseline, *configs)) or (
+            enabled is not None and True in enabled.values()):
+        return
+    key, m = asked[0]
+    raise _fail(key if key == "objective.metric" or search is None else "search.objectives",
+                f"{key} {m}: no configuration of the study has a cascade (cascade.enabled: true), so there "
+                f"is no {m} to optimise; enable the cascade, or optimise map")
 
 
 def _check_top_keys(raw: dict[str, Any]) -> None:
@@ -957,24 +978,31 @@ def _whole_in(value: Any, lo: int, hi: int) -> bool:
 def _check_combinations(space: dict[str, Param], defaults: TrialConfig) -> None:
     """The rules between keys (smoothing needs a pointwise loss, ...) over every combination of the
     space's listed values (choice, fixed) that its conditions allow, where they are at most
-    MAX_CONFIGS: a proposal breaking one failed inside the running searcher. Keys whose condition
-    reads a key drawn from a range are left out (their activity is not known here), and so are the
-    ranges themselves (each key's values alone are checked above). ``StudySpec.with_overrides``
-    checks again over the overridden defaults (a --set train.loss=pairwise meets a space's LS)."""
+    MAX_CONFIGS: a proposal breaking one failed inside the running searcher. A range (int,
+    uniform, loguniform) takes its two ends here: the rules between keys are bounds (curriculum.T
+    at most train.steps, a switch before T), which a proposal breaks first at a corner (T's
+    largest with the fewest steps). Keys whose condition reads a key drawn from a range are left out
+    (their activity is not known here). ``StudySpec.with_overrides`` checks again over the
+    overridden defaults (a --set train.loss=pairwise meets a space's LS)."""
     from harness.study.space import enumerate_grid, grid_bound
 
     listed = {k: p for k, p in space.items() if p.kind in ("choice", "fixed")}
     drawn = set(space) - set(listed)
-    listed = {k: p for k, p in listed.items() if not set(p.when) & drawn}
-    if not listed or grid_bound(listed.values()) > MAX_CONFIGS:
+    ends = {k: Param(key=k, kind="choice", args=tuple(dict.fromkeys((p.values()[0], p.values()[-1]))), when=p.when)
+            for k, p in space.items() if k in drawn}
+    points = {k: p for k, p in {**listed, **ends}.items() if not set(p.when) & drawn}
+    if not points or grid_bound(points.values()) > MAX_CONFIGS:
         return
-    for point in enumerate_grid(listed, defaults.to_flat()):
+    for point in enumerate_grid({k: points[k] for k in space if k in points}, defaults.to_flat()):
         try:
             TrialConfig.from_flat(point, base=defaults)
         except ConfigError as exc:
             given = ", ".join(f"{k}={shown(v)}" for k, v in point.items())
+            ranges = [k for k in point if k in drawn]
+            how = (f"narrow the range{'s' if len(ranges) > 1 else ''} of {', '.join(ranges)} or exclude it "
+                   "with a condition (when:)" if ranges else "exclude it with a condition (when:)")
             raise _fail("search.space", f"search.space: the proposal {given} is no configuration: {exc}; "
-                        "exclude it with a condition (when:)") from None
+                        f"{how}") from None
 
 
 def _objectives(raw: Any) -> tuple[tuple[str, str], ...]:

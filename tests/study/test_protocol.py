@@ -91,6 +91,20 @@ def test_objective_falls_back_to_the_selection_metric():
     assert outcome.objective == 0.5
 
 
+def test_a_cascade_objective_is_the_cascade_s_dev_value_and_a_plain_model_s_cost_is_one():
+    """The outcome's objective under objective.metric cascade_cost was the dev MAP: the cascade's
+    dev values live in ``final.cascade``, not in ``final.dev``. A configuration without a cascade
+    (a study's plain baseline) scores a relative cost of 1 and its MAP as cascade MAP."""
+    cascade = FinalRecord(best_step=4, dev={"map": 0.41, "mrr": 0.5}, metrics={}, per_query={},
+                          cascade={"cascade_map": 0.39, "cascade_cost": 0.62, "test_cascade_cost": 0.6})
+    plain = FinalRecord(best_step=4, dev={"map": 0.41, "mrr": 0.5}, metrics={}, per_query={})
+    got = {(name, metric): TrialOutcome.from_final("k", final, metric=metric, select_metric="map", evaluation=None,
+                                                   started=0.0, ended=1.0).objective
+           for name, final in (("cascade", cascade), ("plain", plain)) for metric in ("cascade_cost", "cascade_map")}
+    assert got == {("cascade", "cascade_cost"): 0.62, ("cascade", "cascade_map"): 0.39,
+                   ("plain", "cascade_cost"): 1.0, ("plain", "cascade_map"): 0.41}
+
+
 def test_replayed_outcome_round_trip():
     replayed = TrialOutcome.replay("c-seed2", 0.3)
     result = replayed.to_result()

@@ -88,6 +88,17 @@ def test_a_study_level_float_with_an_exponent_yaml_reads_as_text_is_the_number(t
     # only a collections list names a collection
     (GOOD.replace("baseline: {}", "baseline: {data.collection: z}"),
      r"study.yaml:\d+: data.collection is a collection's name, which the collections list gives"),
+    # a cascade objective without a cascade optimised dev MAP under the cascade's name (minimised)
+    (GOOD + "objective: {metric: cascade_cost, mode: min}\n",
+     r"study.yaml:10: objective.metric cascade_cost: no configuration of the study has a cascade"),
+    (GOOD + "search:\n  searcher: nsga2\n  objectives: [{metric: map}, {metric: cascade_cost, mode: min}]\n"
+     "  space:\n    smoothing.epsilon: {uniform: [0.05, 0.3]}\n",
+     r"study.yaml:12: search.objectives.1.metric cascade_cost: no configuration of the study has a cascade"),
+    # a proposal at a corner of two ranges (the most T, the fewest steps) failed inside the search
+    (GOOD.replace("  train.steps: 4\n", "  train.steps: 4\n  curriculum.pacing: root_n\n  curriculum.scoring: uwords\n")
+     + "search:\n  searcher: random\n  space:\n    train.steps: {int: [2, 6]}\n    curriculum.T: {int: [1, 4]}\n",
+     (r"study.yaml:14: search.space: the proposal train.steps=2, curriculum.T=4 is no configuration: "
+      r"curriculum.T 4 is past the end of training \(train.steps 2\).*narrow the ranges of train.steps, curriculum.T")),
     # a label is how tables name a configuration: one the baseline's (or another's) would show twice
     (GOOD.replace("  - name: ls\n", "  - name: ls\n    label: baseline\n"),
      r"configs\[0\] would be shown as 'baseline', as the baseline is; give it another label"),
@@ -206,6 +217,36 @@ def test_searcher_pickles_for_tune_resume(tmp_path):
                    "    curriculum.n: {int: [2, 5], when: {curriculum.pacing: root_n}}\n")
     searcher = pickle.loads(pickle.dumps(make_searcher(load_spec(_write(tmp_path, text)))))
     assert searcher.searcher._space.space["curriculum.n"].when == {"curriculum.pacing": ("root_n",)}
+
+
+
+@pytest.mark.parametrize("searcher", ["tpe", "random", "nsga2"])
+def test_every_searcher_pickles_as_tune_pickles_it(tmp_path, searcher):
+    """Tune cloudpickles the searcher into its experiment state at tune.Tuner: Optuna 5's
+    NSGAIISampler holds a thread lock, so every nsga2 search failed there with a traceback. The
+    unpickled sampler proposes as the original does, its lock fresh."""
+    import cloudpickle
+    import optuna
+
+    from harness.driver._searchers import make_searcher
+
+    objectives = ("  objectives: [{metric: map, mode: max}, {metric: mrr, mode: max}]\n"
+                  if searcher == "nsga2" else "")
+    text = GOOD + (f"search:\n  searcher: {searcher}\n  num_configs: 2\n{objectives}  space:\n"
+                   "    curriculum.delta: {uniform: [0.1, 0.9]}\n")
+    original = make_searcher(load_spec(_write(tmp_path, text)))
+    copy = cloudpickle.loads(cloudpickle.dumps(original))
+    samplers = [original.searcher._sampler, copy.searcher._sampler]
+    assert type(samplers[1]) is type(samplers[0])
+    assert isinstance(samplers[1], getattr(optuna.samplers, {"tpe": "TPESampler", "random": "RandomSampler",
+                                                             "nsga2": "NSGAIISampler"}[searcher]))
+    proposals = []
+    for sampler in samplers:
+        k = 2 if searcher == "nsga2" else 1
+        study = optuna.create_study(sampler=sampler, directions=["maximize"] * k)
+        study.optimize(lambda t, k=k: [t.suggest_float("x", 0, 1)] * k, n_trials=3)
+        proposals.append([t.params["x"] for t in study.trials])
+    assert proposals[0] == proposals[1]
 
 
 TEACHER = GOOD.replace("  - name: ls\n    set: {smoothing.method: LS, smoothing.epsilon: 0.1}\n",
