@@ -25,8 +25,8 @@ BASE = STUDY.format(name="s", seeds="[1, 2]", storage="runs")
 ONE = "configs: [{name: c, set: {curriculum.delta: 0.5}}]\n"
 
 HOSTILE = {
-    "seed-schedule-to-1e9": BASE.replace("seeds: [1, 2]", "seeds: {start: 2, step: 1, max: 1000000000}") + ONE,
-    "seed-schedule-999-rounds": BASE.replace("seeds: [1, 2]", "seeds: {start: 2, step: 1, max: 1000}") + ONE,
+    "seed-schedule-to-1e9": BASE.replace("seeds: [1, 2]", "seeds: {start: 4, step: 1, max: 1000000000}") + ONE,
+    "seed-schedule-999-rounds": BASE.replace("seeds: [1, 2]", "seeds: {start: 4, step: 1, max: 1000}") + ONE,
     "confirm-1e9-seeds": BASE + ONE + "confirm: {top: 1, seeds: 1000000000}\n",
     "grid-10M-points": BASE + "search:\n  searcher: grid\n  space:\n" + "".join(
         f"    {k}: {{int: [1, {n}]}}\n" for k, n in

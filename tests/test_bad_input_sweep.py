@@ -184,9 +184,9 @@ study_case("seed-a-float", ["@P:5:", "seeds", "1.5"], seeds="[1.5]")
 study_case("seed-a-bool", ["@P:5:", "seeds", "True"], seeds="[true, 2]")
 study_case("seed-a-string", ["@P:5:", "seeds"], seeds="[one]")
 study_case("seed-schedule-start-1", ["@P:5:", "start"], seeds="{start: 1, step: 1, max: 4}")
-study_case("seed-schedule-step-0", ["@P:5:", "step"], seeds="{start: 2, step: 0, max: 4}")
+study_case("seed-schedule-step-0", ["@P:5:", "step"], seeds="{start: 4, step: 0, max: 6}")
 study_case("seed-schedule-max-not-above-start", ["@P:5:", "max"], seeds="{start: 4, step: 2, max: 4}")
-study_case("seed-schedule-unknown-key", ["@P:5:", "stop"], seeds="{start: 2, step: 1, max: 4, stop: 3}")
+study_case("seed-schedule-unknown-key", ["@P:5:", "stop"], seeds="{start: 4, step: 1, max: 6, stop: 3}")
 study_case("teacher-seed-over-2-32", ["@P:7:", "curriculum.teacher_seed"],
            extra="curriculum: {teacher_seed: 4294967296}\n")
 # schedule points past the end of training (train.steps 4): the curriculum would never reach all
@@ -762,9 +762,9 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
 # under a 1 GiB memory limit: tests/test_bad_input_bounds.py.
 
 study_case("seed-schedule-max-1e9", ["@P:5:", "seeds.max must be at most 1000", "1000000000"],
-           seeds="{start: 2, step: 1, max: 1000000000}")
+           seeds="{start: 4, step: 1, max: 1000000000}")
 study_case("seed-schedule-too-many-rounds", ["@P:5:", "seeds.step", "at most 100 rounds"],
-           seeds="{start: 2, step: 1, max: 500}")
+           seeds="{start: 4, step: 1, max: 500}")
 study_case("seeds-over-the-limit", ["@P:5:", "seeds must be a list of at most 1000 seeds", "1500"],
            seeds="[" + ", ".join(map(str, range(1500))) + "]")
 study_case("confirm-seeds-1e9", ["@P:7:", "confirm.seeds", "1000000000"],
@@ -790,7 +790,7 @@ study_case("configurations-times-collections", ["@P:8:", "101 configurations on 
                                          for i in range(100)) + "]\ncollections:\n"
            + "".join(f"  - {{name: k{i}, data: {{source: chitchat, conversations: {30 + i}}}}}\n" for i in range(10)))
 study_case("seed-schedule-step-10-to-the-400", ["@P:5:", "seeds.step", "at most 9223372036854775807"],
-           seeds="{start: 2, step: 1" + "0" * 400 + ", max: 4}")
+           seeds="{start: 4, step: 1" + "0" * 400 + ", max: 6}")
 study_case("failure-retries-10-to-the-30", ["@P:7:", "failure.max_retries", "at most 9223372036854775807"],
            extra="failure: {max_retries: 1" + "0" * 30 + "}\n")
 study_case("concurrency-10-to-the-400", ["@P:7:", "concurrency"], extra="concurrency: 1" + "0" * 400 + "\n")

@@ -292,6 +292,12 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                                "it ran with (its MLflow study run holds the file, each config run its "
                                "parameters), or run the changed study under another name (or delete its "
                                "MLflow experiment)")
+        if changed := changed_plan(records, spec):
+            raise HarnessError(f"study {spec.name!r}: its MLflow study run recorded another plan "
+                               f"({'; '.join(changed)}); resume with the file and overrides it ran with "
+                               "(its study run holds the file), or run the changed study under another name "
+                               "(or delete its MLflow experiment)")
+    check_cpus_first(spec)
     for kept, dup in records.remove_duplicates():
         log(f"study {spec.name}: seed run {dup.run_id} repeated finished seed run {kept.run_id} of "
             f"{dup.name or dup.trial_key} (two drivers of an older version); deleted it (tag "
@@ -371,7 +377,25 @@ def check_resources(spec: StudySpec) -> None:
         raise HarnessError(f"study {spec.name!r}: each trial asks for resources.gpus {spec.gpus:g} but the "
                            f"local Ray has {gpus:g} GPU(s); run it where there is a GPU (or on a cluster: "
                            "RAY_ADDRESS), or set resources.gpus: 0 in the study file to train on CPU")
-    cpus = float(have.get("CPU", 0))
+    _check_cpus(spec, float(have.get("CPU", 0)))
+
+
+def check_cpus_first(spec: StudySpec) -> None:
+    """``check_resources``' CPU check before anything is recorded or prepared (a study refused after
+    its study run was made, its data built and its teachers trained ended FAILED for a number in its
+    file): a local Ray not yet started has at most the CPUs this process may run on. Ray's own
+    count (cgroup quotas) is checked again once it runs."""
+    if os.environ.get("RAY_ADDRESS"):
+        return
+    import ray
+
+    if ray.is_initialized():
+        check_resources(spec)
+        return
+    _check_cpus(spec, float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
+def _check_cpus(spec: StudySpec, cpus: float) -> None:
     if spec.cpus > cpus:
         raise HarnessError(f"study {spec.name!r}: each trial asks for resources.cpus {spec.cpus:g} but the "
                            f"local Ray has {cpus:g} CPU(s); lower resources.cpus in the study file to "
@@ -423,6 +447,26 @@ def make_scheduler(spec: StudySpec, phase: str) -> Any:
     return early_stop_ray.scheduler(spec)
 
 
+# The study run's params that say which trials the study trains (harness.study.variants.study_params):
+# a resumed study, or another run into its experiment, that changed one would add trials no table of
+# the recorded file reads (seed 4 never trained, a table over seeds 1-3 while the file says 1-2).
+PLAN_PARAMS = ("study.seeds", "study.seed_schedule", "study.searcher", "study.search_configs", "study.metric",
+               "study.mode", "study.confirm_top", "study.confirm_seeds")
+
+
+def changed_plan(records: StudyRecords, spec: StudySpec) -> list[str]:
+    """"<key>: recorded <old>, now <new>" for each of ``PLAN_PARAMS`` the study run recorded and this
+    study file (with its overrides) changes; a key the run lacks (an older harness) is not compared."""
+    from harness.tracking.store import param_value
+
+    if records.study_run is None:
+        return []
+    recorded = records.store.client.get_run(records.study_run).data.params
+    now = {k: param_value(v) for k, v in study_params(spec, trial_count(spec)).items()}
+    return [f"{k.removeprefix('study.')}: recorded {recorded[k]}, now {now.get(k, '(none)')}"
+            for k in PLAN_PARAMS if k in recorded and recorded[k] != now.get(k, "(none)")]
+
+
 def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool,
               tickets: list[dict[str, Any]] | None = None) -> set[str]:
     """Runs (or, with ``resume``, finishes) one phase with Tune; returns the config ids of its
@@ -436,6 +480,7 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
         # One grid axis of whole tickets: Tune's config of a trial is {"ticket": {...}}.
         grid = group_tickets(tickets if tickets is not None else fixed_tickets(spec), spec.seeds_per_trial)
         param_space: dict[str, Any] = {"ticket": tune.grid_search([t["ticket"] for t in grid])}
+        expected = len(grid)
         tune_config = tune.TuneConfig(max_concurrent_trials=spec.concurrency, reuse_actors=True,
                                       scheduler=scheduler)
     else:
@@ -445,10 +490,14 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=spec.search.num_configs * searcher.repeat,
                                       max_concurrent_trials=spec.concurrency, reuse_actors=True,
                                       scheduler=scheduler)
+        expected = spec.search.num_configs * searcher.repeat
     # Tune's state is pickles: restored only once verified as this driver's own (harness.driver._state_trust).
     records = callback.records
     signer = trust.Signer(records.store, records.study_run or "", phase)
-    if resume and tune.Tuner.can_restore(path):
+    # A driver stopped between writing tuner.pkl and Tune's first experiment state left a phase that
+    # cannot be restored: Tune then starts it anew with one sample and the phase "finished" after one
+    # trial. No state: no trial of the phase ran, so it starts as a first run would.
+    if resume and tune.Tuner.can_restore(path) and any(Path(path).glob("experiment_state*.json")):
         signer.files = trust.verify(records.store, records.study_run or "", phase, path)
         tuner = tune.Tuner.restore(path, trainable=fn, resume_unfinished=True, resume_errored=True,
                                    param_space=param_space)
@@ -467,6 +516,9 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
     if unfinished:
         raise PhaseIncomplete(f"phase {phase} of study {spec.name!r}: {unfinished} of {len(grid)} trial(s) "
                               "neither finished nor failed (Tune stopped early)")
+    if len(grid) < expected:  # Tune ran fewer trials than the phase has: never a finished study
+        raise PhaseIncomplete(f"phase {phase} of study {spec.name!r}: Tune ran {len(grid)} of its {expected} "
+                              "trial(s)")
     errors = [r.error for r in grid if r.error is not None]
     if errors:
         first = cause_of(errors[0]) or str(errors[0]).splitlines()[0][:300]

@@ -988,7 +988,8 @@ def _check_combinations(space: dict[str, Param], defaults: TrialConfig) -> None:
 
     listed = {k: p for k, p in space.items() if p.kind in ("choice", "fixed")}
     drawn = set(space) - set(listed)
-    ends = {k: Param(key=k, kind="choice", args=tuple(dict.fromkeys((p.values()[0], p.values()[-1]))), when=p.when)
+    # a range's two ends (its args: an int range is never listed, whatever its size)
+    ends = {k: Param(key=k, kind="choice", args=tuple(dict.fromkeys(p.args[:2])), when=p.when)
             for k, p in space.items() if k in drawn}
     points = {k: p for k, p in {**listed, **ends}.items() if not set(p.when) & drawn}
     if not points or grid_bound(points.values()) > MAX_CONFIGS:

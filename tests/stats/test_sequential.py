@@ -144,11 +144,12 @@ def test_verdicts_of_hand_made_looks() -> None:
 
 def test_schedule() -> None:
     assert SeedSchedule(4, 2, 12).looks == (4, 6, 8, 10, 12)
-    assert SeedSchedule(3, 4, 9).looks == (3, 7, 9)
-    assert [SeedSchedule(3, 4, 9).round_of(i) for i in range(9)] == [1, 1, 1, 2, 2, 2, 2, 3, 3]
-    for bad, match in (((1, 2, 9), "seeds.start must be >= 2"), ((3, 0, 9), "seeds.step must be >= 1"),
-                       ((3, 2, 3), "seeds.max must be larger than seeds.start"),
-                       ((3, 2.5, 9), "seeds.step must be an integer")):
+    assert SeedSchedule(4, 4, 10).looks == (4, 8, 10)
+    assert [SeedSchedule(4, 4, 10).round_of(i) for i in range(10)] == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3]
+    for bad, match in (((1, 2, 9), "seeds.start must be >= 4"), ((3, 2, 9), "seeds.start must be >= 4 .*5.8%"),
+                       ((4, 0, 9), "seeds.step must be >= 1"),
+                       ((4, 2, 4), "seeds.max must be larger than seeds.start"),
+                       ((4, 2.5, 9), "seeds.step must be an integer")):
         with pytest.raises(ConfigError, match=match):
             SeedSchedule(*bad)  # type: ignore[arg-type]
 
@@ -236,3 +237,18 @@ def test_seeds_spent_with_a_large_effect(family: int) -> None:
 def _tally(stop: np.ndarray) -> str:
     values, counts = np.unique([s.value for s in stop], return_counts=True)
     return ", ".join(f"{v} {c / len(stop):.3f}" for v, c in zip(values, counts, strict=True))
+
+
+def test_the_bounds_docs_statistics_quotes() -> None:
+    """docs/statistics.md quotes the bounds of seeds {start: 4, step: 2, max: 12} at m = 1; its
+    futility bounds were those of another rule (0.133, 0.959, 1.540, 1.968)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "statistics.md").read_text()
+    quoted = re.search(r"the bounds are c = ([\d., ]+); a comparison\s+stops for futility at the first four "
+                       r"looks when \|z\| < ([\d., ]+)\.", text)
+    assert quoted is not None
+    design = GroupSequential(looks=SCHEDULE.looks, alpha=0.05)
+    for numbers, bounds in zip(quoted.groups(), (design.efficacy, design.futility), strict=True):
+        assert [float(x) for x in numbers.split(", ")] == [round(float(b), 3) for b in bounds]

@@ -28,17 +28,17 @@ COLLECTIONS = [
 def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
     root = ray_root
     path = write_study(root, "sched2", configs={"ls": {"smoothing.method": "LS", "smoothing.epsilon": 0.1}},
-                       seeds={"start": 2, "step": 1, "max": 3}, collections=COLLECTIONS)
+                       seeds={"start": 4, "step": 1, "max": 5}, collections=COLLECTIONS)
     uri = f"sqlite:///{root / 'sched2.db'}"
     lines: list[str] = []
     run_study(load_spec(path), tracking_uri=uri, progress=lines.append)
-    assert "round 1 of 2: 4 configurations x seeds [1, 2] (2 comparisons open)" in lines
+    assert "round 1 of 2: 4 configurations x seeds [1, 2, 3, 4] (2 comparisons open)" in lines
     runs = runs_by_kind(MlflowClient(uri), "sched2")
     seeds: dict[tuple[str, str], list[int]] = {}
     for t in runs[C.KIND_TRIAL]:
         assert t.info.status == "FINISHED"
         seed = int(t.data.tags[C.TAG_SEED])
-        assert t.data.tags[C.TAG_ROUND] == str({1: 1, 2: 1, 3: 2}[seed])
+        assert t.data.tags[C.TAG_ROUND] == str({1: 1, 2: 1, 3: 1, 4: 1, 5: 2}[seed])
         key = (t.info.run_name.rsplit("-seed", 1)[0], t.data.tags[C.TAG_COLLECTION])
         seeds.setdefault(key, []).append(seed)
     # Paired seeds: each configuration has the same seeds on both collections.
@@ -46,7 +46,7 @@ def test_a_seed_schedule_over_two_collections(ray_root: Path) -> None:
         assert sorted(seeds[(name, "talk-a")]) == sorted(seeds[(name, "talk-b")])
     # Each comparison's reason is the rule's verdict on its own collection's per-query values
     # (read back by the table's reader), at 0.05 / 2 comparisons.
-    rule = GroupSequential.for_family((2, 3), 0.05, 2)
+    rule = GroupSequential.for_family((4, 5), 0.05, 2)
     results = read_experiment_collections("sched2", tracking_uri=uri)
     reasons = {(r.info.run_name, r.data.tags[C.TAG_COLLECTION]): r.data.tags[C.TAG_SEQUENTIAL]
                for r in runs[C.KIND_CONFIG]}

@@ -86,7 +86,7 @@ def test_bad_confirmations_are_refused_in_one_line_naming_file_and_line(tmp_path
     ("name: c\nbaseline: {}\ndefaults: {model.name: tiny}\nseeds: [1, 2]\nconfirm: {top: 1}\n",
      r"study.yaml:5: confirm retrains the best candidates, and this study has none"),
     (("name: c\ndefaults: {model.name: tiny}\nconfigs:\n  - name: ls\n    set: {smoothing.method: LS}\n"
-     "seeds: {start: 2, step: 1, max: 4}\nconfirm: {top: 1}\n"),
+     "seeds: {start: 4, step: 1, max: 6}\nconfirm: {top: 1}\n"),
      r"study.yaml:7: confirm retrains a pick with fresh seeds; a study with a seed schedule picks nothing"),
     (("name: c\ndefaults: {model.name: tiny}\nconfigs:\n  - name: ls\n    set: {smoothing.method: LS}\n"
      "seeds: [1, 4294967295]\nconfirm: true\n"),

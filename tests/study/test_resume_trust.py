@@ -123,6 +123,31 @@ def test_a_resume_with_other_overrides_is_refused_and_changes_nothing(study, tmp
 
 
 @pytest.mark.slow
+def test_a_resume_or_a_new_run_with_other_seeds_is_refused_and_changes_nothing(study, tmp_path, capsys):
+    """The configurations alone were compared: a resume with seeds [1, 2] ended "finished" without
+    seed 2, and a new run into the store with seeds [2] made a table over seeds 1 and 2 while the
+    study run said 1. Both are refused in one line naming the seeds; nothing changes."""
+    path, uri = study
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("trust")
+    runs = {r.info.run_id: (r.info.status, r.info.end_time) for r in client.search_runs([exp.experiment_id])}
+    capsys.readouterr()
+    two = write_study(tmp_path, "trust", storage_path=path.parent / "runs",
+                      **{**SHARED, "models": "none", "configs": {}, "seeds": [1, 2]})
+    (tmp_path / "other").mkdir()
+    other = write_study(tmp_path / "other", "trust", storage_path=tmp_path / "runs",
+                        **{**SHARED, "models": "none", "configs": {}, "seeds": [2]})
+    for argv, now in ((["run", str(two), "--resume"], "1,2"), (["run", str(other)], "2")):
+        rc = main([*argv, "--tracking-uri", uri])
+        err = capsys.readouterr().err
+        assert rc == 2 and err.startswith("harness: error: study 'trust': its MLflow study run recorded another "
+                                          f"plan (seeds: recorded 1, now {now}"), err
+        assert len(err.strip().splitlines()) == 1, err
+    assert {r.info.run_id: (r.info.status, r.info.end_time)
+            for r in client.search_runs([exp.experiment_id])} == runs
+
+
+@pytest.mark.slow
 def test_a_planted_tuner_pkl_is_refused_and_never_unpickled(study, tmp_path, capsys):
     path, uri = study
     state = path.parent / "runs" / "trust-fixed"

@@ -35,7 +35,7 @@ configs:
     set: {smoothing.method: LS, smoothing.epsilon: 0.1}
   - name: wsls
     set: {smoothing.method: WSLS, smoothing.epsilon: 0.1}
-seeds: {start: 3, step: 2, max: 9}
+seeds: {start: 4, step: 2, max: 10}
 """
 
 
@@ -47,36 +47,37 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 def test_a_schedule_lists_every_seed_and_runs_its_rounds_as_phases(tmp_path):
     spec = load_spec(_write(tmp_path, SCHEDULED))
-    assert spec.seed_schedule == SeedSchedule(3, 2, 9)
-    assert spec.seeds == tuple(range(1, 10))
+    assert spec.seed_schedule == SeedSchedule(4, 2, 10)
+    assert spec.seeds == tuple(range(1, 11))
     assert spec.phases == ("fixed", "round2", "round3", "round4")
-    assert [rounds.round_of(spec, s) for s in spec.seeds] == [1, 1, 1, 2, 2, 3, 3, 4, 4]
-    assert rounds.seeds_through(spec, 5) == [1, 2, 3, 4, 5]
-    first = load_spec(_write(tmp_path, SCHEDULED.replace("max: 9}", "max: 9, first: 11}")))
-    assert first.seeds == tuple(range(11, 20))
+    assert [rounds.round_of(spec, s) for s in spec.seeds] == [1, 1, 1, 1, 2, 2, 3, 3, 4, 4]
+    assert rounds.seeds_through(spec, 5) == [1, 2, 3, 4, 5, 6]
+    first = load_spec(_write(tmp_path, SCHEDULED.replace("max: 10}", "max: 10, first: 11}")))
+    assert first.seeds == tuple(range(11, 21))
     # A plain list keeps the fixed design.
-    fixed = load_spec(_write(tmp_path, SCHEDULED.replace("{start: 3, step: 2, max: 9}", "[1, 2, 3]")))
+    fixed = load_spec(_write(tmp_path, SCHEDULED.replace("{start: 4, step: 2, max: 10}", "[1, 2, 3]")))
     assert fixed.seed_schedule is None and fixed.phases == ("fixed",)
     assert rounds.seeds_through(fixed, 2) == [1, 2, 3]
 
 
 @pytest.mark.parametrize("change, expected", [
-    (("max: 9}", "max: 9, stop: 3}"), r"study.yaml:11: seeds: unknown key 'stop'; did you mean step"),
+    (("max: 10}", "max: 10, stop: 3}"), r"study.yaml:11: seeds: unknown key 'stop'; did you mean step"),
     (("step: 2, ", ""), r"study.yaml:11: seeds: a seed schedule needs start, step and max; step is missing"),
-    (("start: 3", "start: 1"), r"study.yaml:11: seeds.start must be >= 2 \(the crossed test of round 1"),
-    (("max: 9", "max: 3"), r"study.yaml:11: seeds.max must be larger than seeds.start \(3\)"),
+    (("start: 4", "start: 1"), r"study.yaml:11: seeds.start must be >= 4 \(from fewer seeds in its first round "),
+    (("start: 4", "start: 3"), r"study.yaml:11: seeds.start must be >= 4 .*: 5.8% of null comparisons at 0.05 from 3 seeds"),
+    (("max: 10", "max: 4"), r"study.yaml:11: seeds.max must be larger than seeds.start \(4\)"),
     (("step: 2", "step: two"), r"study.yaml:11: seeds.step must be an integer, got 'two'"),
-    (("max: 9}", "max: 9, first: -1}"), r"study.yaml:11: seeds.first must be an integer in \[0, "),
-    (("seeds: {start: 3, step: 2, max: 9}", ("seeds: {start: 3, step: 2, max: 9}\nsearch:\n  searcher: random\n"
+    (("max: 10}", "max: 10, first: -1}"), r"study.yaml:11: seeds.first must be an integer in \[0, "),
+    (("seeds: {start: 4, step: 2, max: 10}", ("seeds: {start: 4, step: 2, max: 10}\nsearch:\n  searcher: random\n"
       "  num_configs: 2\n  space:\n    smoothing.epsilon: {uniform: [0.05, 0.3]}")),
      r"study.yaml:11: seeds: a seed schedule adds seeds to the listed configurations; a study with a searcher"),
-    (("seeds: {start: 3, step: 2, max: 9}", "seeds: {start: 3, step: 2, max: 9}\nearly_stopping: {rungs: [1]}"),
+    (("seeds: {start: 4, step: 2, max: 10}", "seeds: {start: 4, step: 2, max: 10}\nearly_stopping: {rungs: [1]}"),
      r"study.yaml:12: early_stopping stops configurations within a round of seeds"),
     ((("configs:\n  - name: ls\n    set: {smoothing.method: LS, smoothing.epsilon: 0.1}\n  - name: wsls\n"
       "    set: {smoothing.method: WSLS, smoothing.epsilon: 0.1}\n"), ""),
      (r"study.yaml:6: seeds: a seed schedule settles comparisons with the baseline, and this study has no "
      r"candidate")),
-    (("seeds: {start: 3, step: 2, max: 9}", ("seeds: {start: 3, step: 2, max: 9}\n"
+    (("seeds: {start: 4, step: 2, max: 10}", ("seeds: {start: 4, step: 2, max: 10}\n"
       "objective: {metric: cascade_cost, mode: min}\ncascade: {enabled: true, exits: [1, 2]}")),
      r"study.yaml:12: objective.metric 'cascade_cost' has no per-query test values"),
 ])
@@ -95,8 +96,8 @@ def test_validate_shows_the_schedule(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(["validate", "--no-model", str(_write(tmp_path, SCHEDULED))]) == 0
     out = capsys.readouterr().out
-    assert "seeds: 4 rounds ending at 3, 5, 7, 9 seeds (start 3, step 2, max 9; seeds 1..9), at most 27 trials" in out
-    assert "round 1: 3 configurations x 3 seeds = 9 trials; rounds 2-4: 2, 2, 2 more seeds for the baseline" in out
+    assert "seeds: 4 rounds ending at 4, 6, 8, 10 seeds (start 4, step 2, max 10; seeds 1..10), at most 30 trials" in out
+    assert "round 1: 3 configurations x 4 seeds = 12 trials; rounds 2-4: 2, 2, 2 more seeds for the baseline" in out
     assert "settled or stopped for futility: group-sequential rule at 0.05/2 = 0.025 per comparison" in out
 
 
@@ -166,8 +167,8 @@ def test_rounds_give_seeds_to_open_comparisons_only_and_record_why_each_stopped(
                 break
     # A large gain settles early, no gain stops for futility, a slight one takes every round.
     assert {n: v.reason for n, v in verdicts.items()} == {
-        "better": "settled: better at round 2 (5 seeds)", "same": "futility at round 1 (3 seeds)",
-        "slight": "settled: better at round 4 (9 seeds)"}
+        "better": "settled: better at round 2 (6 seeds)", "same": "futility at round 1 (4 seeds)",
+        "slight": "settled: better at round 4 (10 seeds)"}
 
     client = MlflowClient(store.uri)
     configs = {r.info.run_name: r for r in client.search_runs(
@@ -187,9 +188,9 @@ def test_rounds_give_seeds_to_open_comparisons_only_and_record_why_each_stopped(
         f"baseline: {spec.seed_schedule.looks[last - 1]} seeds over {last} rounds")
     assert all(t.data.tags[C.TAG_ROUND] == str(rounds.round_of(spec, int(t.data.tags[C.TAG_SEED])))
                for t in trials)
-    assert lines[0] == "round 1 of 4: 4 configurations x seeds [1, 2, 3] (3 comparisons open)"
-    assert lines[1] == "round 1: better: open; same: futility at round 1 (3 seeds); slight: open"
-    assert lines[2] == "round 2 of 4: 3 configurations x seeds [4, 5] (2 comparisons open)"
+    assert lines[0] == "round 1 of 4: 4 configurations x seeds [1, 2, 3, 4] (3 comparisons open)"
+    assert lines[1] == "round 1: better: open; same: futility at round 1 (4 seeds); slight: open"
+    assert lines[2] == "round 2 of 4: 3 configurations x seeds [5, 6] (2 comparisons open)"
     assert not any("map" in line for line in lines)  # verdicts, never a test value
 
     # A second driver (resume) takes the same rounds: the same tickets, and no run is added.

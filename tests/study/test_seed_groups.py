@@ -220,7 +220,7 @@ def test_early_stopping_judges_a_group_s_seeds_as_separate_trials(tmp_path):
 
 @pytest.mark.parametrize("seeds, k, expected", [
     ([1, 2, 3], 1, 6), ([1, 2, 3], 2, 4), ([1, 2, 3], 3, 2), ([1, 2, 3, 4, 5], 2, 6),
-    ({"start": 3, "step": 2, "max": 7}, 2, 2 * (2 + 1 + 1)),  # rounds add seeds 1-3, 4-5, 6-7
+    ({"start": 5, "step": 2, "max": 9}, 2, 2 * (3 + 1 + 1)),  # rounds add seeds 1-5, 6-7, 8-9
 ])
 def test_validate_counts_the_ray_trials_of_the_grouped_seeds(tmp_path, seeds, k, expected):
     from harness.driver._orchestrate import fixed_tickets
