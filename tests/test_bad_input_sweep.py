@@ -510,6 +510,22 @@ for cmd in ("validate", "run"):
                 ["model.name", LACKS_LAYERS], enc)
 
 
+# weights a copy cut short passed validate and failed every trial of the study after its retries
+@case("--set", "set-model-weights-cut-short-validate")
+def _(tmp: Path) -> tuple[list[str], list[str], Path]:
+    from harness.model.encoder import packaged_model_path
+
+    src, enc = packaged_model_path(), tmp / "enc"
+    enc.mkdir()
+    for f in src.iterdir():
+        if f.name != "model.safetensors":
+            (enc / f.name).symlink_to(f)
+    (enc / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes()[:1 << 20])
+    p = _write(tmp / "study.yaml", _study_text())
+    return (["validate", str(p), "--no-model", "--set", f"model.name={enc}"],
+            ["model.name", "model.safetensors is no whole safetensors file (cut short"], enc)
+
+
 # a max_length past the encoder's positions was a tensor-size traceback at the first long batch
 for cmd in ("validate", "run"):
     study_case(f"max-length-past-the-positions-{cmd}", ["@P:2:", ("model.max_length 1024 is past the 512 "

@@ -112,6 +112,7 @@ def check_model_fits(cfg: ModelConfig) -> None:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
             raise ConfigError(f"{where}: {key} must be an integer in [{lo}, {hi}], got {value!r}", key="model.name")
+    check_weights_file(cfg.name)
     depth = raw.get("num_hidden_layers")
     held = checkpoint_layers(Path(model_source(cfg.name)))
     if cfg.name != "tiny" and isinstance(depth, int) and held is not None and held < depth:
@@ -128,6 +129,35 @@ def check_model_fits(cfg: ModelConfig) -> None:
 HEADER_LIMIT = 64 * 1024 * 1024
 
 
+def safetensors_header(path: Path) -> dict[str, Any]:
+    """The header of a safetensors file (tensor name -> dtype, shape, data_offsets), no weights
+    read; a ValueError saying why where the file is none or is cut short (its tensors end past the
+    file's end: a copy that stopped)."""
+    import json
+    import struct
+
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{size} bytes, no safetensors header")
+        (length,) = struct.unpack("<Q", head)
+        if length > min(HEADER_LIMIT, size - 8):
+            raise ValueError(f"its header claims {length} bytes, the file holds {size}")
+        try:
+            header = json.loads(fh.read(length))
+        except ValueError:
+            header = None
+    if not isinstance(header, dict):
+        raise ValueError("its header is no JSON object")  # noqa: TRY004 - the file's content, not a type
+    ends = [e["data_offsets"][1] for k, e in header.items() if k != "__metadata__" and isinstance(e, dict)
+            and isinstance(e.get("data_offsets"), list) and len(e["data_offsets"]) == 2
+            and isinstance(e["data_offsets"][1], int)]
+    if ends and 8 + length + max(ends) > size:
+        raise ValueError(f"cut short: its tensors take {8 + length + max(ends)} bytes, the file holds {size}")
+    return header
+
+
 def checkpoint_layers(folder: Path) -> int | None:
     """How many transformer layers a model folder's safetensors weights hold (one past the largest
     ``layer.<i>.`` index of their tensor names), read from the files' headers (or the sharded
@@ -135,7 +165,6 @@ def checkpoint_layers(folder: Path) -> int | None:
     names number no layers (the load then tells)."""
     import json
     import re
-    import struct
 
     names: list[str] = []
     index = folder / "model.safetensors.index.json"
@@ -144,16 +173,28 @@ def checkpoint_layers(folder: Path) -> int | None:
             weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
             names = list(weight_map) if isinstance(weight_map, dict) else []
         elif (folder / "model.safetensors").is_file():
-            with (folder / "model.safetensors").open("rb") as fh:
-                (size,) = struct.unpack("<Q", fh.read(8))
-                if size > HEADER_LIMIT:
-                    return None
-                header = json.loads(fh.read(size))
-            names = list(header) if isinstance(header, dict) else []
-    except (OSError, ValueError, struct.error, AttributeError):
+            names = list(safetensors_header(folder / "model.safetensors"))
+    except (OSError, ValueError, AttributeError):
         return None
     layers = [int(m.group(1)) for n in names if (m := re.search(r"(?:^|\.)layers?\.(\d+)\.", n))]
     return max(layers) + 1 if layers else None
+
+
+def check_weights_file(name: str) -> None:
+    """A model folder's ``model.safetensors`` is whole (``safetensors_header``), checked without
+    loading it: a file cut short passed `validate` and failed every trial of the study after its
+    retries (harness.model.encoder.check_model_fits calls it)."""
+    path = Path(model_source(name)) / "model.safetensors"
+    if not path.is_file():
+        return
+    try:
+        safetensors_header(path)
+    except OSError as exc:
+        raise ConfigError(f"model.name {name!r}: {path} cannot be read ({exc.strerror or exc})",
+                          key="model.name") from None
+    except ValueError as exc:
+        raise ConfigError(f"model.name {name!r}: {path} is no whole safetensors file ({exc}); copy the "
+                          "weights again", key="model.name") from None
 
 
 def check_loaded(name: str, missing: Any) -> None:

@@ -129,6 +129,28 @@ def test_checkpoint_layers_read_from_the_weights_headers(tmp_path: Path) -> None
     assert checkpoint_layers(tmp_path / "none") is None
 
 
+
+def test_weights_cut_short_are_refused_as_safetensors_refuses_them(tmp_path: Path) -> None:
+    """A model.safetensors that a copy cut short passed `validate` and failed every trial of the
+    study. The header check agrees with safetensors' own reader: the whole file passes both, a
+    file cut in the header or in the weights fails both, and the refusal names the file."""
+    from safetensors import safe_open
+
+    from harness.errors import ConfigError
+    from harness.model.encoder import check_weights_file, packaged_model_path
+
+    whole = (packaged_model_path() / "model.safetensors").read_bytes()
+    check_weights_file("packaged")
+    for cut in (1000, len(whole) // 3, len(whole) - 1):
+        folder = tmp_path / f"cut{cut}"
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(whole[:cut])
+        with pytest.raises(Exception), safe_open(str(folder / "model.safetensors"), "pt") as f:  # noqa: B017
+            list(f.keys())  # safetensors' own error type varies by version
+        with pytest.raises(ConfigError, match=f"{folder / 'model.safetensors'} is no whole safetensors file"):
+            check_weights_file(str(folder))
+
+
 @pytest.mark.slow
 def test_validate_checks_a_study_without_loading_torch() -> None:
     """`harness validate --no-model` (and `harness submit`, which runs the same checks first) answers
