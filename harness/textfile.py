@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from pathlib import Path
 
 from harness.errors import DataError, HarnessError
@@ -59,9 +60,13 @@ SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite data
 def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Path:
     """Write ``data`` (text as UTF-8) to ``path`` whole or not at all: into a temporary file in the
     same directory, flushed to disk (fsync), then moved over ``path`` (``os.replace``), so a full
-    disk, a kill or a crash leaves the previous file intact, never a fragment. A device or FIFO
-    (``/dev/stdout``, a named pipe) is written in place, as it cannot be replaced. Every failure is
-    one ``DataError`` naming ``path`` and ``what`` it was to hold; returns the path written.
+    disk, a kill or a crash leaves the previous file intact, never a fragment. A device, FIFO or
+    socket (a named pipe, ``/dev/null``) and a descriptor already open (``/dev/stdout``,
+    ``/dev/fd/N``, ``/proc/self/fd/N``, or a link to one) are written in place, as they cannot be
+    replaced: the descriptor itself, so a shell's ``>> log`` still appends and ``| head`` gets the
+    text (the link's target replaced the log, and the pipe's was no file at all). Every failure
+    is one ``DataError`` naming ``path`` and ``what`` it was to hold (a reader gone from a pipe:
+    ``BrokenPipeError``, which the command line ends quietly); returns the path written.
 
     The new file gets the mode the previous one had (else the umask's ``0o666``)."""
     import stat
@@ -73,11 +78,14 @@ def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Pat
     def fail(reason: str) -> DataError:
         return DataError(f"{target}: cannot write the {what}: {reason}")
 
+    # Checked before any link is resolved: /dev/stdout resolves to the file a shell redirected it
+    # to (which the rename below would replace) or to "pipe:[N]" (no file at all).
+    descriptor = open_descriptor(target)
     try:
-        if target.is_symlink():
+        if descriptor is None and target.is_symlink():
             target = target.resolve(strict=False)
-        info = target.stat() if target.exists() else None
-    except (OSError, RuntimeError) as exc:  # a symlink loop, a path through a file
+        info = target.stat() if descriptor is not None or target.exists() else None
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a path through a file, a closed descriptor
         raise fail(getattr(exc, "strerror", None) or str(exc)) from None
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise fail("it is a directory; give a file name")
@@ -92,10 +100,11 @@ def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Pat
         if head == SQLITE_MAGIC:
             raise fail("it is an SQLite database (an MLflow store?), which this would replace; give "
                        "another file")
-    if info is not None and not stat.S_ISREG(info.st_mode):
-        try:  # a device or a pipe: nothing to replace
-            with open(target, "wb") as fh:
-                fh.write(payload)
+    if descriptor is not None or (info is not None and not stat.S_ISREG(info.st_mode)):
+        try:  # a device, a pipe or an open descriptor: nothing to replace
+            _write_in_place(target, descriptor, payload)
+        except BrokenPipeError:
+            raise
         except OSError as exc:
             raise fail(exc.strerror or str(exc)) from None
         return target
@@ -128,6 +137,56 @@ def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Pat
         finally:
             os.close(dirfd)
     return target
+
+
+# /dev/fd/N and /proc/<pid>/fd/N (a thread's too) once their folder is resolved; and the names of
+# the standard streams, links to /proc/self/fd/0, 1 and 2 on Linux.
+_FD_PATH = re.compile(r"/proc/(?:self|thread-self|\d+)(?:/task/\d+)?/fd/(\d+)|/dev/fd/(\d+)")
+_STREAMS = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+OTHER_PROCESS = -1  # ``open_descriptor``: a descriptor of another process, written through its path
+
+
+def open_descriptor(path: Path | str) -> int | None:
+    """The number of this process's open descriptor that ``path`` names (``/dev/stdout``,
+    ``/dev/fd/N``, ``/proc/self/fd/N``, or a chain of links that passes through one), OTHER_PROCESS
+    for another process's ``/proc/<pid>/fd/N``, None for every other path. Read from the names
+    along the links, never from where they end: the last link of such a chain points at whatever the
+    descriptor has open, a file (which is no place to write to by name) or ``pipe:[N]``."""
+    current = os.path.abspath(path)
+    for _ in range(40):  # the kernel's own limit on links followed
+        current = os.path.join(os.path.realpath(os.path.dirname(current)), os.path.basename(current))
+        if current in _STREAMS:
+            return _STREAMS[current]
+        match = _FD_PATH.fullmatch(current)
+        if match:
+            owner = current.split("/")[2] if current.startswith("/proc/") else "self"
+            mine = owner in ("self", "thread-self", str(os.getpid()))
+            return int(match.group(1) or match.group(2)) if mine else OTHER_PROCESS
+        try:
+            link = os.readlink(current)
+        except OSError:  # no link (a file, a folder, nothing): not a descriptor
+            return None
+        current = os.path.normpath(os.path.join(os.path.dirname(current), link))
+    return None
+
+
+def _write_in_place(target: Path, descriptor: int | None, payload: bytes) -> None:
+    """``payload`` into an open descriptor of this process as it is open (its offset, its append
+    flag: a shell's ``>>`` keeps what the file held), after Python's own buffers of stdout and
+    stderr (what was printed before comes first); anything else (a device, a FIFO, another
+    process's descriptor) opened for appending, never truncated."""
+    import sys
+
+    if descriptor is None or descriptor == OTHER_PROCESS:
+        with open(target, "ab") as fh:
+            fh.write(payload)
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(AttributeError, ValueError):  # replaced, or closed
+            stream.flush()
+    view = memoryview(payload)
+    while view:
+        view = view[os.write(descriptor, view):]
 
 
 # A cell a spreadsheet program runs as a formula when it starts with one of these (CSV injection).
