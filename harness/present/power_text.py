@@ -138,7 +138,7 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     clamped = []
     for c in analysis.comparisons:
         comps, res = c.components, c.observed
-        head = (f"**{c.config} vs {analysis.baseline}, {display_name(c.metric)}**: observed difference "
+        head = (f"**{c.config} vs {analysis.baseline}, {shown_metric(analysis, c.metric)}**: observed difference "
                 f"{res.mean_diff:+.4f} (crossed test p = {res.p_value:.3g})")
         why = not_estimable(c)
         if why is not None:
@@ -156,12 +156,22 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
         lines.append("")
         if opts.effect is not None:
             lines += [_needed_line(c, opts.effect, queries), ""]
-        clamped += [f"{name} for {c.config} on {display_name(c.metric)}" for name in comps.clamped]
+        clamped += [f"{name} for {c.config} on {shown_metric(analysis, c.metric)}" for name in comps.clamped]
     if clamped:
         note = (f"Negative variance estimates were set to 0 ({'; '.join(clamped)}): the ANOVA found less "
                 "variance between those units than the residual alone implies.")
         lines += [note, ""]
+    if analysis.identical:
+        said = "; ".join(" = ".join(display_name(m) for m in g) for g in analysis.identical)
+        lines += [f"{said} here: equal per-query values in every run (one relevant document per query), so "
+                  + "each is analysed once, as the table shows it once and counts it once in its family.", ""]
     return "\n".join(lines)
+
+
+def shown_metric(analysis: PowerAnalysis, metric: str) -> str:
+    """How the analysis names ``metric`` with the metrics identical to it (``PowerAnalysis.identical``):
+    "MAP = MRR", as the table heads it, or "MAP" alone."""
+    return " = ".join(display_name(m) for m in analysis.aliases(metric))
 
 
 def not_estimable(c: ComparisonPower) -> str | None:
@@ -202,6 +212,8 @@ def _as_dict(analysis: PowerAnalysis) -> dict[str, object]:
         "source": analysis.source, "baseline": analysis.baseline, "seeds": analysis.seeds,
         "queries": analysis.queries, "alpha": opts.alpha, "power": opts.power, "effect": opts.effect,
         "family_size": analysis.family_size, "level": analysis.level, "test": "crossed",
+        # a comparison of a group's first metric stands for the others (MAP = MRR: ["map", "mrr"])
+        "identical": [list(g) for g in analysis.identical],
         "comparisons": [{
             "config": c.config, "metric": c.metric, "mean_diff": c.observed.mean_diff,
             "p_value": c.observed.p_value,

@@ -62,9 +62,11 @@ from scipy import special
 
 from harness.cachedir import cache_home
 from harness.errors import DataError, is_integer, is_number, refuse
+from harness.metrics.measures import lower_is_better
 from harness.results.stored import StudyResults
 from harness.stats import distributions as dist
 from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
+from harness.stats.identical import identical_groups
 from harness.stats.roots import newton
 
 DEFAULT_SEEDS = (3, 5, 10, 20)
@@ -377,6 +379,13 @@ class PowerAnalysis:
     comparisons: tuple[ComparisonPower, ...]
     dropped: int = 0  # queries some runs lack, left out (StudyResults.dropped)
     family_size: int = 1  # m: the figures are at the corrected level alpha / m
+    # Metrics identical in every run (harness.stats.identical), the analysed one first: one
+    # comparison each, as the table shows and counts them (MAP = MRR), not the same figures twice.
+    identical: tuple[tuple[str, ...], ...] = ()
+
+    def aliases(self, metric: str) -> tuple[str, ...]:
+        """The metrics ``metric`` stands for (itself first): its identical group, or itself."""
+        return next((g for g in self.identical if g[0] == metric), (metric,))
 
     @property
     def level(self) -> float:
@@ -411,6 +420,8 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
         raise refuse("power", options.power, f"above the test's level {level:.4g} (alpha / m, m = {family})",
                      why="the test rejects up to that often with no difference at all, so the MDE would be 0")
     grid = sorted({*options.seeds, s})  # the options' seed counts and this study's own
+    groups = identical_groups(results, metrics, [m for m in metrics if lower_is_better(m)])
+    metrics = tuple(g[0] for g in groups)
     comparisons = []
     for metric in metrics:
         for config in results.configs[1:]:
@@ -431,7 +442,7 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
                 floor=query_floor(comps, queries, level=level, power=options.power)))
     return PowerAnalysis(source=results.source, baseline=results.baseline, seeds=s, queries=q,
                          options=options, comparisons=tuple(comparisons), dropped=len(results.dropped),
-                         family_size=family)
+                         family_size=family, identical=tuple(g for g in groups if len(g) > 1))
 
 
 # A variance component within this of 0, relative to the squared scale of the values, is rounding:
