@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import UnknownName
 from harness.metrics.measures import canonical_name
-from harness.present.render import the_baseline
+from harness.present.render import md_escape, md_escape_text, the_baseline
 from harness.present.table import display_name
 from harness.results.stored import StudyResults
 from harness.stats.crossed import COMPONENTS, VarianceComponents
@@ -127,18 +127,21 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     m = analysis.family_size
     level = (f"\u03b1/m = {opts.alpha:g}/{m} = {analysis.level:.4g}, the first step of Holm's correction over "
              f"the table's {m} comparisons" if m > 1 else f"\u03b1 = {opts.alpha:g}, one comparison")
-    intro = (f"Against {the_baseline(analysis.baseline)}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
+    # Names as the table writes them (harness.present.render): escaped, so that a configuration
+    # called <b>x</b> or *star* is its name, not raw HTML or emphasis.
+    intro = (f"Against {md_escape_text(the_baseline(analysis.baseline))}; this study: {analysis.seeds} seeds \u00d7 {analysis.queries} "
              f"queries{left_out}; power {opts.power:g} at the two-sided level {level}. MDE: the smallest "
              f"true mean difference that the table's test, the crossed seeds \u00d7 queries test with its "
              f"generalized p-value, detects with that power at that level (a seeded simulation of the "
              f"study's mean squares from its variance components); SE\u00b2 = \u03c3\u00b2_seed/S + "
              f"\u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q); variance components from the two-way "
              f"ANOVA of d[seed, query] = configuration \u2212 baseline.")
-    lines = [f"**Power: {analysis.source}**", "", intro, ""]
+    lines = [f"**Power: {md_escape(str(analysis.source))}**", "", intro, ""]
     clamped = []
     for c in analysis.comparisons:
         comps, res = c.components, c.observed
-        head = (f"**{c.config} vs {analysis.baseline}, {shown_metric(analysis, c.metric)}**: observed difference "
+        head = (f"**{md_escape(c.config)} vs {md_escape(analysis.baseline)}, "
+                f"{md_escape(shown_metric(analysis, c.metric))}**: observed difference "
                 f"{res.mean_diff:+.4f} (crossed test p = {res.p_value:.3g})")
         why = not_estimable(c)
         if why is not None:
@@ -160,11 +163,11 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
     if clamped:
         note = (f"Negative variance estimates were set to 0 ({'; '.join(clamped)}): the ANOVA found less "
                 "variance between those units than the residual alone implies.")
-        lines += [note, ""]
+        lines += [md_escape_text(note), ""]
     if analysis.identical:
         said = "; ".join(" = ".join(display_name(m) for m in g) for g in analysis.identical)
-        lines += [f"{said} here: equal per-query values in every run (one relevant document per query), so "
-                  + "each is analysed once, as the table shows it once and counts it once in its family.", ""]
+        lines += [f"{md_escape_text(said)} here: equal per-query values in every run (one relevant document per "
+                  + "query), so each is analysed once, as the table shows it once and counts it once in its family.", ""]
     return "\n".join(lines)
 
 
