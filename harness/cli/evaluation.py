@@ -222,8 +222,9 @@ def run_table(args: argparse.Namespace) -> int:
 
 
 def run_power(args: argparse.Namespace) -> int:
-    """Exits 3 with the analysis written, as ``harness table`` does, when the study is not finished:
-    its variance components and family are those of the finished seed runs only."""
+    """Exits 3 with the analysis written and marked (``PowerReport.note``), as ``harness table``
+    does, when the study is not finished: its variance components and family are those of the
+    finished seed runs only."""
     options = PowerOptions(metrics=tuple(args.metric) if args.metric else None, alpha=args.alpha,
                            power=args.power, seeds=tuple(args.seeds), queries=args.queries,
                            effect=args.effect, family_size=args.family_size)
@@ -239,6 +240,10 @@ def run_power(args: argparse.Namespace) -> int:
             raise ConfigError(f"{source} holds collections {', '.join(collections)}: a power analysis is of one "
                               "collection's variance components; name one with --collection")
         report = collection_power(collections, chosen, options, str(source), asked_as="--collection")
+    if incomplete:  # marked in every format, as the table is (its footnote): not only stderr's warning
+        from dataclasses import replace
+
+        report = replace(report, note=incomplete)
     _write(report.render(args.format), args.output)
     return finished_exit(incomplete)
 

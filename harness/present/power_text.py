@@ -52,13 +52,16 @@ class PowerReport:
     comparison the observed crossed test, its variance components, the MDE rows, the query floor
     and, with an effect, the seeds needed), ``rows()``/``to_frame()`` (one row per comparison and
     seed count), ``to_dict()``/``to_json()``, ``to_markdown()`` (``str()``: what `harness power`
-    prints). Made by ``StudyAnalysis.power()`` or ``build``."""
+    prints). Made by ``StudyAnalysis.power()`` or ``build``. ``note``: the sentence of a study that
+    is not finished (harness.results.mlflow_reader.incomplete_note), which every rendering carries,
+    as the table's footnote does: a file written from it says so where stderr's warning is long gone."""
 
     analysis: PowerAnalysis
+    note: str = ""
 
     @classmethod
-    def build(cls, results: StudyResults, options: PowerOptions | None = None) -> PowerReport:
-        return cls(analysis=power_analysis(results, options))
+    def build(cls, results: StudyResults, options: PowerOptions | None = None, *, note: str = "") -> PowerReport:
+        return cls(analysis=power_analysis(results, options), note=note)
 
     @property
     def comparisons(self) -> tuple[ComparisonPower, ...]:
@@ -91,7 +94,7 @@ class PowerReport:
 
     def to_dict(self) -> dict[str, object]:
         """The analysis as plain values: what ``to_json`` writes."""
-        return _as_dict(self.analysis)
+        return _as_dict(self.analysis, self.note)
 
     def to_json(self) -> str:
         return self.render("json")
@@ -101,7 +104,7 @@ class PowerReport:
 
     def render(self, format: str = "md") -> str:
         """The analysis as ``format`` (md or json), as `harness power --format` prints it."""
-        return render_power(self.analysis, format)
+        return render_power(self.analysis, format, note=self.note)
 
     def __str__(self) -> str:
         return self.to_markdown()
@@ -115,10 +118,11 @@ class PowerReport:
                 f"seeds={a.seeds}, queries={a.queries})")
 
 
-def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
-    """The analysis as Markdown (what `harness power` prints) or JSON."""
+def render_power(analysis: PowerAnalysis, fmt: str = "md", *, note: str = "") -> str:
+    """The analysis as Markdown (what `harness power` prints) or JSON; ``note`` (an unfinished
+    study's ``INCOMPLETE study: ...``) under the Markdown's title, JSON's ``incomplete``."""
     if fmt == "json":
-        return json.dumps(_as_dict(analysis), indent=2) + "\n"
+        return json.dumps(_as_dict(analysis, note), indent=2) + "\n"
     if fmt != "md":
         raise UnknownName("format", fmt, FORMATS)
     opts = analysis.options
@@ -136,7 +140,10 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md") -> str:
              f"study's mean squares from its variance components); SE\u00b2 = \u03c3\u00b2_seed/S + "
              f"\u03c3\u00b2_query/Q + \u03c3\u00b2_residual/(S\u00b7Q); variance components from the two-way "
              f"ANOVA of d[seed, query] = configuration \u2212 baseline.")
-    lines = [f"**Power: {md_escape(str(analysis.source))}**", "", intro, ""]
+    lines = [f"**Power: {md_escape(str(analysis.source))}**", ""]
+    if note:
+        lines += [md_escape_text(note), ""]
+    lines += [intro, ""]
     clamped = []
     for c in analysis.comparisons:
         comps, res = c.components, c.observed
@@ -209,10 +216,11 @@ def _needed_line(c: ComparisonPower, effect: float, queries: int) -> str:
     return f"Effect {effect:g}: needs more than {MAX_SEEDS} seeds at {queries} queries."
 
 
-def _as_dict(analysis: PowerAnalysis) -> dict[str, object]:
+def _as_dict(analysis: PowerAnalysis, note: str = "") -> dict[str, object]:
     opts = analysis.options
     return {
-        "source": analysis.source, "baseline": analysis.baseline, "seeds": analysis.seeds,
+        "source": analysis.source, "incomplete": note or None, "baseline": analysis.baseline,
+        "seeds": analysis.seeds,
         "queries": analysis.queries, "alpha": opts.alpha, "power": opts.power, "effect": opts.effect,
         "family_size": analysis.family_size, "level": analysis.level, "test": "crossed",
         # a comparison of a group's first metric stands for the others (MAP = MRR: ["map", "mrr"])
