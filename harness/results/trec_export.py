@@ -34,14 +34,20 @@ values as they are: ``metric`` is the harness key
 
 Files are copied as logged, after a check that each parses (a malformed one fails the export,
 naming the run). A seed run without run files (logged before run files existed) is skipped with a
-note; an experiment with none at all is an error.
+note; an experiment with none at all is an error. The export is whole or absent: it is written into
+a hidden folder beside DIR (inside DIR where DIR is an empty folder already) and moved into place
+once every file is there, so a refusal midway (a malformed run file) leaves DIR as it was, and the
+same command runs again once the cause is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import os
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,13 +123,64 @@ def export_runs(folder: str | Path, *, experiment: str | None = None,
                         "or empty folder")
     client, uri = open_store(tracking_uri)
     with _env_defaults(**FAST_FAIL_ENV, MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
+        staging: Path | None = None
         try:
             exp = _experiment(client, experiment, uri)
-            return _export(client, exp, folder, uri, baseline)
+            staging = _staging(folder)
+            out = _export(client, exp, staging, uri, baseline)
+            _into_place(staging, folder)
+            staging = None
+            out.folder = folder
+            return out
         except MlflowException as exc:
             raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
         except OSError as exc:
-            raise DataError(f"cannot write {exc.filename or folder}: {exc.strerror or exc}") from None
+            where = _named(str(exc.filename or folder), staging, folder)
+            raise DataError(f"cannot write {where}: {exc.strerror or exc}") from None
+        except DataError as exc:  # write_atomic's, naming the file as it will be, not the hidden folder's
+            raise DataError(_named(str(exc), staging, folder)) from None
+        finally:
+            if staging is not None:  # refused or failed midway: nothing of it stays
+                shutil.rmtree(staging, ignore_errors=True)
+
+
+def _staging(folder: Path) -> Path:
+    """A new hidden folder on ``folder``'s file system to write the export into: inside ``folder``
+    where it is an (empty) folder already (a mount point, perhaps, or a shell's working folder, which
+    a rename over it would leave orphaned), else beside it, in its nearest existing ancestor."""
+    if folder.is_dir():
+        return Path(tempfile.mkdtemp(prefix=".harness-export-", dir=folder))
+    anchor = folder.absolute().parent
+    while not anchor.exists():
+        anchor = anchor.parent
+    return Path(tempfile.mkdtemp(prefix=f".{folder.name or 'export'}.harness-export-", dir=anchor))
+
+
+def _into_place(staging: Path, folder: Path) -> None:
+    """Move the finished export from ``staging`` to ``folder``: one rename of the whole folder (its
+    mode the umask's, not mkdtemp's private one) where ``folder`` is new, else a rename per entry of
+    the export's top level into the existing folder, and the emptied ``staging`` removed."""
+    if os.path.abspath(staging.parent) == os.path.abspath(folder):
+        for entry in sorted(staging.iterdir()):
+            os.replace(entry, folder / entry.name)
+        staging.rmdir()
+        return
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(staging, 0o777 & ~mask)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(staging, folder)
+    with contextlib.suppress(OSError):  # the rename on disk (best effort, as write_atomic's)
+        dirfd = os.open(folder.parent, os.O_RDONLY)
+        try:
+            os.fsync(dirfd)
+        finally:
+            os.close(dirfd)
+
+
+def _named(text: str, staging: Path | None, folder: Path) -> str:
+    """``text`` with the hidden folder's path read as ``folder``'s."""
+    return text.replace(str(staging), str(folder)) if staging is not None else text
 
 
 def _experiment(client: Any, name: str | None, uri: str) -> Any:
