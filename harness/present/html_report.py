@@ -19,6 +19,10 @@ Built from a ``StudyReport`` (harness.present.report: the analysis, the power an
 
 Figures through matplotlib's Agg canvas, created per figure as harness.present.plots does, their
 panels placed by harness.present.panels (drawn once, when saved).
+
+The footer's "made" time is ``made_at``'s: SOURCE_DATE_EPOCH where it is set (reproducible-builds.org's
+convention), else the study run's end as the store holds it, else now, so that the same study and
+the same code give the same bytes.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from __future__ import annotations
 import base64
 import html
 import math
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -33,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.errors import ConfigError
 from harness.present import panels
 from harness.present.power_text import not_estimable
 from harness.present.render import the_baseline
@@ -69,9 +76,11 @@ footer{margin-top:24px;font-size:11px;color:#6e7781}
 
 
 def report_html(report: StudyReport, record: StudyRecord | None = None, *, title: str | None = None,
-                decimals: int = 4) -> str:
+                decimals: int = 4, ended: datetime | None = None) -> str:
     """The page (module docstring) as one HTML string; ``record`` None: no dev curves or
-    recorded decisions (results that did not come from MLflow)."""
+    recorded decisions (results that did not come from MLflow). ``ended``: when the study run
+    ended (``study_ended``), the footer's time unless SOURCE_DATE_EPOCH is set (``made_at``)."""
+    made = made_at(ended)  # first: a malformed SOURCE_DATE_EPOCH is refused before the work
     record = record or StudyRecord()
     analysis = report.analysis
     # The page's decisions, its tables, its forest plot and its power curves read one analysis: the
@@ -95,7 +104,7 @@ def report_html(report: StudyReport, record: StudyRecord | None = None, *, title
         _section("forest", "Difference to the baseline", _forest(shown)),
         _section("curves", "Dev curves", _curves(res.baseline, res.configs, record)),
         _section("power", "Power: the difference the study can detect", _power(report)),
-        f"<footer>{_e(library_versions())}; made {datetime.now(UTC):%Y-%m-%d %H:%M} UTC</footer>",
+        f"<footer>{_e(library_versions())}; made {made:%Y-%m-%d %H:%M} UTC</footer>",
         "</main></body></html>",
     ]
     return "\n".join(parts) + "\n"
@@ -106,7 +115,43 @@ def study_page(report: StudyReport, experiment: str, *, tracking_uri: str | None
     """The page of MLflow experiment ``experiment`` whose results ``report`` analysed: its record
     (dev curves of ``metric``, default the objective; decisions) read from the store."""
     record = read_study_record(experiment, report.analysis.results, tracking_uri=tracking_uri, metric=metric)
-    return report_html(report, record, title=experiment)
+    return report_html(report, record, title=experiment, ended=study_ended(experiment, tracking_uri=tracking_uri))
+
+
+def made_at(ended: datetime | None = None) -> datetime:
+    """The time the footer gives (UTC): SOURCE_DATE_EPOCH's where it is set and not empty (seconds
+    since 1970-01-01 UTC, the reproducible-builds.org convention: a rebuild gives the same bytes),
+    else ``ended`` (the study run's end), else now. A value that is no such count is refused, as the
+    convention asks, rather than read as now."""
+    raw = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if raw:
+        try:
+            if not re.fullmatch(r"[0-9]+", raw):
+                raise ValueError(raw)
+            return datetime.fromtimestamp(int(raw), UTC)
+        except (ValueError, OverflowError, OSError):
+            raise ConfigError(f"SOURCE_DATE_EPOCH={raw!r}: expected the report's time as whole seconds since "
+                              "1970-01-01 UTC (date +%s); set it so, or unset it") from None
+    return ended.astimezone(UTC) if ended is not None else datetime.now(UTC)
+
+
+def study_ended(experiment: str, *, tracking_uri: str | None = None) -> datetime | None:
+    """When the latest study run of MLflow experiment ``experiment`` ended, as the store records it;
+    None while it runs (the page the driver logs before it ends the run) or where the store cannot
+    say (the footer then gives the time it is made)."""
+    from harness.results.mlflow_reader import open_experiment, store_errors
+    from harness.tracking import conventions as C
+
+    snapshot, _ = open_experiment(experiment, tracking_uri)
+    studies = sorted(snapshot.runs(C.KIND_STUDY), key=lambda r: (r.info.start_time or 0, r.info.run_id))
+    if not studies:
+        return None
+    client = snapshot.client()  # the snapshot holds no end times: the one run asked for its own
+    try:
+        end = client.get_run(studies[-1].info.run_id).info.end_time
+    except store_errors():  # evaluated once MLflow is imported, its exceptions among them
+        return None
+    return datetime.fromtimestamp(end / 1000, UTC) if end else None
 
 
 def _correction(analysis: Analysis) -> str:
