@@ -4,6 +4,7 @@ here (under the module's ``ray_root``) that are compared with it."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -354,3 +355,28 @@ def test_the_gcs_of_a_running_ray_passes_the_address_check(ray_root, monkeypatch
 
     monkeypatch.setenv("RAY_ADDRESS", ray.get_runtime_context().gcs_address)
     check_ray_address()
+
+
+@pytest.mark.heavy
+def test_a_search_stopped_before_tunes_first_state_resumes_every_proposal(ray_root, tmp_path, capfd):
+    """A stop between the search phase's tuner.pkl and Tune's first experiment state: Tune could
+    not restore it, started the phase anew with its default of one sample, and the driver called the
+    study finished after one of its proposals. The phase now starts as a first run would, and Tune
+    runs every proposal. The stop is made by leaving only tuner.pkl in the finished phase's folder."""
+    import json
+
+    path = write_study(tmp_path, "earlystop", seeds=[1], confirm=False, search={
+        "searcher": "random", "num_configs": 2,
+        "space": {"smoothing.method": {"choice": ["LS"]}, "smoothing.epsilon": {"uniform": [0.05, 0.3]}}})
+    spec = load_spec(path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run_study(spec, tracking_uri=uri, progress=lambda m: None)
+    search = Path(spec.phase_dir("search"))
+    for f in search.iterdir():
+        if f.name != "tuner.pkl":
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+    capfd.readouterr()
+    run_study(spec, tracking_uri=uri, resume=True, progress=lambda m: None)
+    assert "Failed to restore" not in capfd.readouterr().err
+    state = max(search.glob("experiment_state*.json"))
+    assert len(json.loads(state.read_text())["trial_data"]) == 2
