@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run_report(args: argparse.Namespace) -> int:
     from harness.cli import finished_exit
     from harness.metrics.measures import metric_key
-    from harness.present.html_report import report_html
+    from harness.present.html_report import report_html, study_ended
     from harness.present.report import study_report
     from harness.results.mlflow_reader import (
         incomplete_note,
@@ -59,6 +59,7 @@ def run_report(args: argparse.Namespace) -> int:
                                       phase=args.phase)
             # The record first: a --metric without dev curves is refused before the tests run.
             record = read_study_record(args.experiment, results, tracking_uri=args.tracking_uri, metric=metric)
+            ended = study_ended(args.experiment, tracking_uri=args.tracking_uri)  # the footer's time
         # As `harness table`: the page of a study that is not finished says so, and the exit is 3.
         incomplete = incomplete_note(args.experiment, tracking_uri=args.tracking_uri)
     collections = {name: with_note(res, incomplete) for name, res in collections.items()}
@@ -73,7 +74,7 @@ def run_report(args: argparse.Namespace) -> int:
                               "a metric for; leave out --metric")
         page = _collections_page(args.experiment, collections)
     else:
-        page = report_html(study_report(results, formats=("html",)), record, title=args.experiment)
+        page = report_html(study_report(results, formats=("html",)), record, title=args.experiment, ended=ended)
     write_atomic(args.to, page, "report")
     print(f"wrote {args.to}", file=sys.stderr)
     return finished_exit(incomplete)

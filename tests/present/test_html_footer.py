@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.cli import main
 from tests.synthetic import synthetic_records, write_study_records
 
 pytest.importorskip("mlflow")
@@ -50,7 +51,7 @@ def test_source_date_epoch_makes_the_page_byte_reproducible(finished: str, tmp_p
 
 
 @pytest.mark.slow
-def test_without_source_date_epoch_the_page_gives_the_study_runs_end(finished: str,
+def test_without_source_date_epoch_the_page_gives_the_study_runs_end(finished: str, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
 
@@ -68,3 +69,8 @@ def test_without_source_date_epoch_the_page_gives_the_study_runs_end(finished: s
     page = study_page(report, "study", tracking_uri=finished)
     assert "; made 2021-01-02 03:04 UTC</footer>" in page
     assert study_page(report, "study", tracking_uri=finished) == page
+    # `harness report` gives the same time: a finished study's page, the same bytes every time
+    for name in ("a.html", "b.html"):
+        assert main(["report", "--experiment", "study", "--tracking-uri", finished, "--to", str(tmp_path / name)]) == 0
+    assert "; made 2021-01-02 03:04 UTC</footer>" in (tmp_path / "a.html").read_text()
+    assert (tmp_path / "a.html").read_bytes() == (tmp_path / "b.html").read_bytes()
