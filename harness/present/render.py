@@ -181,10 +181,17 @@ def caption(table: Table) -> str:
     return f"{table.title}: {contents}; {n.test} test against {baseline}, {family}"
 
 
+# The phases a title may end with, " (confirmatory)" (harness.present.table._phase_title; the
+# phases of harness.results.mlflow_reader.PHASES but auto).
+_PHASE_SUFFIX = re.compile(r" \((confirmatory|exploratory)\)\Z")
+
+
 def latex_label(table: Table) -> str:
-    """A ``\\label`` key unique to the table's form, metrics and phase: tab:harness-seeds-map."""
-    words = [table.form, *table.metrics, *([table.title.rsplit("(", 1)[1].rstrip(")")]
-                                           if table.title.endswith(")") else [])]
+    """A ``\\label`` key of the table's form, metrics and phase: tab:harness-seeds-map. The phase is
+    read from the title's end only where it is one: a metric's own name may end in ")" ("score)",
+    "f(x)"), and a title's last "(" is not always a phase's."""
+    phase = _PHASE_SUFFIX.search(table.title)
+    words = [table.form, *table.metrics, *([phase.group(1)] if phase else [])]
     return "tab:harness-" + "-".join(label_word(w) for w in words)
 
 
