@@ -38,6 +38,7 @@ from harness.present.render import (
     md_escape,
     md_escape_text,
     the_baseline,
+    unique_labels,
 )
 from harness.registry import Registry
 from harness.textfile import csv_cell
@@ -46,10 +47,13 @@ COLLECTION_RENDERERS: Registry[Callable[[CollectionsTable], str]] = Registry("ev
 
 
 def render_collections(tables: Sequence[CollectionsTable], fmt: str) -> str:
-    """Every table in one text; CSV shares one header."""
+    """Every table in one text; CSV shares one header, and no two LaTeX floats share a label."""
     fn = COLLECTION_RENDERERS.get(fmt)
     if fmt == "csv":
         return fn(tables[0]) + "".join(_csv_rows(t) for t in tables[1:])
+    if fmt == "latex":  # one document: each table's \label its own (render.unique_labels)
+        return "\n".join(latex(t, label) for t, label in zip(tables, unique_labels(
+            [(latex_label(t), (t.form, *t.metrics, t.title)) for t in tables]), strict=True))
     return "\n".join(fn(t) for t in tables)
 
 
@@ -147,7 +151,9 @@ def _flat_headers(table: CollectionsTable) -> list[str]:
 
 
 @COLLECTION_RENDERERS.register("latex")
-def latex(table: CollectionsTable) -> str:
+def latex(table: CollectionsTable, label: str | None = None) -> str:
+    """The table's float; ``label`` its ``\\label`` key where the document gave it one of its own
+    (``render_collections``: render.unique_labels), else ``latex_label``'s."""
     def cell(c: GridCell) -> str:
         value = _number(c.value, table.decimals, c.signed)
         if value is None:
@@ -164,12 +170,12 @@ def latex(table: CollectionsTable) -> str:
     width = len(table.columns) + 1
     lines = [f"% harness table over collections: {latex_escape(table.title)} ({table.form} form); needs ",
              r"\begin{table}[tbp]", r"\centering", r"\small",
-             rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{latex_label(table)}}}",
+             rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{label or latex_label(table)}}}",
              rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule"]
     if table.groups:
         heads, rules, start = [""], [], 2
-        for label, span in table.groups:
-            heads.append(rf"\multicolumn{{{span}}}{{c}}{{{latex_escape(label)}}}")
+        for group, span in table.groups:
+            heads.append(rf"\multicolumn{{{span}}}{{c}}{{{latex_escape(group)}}}")
             rules.append(rf"\cmidrule(lr){{{start}-{start + span - 1}}}")
             start += span
         lines += [" & ".join(heads) + r" \\", " ".join(rules)]

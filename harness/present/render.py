@@ -3,7 +3,8 @@
 - ``md``: a GitHub pipe table under a bold title, the footnote below it.
 - ``latex``: a ``table`` float per table that labels itself: ``\\caption`` with the metric and the
   test (``caption``: "MAP: mean over 3 seeds; crossed test against BERT, Holm over 6 comparisons"),
-  a ``\\label`` (``latex_label``: tab:harness-seeds-map), a booktabs ``tabular`` (no vertical rules,
+  a ``\\label`` (``latex_label``: tab:harness-seeds-map; with 8 hex digits more where two tables of
+  one text would share one, ``unique_labels``), a booktabs ``tabular`` (no vertical rules,
   names escaped, bold by ``\\textbf``, markers as math superscripts ``$^{\\dagger}$``) and a
   one-line ``\\footnotesize`` legend under it (``legend``: the markers, the test, the correction and
   the family size m), so the PDF says what each table is; the full footnote follows the float as a
@@ -71,10 +72,13 @@ def md_escape_text(s: str) -> str:
 
 
 def render(tables: Sequence[Table], fmt: str) -> str:
-    """Every table in one text; CSV shares one header."""
+    """Every table in one text; CSV shares one header, and no two LaTeX floats share a label."""
     fn = RENDERERS.get(fmt)
     if fmt == "csv":
         return fn(tables[0]) + "".join(_csv_rows(t) for t in tables[1:])
+    if fmt == "latex":  # one document: each table's \label its own (unique_labels)
+        return "\n".join(latex(t, label) for t, label in zip(tables, unique_labels(
+            [(latex_label(t), (t.form, *t.metrics, t.title)) for t in tables]), strict=True))
     return "\n".join(fn(t) for t in tables)
 
 
@@ -195,6 +199,31 @@ def latex_label(table: Table) -> str:
     return "tab:harness-" + "-".join(label_word(w) for w in words)
 
 
+def unique_labels(labels: Sequence[tuple[str, tuple[str, ...]]]) -> list[str]:
+    """The ``\\label`` keys of the tables of one document, each its own: ``labels`` holds each
+    table's key and the words it was made of. Keys that several tables share (metrics a-b, a_b and
+    "A b" all give tab:harness-summary-a-b; pdflatex warns "multiply defined" and every \\ref goes to
+    the last) each get 8 hex digits of the SHA-256 of their words, so a table's key does not hang on
+    the order of the tables; a key no other table of the document shares stays as it is.
+
+    >>> unique_labels([("tab:x-a-b", ("x", "a-b")), ("tab:x-a-b", ("x", "a_b")), ("tab:x-c", ("x", "c"))])
+    ['tab:x-a-b-949adf47', 'tab:x-a-b-44a8d47c', 'tab:x-c']
+    """
+    import hashlib
+    from collections import Counter
+
+    counts = Counter(key for key, _ in labels)
+    keys = [key if counts[key] == 1 else
+            f"{key}-{hashlib.sha256(chr(0).join(words).encode()).hexdigest()[:8]}" for key, words in labels]
+    # Two tables of the same words (or a key that is another's with its digits) keep their order.
+    seen: Counter[str] = Counter()
+    out = []
+    for key in keys:
+        seen[key] += 1
+        out.append(key if seen[key] == 1 else f"{key}-{seen[key]}")
+    return out
+
+
 def label_word(word: str) -> str:
     """``word`` in a ``\\label`` key: its ASCII letters and digits, lower case, runs of anything else
     one ``-``; a word with other letters (non-ASCII: 精度, 召回) gets 8 hex digits of its SHA-256
@@ -290,7 +319,9 @@ def latex_plain_mark(symbol: str) -> str:
 
 
 @RENDERERS.register("latex")
-def latex(table: Table) -> str:
+def latex(table: Table, label: str | None = None) -> str:
+    """The table's float; ``label`` its ``\\label`` key where the document gave it one of its own
+    (``render``: unique_labels), else ``latex_label``'s."""
     def cell(c: Cell) -> str:
         value = _number(c.value, table.decimals)
         if value is None:
@@ -305,7 +336,7 @@ def latex(table: Table) -> str:
 
     lines = [f"% harness significance table: {latex_escape(table.title)} ({table.form} form); needs ",
              r"\begin{table}[tbp]", r"\centering",
-             rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{latex_label(table)}}}",
+             rf"\caption{{{latex_escape(caption(table))}}}", rf"\label{{{label or latex_label(table)}}}",
              rf"\begin{{tabular}}{{l{'r' * len(table.columns)}}}", r"\toprule",
              " & ".join(latex_escape(h) for h in (table.corner, *table.columns)) + r" \\", r"\midrule"]
     for row in table.rows:
