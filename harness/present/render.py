@@ -103,7 +103,7 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
         parts = [text(f"{notes.untested}. Cells show the values over {notes.units[4:]} against "
                       f"{the_baseline(notes.baseline)}. ")]
         parts += [text(f"{r.rstrip('.')}. ") for r in notes.remarks]  # a note may end its own sentence
-        parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
+        parts.append(text(f"{_sd_sentence(notes)}. {notes.tie_rule}. {notes.versions}."))
         return "".join(parts)
     parts = [
         text(f"{notes.test_description[0].upper()}{notes.test_description[1:]} ({notes.units}) "
@@ -127,13 +127,32 @@ def footnote(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str
     parts += [text(f"{r.rstrip('.')}. ") for r in notes.remarks]  # a note may end its own sentence
     if notes.effect_note:
         parts.append(text(f"{notes.effect_note} (CSV and MLflow). "))
-    parts.append(text(f"{notes.sd_note}. {notes.tie_rule}. {notes.versions}."))
+    parts.append(text(f"{_sd_sentence(notes)}. {notes.tie_rule}. {notes.versions}."))
     return "".join(parts)
+
+
+def _one_seed(notes: Notes) -> bool:
+    """Every configuration has one seed, so no cell has an SD (one run has no sample standard
+    deviation), whatever test ran (--one-seed-test query tests over the queries)."""
+    return re.fullmatch(r"1 seeds?", notes.seeds_text) is not None
+
+
+def _sd_sentence(notes: Notes) -> str:
+    """What SD is, or with one seed that there is none (not "the SD over 1 seeds")."""
+    return "No SD: one seed has no sample standard deviation" if _one_seed(notes) else notes.sd_note
 
 
 def legend(notes: Notes, text: Callable[[str], str], mark: Callable[[str], str]) -> str:
     """The markers in one line, with the test, the correction and the family size m:
-    "† p < 0.05, ‡ p < 0.01 better than BERT; ↓, ⇓ worse; crossed test, Holm, m = 6"."""
+    "† p < 0.05, ‡ p < 0.01 better than BERT; ↓, ⇓ worse; crossed test, Holm, m = 6". Where no
+    marker can appear, as the footnote of an untested table has no legend, it says so instead of
+    describing markers: no test ran (one seed), or no configuration is compared with the baseline
+    (a table of the baseline alone, m = 0)."""
+    if notes.untested:
+        return text(f"No significance markers: one seed, no test against {the_baseline(notes.baseline)}")
+    if not notes.comparisons:
+        return text(f"No significance markers: no configuration is compared with {the_baseline(notes.baseline)}")
+
     def levels(symbols: tuple[str, ...]) -> str:
         return ", ".join(f"{mark(s)}{text(f' p < {a:g}')}" for s, a in zip(symbols, notes.levels))
 
@@ -167,21 +186,32 @@ _FORM_CONTENTS = {
     "summary": "mean and SD over {seeds}, difference to the baseline and its {level} interval",
     "summary per-seed": "mean and SD over {seeds}, difference to the baseline",
 }
+# One seed: no SD in any cell (_one_seed).
+_ONE_SEED_CONTENTS = {
+    "seeds": "per seed and mean (AVG) over 1 seed, no SD",
+    "configs": "mean over 1 seed, no SD",
+    "summary": "mean over 1 seed (no SD), difference to the baseline and its {level} interval",
+    "summary per-seed": "mean over 1 seed (no SD), difference to the baseline",
+}
 
 
 def caption(table: Table) -> str:
     """What a table is, in one line: its metric(s), what the cells are, the test and the correction:
     "MAP: mean \u00b1 SD over 3 seeds; crossed test against BERT, Holm over 6 comparisons"."""
     n = table.notes
-    key = "summary per-seed" if table.form == "summary" and n.test == "per-seed" else table.form
-    contents = _FORM_CONTENTS[key].format(seeds=n.seeds_text or "the seeds",
-                                                 level=f"{n.confidence:.0%}")
+    # no interval column under the per-seed test, nor where no test ran
+    key = ("summary per-seed" if table.form == "summary" and (n.test == "per-seed" or n.untested)
+           else table.form)
+    contents = (_ONE_SEED_CONTENTS if _one_seed(n) else _FORM_CONTENTS)[key].format(
+        seeds=n.seeds_text or "the seeds", level=f"{n.confidence:.0%}")
     correction = CORRECTION_NAMES.get(n.correction_name, n.correction_name)
     family = (f"{correction} over {n.comparisons} comparison{'s' if n.comparisons != 1 else ''}"
               if n.correction_name != "none" else f"no correction ({n.comparisons} comparisons)")
     baseline = "the baseline" if n.baseline == "baseline" else n.baseline
     if n.untested:
         return f"{table.title}: {contents}; against {baseline}, no significance test (one seed)"
+    if not n.comparisons:
+        return f"{table.title}: {contents}; {baseline} only, no comparison"
     return f"{table.title}: {contents}; {n.test} test against {baseline}, {family}"
 
 
