@@ -8,8 +8,10 @@
   names escaped, bold by ``\\textbf``, markers as math superscripts ``$^{\\dagger}$``) and a
   one-line ``\\footnotesize`` legend under it (``legend``: the markers, the test, the correction and
   the family size m), so the PDF says what each table is; the full footnote follows the float as a
-  comment block (``% Note: ...``), in the source a paper ``\\input``s but not in its PDF. It needs ``\\usepackage{booktabs}`` (and ``\\usepackage[T1]{fontenc}``
-  for ``<`` and ``>``), which its first comment line says.
+  comment block (``% Note: ...``), in the source a paper ``\\input``s but not in its PDF. It needs
+  ``\\usepackage{booktabs}`` (and ``\\usepackage[T1]{fontenc}`` for ``<`` and ``>``, and for letters
+  only T1 fonts have, ð, þ, «), which its first comment line says, with the characters pdflatex
+  cannot set at all where its text holds some (``latex_needs``).
 - ``csv``: one line per cell with its numbers (value, sd; for tested cells the direction, mean
   difference, its confidence interval, d_z, p-value, adjusted p-value and family size), so the
   footnote's facts are columns; a per-seed tally goes into the marker column. Then two columns
@@ -47,6 +49,8 @@ LATEX_SYMBOLS = {"\u2020": r"\dagger", "\u2021": r"\ddagger", "\u00a7": r"\S", "
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "<": r"\textless{}", ">": r"\textgreater{}",
+                  # "|" as it stands is an em dash in the OT1 fonts that booktabs alone leaves
+                  "|": r"\textbar{}",
                   "\u00b1": r"$\pm$", "\u00d7": r"$\times$", "\u0394": r"$\Delta$"}
 _MD_SPECIAL = "\\|*_`<>[]"  # escaped in names
 _MD_TEXT_SPECIAL = "\\*_`>"    # escaped in the footnote; "<" too where it could open a tag (_MD_TAG)
@@ -305,21 +309,63 @@ def markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
-# What pdflatex sets from UTF-8 input with T1 fonts: ASCII, Latin-1 and Latin Extended-A. A letter
-# beyond (Greek, Cyrillic, CJK) stops it: "Unicode character ... not set up for use with LaTeX".
-_PDFLATEX_LAST = 0x17F
+def _code_points(ranges: str) -> frozenset[str]:
+    """The characters of ``ranges``, "00A0-0125 0192 ..." (hex U+ numbers)."""
+    out: set[str] = set()
+    for item in ranges.split():
+        low, _, high = item.partition("-")
+        out.update(map(chr, range(int(low, 16), int(high or low, 16) + 1)))
+    return frozenset(out)
+
+
+# What pdflatex sets from UTF-8 input with \usepackage[T1]{fontenc} and its default fonts (EC, TC)
+# beyond printable ASCII: found by typesetting each character U+00A0 to U+FFFF alone (TeX Live 2022;
+# tests/present/test_render_pdflatex.py compiles a sample). Any other stops it, "Unicode character
+# ... not set up for use with LaTeX": Greek, Cyrillic, CJK, but also Latin letters such as Ħ, ĸ, ŉ
+# and ſ, while €, —, “ and ” are set (the kernel's textcomp).
+_PDFLATEX_SETS = _code_points(
+    "00A0-0125 0128-0137 0139-013E 0141-0148 014A-0165 0168-017E 0192 01C4-01D4 01E2-01E3 01E6-01EB 01F0 "
+    "01F4-01F5 0218-021B 0232-0233 0237 02C6-02C7 02D8-02D9 02DB-02DD 0E3F 1E02-1E03 1E0D 1E1E-1E21 1E25 "
+    "1E30-1E31 1E37 1E43 1E45 1E47 1E5B 1E63 1E6D 1E8E-1E91 1E9E 1EF2-1EF3 200C 2010-2016 2018-201A "
+    "201C-201E 2020-2022 2026 2030-2031 2039-203B 203D 2044 204E 2052 20A1 20A4 20A6 20A9 20AB-20AC 20B1 "
+    "2103 2116-2117 211E 2120 2122 2126-2127 212E 2190-2193 2329-232A 2422-2423 25E6 25EF 266A 27E8-27E9 "
+    "3008-3009 FB00-FB06 FEFF")
+# Of those, the ones only T1 fonts have: without \usepackage[T1]{fontenc} (OT1) each stops pdflatex.
+_T1_ONLY = frozenset("\u00ab\u00bb\u00d0\u00de\u00f0\u00fe\u0104\u0105\u0110\u0111\u0118\u0119\u012e\u012f"
+                     "\u014a\u014b\u0172\u0173\u01ea\u01eb\u02db\u201a\u201e\u2039\u203a")
 LATEX_NEEDS = r"\usepackage{booktabs} (and \usepackage[T1]{fontenc} for < and >)"
 
 
+def _pdflatex_sets(ch: str) -> bool:
+    return " " <= ch <= "~" or ch == "\t" or ch in _PDFLATEX_SETS
+
+
+def _shown(chars: Sequence[str]) -> str:
+    """Characters for the comment line: the first 8, one that prints nothing as its U+ number."""
+    said = "".join(ch if ch.isprintable() and not ch.isspace() else f" U+{ord(ch):04X} " for ch in chars[:8])
+    return said.strip() + ("..." if len(chars) > 8 else "")
+
+
 def latex_needs(lines: Sequence[str]) -> str:
-    """What the table's LaTeX ``lines`` need, for its first comment line: the packages, and an
-    engine beyond pdflatex where the typeset lines (not the ``%`` comments) hold letters pdflatex
-    cannot set (a configuration named 精度)."""
-    beyond = sorted({ch for line in lines if not line.startswith("%") for ch in line if ord(ch) > _PDFLATEX_LAST})
+    """What the table's LaTeX ``lines`` need, for its first comment line: the packages (T1 fonts
+    also for the letters only they have, ð, þ, «), and an engine beyond pdflatex where the typeset
+    lines (not the ``%`` comments) hold characters pdflatex cannot set (a configuration named 精度).
+
+    >>> latex_needs(["a & b"]) == LATEX_NEEDS
+    True
+    >>> latex_needs(["ð & €"]).endswith("fontenc} for <, > and ð)")  # €: T1 or not
+    True
+    >>> latex_needs(["Ħ"]).endswith("holds Ħ, which pdflatex cannot set: compile with lualatex or xelatex "
+    ...                           "and a font that has them")
+    True
+    """
+    typeset = {ch for line in lines if not line.startswith("%") for ch in line}
+    t1 = sorted(typeset & _T1_ONLY)
+    needs = LATEX_NEEDS if not t1 else LATEX_NEEDS.replace("for < and >", f"for <, > and {_shown(t1)}")
+    beyond = sorted(ch for ch in typeset if not _pdflatex_sets(ch))
     if not beyond:
-        return LATEX_NEEDS
-    held = "".join(beyond[:8]) + ("..." if len(beyond) > 8 else "")
-    return (f"{LATEX_NEEDS}; its text holds {held}, which pdflatex cannot set: compile with lualatex or "
+        return needs
+    return (f"{needs}; its text holds {_shown(beyond)}, which pdflatex cannot set: compile with lualatex or "
             "xelatex and a font that has them")
 
 
