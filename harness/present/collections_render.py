@@ -10,7 +10,10 @@ LaTeX, CSV and HTML text. They format; they compute nothing.
   ``\\usepackage[T1]{fontenc}`` for < and >), as its first comment line says.
 - ``csv``: one line per cell, a ``collection`` column on every line (``combined`` for the combined
   verdicts) and the numbers behind each cell: value, sd, marker, direction, mean difference, its
-  interval, p-value, adjusted p-value, family size m, and for a combined verdict tau^2, I^2 and k.
+  interval, p-value, adjusted p-value, family size m, and for a combined verdict tau^2, I^2 and k;
+  the last, ``note``, holds each table's full footnote (an unfinished study's INCOMPLETE sentence,
+  the queries some runs lack, the metrics counted once) on its first line and is empty on the others,
+  as on one collection.
 - ``html``: a ``<table>`` with a header row per level, block headings as full-width rows, and the
   footnote in its ``<tfoot>``.
 """
@@ -198,7 +201,7 @@ def latex(table: CollectionsTable, label: str | None = None) -> str:
 
 CSV_HEADER = ("table", "collection", "row", "column", "metric", "measure", "value", "sd", "bold", "marker",
               "direction", "mean_diff", "ci_low", "ci_high", "p_value", "p_adjusted", "comparisons",
-              "test", "correction", "family", "tau2", "i2", "k")
+              "test", "correction", "family", "tau2", "i2", "k", "note")
 
 
 def _csv_rows(table: CollectionsTable) -> str:
@@ -206,8 +209,9 @@ def _csv_rows(table: CollectionsTable) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     headers = _flat_headers(table)
     n = table.notes
-    for row in table.rows:
-        for header, c in zip(headers, row.cells, strict=True):
+    note = footnote(n, str, str)  # the full note, once per table: on its first line
+    for i, row in enumerate(table.rows):
+        for j, (header, c) in enumerate(zip(headers, row.cells, strict=True)):
             tested: list[object] = [""] * 6
             extra: list[object] = [""] * 3
             if c.comparison is not None:
@@ -229,7 +233,7 @@ def _csv_rows(table: CollectionsTable) -> str:
                 table.title, c.collection, row.label, header, c.metric, canonical_name(c.metric),
                 "" if c.value is None else repr(c.value), "" if c.sd is None else repr(c.sd), int(c.bold),
                 (c.marker or "") + " ".join(t.text for t in c.tally), *tested[:1], *tested[1:], m,
-                n.test, n.correction_name, n.family, *extra)])
+                n.test, n.correction_name, n.family, *extra, note if i == 0 and j == 0 else "")])
     return buf.getvalue()
 
 

@@ -7,7 +7,8 @@
   one text would share one, ``unique_labels``), a booktabs ``tabular`` (no vertical rules,
   names escaped, bold by ``\\textbf``, markers as math superscripts ``$^{\\dagger}$``) and a
   one-line ``\\footnotesize`` legend under it (``legend``: the markers, the test, the correction and
-  the family size m), so the PDF says what each table is; the full footnote follows the float as a
+  the family size m; a study that did not finish, its INCOMPLETE sentence on a line below), so the
+  PDF says what each table is; the full footnote follows the float as a
   comment block (``% Note: ...``), in the source a paper ``\\input``s but not in its PDF. It needs
   ``\\usepackage{booktabs}`` (and ``\\usepackage[T1]{fontenc}`` for ``<`` and ``>``, and for letters
   only T1 fonts have, ð, þ, «), which its first comment line says, with the characters pdflatex
@@ -373,6 +374,24 @@ def latex_escape(s: str) -> str:
     return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
 
 
+# The sentence that marks a table of a study that did not finish (harness.results.mlflow_reader
+# incomplete_note, the first of its remarks): the float shows it, not only the note's comments.
+_INCOMPLETE = "INCOMPLETE study:"
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def latex_text(s: str) -> str:
+    """Sentences as LaTeX text: escaped, a `command` in typewriter type, and "--" as two hyphens
+    (``harness run STUDY --resume``; as written, TeX makes ` an opening quote and -- a dash).
+
+    >>> latex_text("(`harness run STUDY --resume` finishes it; or --resume_1)")
+    '(\\\\texttt{harness run STUDY -{}-resume} finishes it; or -{}-resume\\\\_1)'
+    """
+    parts = _CODE.split(s)  # text, code, text, ...
+    return "".join((rf"\texttt{{{latex_escape(part)}}}" if i % 2 else latex_escape(part)).replace("--", "-{}-")
+                   for i, part in enumerate(parts))
+
+
 def latex_mark(symbol: str) -> str:
     if symbol in LATEX_SYMBOLS:
         return f"$^{{{LATEX_SYMBOLS[symbol]}}}$"
@@ -419,11 +438,13 @@ def latex(table: Table, label: str | None = None) -> str:
         if row.rule_before:
             lines.append(r"\midrule")
         lines.append(" & ".join([latex_row_label(row.label), *(cell(c) for c in row.cells)]) + r" \\")
-    # A paper's float carries the one-line legend; the full note stays in the source as comments
-    # (and in the CSV's note column), where \input does not print it.
+    # A paper's float carries the one-line legend, and an unfinished study's mark under it; the full
+    # note stays in the source as comments (and in the CSV's note column), where \input does not print it.
     note = footnote(table.notes, str, str)
     lines += [r"\bottomrule", r"\end{tabular}", r"\par\smallskip",
-              rf"{{\footnotesize {legend(table.notes, latex_escape, plain_mark)}\par}}", r"\end{table}",
+              rf"{{\footnotesize {legend(table.notes, latex_escape, plain_mark)}\par}}",
+              *(rf"{{\footnotesize\textbf{{{_INCOMPLETE}}}{latex_text(r[len(_INCOMPLETE):])}\par}}"
+                for r in table.notes.remarks if r.startswith(_INCOMPLETE)), r"\end{table}",
               "% Note:", *(f"% {ln}" for ln in textwrap.wrap(note, 96, break_long_words=False,
                                                             break_on_hyphens=False)), ""]
     lines[0] += latex_needs(lines[1:])
