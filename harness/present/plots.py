@@ -7,12 +7,17 @@ A study over several collections gets the same figure per collection and metric
 (``write_collection_plots``): ``<directory>/<collection>/<metric>.png``, one folder per collection
 as `harness runs export` writes them, each figure titled with its collection and marked by the
 whole table's family (harness.stats.across).
+
+Every file and folder name is a metric's or a collection's made safe (``safe_names``): it stays
+inside the directory whatever the name holds (``/``, ``..``) and is never too long for the file
+system.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,13 +87,49 @@ def plot_metric(analysis: Analysis, metric: str, path: str | Path, collection: s
     return write_atomic(path, png.getvalue(), "plot")
 
 
+# The longest name ``safe_names`` gives (a file system's limit is 255 bytes): a longer one is cut,
+# with 8 hex digits of the whole name's SHA-256 after the cut.
+_LONGEST = 120
+
+
+def safe_names(names: Iterable[str]) -> dict[str, str]:
+    """Each name (a metric's, a collection's: any text a results CSV holds) as a file or folder name
+    that stays inside its directory: ``harness runs export``'s folder names
+    (harness.results.trec_export.collection_folders: every character outside ``A-Z a-z 0-9 . _ + =
+    @ # -`` as ``_``, a name of dots only or one that another's would share, also on a
+    case-insensitive file system, with 8 hex digits of its SHA-256), cut to ``_LONGEST`` characters.
+    A metric named ``../escape`` wrote its plot beside the directory, ``a/b`` into a subfolder, and
+    one of 300 characters failed, "File name too long".
+
+    >>> safe_names(["../escape", "a/b", "..", "map"])
+    {'../escape': '.._escape', 'a/b': 'a_b', '..': '__-5ec1f7e7', 'map': 'map'}
+    >>> long = safe_names(["x" * 300])["x" * 300]
+    >>> len(long), long[-12:]
+    (120, 'xxx-0d4e2ca9')
+    """
+    import hashlib
+
+    from harness.results.trec_export import collection_folders as export_folders
+
+    return {name: folder if len(folder) <= _LONGEST
+            else f"{folder[:_LONGEST - 9]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+            for name, folder in export_folders(list(names)).items()}
+
+
+def metric_files(metrics: Iterable[str]) -> dict[str, str]:
+    """Each metric's PNG file name, ``<metric>.png`` made safe (``safe_names``)."""
+    return {m: f"{name}.png" for m, name in safe_names(metrics).items()}
+
+
 def write_plots(analysis: Analysis, directory: str | Path) -> list[Path]:
-    """One PNG per analysed metric, ``<directory>/<metric>.png``."""
-    return [plot_metric(analysis, m, Path(directory) / f"{m}.png") for m in analysis.metrics]
+    """One PNG per analysed metric, ``<directory>/<metric>.png`` (its name made safe: ``safe_names``)."""
+    files = metric_files(analysis.metrics)
+    return [plot_metric(analysis, m, Path(directory) / files[m]) for m in analysis.metrics]
 
 
 def collection_folders(collections: tuple[str, ...]) -> dict[str, str]:
-    """Each collection's folder name (unsafe characters as ``_``); two collections whose names
+    """Each collection's folder name (``safe_names``: unsafe characters as ``_``, a name of dots
+    only hashed, a long one cut; ``..`` wrote beside the directory); two collections whose names
     would share a folder are refused, naming both."""
     folders: dict[str, str] = {}
     for name in collections:
@@ -98,12 +139,12 @@ def collection_folders(collections: tuple[str, ...]) -> dict[str, str]:
             raise DataError(f"collections {clash!r} and {name!r} would share the plot folder {folder!r}; "
                             "rename one")
         folders[name] = folder
-    return folders
+    return safe_names(collections)
 
 
 def write_collection_plots(analysis: CollectionsAnalysis, directory: str | Path) -> list[Path]:
     """One PNG per collection and analysed metric, ``<directory>/<collection>/<metric>.png``
-    (module docstring), in the table's order: collection by collection."""
+    (module docstring; both names made safe), in the table's order: collection by collection."""
     folders = collection_folders(analysis.collections)
-    return [plot_metric(a, m, Path(directory) / folders[name] / f"{m}.png", collection=name)
-            for name, a in analysis.analyses.items() for m in a.metrics]
+    return [plot_metric(a, m, Path(directory) / folders[name] / file, collection=name)
+            for name, a in analysis.analyses.items() for m, file in metric_files(a.metrics).items()]
