@@ -32,6 +32,7 @@ from harness.stats.crossed import COMPONENTS, VarianceComponents
 from harness.stats.power import (
     FORMATS,
     MAX_SEEDS,
+    UPPER_CONFIDENCE,
     ComparisonPower,
     PowerAnalysis,
     PowerOptions,
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 
 # One row per comparison and seed count of ``PowerReport.rows``.
 COLUMNS = ("config", "metric", "measure", "seeds", "queries", "this_study", "se", "df", "mde",
-           "mean_diff", "p_value", "var_seed", "var_query", "var_resid", "query_floor", "seeds_needed")
+           "mean_diff", "p_value", "var_seed", "var_query", "var_resid", "query_floor", "seeds_needed",
+           "seeds_needed_upper")
 
 
 @dataclass(frozen=True, kw_only=True, repr=False, eq=False)
@@ -83,14 +85,16 @@ class PowerReport:
                  "df": None if math.isnan(r.df) else r.df, "mde": r.mde,
                  "mean_diff": c.observed.mean_diff, "p_value": c.observed.p_value,
                  "var_seed": c.components.seed, "var_query": c.components.query,
-                 "var_resid": c.components.resid, "query_floor": c.floor, "seeds_needed": c.needed}
+                 "var_resid": c.components.resid, "query_floor": c.floor, "seeds_needed": c.needed,
+                 "seeds_needed_upper": c.needed_upper}
                 for c in a.comparisons for r in c.rows]
 
     def to_frame(self) -> pd.DataFrame:
         """``rows()`` as a pandas DataFrame (``seeds_needed`` missing without an effect)."""
         import pandas as pd
 
-        return pd.DataFrame(self.rows(), columns=list(COLUMNS)).astype({"seeds_needed": "Int64"})
+        return pd.DataFrame(self.rows(), columns=list(COLUMNS)).astype({"seeds_needed": "Int64",
+                                                                   "seeds_needed_upper": "Int64"})
 
     def to_dict(self) -> dict[str, object]:
         """The analysis as plain values: what ``to_json`` writes."""
@@ -165,7 +169,7 @@ def render_power(analysis: PowerAnalysis, fmt: str = "md", *, note: str = "") ->
                 lines.append(f"| {row.seeds}{mark} | {row.queries} | {row.se:.4f} | not estimable |")
         lines.append("")
         if opts.effect is not None:
-            lines += [_needed_line(c, opts.effect, queries), ""]
+            lines += [_needed_line(c, opts.effect, queries, analysis.seeds), ""]
         clamped += [f"{name} for {c.config} on {shown_metric(analysis, c.metric)}" for name in comps.clamped]
     if clamped:
         note = (f"Negative variance estimates were set to 0 ({'; '.join(clamped)}): the ANOVA found less "
@@ -207,9 +211,11 @@ def _component(comps: VarianceComponents, name: str) -> str:
     return f"{name} {value:.3g} (sd {math.sqrt(value):.4f})"
 
 
-def _needed_line(c: ComparisonPower, effect: float, queries: int) -> str:
+def _needed_line(c: ComparisonPower, effect: float, queries: int, pilot: int) -> str:
     if c.needed is not None:
-        return f"Effect {effect:g}: needs {c.needed} seeds at {queries} queries."
+        upper = (f"{c.needed_upper}" if c.needed_upper is not None else f"more than {MAX_SEEDS}")
+        return (f"Effect {effect:g}: needs {c.needed} seeds at {queries} queries ({upper} at the upper "
+                f"{UPPER_CONFIDENCE:.0%} confidence bound of the seed variance these {pilot} seeds give).")
     if effect <= c.floor:
         return (f"Effect {effect:g}: not reachable at any seed count with {queries} queries: the query "
                 f"term alone gives an MDE of {c.floor:.4f}; more queries are needed.")
@@ -231,6 +237,7 @@ def _as_dict(analysis: PowerAnalysis, note: str = "") -> dict[str, object]:
             "components": {"seed": c.components.seed, "query": c.components.query,
                            "residual": c.components.resid},
             "clamped": list(c.components.clamped), "query_floor": c.floor, "seeds_needed": c.needed,
+            "seeds_needed_upper": c.needed_upper, "upper_confidence": UPPER_CONFIDENCE,
             "not_estimable": not_estimable(c),
             "mde": [] if not_estimable(c) else [
                 {"seeds": r.seeds, "queries": r.queries, "se": r.se,

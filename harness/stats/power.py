@@ -338,6 +338,23 @@ def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, leve
     return hi
 
 
+# The one-sided confidence of the seed component's upper bound behind a pilot's cautious seed count
+# (``ComparisonPower.needed_upper``).
+UPPER_CONFIDENCE = 0.8
+
+
+def seed_upper(observed: CrossedResult, confidence: float = UPPER_CONFIDENCE) -> VarianceComponents:
+    """The pilot's components with the seed component at its upper ``confidence`` bound. The seed
+    mean square has E[MS_seed] = s2_resid + Q s2_seed and (S - 1) MS_seed / E[MS_seed] ~ chi2(S - 1)
+    under the crossed model, so E[MS_seed] <= (S - 1) MS_seed / chi2_{1 - confidence}(S - 1) with that
+    confidence, and s2_seed <= (that bound - s2_resid) / Q. From 2 or 3 seeds the point estimate is
+    often 0 (clamped) while the seeds it plans from miss the power asked for (docs/statistics.md)."""
+    comps = observed.components
+    df = observed.seeds - 1
+    bound = df * observed.ms_seed / float(dist.chi2.ppf(1.0 - confidence, df))
+    return dataclasses.replace(comps, seed=max(comps.seed, (bound - comps.resid) / observed.queries))
+
+
 def one_seed_seeds(differences: np.ndarray, *, level: float, power: float = 0.8) -> int | None:
     """A lower bound on the seeds a one-seed study's difference needs: its per-query differences'
     variance v taken as all residual and no training variance counted (the most optimistic split
@@ -363,6 +380,9 @@ class ComparisonPower:
     rows: tuple[MdeRow, ...]
     floor: float
     needed: int | None = None
+    # with an effect: the seeds needed where the seed component is at its upper UPPER_CONFIDENCE
+    # bound from the pilot (``seed_upper``); None where none reaches it within MAX_SEEDS
+    needed_upper: int | None = None
 
     @property
     def components(self) -> VarianceComponents:
@@ -437,8 +457,10 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
             rows = tuple(mde(comps, n, queries, level=level, power=options.power) for n in grid)
             needed = (seeds_needed(comps, queries, options.effect, level=level, power=options.power)
                       if options.effect is not None else None)
+            upper = (seeds_needed(seed_upper(observed), queries, options.effect, level=level, power=options.power)
+                     if options.effect is not None and needed is not None else None)
             comparisons.append(ComparisonPower(
-                config=config, metric=metric, observed=observed, rows=rows, needed=needed,
+                config=config, metric=metric, observed=observed, rows=rows, needed=needed, needed_upper=upper,
                 floor=query_floor(comps, queries, level=level, power=options.power)))
     return PowerAnalysis(source=results.source, baseline=results.baseline, seeds=s, queries=q,
                          options=options, comparisons=tuple(comparisons), dropped=len(results.dropped),
