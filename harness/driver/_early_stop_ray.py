@@ -21,7 +21,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from harness.driver._storage import EARLY_STOP_STATE, read_text, write_text
-from harness.study.early_stop import EarlyStopSettings, EarlyStopState, rung_steps
+from harness.study.early_stop import EarlyStopSettings, EarlyStopState, rungs_at
 from harness.study.protocol import MEMBERS
 from harness.tracking import conventions as C
 
@@ -81,17 +81,22 @@ class EarlyStopScheduler(FIFOScheduler):
             else {ident.seed: result}
         values = {seed: dev_value(r, self.settings.metric) for seed, r in points.items()}
         decision = None
+        # The rungs this evaluation reads, by their fraction of this configuration's own steps
+        # (configurations of other lengths read them at other steps and are compared there).
+        rungs = rungs_at(self.settings, steps, every, int(step))
         if st.is_stopped(ident.config_id):  # another seed of a stopped configuration: its steps count
             for seed in points:
                 st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline,
                             collection=collection)
             write_text(self.uri, st.to_json())
             return TrialScheduler.STOP
-        if (not result.get("final") and all(v is not None for v in values.values())
-                and int(step) in rung_steps(self.settings, steps, every)):
-            decision = st.observe_seeds(ident.config_id, ident.name, {s: float(v) for s, v in values.items()},
-                                        step=int(step), total_steps=steps, baseline=baseline,
-                                        collection=collection)
+        if not result.get("final") and all(v is not None for v in values.values()) and rungs:
+            for rung in rungs:
+                decision = st.observe_seeds(ident.config_id, ident.name, {s: float(v) for s, v in values.items()},
+                                            step=int(step), total_steps=steps, baseline=baseline,
+                                            collection=collection, rung=rung)
+                if decision is not None:
+                    break
         else:
             for seed in points:
                 st.progress(ident.config_id, ident.name, seed, int(step), total_steps=steps, baseline=baseline,

@@ -8,7 +8,10 @@ Settings (study file ``early_stopping``, off by default)::
 
 - A **rung** is a point in training: a fraction in (0, 1) of a configuration's ``train.steps``, or
   a whole number of steps. A trial *reaches* a rung at its first dev evaluation at or after the rung's
-  step; the dev metric of that evaluation is its **rung value**.
+  step; the dev metric of that evaluation is its **rung value**. Rung values are kept by the rung
+  (0.5), not by its step: configurations of different lengths (a configuration that sets
+  ``train.steps``, a search over it) reach rung 0.5 at different steps and are compared there, at
+  the same fraction of their own training.
 - A configuration's **group mean** at a rung is the mean of the rung values of its seeds that have
   reached the rung so far (seeds still running before the rung, or not started, do not count).
 - **Decision** (asynchronous successive halving, ASHA-like, on group means): every time a seed of a
@@ -38,8 +41,8 @@ Settings (study file ``early_stopping``, off by default)::
 >>> st.observe("good", "good", seed=1, step=20, value=0.45, total_steps=80)
 >>> st.observe("bad", "bad", seed=1, step=20, value=0.05, total_steps=80) is not None
 True
->>> st.stopped["bad"].rung, round(st.stopped["bad"].value, 2)
-(20, 0.05)
+>>> st.stopped["bad"].rung, st.stopped["bad"].point, round(st.stopped["bad"].value, 2)
+(20, 0.25, 0.05)
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-STATE_VERSION = 1
+# 2: rung values kept by the rung (its repr: "0.5", "20.0"); 1 (read, converted): by the step read
+STATE_VERSION = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,6 +85,35 @@ def rung_steps(settings: EarlyStopSettings, steps: int, eval_every: int) -> tupl
     return tuple(out)
 
 
+def rungs_at(settings: EarlyStopSettings, steps: int, eval_every: int, step: int) -> tuple[float, ...]:
+    """The rungs a configuration of ``steps`` steps (dev evaluations every ``eval_every``) reads at
+    the evaluation of ``step`` (two rungs whose first evaluation is the same one are both read there).
+
+    >>> s = EarlyStopSettings(rungs=(0.5,), reduction_factor=2, metric="map")
+    >>> rungs_at(s, 6, 3, 3), rungs_at(s, 12, 3, 6), rungs_at(s, 12, 3, 3)
+    ((0.5,), (0.5,), ())
+    """
+    out = []
+    for r in settings.rungs:
+        at = min(steps, -(-rung_step(r, steps) // eval_every) * eval_every)
+        if at == step < steps:
+            out.append(r)
+    return tuple(out)
+
+
+def rung_of(settings: EarlyStopSettings, step: int, steps: int) -> float | None:
+    """The rung a value read at ``step`` of a ``steps``-step configuration belongs to: the last rung
+    whose step is at or before it (None: before the first). For callers that know a reading's step
+    but not the evaluation schedule (a state of version 1 kept rung values by step)."""
+    before = [r for r in settings.rungs if rung_step(r, steps) <= step]
+    return before[-1] if before else None
+
+
+def rung_key(rung: float) -> str:
+    """A rung as a key of the state (its exact float repr: ``0.5`` -> ``"0.5"``, 20 -> ``"20.0"``)."""
+    return repr(float(rung))
+
+
 def keep_count(n: int, reduction_factor: float) -> int:
     """How many of ``n`` configurations at a rung continue: the top ceil(n / eta).
 
@@ -92,8 +125,9 @@ def keep_count(n: int, reduction_factor: float) -> int:
 
 @dataclass
 class Stopped:
-    """Why a configuration was stopped: at which rung (its step), its group mean there (the value a
-    searcher gets), its rank and a sentence."""
+    """Why a configuration was stopped: at which rung (``rung``: the step where this configuration
+    read it, as tags and tables show; ``point``: the rung as the study file gives it, None in a state
+    of version 1), its group mean there (the value a searcher gets), its rank and a sentence."""
 
     name: str
     rung: int
@@ -102,6 +136,7 @@ class Stopped:
     groups: int
     keep: int
     reason: str
+    point: float | None = None
 
 
 @dataclass
@@ -110,7 +145,7 @@ class _Group:
     baseline: bool = False
     total_steps: int = 0
     collection: str = ""  # a study over several collections: a rung ranks its own collection's
-    values: dict[str, dict[str, float]] = field(default_factory=dict)  # rung step -> seed -> value
+    values: dict[str, dict[str, float]] = field(default_factory=dict)  # rung_key(rung) -> seed -> value
     progress: dict[str, int] = field(default_factory=dict)  # seed -> last step seen
 
 
@@ -142,45 +177,52 @@ class EarlyStopState:
         g.progress[str(seed)] = max(step, g.progress.get(str(seed), 0))
 
     def observe(self, config_id: str, name: str, *, seed: int, step: int, value: float, total_steps: int,
-                baseline: bool = False, collection: str = "") -> Stopped | None:
-        """A seed's rung value at rung ``step``; returns the decision when this stops its configuration."""
+                baseline: bool = False, collection: str = "", rung: float | None = None) -> Stopped | None:
+        """A seed's rung value read at ``step``; returns the decision when this stops its configuration."""
         return self.observe_seeds(config_id, name, {seed: value}, step=step, total_steps=total_steps,
-                                  baseline=baseline, collection=collection)
+                                  baseline=baseline, collection=collection, rung=rung)
 
     def observe_seeds(self, config_id: str, name: str, values: dict[int, float], *, step: int, total_steps: int,
-                      baseline: bool = False, collection: str = "") -> Stopped | None:
-        """Several seeds' rung values at rung ``step`` at once (a trial that trains a configuration's
-        seeds together reports them together): all are recorded, then the configuration is judged
-        once; returns the decision when this stops it."""
+                      baseline: bool = False, collection: str = "", rung: float | None = None) -> Stopped | None:
+        """Several seeds' rung values read at ``step`` at once (a trial that trains a configuration's
+        seeds together reports them together): all are recorded under ``rung`` (default: the last
+        rung at or before ``step`` of ``total_steps``), then the configuration is judged once at that
+        rung; returns the decision when this stops it. A value that is not finite counts as none."""
         for seed in values:
             self.progress(config_id, name, seed, step, total_steps=total_steps, baseline=baseline,
                           collection=collection)
+        if rung is None:
+            rung = rung_of(self.settings, step, total_steps)
+            if rung is None:
+                return None
         g = self.groups[config_id]
         for seed, value in values.items():
-            g.values.setdefault(str(step), {})[str(seed)] = float(value)
+            if math.isfinite(value):
+                g.values.setdefault(rung_key(rung), {})[str(seed)] = float(value)
         if config_id in self.stopped:
             return None
-        decision = self.decide(config_id, step)
+        decision = self.decide(config_id, rung, step)
         if decision is not None:
             self.stopped[config_id] = decision
         return decision
 
-    def means(self, step: int, collection: str | None = None) -> dict[str, float]:
-        """Group means at rung ``step`` over the seeds that reached it (of one ``collection``'s
-        configurations; None: every configuration)."""
+    def means(self, rung: float, collection: str | None = None) -> dict[str, float]:
+        """Group means at ``rung`` over the seeds that reached it (of one ``collection``'s
+        configurations; None: every configuration), whatever step each read it at."""
         out = {}
         for cid, g in self.groups.items():
             if collection is not None and g.collection != collection:
                 continue
-            vals = [v for v in g.values.get(str(step), {}).values() if math.isfinite(v)]
+            vals = [v for v in g.values.get(rung_key(rung), {}).values() if math.isfinite(v)]
             if vals:
                 out[cid] = sum(vals) / len(vals)
         return out
 
-    def decide(self, config_id: str, step: int) -> Stopped | None:
-        """Successive halving at one rung for one configuration (module docstring)."""
+    def decide(self, config_id: str, rung: float, step: int) -> Stopped | None:
+        """Successive halving at ``rung`` (read at ``step`` by this configuration) for one
+        configuration (module docstring)."""
         g = self.groups[config_id]
-        means = self.means(step, g.collection)
+        means = self.means(rung, g.collection)
         if g.baseline or config_id not in means:
             return None
         eta = self.settings.reduction_factor
@@ -193,11 +235,12 @@ class EarlyStopState:
         keep = keep_count(n, eta)
         if rank <= keep:
             return None
-        reason = (f"{self.settings.metric} {mine:.4f} (mean of {len(g.values[str(step)])} seed(s)) ranks "
-                  f"{rank} of {n} configurations{f' on {g.collection}' if g.collection else ''} at step "
-                  f"{step}; the top {keep} continue "
-                  f"(reduction factor {eta:g})")
-        return Stopped(name=g.name, rung=step, value=mine, rank=rank, groups=n, keep=keep, reason=reason)
+        where = f"rung {rung:g} (step {step} of {g.total_steps})" if 0 < rung < 1 else f"step {step}"
+        reason = (f"{self.settings.metric} {mine:.4f} (mean of {len(g.values[rung_key(rung)])} seed(s)) ranks "
+                  f"{rank} of {n} configurations{f' on {g.collection}' if g.collection else ''} at {where}; "
+                  f"the top {keep} continue (reduction factor {eta:g})")
+        return Stopped(name=g.name, rung=step, value=mine, rank=rank, groups=n, keep=keep, reason=reason,
+                       point=float(rung))
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -228,13 +271,22 @@ class EarlyStopState:
     @classmethod
     def from_json(cls, text: str, settings: EarlyStopSettings | None = None) -> EarlyStopState:
         """The saved state; ``settings`` (the study file's, which may have changed) win over the
-        saved ones for decisions still to come, while the stopped configurations stay stopped."""
+        saved ones for decisions still to come, while the stopped configurations stay stopped.
+        A state of version 1 kept rung values by step: each moves to the rung of its step."""
         raw: dict[str, Any] = json.loads(text)
         saved = raw["settings"]
-        st = cls(settings or EarlyStopSettings(rungs=tuple(saved["rungs"]), reduction_factor=saved["reduction_factor"],
-                                               metric=saved["metric"], mode=saved["mode"]),
-                 min_groups=int(raw.get("min_groups", 1)))
+        own = EarlyStopSettings(rungs=tuple(saved["rungs"]), reduction_factor=saved["reduction_factor"],
+                                metric=saved["metric"], mode=saved["mode"])
+        st = cls(settings or own, min_groups=int(raw.get("min_groups", 1)))
         st.groups = {cid: _Group(**g) for cid, g in raw.get("groups", {}).items()}
+        if raw.get("version") == 1:
+            for g in st.groups.values():
+                values: dict[str, dict[str, float]] = {}
+                for step, seeds in g.values.items():
+                    rung = rung_of(own, int(step), g.total_steps)
+                    if rung is not None:
+                        values.setdefault(rung_key(rung), {}).update(seeds)
+                g.values = values
         st.stopped = {cid: Stopped(**s) for cid, s in raw.get("stopped", {}).items()}
         return st
 

@@ -51,7 +51,7 @@ def test_group_mean_is_over_the_seeds_that_reached_the_rung():
     # seed 2 at 0.25: mean 0.35 < 0.4 -> rank 2 of 2 -> stopped; seed 3 (still running) is not counted
     stop = st.observe("c", "cand", seed=2, step=20, value=0.25, total_steps=80)
     assert stop is not None and stop.value == pytest.approx(0.35)
-    assert st.means(20) == pytest.approx({"b": 0.4, "c": 0.35})
+    assert st.means(0.25) == pytest.approx({"b": 0.4, "c": 0.35})
 
 
 def test_baseline_is_never_stopped_and_ties_keep():

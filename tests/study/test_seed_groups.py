@@ -215,7 +215,7 @@ def test_early_stopping_judges_a_group_s_seeds_as_separate_trials(tmp_path):
     assert single["ls2"] == ["STOP", "STOP", "STOP"]  # decided at seed 1, once every configuration had one
     assert "mean of 1 seed(s)" in single_state["stopped"][ids["ls2"]]["reason"]
     assert "map 0.2850 (mean of 2 seed(s))" in grouped_state["stopped"][ids["ls2"]]["reason"]
-    assert grouped_state["groups"][ids["ls2"]]["values"]["3"] == pytest.approx({"1": 0.28, "2": 0.29})
+    assert grouped_state["groups"][ids["ls2"]]["values"]["3.0"] == pytest.approx({"1": 0.28, "2": 0.29})
 
 
 @pytest.mark.parametrize("seeds, k, expected", [
