@@ -8,7 +8,11 @@ averages it for Optuna; ``finish(...)`` runs once all phases are done, before th
 The state (rung values, stopped configurations, steps run) is JSON at ``state_uri(spec)``, in the
 fixed phase's Tune experiment directory on the study's storage path (a local path or s3://): the
 scheduler pickled into Tune's experiment state reads it back on ``--resume``, so a stopped
-configuration stays stopped, and `harness demo`'s fresh start removes it with the Tune state.
+configuration stays stopped, and `harness demo`'s fresh start removes it with the Tune state. The
+storage may be shared, so every read checks the whole file (harness.study.early_stop's reader), and
+``scheduler(spec)``, made before a phase starts or is restored, reads it first: a damaged or planted
+state ends the run as a refusal (one line naming the file and the field, exit 2), as a planted Tune
+state does (harness.driver._state_trust), never as a traceback from inside Tune.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from harness.driver._storage import EARLY_STOP_STATE, read_text, write_text
-from harness.study.early_stop import EarlyStopSettings, EarlyStopState, rungs_at
+from harness.study.early_stop import EarlyStopSettings, EarlyStopState, StateError, rungs_at
 from harness.study.protocol import MEMBERS
 from harness.tracking import conventions as C
 
@@ -31,12 +35,25 @@ def state_uri(spec: Any) -> str:
 
 
 def load_state(uri: str, settings: EarlyStopSettings, min_groups: int) -> EarlyStopState:
-    text = read_text(uri)
-    if text is None:
+    """The state at ``uri`` (a new one where there is none); a file that is not a state this harness
+    wrote is refused in one line naming it and the field (``harness.study.early_stop.StateError``)."""
+    st = _saved(uri, settings)
+    if st is None:
         return EarlyStopState(settings, min_groups)
-    st = EarlyStopState.from_json(text, settings)
     st.min_groups = min_groups
     return st
+
+
+def _saved(uri: str, settings: EarlyStopSettings | None = None) -> EarlyStopState | None:
+    """The state saved at ``uri``, checked (None where there is none)."""
+    source = f"early stopping state {uri}"
+    try:
+        text = read_text(uri)
+    except UnicodeDecodeError:
+        raise StateError(f"{source}: not JSON (not UTF-8 text); not a state this harness wrote (damaged or "
+                         "planted): restore the file the study's driver wrote, or delete it to resume without "
+                         "early stopping's earlier decisions (docs/reliability.md)") from None
+    return None if text is None else EarlyStopState.from_json(text, settings, source=source)
 
 
 class EarlyStopScheduler(FIFOScheduler):
@@ -143,6 +160,9 @@ def scheduler(spec: Any) -> EarlyStopScheduler | None:
 
     if spec.early_stopping is None:
         return None
+    # Read (and checked) before the phase starts: a damaged or planted state is refused in one line,
+    # as Tune's own state is (harness.driver._state_trust), before Tune restores anything.
+    load_state(state_uri(spec), spec.early_stopping, min_groups(spec))
     return EarlyStopScheduler(spec.early_stopping, state_uri(spec), TrialTicket.from_tune, min_groups(spec))
 
 
@@ -159,11 +179,11 @@ def searcher_value(uri: str | None, metric: str, result: dict[str, Any] | None) 
     group mean at the rung where it was stopped (the same for all its seeds), under ``metric``."""
     if not uri or not result or "trial_key" not in result:
         return result
-    text = read_text(uri)
-    if text is None:
+    st = _saved(uri)
+    if st is None:
         return result
     cid = str(result["trial_key"]).rsplit("-seed", 1)[0]
-    stopped = EarlyStopState.from_json(text).stopped.get(cid)
+    stopped = st.stopped.get(cid)
     return result if stopped is None else {**result, metric: stopped.value}
 
 

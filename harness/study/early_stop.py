@@ -43,15 +43,23 @@ Settings (study file ``early_stopping``, off by default)::
 True
 >>> st.stopped["bad"].rung, st.stopped["bad"].point, round(st.stopped["bad"].value, 2)
 (20, 0.25, 0.05)
+
+The state is JSON (``to_json``; ``from_json`` reads it back on ``--resume``). It lies on the study's
+storage path, which may be shared, so ``from_json`` checks all of it (every key, type and number) and
+refuses anything else in one line (``StateError``) naming the file and the field: a damaged or
+planted file stops the resume as a refusal, never as a traceback, and is never half-read.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from harness.errors import HarnessError
 
 # 2: rung values kept by the rung (its repr: "0.5", "20.0"); 1 (read, converted): by the step read
 STATE_VERSION = 2
@@ -269,32 +277,29 @@ class EarlyStopState:
             "stopped": {cid: asdict(s) for cid, s in self.stopped.items()}}, indent=1, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str, settings: EarlyStopSettings | None = None) -> EarlyStopState:
+    def from_json(cls, text: str, settings: EarlyStopSettings | None = None, *,
+                  source: str = "early stopping state") -> EarlyStopState:
         """The saved state; ``settings`` (the study file's, which may have changed) win over the
         saved ones for decisions still to come, while the stopped configurations stay stopped.
-        A state of version 1 kept rung values by step: each moves to the rung of its step."""
-        raw: dict[str, Any] = json.loads(text)
-        saved = raw["settings"]
-        own = EarlyStopSettings(rungs=tuple(saved["rungs"]), reduction_factor=saved["reduction_factor"],
-                                metric=saved["metric"], mode=saved["mode"])
-        st = cls(settings or own, min_groups=int(raw.get("min_groups", 1)))
-        st.groups = {cid: _Group(**g) for cid, g in raw.get("groups", {}).items()}
-        if raw.get("version") == 1:
-            for g in st.groups.values():
-                values: dict[str, dict[str, float]] = {}
-                for step, seeds in g.values.items():
-                    rung = rung_of(own, int(step), g.total_steps)
-                    if rung is not None:
-                        values.setdefault(rung_key(rung), {}).update(seeds)
-                g.values = values
-        st.stopped = {cid: Stopped(**s) for cid, s in raw.get("stopped", {}).items()}
-        return st
+        Anything but a state this harness writes (of version 1 or 2) is refused: ``StateError``,
+        one line naming ``source`` (the file) and the field (module docstring)."""
+        try:
+            raw = json.loads(text)
+        except RecursionError:
+            raise StateError(f"{source}: not JSON (nested too deeply)") from None
+        except ValueError as exc:
+            raise StateError(f"{source}: not JSON ({str(exc).splitlines()[0][:200]})") from None
+        return _read_state(cls, raw, settings, source)
 
     @classmethod
     def load(cls, path: str | Path, settings: EarlyStopSettings, min_groups: int = 1) -> EarlyStopState:
         p = Path(path)
         if p.is_file():
-            st = cls.from_json(p.read_text(), settings)
+            try:
+                text = p.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                raise StateError(f"early stopping state {p}: not JSON (not UTF-8 text)") from None
+            st = cls.from_json(text, settings, source=f"early stopping state {p}")
             st.min_groups = min_groups
             return st
         return cls(settings, min_groups)
@@ -305,3 +310,124 @@ class EarlyStopState:
         tmp = p.with_suffix(p.suffix + ".tmp")
         tmp.write_text(self.to_json())
         tmp.replace(p)
+
+
+# -- reading a saved state: every field checked --------------------------------------------------
+
+class StateError(HarnessError):
+    """A saved early-stopping state that is no state this harness writes (damaged, truncated,
+    planted, or from a newer harness): refused in one line naming the file and the field."""
+
+
+def _read_state(cls: type[EarlyStopState], raw: Any, settings: EarlyStopSettings | None,
+                source: str) -> EarlyStopState:
+    def bad(where: str, what: str) -> StateError:
+        return StateError(f"{source}: {where}: {what}; not a state this harness wrote (damaged or planted): "
+                          "restore the file the study's driver wrote, or delete it to resume without early "
+                          "stopping's earlier decisions (docs/reliability.md)")
+
+    def obj(v: Any, where: str, keys: Collection[str], optional: Collection[str] = ()) -> Mapping[str, Any]:
+        if not isinstance(v, dict):
+            raise bad(where, f"expected an object, got {_kind(v)}")
+        missing = sorted(set(keys) - set(v))
+        if missing:
+            raise bad(where, f"missing key {missing[0]!r}")
+        extra = sorted(set(v) - set(keys) - set(optional))
+        if extra:
+            raise bad(where, f"unknown key {extra[0][:60]!r}")
+        return v
+
+    def string(v: Any, where: str) -> str:
+        if not isinstance(v, str):
+            raise bad(where, f"expected a string, got {_kind(v)}")
+        return v
+
+    def integer(v: Any, where: str, low: int = 0) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            raise bad(where, f"expected a whole number >= {low}, got {_shown(v)}")
+        return v
+
+    def number(v: Any, where: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise bad(where, f"expected a finite number, got {_shown(v)}")
+        return float(v)
+
+    def boolean(v: Any, where: str) -> bool:
+        if not isinstance(v, bool):
+            raise bad(where, f"expected true or false, got {_shown(v)}")
+        return v
+
+    def table(v: Any, where: str) -> dict[str, Any]:
+        if not isinstance(v, dict):
+            raise bad(where, f"expected an object, got {_kind(v)}")
+        return v
+
+    def seed(k: str, where: str) -> str:
+        if not k.lstrip("-").isdigit() or len(k) > 20:
+            raise bad(where, f"{k[:60]!r} is no seed")
+        return k
+
+    top = obj(raw, "the file", {"version", "settings", "groups", "stopped"}, {"min_groups"})
+    version = top["version"]
+    if isinstance(version, bool) or version not in (1, 2):
+        raise bad("version", f"{_shown(version)} (this harness reads 1 and 2)")
+    s = obj(top["settings"], "settings", {"rungs", "reduction_factor", "metric", "mode"})
+    if not isinstance(s["rungs"], list) or not s["rungs"]:
+        raise bad("settings.rungs", f"expected a non-empty list, got {_shown(s['rungs'])}")
+    rungs = tuple(number(r, f"settings.rungs[{i}]") for i, r in enumerate(s["rungs"]))
+    if any(r <= 0 for r in rungs):
+        raise bad("settings.rungs", "a rung is a fraction in (0, 1) or a step count")
+    saved = EarlyStopSettings(rungs=rungs, reduction_factor=number(s["reduction_factor"], "settings.reduction_factor"),
+                              metric=string(s["metric"], "settings.metric"), mode=string(s["mode"], "settings.mode"))
+    if saved.mode not in ("max", "min"):
+        raise bad("settings.mode", f"expected max or min, got {_shown(saved.mode)}")
+    st = cls(settings or saved, min_groups=integer(top.get("min_groups", 1), "min_groups", 1))
+    for cid, g in table(top["groups"], "groups").items():
+        at = f"groups.{cid[:60]}"
+        g = obj(g, at, {"name", "baseline", "total_steps", "collection", "values", "progress"})
+        total = integer(g["total_steps"], f"{at}.total_steps")
+        values: dict[str, dict[str, float]] = {}
+        for key, seeds in table(g["values"], f"{at}.values").items():
+            where = f"{at}.values.{key[:60]}"
+            if version == 1:  # kept by the step read: the rung of that step
+                if not key.isdigit() or len(key) > 20:
+                    raise bad(where, f"{key[:60]!r} is no step")
+                rung = rung_of(saved, int(key), total)
+            else:
+                try:
+                    rung = float(key)
+                except ValueError:
+                    raise bad(where, f"{key[:60]!r} is no rung") from None
+                if not math.isfinite(rung) or rung <= 0 or rung_key(rung) != key:
+                    raise bad(where, f"{key[:60]!r} is no rung")
+            row = {seed(k, where): number(v, f"{where}.{k}") for k, v in table(seeds, where).items()}
+            if rung is not None:
+                values.setdefault(rung_key(rung), {}).update(row)
+        progress = {seed(k, f"{at}.progress"): integer(v, f"{at}.progress.{k}")
+                    for k, v in table(g["progress"], f"{at}.progress").items()}
+        st.groups[cid] = _Group(name=string(g["name"], f"{at}.name"), baseline=boolean(g["baseline"], f"{at}.baseline"),
+                                total_steps=total, collection=string(g["collection"], f"{at}.collection"),
+                                values=values, progress=progress)
+    for cid, d in table(top["stopped"], "stopped").items():
+        at = f"stopped.{cid[:60]}"
+        d = obj(d, at, {"name", "rung", "value", "rank", "groups", "keep", "reason"}, {"point"})
+        if cid not in st.groups:
+            raise bad(at, "a stopped configuration with no entry under groups")
+        point = d.get("point")
+        st.stopped[cid] = Stopped(
+            name=string(d["name"], f"{at}.name"), rung=integer(d["rung"], f"{at}.rung"),
+            value=number(d["value"], f"{at}.value"), rank=integer(d["rank"], f"{at}.rank", 1),
+            groups=integer(d["groups"], f"{at}.groups", 1), keep=integer(d["keep"], f"{at}.keep", 1),
+            reason=string(d["reason"], f"{at}.reason"),
+            point=None if point is None else number(point, f"{at}.point"))
+    return st
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(v), "a number")
+
+
+def _shown(v: Any) -> str:
+    text = json.dumps(v) if isinstance(v, str | int | float | bool | type(None)) else _kind(v)
+    return text if len(text) <= 60 else text[:57] + "..."
