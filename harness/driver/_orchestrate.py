@@ -490,7 +490,10 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
         tune_config = tune.TuneConfig(search_alg=searcher, num_samples=spec.search.num_configs * searcher.repeat,
                                       max_concurrent_trials=spec.concurrency, reuse_actors=True,
                                       scheduler=scheduler)
-        expected = spec.search.num_configs * searcher.repeat
+        # a searcher may end early (harness.driver._searchers: proposals that only repeat known
+        # configurations), so its phase has no fixed count; a stop before its first state is what
+        # made one short (the restore below)
+        expected = 0
     # Tune's state is pickles: restored only once verified as this driver's own (harness.driver._state_trust).
     records = callback.records
     signer = trust.Signer(records.store, records.study_run or "", phase)
@@ -516,7 +519,7 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
     if unfinished:
         raise PhaseIncomplete(f"phase {phase} of study {spec.name!r}: {unfinished} of {len(grid)} trial(s) "
                               "neither finished nor failed (Tune stopped early)")
-    if len(grid) < expected:  # Tune ran fewer trials than the phase has: never a finished study
+    if len(grid) < expected:  # Tune ran fewer trials than the grid has: never a finished study
         raise PhaseIncomplete(f"phase {phase} of study {spec.name!r}: Tune ran {len(grid)} of its {expected} "
                               "trial(s)")
     errors = [r.error for r in grid if r.error is not None]
