@@ -63,7 +63,7 @@ class PowerReport:
 
     @classmethod
     def build(cls, results: StudyResults, options: PowerOptions | None = None, *, note: str = "") -> PowerReport:
-        return cls(analysis=power_analysis(results, options), note=note)
+        return cls(analysis=power_analysis(results, options), note=note or results.incomplete)
 
     @property
     def comparisons(self) -> tuple[ComparisonPower, ...]:

@@ -376,7 +376,7 @@ def with_note(results: StudyResults, note: str) -> StudyResults:
     """``results`` whose tables' notes carry ``note`` (``incomplete_note``'s; none when empty)."""
     if not note:
         return results
-    return dataclasses.replace(results, phase_note=f"{note} {results.phase_note}".strip())
+    return dataclasses.replace(results, phase_note=f"{note} {results.phase_note}".strip(), incomplete=note)
 
 
 @contextlib.contextmanager

@@ -83,6 +83,9 @@ class StudyResults:
     # the confirmation's only; "exploratory": the runs that picked) and the footnote's sentence on it.
     phase: str = ""
     phase_note: str = ""
+    # A study that did not finish: its sentence (mlflow_reader.incomplete_note, also in phase_note),
+    # which a power analysis of these results carries too
+    incomplete: str = ""
 
     @classmethod
     def build(cls, records: Iterable[RunRecord], *, baseline: str | None = None,

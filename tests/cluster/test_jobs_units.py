@@ -302,7 +302,9 @@ def test_a_submitted_jobs_driver_is_as_quiet_as_harness_run(verbose: bool, monke
     from harness.driver.quiet import QUIET_ENV
     from harness.jobs.driver import main as job_main
 
-    for key in QUIET_ENV:  # recorded, so the test leaves the environment as it found it
+    # recorded, so the test leaves the environment as it found it: the driver hides the GPUs
+    # (CUDA_VISIBLE_DEVICES=""), which made the next module's Ray on this worker fail to start
+    for key in (*QUIET_ENV, "CUDA_VISIBLE_DEVICES"):
         monkeypatch.setenv(key, "")
         monkeypatch.delenv(key)
     cmd = E.entrypoint(python="python", study_file="s.yaml", smoke=False, resume=False, assign=[],

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from harness.errors import HarnessError
+from harness.present.render import md_escape
 from harness.present.report import study_report
 from harness.results.mlflow_reader import default_tracking_uri, read_experiment
 from harness.stats.crossed import crossed_test
@@ -126,7 +127,8 @@ def test_power_from_experiment(store: tuple[str, list], run_cli: Callable[..., t
                                                  "residual": comps.resid})
     assert [r["seeds"] for r in worse["mde"]] == [3, 5, 10, 20]
     rc, out, _ = run_cli("power", "--experiment", STUDY, "--tracking-uri", uri)
-    assert rc == 3 and f"**{NAMES['better']} vs {NAMES['base']}, MRR**" in out and "| 3 (this study) | 12 |" in out
+    assert rc == 3 and f"**{md_escape(NAMES['better'])} vs {md_escape(NAMES['base'])}, MRR**" in out
+    assert "| 3 (this study) | 12 |" in out
     rc, _, err = run_cli("power", "--experiment", "nope", "--tracking-uri", uri)
     assert rc == 2 and "unknown MLflow experiment 'nope'" in err and len(err.strip().splitlines()) == 1
 
