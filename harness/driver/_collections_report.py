@@ -11,7 +11,7 @@ the figures in MLflow and the exported ones are the same:
   `harness table --plots DIR` writes);
 - each config run (one per configuration and collection): <metric>_delta and <metric>_p (its
   collection's comparison, p adjusted over the whole table), combined_<metric>_delta,
-  combined_<metric>_p (adjusted), combined_<metric>_i2, and as its description the one-line
+  combined_<metric>_p (adjusted), combined_<metric>_i2 (where defined), and as its description the one-line
   verdict on the study's objective metric on its collection and across the collections.
 
 A study with a confirmation phase (harness.driver._confirm), as on one collection
