@@ -112,9 +112,9 @@ def check_model_fits(cfg: ModelConfig) -> None:
         value = raw.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
             raise ConfigError(f"{where}: {key} must be an integer in [{lo}, {hi}], got {value!r}", key="model.name")
-    check_weights_file(cfg.name)
+    header = check_weights_file(cfg.name)
     depth = raw.get("num_hidden_layers")
-    held = checkpoint_layers(Path(model_source(cfg.name)))
+    held = checkpoint_layers(Path(model_source(cfg.name)), header)
     if cfg.name != "tiny" and isinstance(depth, int) and held is not None and held < depth:
         check_loaded(cfg.name, [f"encoder.layer.{i}." for i in range(held, depth)])
     positions = raw.get("max_position_embeddings")
@@ -158,11 +158,12 @@ def safetensors_header(path: Path) -> dict[str, Any]:
     return header
 
 
-def checkpoint_layers(folder: Path) -> int | None:
+def checkpoint_layers(folder: Path, header: dict[str, Any] | None = None) -> int | None:
     """How many transformer layers a model folder's safetensors weights hold (one past the largest
     ``layer.<i>.`` index of their tensor names), read from the files' headers (or the sharded
     index), no weights loaded; None where the folder has no readable safetensors weights or their
-    names number no layers (the load then tells)."""
+    names number no layers (the load then tells). ``header``: model.safetensors' header where the
+    caller has read it already (``check_weights_file``)."""
     import json
     import re
 
@@ -172,23 +173,24 @@ def checkpoint_layers(folder: Path) -> int | None:
         if index.is_file() and index.stat().st_size <= HEADER_LIMIT:
             weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
             names = list(weight_map) if isinstance(weight_map, dict) else []
-        elif (folder / "model.safetensors").is_file():
-            names = list(safetensors_header(folder / "model.safetensors"))
+        elif header is not None or (folder / "model.safetensors").is_file():
+            names = list(header if header is not None else safetensors_header(folder / "model.safetensors"))
     except (OSError, ValueError, AttributeError):
         return None
     layers = [int(m.group(1)) for n in names if (m := re.search(r"(?:^|\.)layers?\.(\d+)\.", n))]
     return max(layers) + 1 if layers else None
 
 
-def check_weights_file(name: str) -> None:
+def check_weights_file(name: str) -> dict[str, Any] | None:
     """A model folder's ``model.safetensors`` is whole (``safetensors_header``), checked without
     loading it: a file cut short passed `validate` and failed every trial of the study after its
-    retries (harness.model.encoder.check_model_fits calls it)."""
+    retries (harness.model.encoder.check_model_fits calls it). Returns its header (None: no such
+    file)."""
     path = Path(model_source(name)) / "model.safetensors"
     if not path.is_file():
-        return
+        return None
     try:
-        safetensors_header(path)
+        return safetensors_header(path)
     except OSError as exc:
         raise ConfigError(f"model.name {name!r}: {path} cannot be read ({exc.strerror or exc})",
                           key="model.name") from None

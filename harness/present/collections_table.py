@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.metrics.measures import known_measure, label_of
+from harness.metrics.measures import label_of
 from harness.present.table import (
     AUTO_FORM,
     VALUES_NOTE,
@@ -239,8 +239,7 @@ def _notes(analysis: CollectionsAnalysis, placement: str) -> CollectionsNotes:
     # table, said once where every collection says the same.
     remarks: list[str] = list(dict.fromkeys(a.results.phase_note for a in analysis.analyses.values()
                                             if a.results.phase_note))
-    if assumed := direction_note([label_of(m) for m in analysis.metrics if not known_measure(m)
-                                  and not opts.lower(m)], [label_of(m) for m in analysis.metrics if opts.lower(m)]):
+    if assumed := direction_note(analysis.metrics, opts.lower, label_of):
         remarks.append(assumed)
     for name, a in analysis.analyses.items():
         remarks += [f"{name}: {r}" for r in a.remarks]

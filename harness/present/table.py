@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -326,8 +326,7 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
             units += f", {seeds} seeds"
     remarks = [res.phase_note] if res.phase_note else []
     remarks += list(analysis.remarks)
-    if assumed := direction_note([display_name(m, names) for m in metrics if not known_measure(m) and not opts.lower(m)],
-                                 [display_name(m, names) for m in metrics if opts.lower(m)]):
+    if assumed := direction_note(metrics, opts.lower, lambda m: display_name(m, names)):
         remarks.append(assumed)
     identical = identical_note(analysis, metrics, names)
     if identical:
@@ -373,11 +372,14 @@ def _notes(analysis: Analysis, metrics: list[str] | tuple[str, ...], placement: 
         untested=untested_note(analysis))
 
 
-def direction_note(names: Sequence[str], lower: Sequence[str] = ()) -> str:
-    """The footnote's sentences on metrics that are no IR measure ("" for none): those taken as
-    higher-is-better (``names``: "better" and "worse" mean higher and lower, true of every IR measure,
-    not of a cost) and those that are lower when the ranker is better (``lower``: a harness cost or one
-    named with --lower-better, whose falls are marked better and whose least value is bold)."""
+def direction_note(metrics: Sequence[str], is_lower: Callable[[str], bool], name: Callable[[str], str]) -> str:
+    """The footnote's sentences on ``metrics`` that are no IR measure ("" for none), each shown as
+    ``name`` gives it: those lower when the ranker is better (``is_lower``: a harness cost or one
+    named with --lower-better, whose falls are marked better and whose least value is bold), and the
+    others the harness does not know (``known_measure``), taken as higher-is-better ("better" and
+    "worse" mean higher and lower, true of every IR measure, not of a cost)."""
+    lower = [name(m) for m in metrics if is_lower(m)]
+    names = [name(m) for m in metrics if not is_lower(m) and not known_measure(m)]
     said = []
     if lower:
         said.append(f"Lower values are better for {_enumerate(list(lower))}: "

@@ -51,7 +51,7 @@ from harness.stats.combined import (
 from harness.stats.corrections import MAXT, adjust
 from harness.stats.crossed import CrossedResult
 from harness.stats.identical import identical_groups
-from harness.stats.paired import BETTER, WORSE, PairedResult, paired_test
+from harness.stats.paired import BETTER, WORSE, PairedResult, oriented, paired_test
 from harness.stats.significance import (
     PAIRINGS,
     UNTESTED,
@@ -61,7 +61,6 @@ from harness.stats.significance import (
     analyse,
     corrected_confidence,
     corrected_interval,
-    oriented,
 )
 
 FAMILIES = ("table", "metric", "collection")
@@ -322,8 +321,7 @@ def _same_comparisons(analyses: Mapping[str, Analysis], collections: Mapping[str
     same: dict[tuple[str, int], tuple[str, int]] = {}
     groups: list[tuple[str, tuple[str, ...]]] = []
     for name, a in analyses.items():
-        for group in identical_groups(collections[name], a.metrics,
-                                      [m for m in a.metrics if a.options.lower(m)]):
+        for group in identical_groups(collections[name], a.metrics, a.options.lower):
             if len(group) < 2:
                 continue
             groups.append((name, group))
@@ -349,8 +347,7 @@ def _shared_identical(collections: Mapping[str, StudyResults], options: Analysis
     first = next(iter(selected.values()))
     if any(set(m) != set(first) for m in selected.values()):
         return None, ()
-    lower = [m for m in first if options.lower(m)]
-    member = [{m: g for g in identical_groups(r, first, lower) for m in g} for r in collections.values()]
+    member = [{m: g for g in identical_groups(r, first, options.lower) for m in g} for r in collections.values()]
     if all(p == member[0] for p in member[1:]):
         return None, ()
     groups: list[tuple[str, ...]] = []

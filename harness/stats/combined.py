@@ -43,7 +43,7 @@ import numpy as np
 
 from harness.errors import DataError
 from harness.stats import distributions as dist
-from harness.stats.paired import BETTER, EQUAL, WORSE, tie_p
+from harness.stats.paired import oriented, tie_p
 
 TAU2_METHODS = ("pm", "dl")
 WEIGHTINGS = ("inverse-variance", "equal")
@@ -79,9 +79,7 @@ class CombinedResult:
 
     @property
     def direction(self) -> str:
-        if self.estimate > 0:
-            return BETTER
-        return WORSE if self.estimate < 0 else EQUAL
+        return oriented(self.estimate)
 
 
 def tau2_dl(y: np.ndarray, v: np.ndarray) -> np.ndarray:

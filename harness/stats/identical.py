@@ -18,7 +18,7 @@ run cannot. A metric without per-query values is never grouped.
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -26,17 +26,17 @@ from harness.results.stored import StudyResults
 
 
 def identical_groups(results: StudyResults, metrics: Sequence[str],
-                     lower: Container[str] = ()) -> tuple[tuple[str, ...], ...]:
+                     lower: Callable[[str], bool] = lambda m: False) -> tuple[tuple[str, ...], ...]:
     """``metrics`` grouped by equal per-query values in every run, each group in ``metrics``' order
-    and the groups by their first member: its first member is the one a table shows. A metric in
-    ``lower`` (lower when the ranker is better) never shares a group with one that is not: the same
-    values are then opposite verdicts."""
+    and the groups by their first member: its first member is the one a table shows. A metric that
+    is ``lower`` (lower when the ranker is better: ``AnalysisOptions.lower``) never shares a group
+    with one that is not: the same values are then opposite verdicts."""
     groups: list[list[str]] = []
     vectors: list[np.ndarray | None] = []
     for metric in metrics:
         vector = _all_values(results, metric)
         for group, other in zip(groups, vectors, strict=True):
-            if vector is not None and other is not None and (metric in lower) == (group[0] in lower) \
+            if vector is not None and other is not None and lower(metric) == lower(group[0]) \
                     and np.array_equal(vector, other):
                 group.append(metric)
                 break

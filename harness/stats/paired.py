@@ -16,8 +16,9 @@ differences d_i = candidate_i - baseline_i (i = 1..n):
   - ``randomisation``: dbar and the shifts whose sign-flip p-value, over the same sign vectors as
     the test's, is at least 1 - c (``sign_flip_interval``);
 - direction  better (estimate > 0), worse (estimate < 0) or equal, for a higher-is-better metric
-  (a table turns it round for a cost: harness.stats.significance.oriented). The estimate is dbar except under ``wilcoxon``, whose estimate shares the sign of
-  its interval (so a significant result's marker points the way its interval does).
+  (``oriented``; a table turns it round for a cost). The estimate is dbar except under
+  ``wilcoxon``, whose estimate shares the sign of its interval (so a significant result's marker
+  points the way its interval does).
 
 Procedures (registered in PROCEDURES, looked up by name):
 - ``t``: paired Student's t-test, t = dbar / (s_d / sqrt n), df = n - 1 (scipy.stats.ttest_rel);
@@ -77,6 +78,14 @@ from harness.stats import distributions as dist
 BETTER = "better"
 WORSE = "worse"
 EQUAL = "equal"
+
+
+def oriented(point: float, lower: bool = False) -> str:
+    """BETTER, WORSE or EQUAL (0 or NaN) for a change of ``point`` in a metric that is higher (or,
+    ``lower``, lower) when the ranker is better."""
+    if point == 0 or math.isnan(point):
+        return EQUAL
+    return BETTER if (point > 0) != lower else WORSE
 # Scipy's ``method="auto"`` for wilcoxon: the exact null distribution up to this many pairs
 # (without zeros or ties), the sign-flip (permutation) distribution up to PERMUTATION_MAX_N.
 EXACT_MAX_N = 50
@@ -120,9 +129,7 @@ class PairedResult:
 
     @property
     def direction(self) -> str:
-        if self.point > 0:
-            return BETTER
-        return WORSE if self.point < 0 else EQUAL
+        return oriented(self.point)
 
 
 @dataclass(frozen=True)

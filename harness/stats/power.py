@@ -440,7 +440,7 @@ def power_analysis(results: StudyResults, options: PowerOptions | None = None) -
         raise refuse("power", options.power, f"above the test's level {level:.4g} (alpha / m, m = {family})",
                      why="the test rejects up to that often with no difference at all, so the MDE would be 0")
     grid = sorted({*options.seeds, s})  # the options' seed counts and this study's own
-    groups = identical_groups(results, metrics, [m for m in metrics if lower_is_better(m)])
+    groups = identical_groups(results, metrics, lower_is_better)
     metrics = tuple(g[0] for g in groups)
     comparisons = []
     for metric in metrics:

@@ -84,7 +84,7 @@ from harness.stats.corrections import (
 )
 from harness.stats.crossed import crossed_test
 from harness.stats.identical import identical_groups
-from harness.stats.paired import BETTER, EQUAL, MAX_RESAMPLES, WORSE, PairedResult, paired_test
+from harness.stats.paired import BETTER, MAX_RESAMPLES, WORSE, PairedResult, oriented, paired_test
 
 # (seed or None, candidate, baseline): one value per query or seed, or seeds x queries (crossed)
 Pairs = list[tuple[str | None, np.ndarray, np.ndarray]]
@@ -255,13 +255,6 @@ class AnalysisOptions:
         """Whether a fall of ``metric`` is an improvement (a cost; module docstring)."""
         return lower_is_better(metric, self.lower_better)
 
-
-def oriented(point: float, lower: bool) -> str:
-    """BETTER, WORSE or EQUAL for a change of ``point`` in a metric that is higher (or, ``lower``,
-    lower) when the ranker is better."""
-    if point == 0 or math.isnan(point):
-        return EQUAL
-    return BETTER if (point > 0) != lower else WORSE
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -451,7 +444,7 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
                         per_run_only=False)
     identical: tuple[tuple[str, ...], ...] = ()
     if options.merge_identical:
-        groups = identical_groups(results, metrics, [m for m in metrics if options.lower(m)])
+        groups = identical_groups(results, metrics, options.lower)
         metrics = tuple(g[0] for g in groups)
         identical = tuple(g for g in groups if len(g) > 1)
     design = TESTS[test]

@@ -986,15 +986,15 @@ def _check_combinations(space: dict[str, Param], defaults: TrialConfig) -> None:
     overridden defaults (a --set train.loss=pairwise meets a space's LS)."""
     from harness.study.space import enumerate_grid, grid_bound
 
-    listed = {k: p for k, p in space.items() if p.kind in ("choice", "fixed")}
-    drawn = set(space) - set(listed)
-    # a range's two ends (its args: an int range is never listed, whatever its size)
-    ends = {k: Param(key=k, kind="choice", args=tuple(dict.fromkeys(p.args[:2])), when=p.when)
-            for k, p in space.items() if k in drawn}
-    points = {k: p for k, p in {**listed, **ends}.items() if not set(p.when) & drawn}
+    drawn = {k for k, p in space.items() if p.kind not in ("choice", "fixed")}
+    # each key's listed values, or a range's two ends (its args: an int range is never listed,
+    # whatever its size)
+    points = {k: p if k not in drawn else Param(key=k, kind="choice", args=tuple(dict.fromkeys(p.args[:2])),
+                                                when=p.when)
+              for k, p in space.items() if not set(p.when) & drawn}
     if not points or grid_bound(points.values()) > MAX_CONFIGS:
         return
-    for point in enumerate_grid({k: points[k] for k in space if k in points}, defaults.to_flat()):
+    for point in enumerate_grid(points, defaults.to_flat()):
         try:
             TrialConfig.from_flat(point, base=defaults)
         except ConfigError as exc:
