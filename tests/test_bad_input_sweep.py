@@ -471,17 +471,24 @@ def _(tmp: Path) -> tuple[list[str], list[str], Path]:
     return ["train", "--no-mlflow", "--set", "model.name=nosuchmodel"], ["model.name 'nosuchmodel'"], tmp
 
 
-def _twelve_over_six(tmp: Path) -> Path:
-    """A model folder whose config.json says 12 layers over the packaged weights of 6."""
-    import json
-
+def _packaged_but(tmp: Path, own: str) -> tuple[Path, Path]:
+    """(the packaged model's folder, ``tmp/enc``): a model folder linking every packaged file but
+    ``own``, which the caller writes."""
     from harness.model.encoder import packaged_model_path
 
     src, enc = packaged_model_path(), tmp / "enc"
     enc.mkdir()
     for f in src.iterdir():
-        if f.name != "config.json":
+        if f.name != own:
             (enc / f.name).symlink_to(f)
+    return src, enc
+
+
+def _twelve_over_six(tmp: Path) -> Path:
+    """A model folder whose config.json says 12 layers over the packaged weights of 6."""
+    import json
+
+    src, enc = _packaged_but(tmp, "config.json")
     config = json.loads((src / "config.json").read_text())
     (enc / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 12}))
     return enc
@@ -513,13 +520,7 @@ for cmd in ("validate", "run"):
 # weights a copy cut short passed validate and failed every trial of the study after its retries
 @case("--set", "set-model-weights-cut-short-validate")
 def _(tmp: Path) -> tuple[list[str], list[str], Path]:
-    from harness.model.encoder import packaged_model_path
-
-    src, enc = packaged_model_path(), tmp / "enc"
-    enc.mkdir()
-    for f in src.iterdir():
-        if f.name != "model.safetensors":
-            (enc / f.name).symlink_to(f)
+    src, enc = _packaged_but(tmp, "model.safetensors")
     (enc / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes()[:1 << 20])
     p = _write(tmp / "study.yaml", _study_text())
     return (["validate", str(p), "--no-model", "--set", f"model.name={enc}"],
