@@ -33,7 +33,7 @@ from harness.driver._final_report import ReportUnavailable, report_study
 from harness.driver._rounds import run_rounds
 from harness.driver._searchers import make_searcher
 from harness.driver._signals import deferred_stops, install_stop_handlers, interrupts, stopped_by
-from harness.driver._storage import report_storage
+from harness.driver._storage import file_names, report_storage
 from harness.driver._trainable import NO_HOOKS, TrialHooks, trainable
 from harness.driver.lease import Lease
 from harness.errors import HarnessError
@@ -298,6 +298,8 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
                                "(its study run holds the file), or run the changed study under another name "
                                "(or delete its MLflow experiment)")
     check_cpus_first(spec)
+    if resume and records.study_run is not None:
+        check_resume_state(spec, records)
     for kept, dup in records.remove_duplicates():
         log(f"study {spec.name}: seed run {dup.run_id} repeated finished seed run {kept.run_id} of "
             f"{dup.name or dup.trial_key} (two drivers of an older version); deleted it (tag "
@@ -467,6 +469,30 @@ def changed_plan(records: StudyRecords, spec: StudySpec) -> list[str]:
             for k in PLAN_PARAMS if k in recorded and recorded[k] != now.get(k, "(none)")]
 
 
+def restorable(path: str) -> bool:
+    """Whether Tune can restore the phase at ``path``. A driver stopped between writing tuner.pkl
+    and Tune's first experiment state left a phase that cannot be: Tune would start it anew with one
+    sample and call the phase finished after one trial. No state: no trial of the phase ran, so it
+    starts as a first run would. Read through pyarrow, as Tune reads it: a local path or a URI
+    (s3://), where a local glob would find nothing and start every phase of a bucket anew."""
+    return tune.Tuner.can_restore(path) and any(
+        n.startswith("experiment_state") and n.endswith(".json") for n in file_names(path))
+
+
+def check_resume_state(spec: StudySpec, records: StudyRecords) -> None:
+    """Before a resume records anything: every phase Tune would restore holds only state the
+    study's driver signed (harness.driver._state_trust), and early stopping's state is one the
+    harness wrote. A refusal here is one line and leaves the study's runs as they were (a finished
+    study stays FINISHED), where found at its phase it ended the reopened study run FAILED."""
+    for phase in spec.phases:
+        path = spec.phase_dir(phase)
+        if restorable(path):
+            trust.verify(records.store, records.study_run or "", phase, path)
+    if spec.early_stopping is not None:
+        early_stop_ray.load_state(early_stop_ray.state_uri(spec), spec.early_stopping,
+                                  early_stop_ray.min_groups(spec))
+
+
 def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, resume: bool,
               tickets: list[dict[str, Any]] | None = None) -> set[str]:
     """Runs (or, with ``resume``, finishes) one phase with Tune; returns the config ids of its
@@ -497,10 +523,7 @@ def run_phase(spec: StudySpec, phase: str, fn: Any, callback: TrackingCallback, 
     # Tune's state is pickles: restored only once verified as this driver's own (harness.driver._state_trust).
     records = callback.records
     signer = trust.Signer(records.store, records.study_run or "", phase)
-    # A driver stopped between writing tuner.pkl and Tune's first experiment state left a phase that
-    # cannot be restored: Tune then starts it anew with one sample and the phase "finished" after one
-    # trial. No state: no trial of the phase ran, so it starts as a first run would.
-    if resume and tune.Tuner.can_restore(path) and any(Path(path).glob("experiment_state*.json")):
+    if resume and restorable(path):
         signer.files = trust.verify(records.store, records.study_run or "", phase, path)
         tuner = tune.Tuner.restore(path, trainable=fn, resume_unfinished=True, resume_errored=True,
                                    param_space=param_space)

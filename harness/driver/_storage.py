@@ -45,6 +45,15 @@ def exists(uri: str) -> bool:
     return bool(fs.get_file_info(path).type != pafs.FileType.NotFound)
 
 
+def file_names(uri: str) -> list[str]:
+    """The names of the files directly under the directory at ``uri`` (none where it is absent)."""
+    import pyarrow.fs as pafs
+
+    fs, path = _filesystem(uri)
+    return [info.base_name for info in fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+            if info.type == pafs.FileType.File]
+
+
 def remove(uri: str) -> None:
     """Delete the directory at ``uri`` and everything under it, if it is there."""
     import pyarrow.fs as pafs

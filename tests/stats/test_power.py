@@ -12,7 +12,15 @@ from scipy import stats
 from harness.errors import ConfigError
 from harness.results.stored import RunRecord, StudyResults
 from harness.stats.crossed import VarianceComponents, crossed_test
-from harness.stats.power import PowerOptions, mde, power_analysis, power_at, query_floor, seeds_needed
+from harness.stats.power import (
+    PowerOptions,
+    mde,
+    power_analysis,
+    power_at,
+    power_of,
+    query_floor,
+    seeds_needed,
+)
 
 COMPS = VarianceComponents(seed=1e-4, query=4e-3, resid=1e-2)
 
@@ -56,10 +64,21 @@ def test_seeds_needed_and_the_query_floor() -> None:
         s = seeds_needed(COMPS, 100, effect)
         assert s is not None and mde(COMPS, s, 100).mde <= effect < mde(COMPS, s - 1, 100).mde
     floor = query_floor(COMPS, 100)
-    assert floor == pytest.approx((stats.norm.isf(0.025) + stats.norm.ppf(0.8)) * math.sqrt(4e-3 / 100))
+    # the one-sample t-test over 100 seed-averaged queries (statsmodels' TTestPower), not the normal
+    assert floor == pytest.approx(_statsmodels_noncentrality(99, 0.05, 0.8) * math.sqrt(4e-3 / 100), rel=1e-5)
+    assert floor > (stats.norm.isf(0.025) + stats.norm.ppf(0.8)) * math.sqrt(4e-3 / 100)
     assert seeds_needed(COMPS, 100, floor * 0.99) is None and mde(COMPS, 10_000, 100).mde > floor
     assert seeds_needed(VarianceComponents(seed=1e-4, query=0.0, resid=1e-2), 100, 1e-3) is not None
     assert math.isnan(mde(VarianceComponents(seed=0.0, query=0.0, resid=0.0), 3, 10).mde)  # no SE: no MDE, never 0
+    # At 10 queries the t's floor is 12% above the normal one: an effect between them is out of reach
+    # of any seed count (the crossed test's power at 10,000 seeds falls short), so more queries are
+    # needed, not more seeds.
+    normal = (stats.norm.isf(0.025) + stats.norm.ppf(0.8)) * math.sqrt(4e-3 / 10)
+    floor10 = query_floor(COMPS, 10)
+    assert floor10 == pytest.approx(_statsmodels_noncentrality(9, 0.05, 0.8) * math.sqrt(4e-3 / 10), rel=1e-5)
+    between = (normal + floor10) / 2
+    assert floor10 / normal > 1.12 and power_of(COMPS, 10_000, 10, between) < 0.79
+    assert seeds_needed(COMPS, 10, between) is None
     strict = seeds_needed(COMPS, 100, 0.025, level=0.05 / 8)
     assert strict is not None and strict > (seeds_needed(COMPS, 100, 0.025) or 0)
 

@@ -232,3 +232,17 @@ def test_a_killed_driver_refuses_a_second_driver_then_resumes_without_reruns_and
     study = next(r for r in runs if r.data.tags.get(C.TAG_KIND) == C.KIND_STUDY)
     table = Path(client.download_artifacts(study.info.run_id, "tables/seeds.md", str(tmp_path))).read_text()
     assert "diverging-lr (at step 5:" in table and "| diverging-lr" not in table
+    # A damaged early-stopping state on --resume of the finished study: refused in one line before
+    # anything is recorded, so every run stays as it was (the study run ended FAILED before).
+    statuses = {r.info.run_id: (r.info.status, r.info.end_time) for r in runs}
+    good = state.read_bytes()
+    state.write_bytes(good[: len(good) // 2])
+    try:
+        capsys.readouterr()
+        assert main(["run", str(path), "--resume", "--tracking-uri", uri]) == 2
+        err = capsys.readouterr().err
+    finally:
+        state.write_bytes(good)
+    assert err.startswith(f"harness: error: early stopping state {state}: not JSON") and len(err.splitlines()) == 1, err
+    assert {r.info.run_id: (r.info.status, r.info.end_time)
+            for r in client.search_runs([exp.experiment_id], max_results=1000)} == statuses

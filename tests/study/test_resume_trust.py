@@ -82,6 +82,13 @@ def test_a_study_runs_from_a_directory_with_a_space_a_letter_and_percent(study, 
     assert "baseline" in capsys.readouterr().out
 
 
+def _statuses(uri: str) -> dict[str, tuple[str, int]]:
+    """Every run of the study: its status and end time."""
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("trust")
+    return {r.info.run_id: (r.info.status, r.info.end_time) for r in client.search_runs([exp.experiment_id])}
+
+
 def _resume(path: Path, uri: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     capsys.readouterr()
     rc = main(["run", str(path), "--tracking-uri", uri, "--resume"])
@@ -154,13 +161,16 @@ def test_a_planted_tuner_pkl_is_refused_and_never_unpickled(study, tmp_path, cap
     marker = tmp_path / "pwned"
     original = (state / "tuner.pkl").read_bytes()
     (state / "tuner.pkl").write_bytes(pickle.dumps(_Planted(marker)))
+    before = _statuses(uri)
     try:
         rc, err = _resume(path, uri, capsys)
     finally:
         (state / "tuner.pkl").write_bytes(original)
     assert not marker.exists()  # the code in the planted pickle never ran
     assert rc == 2 and err.endswith("\n") and "Traceback" not in err, err
-    err = err.splitlines()[-1]  # the refusal: the last line, one line (progress lines come before it)
+    # refused before the resume records anything: the finished study stays FINISHED (it ended FAILED)
+    assert _statuses(uri) == before and before and {s for s, _ in before.values()} == {"FINISHED"}
+    assert len(err.strip().splitlines()) == 1, err
     assert f"Ray Tune state file {state}/tuner.pkl is not one the study's driver wrote" in err
     assert "so it is refused; delete" in err
 
@@ -171,11 +181,13 @@ def test_an_added_state_file_and_a_forged_signature_are_refused(study, capsys):
     state = path.parent / "runs" / "trust-fixed"
     extra = state / "experiment_state-2099-01-01_00-00-00.json"
     extra.write_text("{}")
+    before = _statuses(uri)
     try:
         rc, err = _resume(path, uri, capsys)
     finally:
         extra.unlink()
     assert rc == 2 and "experiment_state-2099-01-01_00-00-00.json is not one the study's driver wrote" in err
+    assert _statuses(uri) == before
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name("trust")
     study_run = client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = 'study'")[0]

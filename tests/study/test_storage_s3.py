@@ -91,3 +91,26 @@ def test_exists_usage_and_remove_on_a_local_path_and_on_s3(tmp_path, s3):
         storage.remove(where)
         assert not storage.exists(where) and storage.usage(where) == (0, 0)
         storage.remove(where)  # nothing there: no error
+
+
+def test_a_phase_in_a_bucket_is_restorable_as_one_on_a_local_path(tmp_path, s3):
+    """Resume restores a phase that holds Tune's experiment state: found through pyarrow in a bucket
+    as on a local path (a local glob of the URI found nothing, so every phase of a study on s3
+    started anew on --resume); tuner.pkl alone (a driver stopped before Tune's first state) is not
+    restorable."""
+    import pyarrow.fs as pafs
+
+    from harness.driver._orchestrate import restorable
+    from harness.driver._storage import file_names
+
+    fs, _ = pafs.FileSystem.from_uri("s3://harness-runs/x")
+    local = tmp_path / "runs" / "s-fixed"
+    local.mkdir(parents=True)
+    for where, write in ((str(local), lambda name: (local / name).write_bytes(b"{}")),
+                         ("s3://harness-runs/runs/s-fixed",
+                          lambda name: fs.open_output_stream(f"harness-runs/runs/s-fixed/{name}").close())):
+        assert file_names(where) == [] and not restorable(where)
+        write("tuner.pkl")
+        assert file_names(where) == ["tuner.pkl"] and not restorable(where)
+        write("experiment_state-2026-12-07_10-00-00.json")
+        assert restorable(where), where
