@@ -154,14 +154,17 @@ class StudyResults:
         return self.qids is not None and all(metric in r.per_query for r in self.runs.values())
 
     def value(self, config: str, seed: str, metric: str) -> float:
-        """Per-run value: the stored one, else the mean of the per-query values; where queries were
-        dropped (``dropped``), the mean over the queries every run has, as the tests see it."""
+        """Per-run value: the mean of the per-query values where the run has them, over the queries
+        every run has (``qids``, in their order: where queries were dropped, as the tests see them),
+        else the stored one. One rule for every source: the stored mean agrees with it to
+        MEAN_TOLERANCE (``build`` checks), but an evaluator's own summation can differ in the last
+        bits, so a table from an MLflow store and one from its exported per-query CSV (no per-run
+        rows) would differ by 1e-16."""
         rec = self.runs[(config, seed)]
-        if self.dropped and self.qids is not None and metric in rec.per_query:
-            return float(np.mean([rec.per_query[metric][q] for q in self.qids]))
-        if metric in rec.values:
-            return float(rec.values[metric])
-        return float(np.mean(list(rec.per_query[metric].values())))
+        if self.qids is not None and metric in rec.per_query:
+            values = rec.per_query[metric]
+            return float(np.mean([values[q] for q in self.qids]))
+        return float(rec.values[metric])
 
     def seed_values(self, config: str, metric: str, seeds: Sequence[str] | None = None) -> np.ndarray:
         """Per-run values of ``config`` in seed order, over ``seeds`` (default: its own, ``seeds_of``)."""
