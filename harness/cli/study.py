@@ -119,7 +119,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     from harness.errors import ConfigError
     from harness.study.validate import confirm_plan, gpu_plan, ray_trials
-    from harness.study.variants import confirm_trials, possible_configs, trial_count, variant_key
+    from harness.study.variants import (
+        confirm_trials,
+        possible_configs,
+        trial_count,
+        trial_count_word,
+        variant_key,
+    )
 
     gpu_memory = getattr(args, "gpu_memory", None)
     if gpu_memory is not None and not (math.isfinite(gpu_memory) and gpu_memory > 0):
@@ -148,7 +154,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
         print("\n".join(schedule_plan(spec)))
     else:
-        print(f"  seeds: {list(spec.seeds)}  ->  {trial_count(spec) - confirm_trials(spec)} trials")
+        print(f"  seeds: {list(spec.seeds)}  ->  {trial_count_word(spec)}{trial_count(spec) - confirm_trials(spec)} "
+              "trials")
     if spec.early_stopping is not None:
         from harness.study.early_stop import rung_steps
 
@@ -159,7 +166,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
               f"by its seeds' mean dev {es.metric} stops with its seeds; the baseline never stops")
     if spec.seeds_per_trial > 1:
         print(f"  seeds per Ray trial: up to {spec.seeds_per_trial} seeds of a configuration in one trial  ->  "
-              f"{'at most ' if spec.seed_schedule else ''}{ray_trials(spec)} Ray trials (one seed run per seed)")
+              f"{trial_count_word(spec)}{ray_trials(spec)} Ray trials (one seed run per seed)")
     if spec.confirm is not None:
         print("\n".join(confirm_plan(spec)))
     elif spec.search is not None:

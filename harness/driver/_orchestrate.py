@@ -41,7 +41,7 @@ from harness.heap import frozen
 from harness.redact import redact_uri
 from harness.study.protocol import TICKET, TrialTicket, group_tickets
 from harness.study.spec import StudySpec
-from harness.study.variants import prepare_study, study_params, trial_count, variant_key
+from harness.study.variants import prepare_study, study_params, trial_count, trial_count_word, variant_key
 from harness.tracking.conventions import PHASE_FIXED, TAG_DUPLICATE_OF
 from harness.tracking.records import StudyRecords
 from harness.tracking.system_metrics import SystemMetrics
@@ -308,7 +308,7 @@ def _drive(spec: StudySpec, resume: bool, log: Progress, tracking_uri: str | Non
     unavailable: ReportUnavailable | None = None
     # System metrics (CPU, memory, GPU where available) sample onto the study run until it ends.
     with SystemMetrics(study_run, uri, progress=log):
-        log(f"study {spec.name}: {'at most ' if spec.seed_schedule else ''}{trial_count(spec)} trials "
+        log(f"study {spec.name}: {trial_count_word(spec)}{trial_count(spec)} trials "
             f"({len(spec.fixed_configs())} fixed configs"
             f"{f' + {spec.search.num_configs} from {spec.search.searcher}' if spec.search else ''} x seeds "
             f"{list(spec.seeds)}); MLflow experiment {spec.name!r} at {redact_uri(uri)}")

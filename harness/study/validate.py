@@ -188,7 +188,8 @@ def _collection_trials(spec: Any, fixed: int) -> str:
             f"{'at most ' if spec.seed_schedule else ''}{fixed * seeds} trials")
     if spec.search is not None:
         n = spec.search.num_configs
-        text += f" + {n} proposal(s) x {seeds} seeds = {n * seeds} search trials"
+        # a searcher that only repeats what it has trained ends early (harness.driver._searchers)
+        text += f" + at most {n} proposal(s) x {seeds} seeds = at most {n * seeds} search trials"
     if spec.confirm is not None:
         text += f" + {confirm_trials(spec) // len(spec.collections)} confirmation trials"
     return text

@@ -105,10 +105,18 @@ def study_params(spec: StudySpec, trials: int) -> dict[str, Any]:
 
 
 def trial_count(spec: StudySpec) -> int:
+    """The study's trials: every fixed configuration, every search proposal and the confirmation,
+    each with its seeds. A bound where ``trial_count_word`` says "at most ": a seed schedule stops
+    early, and a search ends early when its searcher only repeats configurations it has trained."""
     n = len(spec.fixed_configs())
     if spec.search is not None:
         n += spec.search.num_configs * max(1, len(spec.collections))
     return n * len(spec.seeds) + confirm_trials(spec)
+
+
+def trial_count_word(spec: StudySpec) -> str:
+    """"at most " where ``trial_count`` is a bound (a seed schedule, a search), else ""."""
+    return "at most " if spec.seed_schedule is not None or spec.search is not None else ""
 
 
 def confirm_trials(spec: StudySpec) -> int:
