@@ -139,7 +139,10 @@ def study_report(results: StudyResults, options: AnalysisOptions | None = None, 
         # tables): Holm's first step over the analysis's family. The report page, whose tables
         # correct over the whole table, draws its own (harness.present.html_report.page_power).
         family = max((c.family_size for c in analysis.comparisons), default=None)
-        power = power_analysis(results, PowerOptions(metrics=analysis.metrics, family_size=family))
+        # every metric of the analysis's groups (MAP = MRR = MRR@10), so the power names each group
+        # as the tables do, not its first member alone
+        grouped = tuple(m for metric in analysis.metrics for m in analysis.aliases(metric))
+        power = power_analysis(results, PowerOptions(metrics=grouped, family_size=family))
     except DataError as exc:
         skipped = str(exc)
     # An objective identical to a shown metric (MRR@10 = MAP here) is judged as that metric.

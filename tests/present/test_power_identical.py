@@ -45,3 +45,19 @@ def test_power_analyses_identical_metrics_once_at_the_tables_family(identical_cs
         ("better", "map"), ("same", "map"), ("worse", "map")]
     assert data["identical"] == [["map", "mrr"]]
     assert {data["family_size"]} == table_family
+
+
+def test_the_study_report_s_power_names_each_group_as_the_tables_do() -> None:
+    """The power the driver logs (``study_report``, power/power.md) got the analysis's shown metrics
+    alone, so it named the group by its first member ("MAP") and lost the others."""
+    from harness.present.power_text import PowerReport
+    from harness.present.report import study_report
+    from harness.results.stored import StudyResults
+
+    records = synthetic_records(metrics=("map", "mrr"))
+    for r in records:
+        r.per_query["mrr"] = dict(r.per_query["map"])
+    report = study_report(StudyResults.build(records), formats=("md",))
+    assert report.power is not None and report.power.identical == (("map", "mrr"),)
+    text = PowerReport(analysis=report.power).to_markdown()
+    assert "vs base, MAP = MRR**" in text and "MAP = MRR here: equal per-query values in every run" in text
