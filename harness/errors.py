@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 import reprlib
 from collections.abc import Iterable
@@ -83,7 +84,16 @@ class DataError(HarnessError):
 
 # A refused value is shown, never echoed whole: a 10,000-element list or a 1 MB string stays one
 # short line (reprlib abbreviates with "...").
-_SHOWN = reprlib.Repr()
+class _Shown(reprlib.Repr):
+    # Python refuses to write an integer of more than 4300 digits (sys.set_int_max_str_digits),
+    # which YAML's hex and binary forms (0x..., 0b...) produce without that limit: its size instead.
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 10_000:
+            return f"<an integer of {int(x.bit_length() * math.log10(2)) + 1} digits>"
+        return super().repr_int(x, level)
+
+
+_SHOWN = _Shown()
 _SHOWN.maxstring = _SHOWN.maxother = 80
 _SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxdict = _SHOWN.maxset = 8
 _SHOWN.maxlong = 40
@@ -92,8 +102,8 @@ _SHOWN.maxlong = 40
 def shown(value: object) -> str:
     """``value`` as an error message shows it: its repr, abbreviated past about 80 characters.
 
-    >>> shown(1.5), shown(list(range(100)))
-    ('1.5', '[0, 1, 2, 3, 4, 5, 6, 7, ...]')
+    >>> shown(1.5), shown(list(range(100))), shown(16 ** 5000)
+    ('1.5', '[0, 1, 2, 3, 4, 5, 6, 7, ...]', '<an integer of 6021 digits>')
     """
     return _SHOWN.repr(value)
 

@@ -148,6 +148,8 @@ study_case("duplicate-key-in-a-config", ["@P:11:", "curriculum.delta", "first at
            extra="configs:\n  - name: c\n    set:\n      curriculum.delta: 0.3\n      curriculum.delta: 0.5\n")
 study_case("unknown-top-level-key", ["@P:7:", "'seed'", "seeds"], extra="seed: 3\n")
 study_case("missing-name", ["@P", "name"], text="seeds: [1]\n")
+study_case("a-20000-bit-binary-integer", ["@P:", "got <an integer of 6021 digits>"],
+           text="name: s\nseeds: [1, 2]\ntrain: {steps: 0b" + "1" * 20000 + "}\n")
 study_case("missing-seeds", ["@P", "seeds"], text="name: s\n")
 
 # --- 2. study files: names and seeds -----------------------------------------------------------
@@ -440,6 +442,8 @@ SETS: list[tuple[str, str, list[str]]] = [
     # undecodable bytes on a command line arrive as lone surrogates (os.fsdecode)
     ("lone-surrogate", "data.cache_dir=/tmp/a\udcffb", ["--set", "lone surrogate"]),
     ("steps-10-to-the-400", "train.steps=1" + "0" * 400, ["train.steps", "integer of at most"]),
+    # YAML's hex reads past Python's 4300-digit limit on writing an integer: shown by its size
+    ("steps-a-6021-digit-hex", "train.steps=0x" + "f" * 5000, ["train.steps", "got <an integer of 6021 digits>"]),
 ]
 # The message names the assignment as the user wrote it, as a file's names its line; a long or
 # unprintable one is abbreviated or escaped (its own fragments say so).
