@@ -416,6 +416,16 @@ study_case("storage-path-empty", ["@P:6:", "storage_path"], storage="''")
 study_case("storage-path-a-number-list", ["@P:6:", "storage_path"], storage="[1, 2]")
 
 
+# a store file name longer than the filesystem takes: validate and the readers name the store
+for cmd in ("validate", "table"):
+    @case("study file", f"tracking-uri-file-name-too-long-{cmd}")
+    def _(tmp: Path, cmd: str = cmd) -> tuple[list[str], list[str], Path]:
+        p = _write(tmp / "study.yaml", _study_text())
+        db = tmp / ("a" * 300 + ".db")
+        head = ["validate", str(p), "--no-model"] if cmd == "validate" else ["table", "--experiment", "s"]
+        return [*head, "--tracking-uri", f"sqlite:///{db}"], [f"MLflow store {db}", "File name too long"], p
+
+
 @case("study file", "tracking-uri-unknown-scheme")
 def _(tmp: Path) -> tuple[list[str], list[str], Path]:
     p = _write(tmp / "study.yaml", _study_text())

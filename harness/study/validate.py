@@ -303,6 +303,7 @@ def check_tracking_uri(uri: str | None, *, here: bool = True) -> str:
         check_reachable,
         default_tracking_uri,
         sqlite_path,
+        store_size,
     )
 
     uri = uri or default_tracking_uri()
@@ -317,6 +318,8 @@ def check_tracking_uri(uri: str | None, *, here: bool = True) -> str:
         problem = unwritable_dir(db.parent) if here else None
         if problem:
             raise ConfigError(f"tracking URI {uri}: {db.parent}: {problem}")
+        if here:
+            store_size(db)  # a file name too long for the filesystem: one line now, not at the run's store
     elif uri.startswith(("http://", "https://")):
         if here:
             check_reachable(uri)

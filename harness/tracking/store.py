@@ -99,6 +99,16 @@ def artifact_root_for(uri: str) -> str | None:
     return None if db is None else (db.parent / "artifacts").resolve().as_uri()
 
 
+def store_size(db: Path) -> int | None:
+    """The size of the SQLite file ``db``, None where nothing is there; a path the filesystem
+    refuses (a name too long for it, a folder that may not be searched) is one line naming it."""
+    try:
+        return db.stat().st_size if db.exists() else None
+    except OSError as exc:
+        raise HarnessError(f"MLflow store {db}: {exc.strerror or exc}; pass --tracking-uri with a path this "
+                           "machine can open, or set MLFLOW_TRACKING_URI") from None
+
+
 def check_sqlite_store(db: Path, *, may_create: bool = False) -> None:
     """The SQLite file ``db`` is an MLflow store, checked read-only (opening it through MLflow would
     create its tables in an empty file, and a damaged one fails deep in SQLAlchemy): one line when it
@@ -108,13 +118,13 @@ def check_sqlite_store(db: Path, *, may_create: bool = False) -> None:
 
     from harness.textfile import file_kind
 
-    kind = file_kind(db)
+    kind, size = file_kind(db), store_size(db)
     if kind:
         raise HarnessError(f"MLflow store {db}: is {kind}, not an SQLite file")
-    if not db.exists() or db.stat().st_size == 0:
+    if not size:
         if may_create:
             return
-        raise HarnessError(f"no MLflow store at {db}" + (" (the file is empty)" if db.exists() else "")
+        raise HarnessError(f"no MLflow store at {db}" + (" (the file is empty)" if size is not None else "")
                            + "; pass --tracking-uri or set MLFLOW_TRACKING_URI")
     try:
         con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
@@ -168,7 +178,7 @@ def check_existing_store(uri: str) -> None:
     if db is not None:
         from harness.textfile import file_kind
 
-        if not db.is_file() and not file_kind(db):
+        if store_size(db) is None and not file_kind(db):
             raise DataError(f"no MLflow store at {db} (tracking URI {redact_uri(uri)}); pass --tracking-uri "
                             "or set MLFLOW_TRACKING_URI")
         check_sqlite_store(db)  # read-only: never creates tables in an empty file
