@@ -776,8 +776,7 @@ def blame_assignment(exc: ConfigError, items: Sequence[str]) -> ConfigError:
     item = next((i for i in reversed(items) if i.partition("=")[0].strip() == exc.key), None)
     if item is None or str(exc).startswith("--set "):
         return exc
-    item = item if len(item) <= 80 else f"{item[:77]}..."
-    return ConfigError(f"--set {item}: {exc}", key=exc.key)
+    return ConfigError(f"--set {_abbreviated(item)}: {exc}", key=exc.key)
 
 
 def parse_assignments(items: list[str]) -> dict[str, Any]:
@@ -796,6 +795,11 @@ def parse_assignments(items: list[str]) -> dict[str, Any]:
             out[key.strip()] = load_yaml(raw) if raw.strip() else None
         except yaml.YAMLError as exc:
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            raise ConfigError(f"--set {item}: the value of {key.strip()} is malformed YAML ({problem})",
-                              key=key.strip()) from None
+            raise ConfigError(f"--set {_abbreviated(item)}: the value of {key.strip()} is malformed YAML "
+                              f"({_abbreviated(problem, 200)})", key=key.strip()) from None
     return out
+
+
+def _abbreviated(text: str, limit: int = 80) -> str:
+    """``text`` cut to ``limit`` characters with "..." (as ``blame_assignment`` shows an item)."""
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."

@@ -453,6 +453,9 @@ SETS: list[tuple[str, str, list[str]]] = [
     ("lone-surrogate", "data.cache_dir=/tmp/a\udcffb", ["--set", "lone surrogate"]),
     ("steps-10-to-the-400", "train.steps=1" + "0" * 400, ["train.steps", "integer of at most"]),
     # YAML's hex reads past Python's 4300-digit limit on writing an integer: shown by its size
+    # past Python's 4300 digits: the item and the reason abbreviated (the line was 5.3 KB)
+    ("steps-5000-digits", "train.steps=" + "9" * 5000, ["--set train.steps=999", "...: the value of train.steps",
+                                                        "malformed YAML", "4300 digits"]),
     ("steps-a-6021-digit-hex", "train.steps=0x" + "f" * 5000, ["train.steps", "got <an integer of 6021 digits>"]),
 ]
 # The message names the assignment as the user wrote it, as a file's names its line; a long or
@@ -913,6 +916,8 @@ def test_refused_in_one_line(c: Case, tmp_path: Path, capsys: pytest.CaptureFixt
     lines = err.splitlines()
     errors = [ln for ln in lines if ln.startswith("harness: error:")]
     assert rc != 0 and len(errors) == 1 and lines[-1] == errors[0], err
+    # a line a terminal shows: a refused value is abbreviated, never echoed whole (5,000 digits)
+    assert len(errors[0]) <= 1000 + len(str(tmp_path)) * errors[0].count(str(tmp_path)), len(errors[0])
     if c.alone:
         assert lines == errors, err
     wanted = [f.replace("@P", str(at)).replace("@T", str(tmp_path)) for f in fragments]
