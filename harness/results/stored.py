@@ -22,8 +22,11 @@ Seeds are labels (strings), ordered numerically when all are integers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
+from typing import overload
 
 import numpy as np
 
@@ -69,8 +72,9 @@ class StudyResults:
     metrics: tuple[str, ...]
     runs: Mapping[tuple[str, str], RunRecord]
     qids: tuple[str, ...] | None
-    # Queries left out of every test because some runs lack them -> those runs (``_common_qids``).
-    dropped: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Queries left out of every test because some runs lack them -> those runs (``_common_qids``;
+    # a ``Lacking``, which names them when read).
+    dropped: Mapping[str, Sequence[str]] = field(default_factory=dict)
     source: str
     config_ids: Mapping[str, str] = field(default_factory=dict)
     # Configurations stopped early (harness.study.early_stop), left out: label -> where and why.
@@ -264,21 +268,66 @@ def _check_means(source: str, rec: RunRecord) -> None:
 
 
 def _common_qids(source: str, runs: Mapping[tuple[str, str], RunRecord]
-                 ) -> tuple[tuple[str, ...] | None, dict[str, tuple[str, ...]]]:
+                 ) -> tuple[tuple[str, ...] | None, dict[str, Lacking]]:
     """The queries every per-query list has (None when no run has any), and each query some lists
-    lack with the runs ("ls seed 2 (map)") that lack it."""
-    lists = [((config, seed, metric), set(values)) for (config, seed), rec in runs.items()
+    lack with the runs ("ls seed 2 (map)") that lack it (``Lacking``: named as they are read, so a
+    file whose runs each have queries of their own costs its size, not its queries times its runs)."""
+    lists = [((config, seed, metric), values) for (config, seed), rec in runs.items()
              for metric, values in rec.per_query.items()]
     if not lists:
         return None, {}
-    every = set.union(*(q for _, q in lists))
-    common = set.intersection(*(q for _, q in lists))
+    having = Counter(q for _, values in lists for q in values)
+    common = {q for q, n in having.items() if n == len(lists)}
     if not common:
-        raise DataError(f"{source}: the runs have no query in common ({len(every)} queries, each missing "
+        raise DataError(f"{source}: the runs have no query in common ({len(having)} queries, each missing "
                         "from some run's per-query values); nothing can be paired")
-    dropped = {q: tuple(f"{c} seed {s} ({m})" for (c, s, m), have in lists if q not in have)
-               for q in sorted(every - common)}
+    shared = tuple(lists)
+    dropped = {q: Lacking(q, len(lists) - having[q], shared) for q in sorted(having.keys() - common)}
     return tuple(sorted(common)), dropped
+
+
+class Lacking(Sequence[str]):
+    """The runs ("ls seed 2 (map)") whose per-query values lack ``query``, in the order of the
+    runs: its length is counted once, its names are read off the per-query lists when asked for.
+    The first few (all a footnote shows) cost the runs that have the query and those few, so a
+    query that one run has and a thousand lack costs no thousand names; a tuple of them compares
+    equal to it."""
+
+    __slots__ = ("_count", "_lists", "query")
+
+    def __init__(self, query: str, count: int,
+                 lists: Sequence[tuple[tuple[str, str, str], Mapping[str, float]]]) -> None:
+        self.query, self._count, self._lists = query, count, lists
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        return (f"{c} seed {s} ({m})" for (c, s, m), values in self._lists if self.query not in values)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[str, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> str | tuple[str, ...]:
+        if isinstance(index, slice) and index.step in (None, 1) and (index.start or 0) >= 0 \
+                and index.stop is not None and index.stop >= 0:  # a prefix's part: read no further
+            return tuple(islice(self, index.start, index.stop))
+        if isinstance(index, int) and 0 <= index < self._count:
+            return next(islice(self, index, None))
+        return tuple(self)[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Lacking | tuple | list):
+            return len(other) == self._count and tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def __repr__(self) -> str:
+        return repr(tuple(self))
 
 
 def _some(qids: set[str]) -> str:

@@ -1,0 +1,71 @@
+"""A long results CSV costs memory and work in proportion to its size, whatever it holds: the runs
+of a file whose runs each have queries of their own (a truncated or mixed-up export) are named
+once, not once per query they lack."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from harness.present.table import dropped_note
+from harness.results.longcsv import read_long_csv
+
+
+def _own_queries_csv(path: Path, seeds: int, own: int) -> Path:
+    """Configurations a and b, ``seeds`` seeds, MAP per query: queries s0 and s1 every run has, and
+    ``own`` queries of each run's own (which every other run lacks)."""
+    lines = ["config,seed,metric,value,query"]
+    for config in "ab":
+        for seed in range(seeds):
+            lines += [f"{config},{seed},map,0.5,s0", f"{config},{seed},map,0.5,s1"]
+            lines += [f"{config},{seed},map,0.25,{config}{seed}x{k}" for k in range(own)]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("seeds", [200, pytest.param(400, marks=pytest.mark.slow)])
+def test_queries_missing_from_most_runs_cost_the_file_s_size(tmp_path: Path, seeds: int) -> None:
+    # 50 queries of each run's own, each missing from every other run: naming every run that lacks each one
+    # took 0.7 GB for the 0.45 MB file of 200 seeds, 2.7 GB for the 0.9 MB one of 400
+    path = _own_queries_csv(tmp_path / "own.csv", seeds=seeds, own=50)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        results = read_long_csv(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * size, f"{peak / 2**20:.0f} MiB for a {size / 2**20:.2f} MiB file"
+    assert results.qids == ("s0", "s1") and len(results.dropped) == 2 * seeds * 50
+    last = seeds - 1
+    lacking = results.dropped[f"b{last}x49"]
+    assert len(lacking) == 2 * seeds - 1 and lacking[:2] == ("a seed 0 (map)", "a seed 1 (map)")
+    assert f"b seed {last} (map)" not in lacking and lacking[-1] == f"b seed {last - 1} (map)"
+    assert dropped_note(results.dropped, len(results.qids)).startswith(
+        f"{100 * seeds} of {100 * seeds + 2} queries are missing from some runs and left out: a0x0 (missing from a seed 1 (map), "
+        "a seed 2 (map), ...); a0x1 (missing from ")
+
+
+def test_the_runs_lacking_a_query_read_as_before(tmp_path: Path) -> None:
+    """Each dropped query's runs, in the runs' order, as a tuple of them compares, and the footnote
+    word for word."""
+    path = tmp_path / "few.csv"
+    rows = ["config,seed,metric,value,query"]
+    missing = {"q3": {("a", "2"), ("b", "1"), ("b", "3")}, "q4": {("b", "2")}}
+    for config in "ab":
+        for seed in "123":
+            rows += [f"{config},{seed},map,0.{seed}{q},q{q}" for q in range(1, 6)
+                     if (config, seed) not in missing.get(f"q{q}", ())]
+    path.write_text("\n".join(rows) + "\n")
+    results = read_long_csv(path)
+    assert results.qids == ("q1", "q2", "q5")
+    assert results.dropped == {"q3": ("a seed 2 (map)", "b seed 1 (map)", "b seed 3 (map)"),
+                               "q4": ("b seed 2 (map)",)}
+    assert list(results.dropped["q3"]) == ["a seed 2 (map)", "b seed 1 (map)", "b seed 3 (map)"]
+    assert results.dropped["q3"][1] == "b seed 1 (map)" and results.dropped["q3"][-1] == "b seed 3 (map)"
+    assert dropped_note(results.dropped, len(results.qids)) == (
+        "2 of 5 queries are missing from some runs and left out: q3 (missing from a seed 2 (map), b seed 1 "
+        "(map), ...); q4 (missing from b seed 2 (map)). Every mean and test here is over the 3 queries every "
+        "run has.")
