@@ -44,6 +44,9 @@ NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 # that its sums and squares (means, variances) stay finite.
 UNIT_RANGE = frozenset(METRIC_KEYS)
 MAX_MAGNITUDE = 1e12
+# A seed in digits is a number (the tables order seeds by it): one longer is no seed a generator
+# takes, and past 4300 digits Python reads it as no number at all.
+MAX_SEED_DIGITS = 100
 
 
 def strict_value(text: str, metric: str, where: str) -> float:
@@ -248,7 +251,11 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
         if seed.upper() in SEED_ROW_NAMES:
             raise DataError(f"{where}: seed {seed!r} is the name of a table's mean or SD row; name the "
                             "seed otherwise (1, 2, ...)")
-        number = str(int(seed)) if seed.isascii() and seed.isdigit() else seed
+        digits = seed.lstrip("+-")
+        if digits.isdigit() and len(digits) > MAX_SEED_DIGITS:  # int() reads no more than 4300
+            raise DataError(f"{where}: seed {shown(seed)} has {len(digits)} digits; a seed has at most "
+                            f"{MAX_SEED_DIGITS}")
+        number = (seed.lstrip("0") or "0") if seed.isascii() and seed.isdigit() else seed
         first = spelled.setdefault(number, (seed, where))
         if first[0] != seed:  # 1 and 01: two seeds in the tables, one seed's runs
             raise DataError(f"{where}: seed {seed!r} is seed {first[0]!r} ({first[1]}) written otherwise; "

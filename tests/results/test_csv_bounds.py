@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import DataError
 from harness.present.table import dropped_note
 from harness.results.longcsv import read_long_csv
 
@@ -69,3 +70,30 @@ def test_the_runs_lacking_a_query_read_as_before(tmp_path: Path) -> None:
         "2 of 5 queries are missing from some runs and left out: q3 (missing from a seed 2 (map), b seed 1 "
         "(map), ...); q4 (missing from b seed 2 (map)). Every mean and test here is over the 3 queries every "
         "run has.")
+
+
+@pytest.mark.parametrize("command", ["table", "power"])
+@pytest.mark.parametrize("seed", ["1" * 5000, "0" * 5000 + "1", "-" + "7" * 4400])
+def test_a_seed_of_thousands_of_digits_is_refused_in_one_line(tmp_path: Path, run_cli, command: str,
+                                                               seed: str) -> None:
+    # Python reads no integer of more than 4300 digits: seed 1 written so was a ValueError's traceback
+    path = tmp_path / "long_seed.csv"
+    rows = [f"{c},{s},map,0.{i}{q},q{q}" for s in ("1", "2", seed) for i, c in enumerate("ab", 1) for q in (1, 2, 3)]
+    path.write_text("config,seed,metric,value,query\n" + "\n".join(rows) + "\n")
+    rc, out, err = run_cli(command, "--from", str(path))
+    digits = len(seed.lstrip("-"))
+    assert rc == 2 and not out, (rc, out)
+    assert err.startswith(f"harness: error: {path}:14: seed '") and err.count("\n") == 1, err
+    assert f"' has {digits} digits; a seed has at most 100" in err and len(err) < 300, err
+
+
+def test_a_seed_of_a_hundred_digits_is_a_number(tmp_path: Path) -> None:
+    """The longest seed taken, ordered as a number, and the same seed zero-padded recognised as it."""
+    big = "9" * 100
+    rows = [f"{c},{s},map,0.{i}" for i, s in enumerate((big, "2")) for c in "ab"]
+    path = tmp_path / "seeds.csv"
+    path.write_text("config,seed,metric,value\n" + "\n".join(rows) + "\n")
+    assert read_long_csv(path).seeds == ("2", big)
+    path.write_text(path.read_text() + f"a,{'0' * 99}2,map,0.5\n")
+    with pytest.raises(DataError, match=rf"^{path}:6: seed '0+2' is seed '2' \({path}:4\) written otherwise"):
+        read_long_csv(path)
