@@ -47,6 +47,8 @@ MAX_MAGNITUDE = 1e12
 # A seed in digits is a number (the tables order seeds by it): one longer is no seed a generator
 # takes, and past 4300 digits Python reads it as no number at all.
 MAX_SEED_DIGITS = 100
+# Control characters (Unicode's category Cc: C0, DEL and C1), which no name cell may hold (``_cell``).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def strict_value(text: str, metric: str, where: str) -> float:
@@ -285,8 +287,15 @@ def _read_collection(header: Sequence[str], rows: Iterable[tuple[str, Mapping[st
 def _cell(row: Mapping[str, Any], column: str, where: str) -> str:
     """A name cell's text: stripped, and without the ``'`` that the harness's CSV writers put
     before a name that starts like a spreadsheet formula (textfile.csv_cell), so an exported name
-    reads back as itself. A line break is refused: a name is one line of a table."""
+    reads back as itself. A line break is refused: a name is one line of a table; so is any other
+    control character (NUL, tab, escape ...), which a table would show as nothing or as a space (two
+    names that read alike) or pass to a terminal, and a NUL no file or MLflow tag holds."""
     text = csv_text(str(row.get(column) or "").strip())
     if "\n" in text or "\r" in text:
         raise DataError(f"{where}: {column} {shown(text)} holds a line break; a name is one line")
+    control = CONTROL.search(text)
+    if control:
+        what = "a NUL character" if control[0] == "\0" else f"a control character (U+{ord(control[0]):04X})"
+        raise DataError(f"{where}: {column} {shown(text)} holds {what} at position {control.start()}; "
+                        "a name is printable text")
     return text

@@ -4,14 +4,17 @@ once, not once per query they lack."""
 
 from __future__ import annotations
 
+import csv
+import re
 import tracemalloc
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.errors import DataError
 from harness.present.table import dropped_note
-from harness.results.longcsv import read_long_csv
+from harness.results.longcsv import read_frame_collections, read_long_collections, read_long_csv
 
 
 def _own_queries_csv(path: Path, seeds: int, own: int) -> Path:
@@ -97,3 +100,55 @@ def test_a_seed_of_a_hundred_digits_is_a_number(tmp_path: Path) -> None:
     path.write_text(path.read_text() + f"a,{'0' * 99}2,map,0.5\n")
     with pytest.raises(DataError, match=rf"^{path}:6: seed '0+2' is seed '2' \({path}:4\) written otherwise"):
         read_long_csv(path)
+
+
+# (column, cell, what the message says): a name that a table would print unseen, as a space or as a
+# terminal's command; a NUL, which no file name or MLflow tag takes
+CONTROLS = [("config", "b\0x", "a NUL character at position 1"),
+            ("seed", "2\x01", "a control character (U+0001) at position 1"),
+            ("metric", "m\tap", "a control character (U+0009) at position 1"),
+            ("query", "q\x1b[31m", "a control character (U+001B) at position 1"),
+            ("collection", "c\x7f", "a control character (U+007F) at position 1"),
+            ("collection", "\x9bc", "a control character (U+009B) at position 0")]
+
+
+def _table_with(column: str, cell: str) -> tuple[list[str], list[list[str]]]:
+    """A long results table over collection c1 whose fourth record has ``cell`` in ``column``."""
+    header = ["config", "seed", "metric", "value", "query", "collection"]
+    rows = [[c, s, "map", f"0.{i}{q}", f"q{q}", "c1"] for s in ("1", "2") for i, c in enumerate("ab", 1)
+            for q in (1, 2)]
+    rows[2][header.index(column)] = cell
+    return header, rows
+
+
+@pytest.mark.parametrize(("column", "cell", "what"), CONTROLS,
+                         ids=["config-NUL", "seed-SOH", "metric-tab", "query-ESC", "collection-DEL", "collection-CSI"])
+def test_a_control_character_in_a_name_is_refused_naming_file_line_and_column(
+        tmp_path: Path, run_cli, column: str, cell: str, what: str) -> None:
+    header, rows = _table_with(column, cell)
+    path = tmp_path / "controls.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    with pytest.raises(DataError) as caught:
+        read_long_collections(path)
+    assert str(caught.value) == f"{path}:4: {column} {cell.strip()!r} holds {what}; a name is printable text"
+    rc, out, err = run_cli("table", "--from", str(path))
+    assert rc == 2 and not out and err == f"harness: error: {caught.value}\n"
+    frame = pd.DataFrame(rows, columns=header)
+    with pytest.raises(DataError, match=rf"^DataFrame row 2: {column} .* holds {re.escape(what)}"):
+        read_frame_collections(frame)
+
+
+def test_a_quoted_line_break_and_an_edge_tab_in_names(tmp_path: Path) -> None:
+    """A quoted line break is refused where its record starts; a tab at a cell's end is stripped
+    with the spaces, as it always was."""
+    header, rows = _table_with("config", "b\nx")
+    path = tmp_path / "breaks.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    with pytest.raises(DataError, match=rf"^{re.escape(str(path))}:4: a quoted field runs past the end of its line"):
+        read_long_collections(path)
+    header, rows = _table_with("config", "\tb\t")
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        csv.writer(fh).writerows([header, *rows])
+    assert read_long_collections(path)["c1"].configs == ("a", "b")
