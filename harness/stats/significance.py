@@ -68,7 +68,7 @@ from types import MappingProxyType
 
 import numpy as np
 
-from harness.errors import ConfigError, DataError, UnknownName, is_integer, is_number, refuse
+from harness.errors import ConfigError, DataError, UnknownName, is_integer, is_number, refuse, shown
 from harness.metrics.measures import known_measure, lower_is_better, metric_key
 from harness.registry import Registry
 from harness.results.stored import StudyResults
@@ -189,7 +189,7 @@ class Markers:
     def __post_init__(self) -> None:
         if not self.levels or any(not 0.0 < a < 1.0 for a in self.levels) \
                 or list(self.levels) != sorted(set(self.levels), reverse=True):
-            raise ConfigError(f"levels must be strictly decreasing values in (0, 1), got {list(self.levels)}")
+            raise ConfigError(f"levels must be strictly decreasing values in (0, 1), got {shown(list(self.levels))}")
         most = min(len(self.better), len(self.worse), len(self.query_better), len(self.query_worse))
         if len(self.levels) > most:
             raise ConfigError(f"levels: at most {most} levels have symbols, got {len(self.levels)}")
