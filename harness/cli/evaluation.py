@@ -176,6 +176,23 @@ def _check_from(args: argparse.Namespace) -> None:
                           "it reads; give another file")
 
 
+def _check_plots(directory: Path) -> None:
+    """Refuse a ``--plots`` folder that cannot be made or written before the source is read: a
+    file there (or /dev/null) ran the whole analysis and wrote ``--output``, then failed on the
+    first PNG ("map.png: cannot write the plot: ...: File exists"), naming neither the option nor
+    the cause."""
+    from harness.errors import ConfigError
+    from harness.textfile import unwritable_dir
+
+    try:
+        problem = unwritable_dir(directory)
+    except OSError as exc:  # a parent that cannot be looked into
+        problem = exc.strerror or str(exc)
+    if problem:
+        raise ConfigError(f"--plots {directory}: {problem}; --plots names a folder to write one PNG per "
+                          "metric into (made if missing)")
+
+
 def _collections_and_note(args: argparse.Namespace) -> tuple[dict[str, StudyResults], str]:
     """``load_collections`` and, for an MLflow study, ``incomplete_note``'s sentence ("" when it is
     finished, and for a CSV), both from one read of its runs: `harness table`'s and `power`'s."""
@@ -195,6 +212,8 @@ def run_table(args: argparse.Namespace) -> int:
                            correction=args.correction, family=args.family, levels=tuple(args.levels),
                            seed=args.seed, resamples=args.resamples, one_seed_test=args.one_seed_test,
                            lower_better=tuple(args.lower_better or ()))
+    if args.plots is not None:
+        _check_plots(args.plots)
     collections, incomplete = _collections_and_note(args)
     if incomplete:
         from harness.results.mlflow_reader import with_note
