@@ -66,6 +66,14 @@ from harness.stats.roots import brentq
 MAXPTS_PER_DIM = 4000
 QMC_SEED = 0
 RIDGE = 1e-6
+# The largest family (K comparisons) max-t integrates over. Each box probability is a quasi-Monte
+# Carlo integral of up to MAXPTS_PER_DIM * K points in K dimensions, taken at every comparison's
+# statistic and at each step of the critical value's root: a family costs about K^3. Measured on a
+# 2-core machine (one family, seed-averaged t-test, 3 and 50 queries; docs/statistics.md, "Max-t"):
+# 1-3 s at K = 5-10, 3-7 s at 15, 6-24 s at 20, 10-50 s at 25, 19-60 s at 30, 70 s at 40, 165 s at
+# 50; a table of 100 ran past 4 minutes, one of 1000 took gigabytes. ``significance.analyse``
+# refuses a larger family before any test runs (``maxt_too_large``), ``max_abs_sf`` one it is given.
+MAXT_MAX_FAMILY = 20
 
 
 def marginal_sf(x: np.ndarray | float, df: float) -> np.ndarray:
@@ -86,11 +94,14 @@ def max_abs_sf(x: np.ndarray | Sequence[float], corr: np.ndarray, df: float, *,
                maxpts_per_dim: int = MAXPTS_PER_DIM) -> np.ndarray:
     """P(max_j |T_j| >= x) for each threshold x, T central multivariate t (correlation ``corr``,
     ``df``; normal when infinite); deterministic (module docstring)."""
-    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
-
     xs = np.abs(np.asarray(x, dtype=np.float64))
     r = np.atleast_2d(np.asarray(corr, dtype=np.float64))
     k = len(r)
+    if k > MAXT_MAX_FAMILY:  # the caller's check (significance.analyse) names the way out
+        raise DataError(f"max-t over {k} comparisons: at most {MAXT_MAX_FAMILY} (MAXT_MAX_FAMILY), its "
+                        "integral growing with the cube of the family")
+    from scipy import stats  # the rest of scipy.stats only where it runs (harness.stats.distributions)
+
     if k == 1:
         return marginal_sf(xs, df)
     r = _positive_definite(r)
@@ -129,6 +140,9 @@ def critical_value(corr: np.ndarray, df: float, alpha: float, *, phantoms: int =
     if not 0.0 < alpha < 1.0:
         raise DataError(f"alpha must be in (0, 1), got {alpha}")
     k = len(np.atleast_2d(corr))
+    if k > MAXT_MAX_FAMILY:  # as max_abs_sf, before the root is bracketed
+        raise DataError(f"max-t over {k} comparisons: at most {MAXT_MAX_FAMILY} (MAXT_MAX_FAMILY), its "
+                        "integral growing with the cube of the family")
 
     def gap(c: float) -> float:
         return float(max_abs_sf([c], corr, df, maxpts_per_dim=maxpts_per_dim)[0]

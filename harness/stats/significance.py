@@ -42,7 +42,8 @@ which excludes 0 exactly when the adjusted p-value is below 1 - confidence. Stop
 enter it by a union bound. It needs a statistic with a t form whose correlation the queries give
 (corrections.MAXT_TESTS: per-seed, seed-averaged): the Wilcoxon and randomisation tests have no t
 form, and under the crossed and across-seeds tests the joint null would rest on the seeds, too few
-to estimate it (``maxt_refused``).
+to estimate it (``maxt_refused``). Its integral grows with the cube of the family, so a family past
+maxt.MAXT_MAX_FAMILY comparisons is refused before any test runs (``maxt_too_large``).
 
 Markers: a comparison is marked at the strictest level its adjusted p-value is below, with the
 ``better`` symbol when the test's estimate (``PairedResult.point``: the mean difference, or the
@@ -392,6 +393,32 @@ def maxt_refused(test: str) -> ConfigError:
                        f"the {test} test has none")
 
 
+def maxt_family_size(results: StudyResults, metrics: Sequence[str], pairing: str, family: str) -> int:
+    """The comparisons of the largest family ``analyse`` corrects, counted from the design before
+    any test runs (``metrics`` after identical ones are merged): every candidate once per metric,
+    once per seed it has under the per-seed pairing; the metric family holds one metric's, the
+    family ``all`` every metric's. Stopped configurations are not counted: max-t adds them by a
+    union bound, not as dimensions of its integral."""
+    per_metric = sum(len(results.seeds_of(c)) if pairing == "per-seed" else 1 for c in results.configs[1:])
+    return per_metric * (len(metrics) if family == "all" else 1)
+
+
+def maxt_too_large(size: int, results: StudyResults, metrics: Sequence[str], test: str,
+                   family: str) -> ConfigError:
+    """Why ``--correction maxt`` does not run on a family of ``size`` comparisons, past
+    maxt.MAXT_MAX_FAMILY, and the smaller families (or Holm) that would do, in one line."""
+    ways = []
+    if family == "all" and len(metrics) > 1:
+        ways += ["--family metric (each metric's comparisons apart)", "fewer metrics (--metric)"]
+    if test == "per-seed" and len(results.seeds) > 1:
+        ways.append("--test seed-averaged (a comparison per configuration, not per seed)")
+    ways.append("fewer configurations")
+    whose = "every metric's together" if family == "all" else "each metric's"
+    return ConfigError(f"correction maxt: a family of {size} comparisons ({whose}) is over max-t's limit of "
+                       f"{_maxt.MAXT_MAX_FAMILY}, its integral growing with the cube of the family (minutes "
+                       f"past 40); use holm (the default), or a smaller family: {', '.join(ways)}")
+
+
 def resolve_test(results: StudyResults, metrics: Sequence[str], test: str,
                  one_seed_test: str | None = None) -> tuple[str, bool, str | None]:
     """(test name, per-run only, remark): auto picks crossed when per-query values and at least 2 seeds
@@ -448,6 +475,10 @@ def analyse(results: StudyResults, options: AnalysisOptions | None = None) -> An
         metrics = tuple(g[0] for g in groups)
         identical = tuple(g for g in groups if len(g) > 1)
     design = TESTS[test]
+    if options.correction == MAXT:  # before any test runs: a family past the limit runs for minutes
+        size = maxt_family_size(results, metrics, design.pairing, options.family)
+        if size > _maxt.MAXT_MAX_FAMILY:
+            raise maxt_too_large(size, results, metrics, test, options.family)
     pairing = PAIRINGS.get(design.pairing)
     raw: list[tuple[str, str, str | None, PairedResult]] = []
     diffs: list[np.ndarray] = []
