@@ -20,6 +20,7 @@ A split left without a query (an empty queries file, or no run lines for its que
 Contexts and candidates are taken as the files give them (``data.context_turns``, ``negatives``,
 ``protocol`` and ``depth`` shape the embedded set only; ``train.sampler`` must be ``dataset``).
 A UTF-8 byte-order mark at the start of a file (spreadsheet programs write one) is dropped.
+Numbers (labels, ranks, grades, scores) are plain ASCII decimals (``_NUMBER``).
 Every problem raises ``DataError`` naming ``FILE:LINE`` and what is wrong, on one line.
 ``fingerprint`` of the result: sha256 of the format, ``BUILD_VERSION`` and the files' bytes.
 """
@@ -27,6 +28,7 @@ Every problem raises ``DataError`` naming ``FILE:LINE`` and what is wrong, on on
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,12 @@ from harness.records import Candidate, Query, Splits
 
 SPLITS = ("train", "dev", "test")
 _DEV_NAMES = ("valid", "dev")
+# Numbers as the files' formats write them, ASCII digits only: int() and float() also read "1_0"
+# (Python's digit separator) and full-width or other scripts' digits ("１０"), which no TREC tool
+# writes. The long-CSV reader's rule (harness.results.longcsv.NUMBER), kept here rather than
+# imported: that import would load the results package and ir_measures with every data read.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -77,17 +85,22 @@ def _split_file(directory: Path, split: str, pattern: str) -> Path:
     raise DataError(f"{directory}: missing {wanted}")
 
 
+def _plain(text: str) -> str:
+    """What a refusal of ``text`` adds where it has digits ("1_0", "１０"; Python would read both):
+    why it is refused all the same."""
+    return "; write plain ASCII digits (0-9), without separators" if any(ch.isdigit() for ch in text) else ""
+
+
 def _int(text: str, where: str, what: str) -> int:
-    """``text`` as an int of at most 18 digits (a relevance grade, a rank); else one line with the
-    text abbreviated (a 5000-digit value was called no integer and echoed whole)."""
+    """``text`` as an int of at most 18 ASCII digits (a relevance grade, a rank); else one line with
+    the text abbreviated (a 5000-digit value was called no integer and echoed whole)."""
+    if not _INTEGER.fullmatch(text.strip()):
+        raise DataError(f"{where}: {what} must be an integer, got {shown(text)}{_plain(text)}")
     digits = text.strip().lstrip("+-")
-    if digits.isdigit() and len(digits) > 18:
+    if len(digits) > 18:
         raise DataError(f"{where}: {what} must be an integer of at most 18 digits, got {shown(text)} "
                         f"({len(digits)} digits)")
-    try:
-        return int(text)
-    except ValueError:
-        raise DataError(f"{where}: {what} must be an integer, got {shown(text)}") from None
+    return int(text)
 
 
 # --- MSDialog / MANtIS ------------------------------------------------------------------------
@@ -200,12 +213,11 @@ def _read_run(path: Path, qids: dict[str, tuple[str, int]]) -> dict[str, list[_R
         if (qid, docid) in seen:
             raise DataError(f"{where}: duplicate document {docid!r} for query {qid!r}")
         seen.add((qid, docid))
-        try:
-            value = float(score)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise DataError(f"{where}: score (column 5) must be a finite number, got {score!r}")
+        decimal = _NUMBER.fullmatch(score) is not None
+        value = float(score) if decimal else math.nan
+        if not math.isfinite(value):  # "nan", "inf", "1e999"; "1_0.5" and "１０.5" are no decimals
+            raise DataError(f"{where}: score (column 5) must be a finite number, got "
+                            f"{shown(score)}{'' if decimal else _plain(score)}")
         out.setdefault(qid, []).append(_RunLine(where, docid, _int(rank, where, "rank (column 4)"), value))
     return out
 
