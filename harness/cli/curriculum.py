@@ -59,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
     for option, value in (("--delta", args.delta), ("--T", args.T), ("--n", args.n)):
         if not math.isfinite(value):  # inf * 0 made the first step NaN: a traceback in the loop
             raise ConfigError(f"{option} must be a finite number, got {value}")
-    if args.at and not all(math.isfinite(s) and s >= 0 for s in args.at):
-        raise ConfigError(f"--at steps must be finite numbers >= 0, got {' '.join(map(str, args.at))}")
+    # Only the steps at fault: "got -1 1e+300" for --at -1 1e300 blamed the good one too.
+    if bad := [s for s in (args.at or ()) if not (math.isfinite(s) and s >= 0)]:
+        more = f" (and {len(bad) - 8} more)" if len(bad) > 8 else ""
+        raise ConfigError(f"--at steps must be finite numbers >= 0, got {' '.join(map(_fmt_step, bad[:8]))}{more}")
     curves = _curves(args.functions, args.n)
     delta, T = args.delta, args.T
     PACING.get(curves[0][1])(0, delta=delta, T=T, n=curves[0][2])  # validates delta and T once
