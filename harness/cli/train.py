@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.config import (
     MAX_SEED,
+    MAX_YAML_BYTES,
     KeyLines,
     TrialConfig,
     blame_assignment,
@@ -59,6 +60,7 @@ def load_config(path: Path | None, assignments: list[str], seed: int | None) -> 
     flat: dict[str, Any] = {}
     lines: KeyLines | None = None
     if path is not None:
+        _check_config_size(path)
         loaded, _, lines = read_yaml(path, "config file")
         if not isinstance(loaded, dict | None):
             raise ConfigError(f"{path}: expected a mapping of config keys")
@@ -82,6 +84,21 @@ def load_config(path: Path | None, assignments: list[str], seed: int | None) -> 
         if lines is None or exc.key not in from_file:
             raise blame_assignment(exc, assignments) from None
         raise ConfigError(f"{path}{lines.at(exc.key)}: {exc}", key=exc.key) from None
+
+
+def _check_config_size(path: Path) -> None:
+    """A ``--config`` file over ``MAX_YAML_BYTES`` is refused unread, in words about a config file:
+    read_yaml's own refusal is a study file's ("list fewer configurations or seeds, or split the
+    study"), and a config file holds one configuration's keys, so one that large is likely not the
+    file meant (a FIFO or a missing file is left to read_yaml, which names what it is)."""
+    try:
+        size = path.stat().st_size if path.is_file() else 0
+    except OSError:
+        return
+    if size > MAX_YAML_BYTES:
+        raise ConfigError(f"--config {path}: a config file holds at most {MAX_YAML_BYTES // 1024} KiB, this one "
+                          f"{size} bytes; it sets the keys of one configuration (a few lines): is it the file "
+                          "you meant?")
 
 
 def _fmt(metrics: dict[str, float]) -> str:
