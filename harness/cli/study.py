@@ -197,12 +197,55 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+# A host name as RFC 1123 writes one: dot-separated labels of 1-63 letters, digits and hyphens, no
+# hyphen at either end of a label, at most 253 characters, a final dot allowed; and an underscore,
+# which /etc/hosts and container networks take in names the resolver finds.
+_LABEL = r"(?!-)[A-Za-z0-9_-]{1,63}(?<!-)"
+_HOSTNAME = rf"(?=.{{1,253}}\.?$){_LABEL}(?:\.{_LABEL})*\.?"
+
+
+def listen_host(host: str) -> str:
+    """The address ``--host`` names, as the server binds it (an IPv6 literal without its brackets),
+    refused in one line unless it is an IP address or a syntactically valid host name. Checked
+    before anything starts: ``999.1.1.1`` or ``bad host`` printed the UI's addresses, started the
+    server and ended 15 s later on MLflow's own errors. A name whose last label is a number reads as
+    an IPv4 address (RFC 1123, 2.1) and must be one."""
+    import ipaddress
+    import re
+
+    from harness.errors import refuse
+
+    rule = "an IP address or a host name"
+    bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        if bare != host:
+            raise refuse("--host", host, "an IPv6 address inside [brackets]") from None
+        if re.fullmatch(r"[0-9]+", host.rstrip(".").rpartition(".")[2]):
+            try:
+                ipaddress.IPv4Address(host)
+                reason = "not an address"
+            except ValueError as exc:  # its reason without the address it repeats whole ("... in '999.1.1.1'")
+                reason = str(exc).partition(" in ")[0]
+            raise refuse("--host", host, rule, why=f"it reads as an IPv4 address and is none "
+                         f"({reason[:1].lower()}{reason[1:]})") from None
+        if not re.fullmatch(_HOSTNAME, host):
+            raise refuse("--host", host, rule, why="a name is dot-separated labels of at most 63 letters, "
+                         "digits, hyphens and underscores") from None
+        return host
+    if bare != host and address.version != 6:
+        raise refuse("--host", host, "an IPv6 address inside [brackets]")
+    return bare
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
     from harness.redact import redact_uri
 
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be a TCP port in 1-65535, got {args.port}")
+    args.host = listen_host(args.host)
     if not is_loopback(args.host) and not getattr(args, "allow_remote", False):
         raise ConfigError(f"--host {args.host} is not a loopback address: the MLflow UI serves the store's "
                           "whole write API without authentication to anyone who reaches it; use "
@@ -217,7 +260,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(f"harness: warning: serving the MLflow UI on {args.host}: anyone who reaches port {args.port} "
               "can read, change and delete every study in this store (no authentication)",
               file=sys.stderr, flush=True)
-    url = f"http://{args.host}:{args.port}"
+    url = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
     pages = ui.study_pages(uri)
     # The address to open is a study's runs table on the model-training side of the UI: MLflow's
     # root opens on its GenAI side, whose experiment page is an overview of traces.
