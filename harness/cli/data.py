@@ -68,6 +68,12 @@ def _build(args: argparse.Namespace) -> int:
     from harness.data.load import load_splits
 
     cfg = data_config(args)
+    if cfg.source == "chitchat":  # the one source it caches: its job is the cache, so first see it can be written
+        from harness.cachedir import cache_problem
+
+        # --cache-dir /etc/passwd built for 100 s before "built but not cached"; /proc/nope built on
+        if problem := cache_problem(cfg.cache_dir, option="--cache-dir"):
+            raise ConfigError(problem, key="data.cache_dir" if cfg.cache_dir else None)
     splits = load_splits(cfg, progress=_stderr)
     cached = None
     if cfg.source == "chitchat":
