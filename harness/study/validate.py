@@ -79,6 +79,7 @@ def validate_study(spec: Any, *, tracking_uri: str | None, check_tracking: bool 
             for model in dict.fromkeys(cfg.model for cfg in configs):
                 check_model_fits(model)
             check_storage(spec)
+            check_cache(configs)
             for cfg in configs:
                 try:
                     check_data(cfg.data)
@@ -278,6 +279,18 @@ def check_data(data: DataConfig) -> None:
     check = get(data.source).check
     if check is not None:
         check(data)
+
+
+def check_cache(configs: list[TrialConfig]) -> None:
+    """The data cache of every configuration that builds the embedded set can be written: a trial
+    whose build cannot be cached warned and built it again, so a study with HARNESS_CACHE naming a
+    file built the data in every trial (minutes each), and ``validate`` said nothing of it."""
+    from harness.cachedir import cache_problem
+
+    for folder in dict.fromkeys(c.data.cache_dir for c in configs if c.data.source == "chitchat"):
+        if problem := cache_problem(folder):
+            raise ConfigError(f"{problem} (every trial would build the data again)",
+                              key="data.cache_dir" if folder else None)
 
 
 def check_storage(spec: Any) -> None:
