@@ -20,12 +20,16 @@ def cache_problem(override: str | os.PathLike[str] | None = None, *, option: str
     """Why the cache's ``folder`` (``data/``: the built splits) under ``cache_home(override)``
     cannot be made and written, in one line that names where the folder was set (``option``, the
     name ``override`` was given under: ``--cache-dir``, ``data.cache_dir``; else ``HARNESS_CACHE``;
-    else the default), or None when it can. Tried, not asked, and nothing is left behind
+    else the default), or None when it can or is there already. Tried, not asked, and nothing is left behind
     (textfile.unwritable_dir). A build cannot tell in advance: it built for minutes and then only
     warned (or ``harness data build`` failed) that it could not cache the result."""
     from harness.textfile import unwritable_dir
 
     home = cache_home(override)
+    if (home / folder).is_dir():
+        # There already (a shared cache mounted read-only, say): what it holds is read as before,
+        # and a build it cannot keep is said when it ends.
+        return None
     problem = unwritable_dir(home / folder)
     if problem is None:
         return None

@@ -74,3 +74,15 @@ def test_the_default_folder_is_named_as_the_default(tmp_path: Path, monkeypatch:
     assert cache_problem(None) == (f"the cache folder {tmp_path / 'home' / '.cache' / 'harness'} (the default; "
                                    f"HARNESS_CACHE names another): {tmp_path / 'home'} is a file, not a directory; "
                                    f"{WAY_OUT}")
+
+
+def test_a_cache_folder_that_is_there_already_is_read_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data folder already there (a shared cache mounted read-only, which this suite, run as root,
+    cannot make) is not refused: what it holds is read, and a build it cannot keep is said at its
+    end. Only a folder that is not there and cannot be made is refused up front."""
+    import harness.textfile
+
+    monkeypatch.setattr(harness.textfile, "unwritable_dir", lambda path: "read-only file system")
+    assert cache_problem(tmp_path / "shared") is not None  # not there, and cannot be made
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    assert cache_problem(tmp_path / "shared") is None
