@@ -125,9 +125,13 @@ def teacher_scores(cfg: TrialConfig, splits: Splits, *, progress: Progress | Non
         ce = np.where(labels, np.logaddexp(0.0, -s), np.logaddexp(0.0, s))
         prob[q.qid] = {c.doc_id: float(v) for c, v in zip(q.candidates, p, strict=True)}
         loss[q.qid] = {c.doc_id: float(v) for c, v in zip(q.candidates, ce, strict=True)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"prob": prob, "loss": loss}))
-    tmp.replace(path)
-    log(f"curriculum: teacher cached at {path}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps({"prob": prob, "loss": loss}))
+        tmp.replace(path)
+        log(f"curriculum: teacher cached at {path}")
+    except OSError as exc:  # the scores are in hand: the run goes on, the next one trains it again
+        log(f"curriculum: the teacher could not be cached at {path} ({exc.strerror or exc}); the next run "
+            "trains it again")
     return TeacherScores(prob=prob, loss=loss)

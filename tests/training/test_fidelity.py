@@ -122,3 +122,19 @@ def test_the_best_dev_checkpoint_is_chosen_by_the_selection_metric() -> None:
     assert (finals["map"].best_step, finals["mrr"].best_step) == (36, 32)
     assert finals["map"].metrics != finals["mrr"].metrics
     assert finals["map"].dev["map"] > finals["mrr"].dev["map"]
+
+
+def test_a_teacher_it_cannot_cache_is_used_and_said(splits, tmp_path) -> None:
+    """BERT_pred's teacher, trained, then a cache folder under a file: the scores are used and the
+    log says the teacher could not be cached (it was an OSError traceback after the training)."""
+    from harness.training.teacher import teacher_scores
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    cfg = tiny_config(**{"curriculum.scoring": "bert_pred", "curriculum.pacing": "root_n",
+                         "curriculum.teacher_steps": 4, "data.cache_dir": str(blocker / "cache")})
+    lines: list[str] = []
+    scores = teacher_scores(cfg, splits, progress=lines.append)
+    assert set(scores.prob) == {q.qid for q in splits.train}
+    assert any("the teacher could not be cached at" in ln and "the next run trains it again" in ln
+               for ln in lines), lines
