@@ -161,10 +161,17 @@ def read_frame_collections(frame: Any, *, baseline: str | None = None, source: s
 
     header = [str(c).strip() for c in frame.columns]
 
-    def text(value: Any) -> str:
-        return "" if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) else str(value)
+    def text(value: Any, where: str, column: str) -> str:
+        if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
+            return ""
+        if isinstance(value, int) and value.bit_length() > 4 * MAX_SEED_DIGITS:
+            # no seed or value this long; and past 4300 digits str() raises (Python's limit)
+            raise DataError(f"{where}: {column} is an integer of {value.bit_length()} bits; no seed or value "
+                            "is that long")
+        return str(value)
 
-    rows = ((f"{source} row {label}", dict(zip(header, map(text, values), strict=True)))
+    rows = ((f"{source} row {label}", {c: text(v, f"{source} row {label}", c)
+                                       for c, v in zip(header, values, strict=True)})
             for label, values in zip(frame.index, frame.itertuples(index=False, name=None), strict=True))
     return _read_rows(header, rows, source=source, kind="DataFrame", baseline=baseline)
 

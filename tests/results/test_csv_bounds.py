@@ -152,3 +152,12 @@ def test_a_quoted_line_break_and_an_edge_tab_in_names(tmp_path: Path) -> None:
     with path.open("w", newline="", encoding="utf-8") as fh:
         csv.writer(fh).writerows([header, *rows])
     assert read_long_collections(path)["c1"].configs == ("a", "b")
+
+
+def test_a_dataframe_integer_past_python_s_digit_limit_is_refused_naming_its_row() -> None:
+    """The API's DataFrame reader wrote each cell with str(), which raises past 4300 digits (a
+    ValueError traceback): such a seed or value is refused naming its row and column."""
+    frame = pd.DataFrame({"config": ["a", "b"], "seed": [1, 10 ** 5000], "metric": ["map", "map"],
+                          "value": [0.5, 0.4]})
+    with pytest.raises(DataError, match=r"^DataFrame row 1: seed is an integer of 16610 bits"):
+        read_frame_collections(frame)
