@@ -69,7 +69,7 @@ from harness.results.stored import StudyResults
 from harness.stats import distributions as dist
 from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
 from harness.stats.identical import identical_groups
-from harness.stats.roots import newton, secant
+from harness.stats.roots import newton
 
 DEFAULT_SEEDS = (3, 5, 10, 20)
 MAX_SEEDS = 10_000
@@ -295,49 +295,50 @@ def mde(comps: VarianceComponents, seeds: int, queries: int, *, level: float = 0
     for the rows of the power analysis (a row is frozen, its arguments hashable)."""
     se_arr, sat = _se_df(comps, np.array([seeds]), queries)
     se = float(se_arr[0])
-    m = math.nan  # no standard error (every difference the same): no MDE, never 0
-    if se > 0:
-        h = half_widths(comps, seeds, queries, level)
-
-        def gap(delta: float) -> tuple[float, float]:
-            a, b = (delta - h) / se, (-delta - h) / se
-            value = float(np.mean(special.ndtr(a) + special.ndtr(b))) - power
-            slope = float(np.mean(np.exp(-0.5 * a * a) - np.exp(-0.5 * b * b))) / (se * math.sqrt(2.0 * math.pi))
-            return value, slope
-
-        high = float(h.max()) + 10.0 * se
-        while gap(high)[0] < 0:
-            high *= 2.0
-        # Power rises with delta. The solve starts where it would be reached if the half-width
-        # were normal: P(h + SE Z < delta) = power, delta = mean(h) + z_power sqrt(SE^2 + var(h)).
-        start = float(np.mean(h)) + float(dist.norm.ppf(power)) * math.sqrt(se * se + float(np.var(h)))
-        # power reached at no difference at all (a power at or below the test's size): no MDE
-        m = newton(gap, 0.0, high, rising=True, start=start) if gap(0.0)[0] < 0 else math.nan
+    # no standard error (every difference the same): no MDE, never 0
+    m = _detectable(half_widths(comps, seeds, queries, level), se, power) if se > 0 else math.nan
     return MdeRow(seeds=seeds, queries=queries, se=se, df=float(sat[0]), mde=m, level=level)
+
+
+def _detectable(h: np.ndarray, se: float, power: float) -> float:
+    """The true difference the test detects with ``power`` when its mean difference is normal with
+    ``se`` and it rejects past the half-widths ``h`` of the draws (module docstring); NaN where the
+    power is reached at no difference at all (a power at or below the test's size)."""
+    def gap(delta: float) -> tuple[float, float]:
+        a, b = (delta - h) / se, (-delta - h) / se
+        value = float(np.mean(special.ndtr(a) + special.ndtr(b))) - power
+        slope = float(np.mean(np.exp(-0.5 * a * a) - np.exp(-0.5 * b * b))) / (se * math.sqrt(2.0 * math.pi))
+        return value, slope
+
+    if gap(0.0)[0] >= 0:
+        return math.nan
+    high = float(h.max()) + 10.0 * se
+    while gap(high)[0] < 0:
+        high *= 2.0
+    # Power rises with delta. The solve starts where it would be reached if the half-width
+    # were normal: P(h + SE Z < delta) = power, delta = mean(h) + z_power sqrt(SE^2 + var(h)).
+    start = float(np.mean(h)) + float(dist.norm.ppf(power)) * math.sqrt(se * se + float(np.var(h)))
+    return newton(gap, 0.0, high, rising=True, start=start)
 
 
 def query_floor(comps: VarianceComponents, queries: int, *, level: float = 0.05,
                 power: float = 0.8) -> float:
-    """The limit of MDE(S, Q) as S grows (module docstring): the seed and residual terms vanish and
-    the query mean square dominates the pivot, whose critical value becomes Student's t with Q - 1
-    df (``critical_table`` at a share of 1). The test is then the one-sample t-test over the Q
-    seed-averaged differences, and the floor its MDE: the noncentrality at which the noncentral t
-    with Q - 1 df reaches ``power``, times sqrt(s2_query / Q). (The normal quantiles' floor,
-    (z_{1-level/2} + z_power) sqrt(s2_query / Q), is 5-12% lower at 10-20 queries.)"""
+    """The limit of MDE(S, Q) as S grows (module docstring): the seed and residual terms vanish,
+    the mean difference has SE sqrt(s2_query / Q), and the query mean square alone sets the
+    half-width, h = c(1) sqrt(s2_query X / Q) with X the draws' query chi-square over its Q - 1 df
+    and c(1) the pivot's critical value where the query share is 1 (``critical_table``'s last,
+    which no seed count changes): the one-sample t-test over the Q seed-averaged differences, its
+    critical value the quadrature's, as the table's test computes it. With the draws shared with
+    ``half_widths`` the MDE of every seed count lies above it (common random numbers), and the
+    floor equals statsmodels' noncentral-t MDE with Q - 1 df to the simulation's precision at 10
+    or more queries; the normal quantiles' form, (z_{1-level/2} + z_power) sqrt(s2_query / Q), is
+    5-12% lower at 20-10 queries. 0 where there is no query variance (or no difference is needed)."""
     if comps.query <= 0:
         return 0.0
-    df = queries - 1
-
-    def gap(lam: float) -> float:
-        return float(power_at(lam, df, level)) - power
-
-    # The normal noncentrality is below the t's (heavier tails); it grows past it by doubling.
-    low = float(dist.norm.isf(level / 2.0) + dist.norm.ppf(power))
-    high = 2.0 * low
-    while gap(high) < 0:
-        high *= 2.0
-    lam = low if gap(low) >= 0 else secant(gap, low, high, rising=True)
-    return lam * math.sqrt(comps.query / queries)
+    c = critical_table(2, queries, level)[1][-1]
+    h = c * np.sqrt(comps.query * _chi2_column(1, queries - 1) / queries)
+    floor = _detectable(h, math.sqrt(comps.query / queries), power)
+    return 0.0 if math.isnan(floor) else floor
 
 
 def seeds_needed(comps: VarianceComponents, queries: int, effect: float, *, level: float = 0.05,

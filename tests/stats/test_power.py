@@ -75,10 +75,20 @@ def test_seeds_needed_and_the_query_floor() -> None:
     # needed, not more seeds.
     normal = (stats.norm.isf(0.025) + stats.norm.ppf(0.8)) * math.sqrt(4e-3 / 10)
     floor10 = query_floor(COMPS, 10)
-    assert floor10 == pytest.approx(_statsmodels_noncentrality(9, 0.05, 0.8) * math.sqrt(4e-3 / 10), rel=1e-5)
+    assert floor10 == pytest.approx(_statsmodels_noncentrality(9, 0.05, 0.8) * math.sqrt(4e-3 / 10), rel=1e-3)
     between = (normal + floor10) / 2
     assert floor10 / normal > 1.12 and power_of(COMPS, 10_000, 10, between) < 0.79
     assert seeds_needed(COMPS, 10, between) is None
+    # The floor is the limit of the model's own MDE (its critical values and draws), never above it:
+    # at 3 queries and level 0.0005 the exact t's floor was 4% above, and an effect that 24 seeds
+    # detect was sent for more queries.
+    for q, level in ((2, 0.05), (3, 5e-4), (5, 5e-4), (10, 0.05), (100, 0.05)):
+        limit = mde(COMPS, 10_000, q, level=level).mde
+        assert query_floor(COMPS, q, level=level) <= limit <= query_floor(COMPS, q, level=level) * 1.001
+    assert seeds_needed(COMPS, 3, 2.03, level=5e-4) is not None
+    # near the level the floor is the two-sided test's (the normal form's one tail put it 30% high)
+    assert query_floor(COMPS, 20, power=0.06) == pytest.approx(0.00438, rel=0.01)
+    assert seeds_needed(COMPS, 20, 0.005, power=0.06) is not None
     strict = seeds_needed(COMPS, 100, 0.025, level=0.05 / 8)
     assert strict is not None and strict > (seeds_needed(COMPS, 100, 0.025) or 0)
 
