@@ -212,6 +212,7 @@ def listen_host(host: str) -> str:
     an IPv4 address (RFC 1123, 2.1) and must be one."""
     import ipaddress
     import re
+    import socket
 
     from harness.errors import refuse
 
@@ -223,6 +224,11 @@ def listen_host(host: str) -> str:
         if bare != host:
             raise refuse("--host", host, "an IPv6 address inside [brackets]") from None
         if re.fullmatch(r"[0-9]+", host.rstrip(".").rpartition(".")[2]):
+            try:
+                socket.inet_aton(host)  # the shorthands the C library takes ("0", "127.1") bind too
+                return host
+            except OSError:
+                pass
             try:
                 ipaddress.IPv4Address(host)
                 reason = "not an address"

@@ -186,7 +186,7 @@ def collection_rows(collections: Mapping[str, StudyResults]) -> list[dict[str, A
 def long_rows(results: StudyResults) -> list[dict[str, Any]]:
     """``results`` in the long format (COLUMNS), for ``read_long_csv`` or ``read_long_frame`` to
     read back as the same results: for every configuration, seed and metric its per-run value
-    (``StudyResults.value``: the stored one, else the mean of its per-query values) with query
+    (``StudyResults.value``: the mean of its per-query values where it has them, else the stored one) with query
     None, then its per-query values where kept, in query order.
 
     >>> from harness.results.stored import RunRecord

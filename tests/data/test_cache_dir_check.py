@@ -86,3 +86,19 @@ def test_a_cache_folder_that_is_there_already_is_read_as_before(tmp_path: Path, 
     assert cache_problem(tmp_path / "shared") is not None  # not there, and cannot be made
     (tmp_path / "shared" / "data").mkdir(parents=True)
     assert cache_problem(tmp_path / "shared") is None
+
+
+def test_a_cache_folder_the_user_may_not_enter_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a folder this user may not enter, Path.is_dir() raises PermissionError (only a missing
+    path reads as False): it was a bare OSError line, exit 1, not naming the option. (Root enters
+    every folder, so the refusal of the filesystem is made here.)"""
+    real = Path.is_dir
+
+    def locked(self: Path) -> bool:
+        if "locked" in self.parts:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "is_dir", locked)
+    problem = cache_problem(tmp_path / "locked" / "cache")
+    assert problem is not None and problem.startswith(f"data.cache_dir {tmp_path / 'locked' / 'cache'}: Permission denied")

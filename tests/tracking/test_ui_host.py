@@ -26,7 +26,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("host, why", [
     ("999.1.1.1", "it reads as an IPv4 address and is none (octet 999 (> 255) not permitted)"),
-    ("1.2.3", "it reads as an IPv4 address and is none (expected 4 octets)"),
+    ("1.2.3.4.5", "it reads as an IPv4 address and is none (expected 4 octets)"),
     ("bad host", "a name is dot-separated labels of at most 63 letters, digits, hyphens and underscores"),
     ("node.-lead.example", "a name is dot-separated labels of at most 63 letters, digits, hyphens and underscores"),
     ("a..b", "a name is dot-separated labels of at most 63 letters, digits, hyphens and underscores"),
@@ -57,6 +57,7 @@ def test_brackets_hold_an_ipv6_address_only() -> None:
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0", "::1", "::", "localhost", "localhost.",
-                                  "gpu-node-3.cluster.example.org", "db_1", "fe80::1%eth0"])
+                                  "gpu-node-3.cluster.example.org", "db_1", "fe80::1%eth0",
+                                  "0", "127.1", "1.2.3"])  # inet_aton's shorthands, which the server binds
 def test_addresses_and_names_pass_as_given(host: str) -> None:
     assert commands.listen_host(host) == host
