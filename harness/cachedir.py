@@ -27,13 +27,15 @@ def cache_problem(override: str | os.PathLike[str] | None = None, *, option: str
 
     home = cache_home(override)
     try:
-        if (home / folder).is_dir():
+        there = (home / folder).is_dir()
+    except OSError as exc:  # under a folder this user may not enter: is_dir() itself raises
+        problem = exc.strerror or str(exc)
+    else:
+        if there:
             # There already (a shared cache mounted read-only, say): what it holds is read as
             # before, and a build it cannot keep is said when it ends.
             return None
         problem = unwritable_dir(home / folder)
-    except OSError as exc:  # under a folder this user may not enter: is_dir() itself raises
-        problem = exc.strerror or str(exc)
     if problem is None:
         return None
     if override:

@@ -242,16 +242,20 @@ def unwritable_dir(path: Path) -> str | None:
     """Why no directory can be made and written at ``path``, or None when one can. Tried, not asked
     (``os.access`` answers yes to root on a read-only tree and knows nothing of ACLs): an empty
     probe directory is made in the nearest directory that exists and removed at once, so a check
-    leaves nothing behind."""
+    leaves nothing behind. A path the filesystem will not look into (a folder this user may not
+    enter, a name too long) gives its reason too."""
     import tempfile
 
-    if path.exists() and not path.is_dir():
-        return "it is a file, not a directory"
-    parent = path
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is a file, not a directory"
+    try:
+        if path.exists() and not path.is_dir():
+            return "it is a file, not a directory"
+        parent = path
+        while not parent.exists():
+            parent = parent.parent
+        if not parent.is_dir():
+            return f"{parent} is a file, not a directory"
+    except OSError as exc:  # Path.exists() is False only for a missing path; the others raise
+        return exc.strerror or str(exc)
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".harness-probe-", dir=parent))
     except OSError as exc:

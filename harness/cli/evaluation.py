@@ -184,10 +184,7 @@ def _check_plots(directory: Path) -> None:
     from harness.errors import ConfigError
     from harness.textfile import unwritable_dir
 
-    try:
-        problem = unwritable_dir(directory)
-    except OSError as exc:  # a parent that cannot be looked into
-        problem = exc.strerror or str(exc)
+    problem = unwritable_dir(directory)
     if problem:
         raise ConfigError(f"--plots {directory}: {problem}; --plots names a folder to write one PNG per "
                           "metric into (made if missing)")

@@ -25,7 +25,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import FIFOScheduler, TrialScheduler
 
 from harness.driver._storage import EARLY_STOP_STATE, read_text, write_text
-from harness.study.early_stop import EarlyStopSettings, EarlyStopState, StateError, rungs_at
+from harness.study.early_stop import EarlyStopSettings, EarlyStopState, not_utf8, rungs_at
 from harness.study.protocol import MEMBERS
 from harness.tracking import conventions as C
 
@@ -50,9 +50,7 @@ def _saved(uri: str, settings: EarlyStopSettings | None = None) -> EarlyStopStat
     try:
         text = read_text(uri)
     except UnicodeDecodeError:
-        raise StateError(f"{source}: not JSON (not UTF-8 text); not a state this harness wrote (damaged or "
-                         "planted): restore the file the study's driver wrote, or delete it to resume without "
-                         "early stopping's earlier decisions (docs/reliability.md)") from None
+        raise not_utf8(source) from None
     return None if text is None else EarlyStopState.from_json(text, settings, source=source)
 
 

@@ -298,7 +298,7 @@ class EarlyStopState:
             try:
                 text = p.read_text(encoding="utf-8")
             except UnicodeDecodeError:
-                raise StateError(f"early stopping state {p}: not JSON (not UTF-8 text)") from None
+                raise not_utf8(f"early stopping state {p}") from None
             st = cls.from_json(text, settings, source=f"early stopping state {p}")
             st.min_groups = min_groups
             return st
@@ -319,12 +319,20 @@ class StateError(HarnessError):
     planted, or from a newer harness): refused in one line naming the file and the field."""
 
 
+# What every refusal of a saved state adds: what it is, and the two ways on.
+NOT_OURS = ("not a state this harness wrote (damaged or planted): restore the file the study's driver wrote, "
+            "or delete it to resume without early stopping's earlier decisions (docs/reliability.md)")
+
+
+def not_utf8(source: str) -> StateError:
+    """The refusal of a state file ``source`` whose bytes are no UTF-8 text."""
+    return StateError(f"{source}: not JSON (not UTF-8 text); {NOT_OURS}")
+
+
 def _read_state(cls: type[EarlyStopState], raw: Any, settings: EarlyStopSettings | None,
                 source: str) -> EarlyStopState:
     def bad(where: str, what: str) -> StateError:
-        return StateError(f"{source}: {where}: {what}; not a state this harness wrote (damaged or planted): "
-                          "restore the file the study's driver wrote, or delete it to resume without early "
-                          "stopping's earlier decisions (docs/reliability.md)")
+        return StateError(f"{source}: {where}: {what}; {NOT_OURS}")
 
     def obj(v: Any, where: str, keys: Collection[str], optional: Collection[str] = ()) -> Mapping[str, Any]:
         if not isinstance(v, dict):
