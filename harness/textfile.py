@@ -121,7 +121,7 @@ def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Pat
             fh.write(payload)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(info.st_mode) if info is not None else 0o666 & ~_umask())
+        os.chmod(tmp, stat.S_IMODE(info.st_mode) if info is not None else 0o666 & ~umask())
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
@@ -130,12 +130,7 @@ def write_atomic(path: Path | str, data: str | bytes, what: str = "file") -> Pat
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-    with contextlib.suppress(OSError):  # the rename itself on disk (best effort: not every FS allows it)
-        dirfd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dirfd)
-        finally:
-            os.close(dirfd)
+    fsync_dir(target.parent)  # the rename itself on disk
     return target
 
 
@@ -232,10 +227,29 @@ def _formula_like(text: str) -> bool:
         return True
 
 
-def _umask() -> int:
-    mask = os.umask(0)
+def umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (/proc/self/status):
+    setting it to read it back races another thread's file creation."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def fsync_dir(folder: Path) -> None:
+    """A rename into ``folder`` on disk: its directory entry synced (best effort: not every file
+    system allows it)."""
+    with contextlib.suppress(OSError):
+        dirfd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dirfd)
+        finally:
+            os.close(dirfd)
 
 
 def unwritable_dir(path: Path) -> str | None:

@@ -35,7 +35,6 @@ BERT tokenizer, which truncates the longer text from its end (docs/exchange.md).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -458,20 +457,9 @@ def export_run(run_id: str, target: str | Path, tracking_uri: str) -> Path:
 def follow_umask(folder: Path) -> None:
     """Give every file under ``folder`` the mode a plain ``open`` gives (0666 less the umask) and
     every folder 0777 less it: safetensors writes ``model.safetensors`` 0600 whatever the umask."""
-    mask = _umask()
+    from harness.textfile import umask
+
+    mask = umask()
     for path in [folder, *folder.rglob("*")]:
         if not path.is_symlink():
             path.chmod((0o777 if path.is_dir() else 0o666) & ~mask)
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux shows it (/proc/self/status)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

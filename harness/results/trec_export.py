@@ -42,7 +42,6 @@ same command runs again once the cause is gone.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import io
 import os
@@ -63,7 +62,7 @@ from harness.results.mlflow_reader import (
     experiment_named,
     open_store,
 )
-from harness.textfile import csv_cell, write_atomic
+from harness.textfile import csv_cell, fsync_dir, umask, write_atomic
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun
 from harness.tracking.records import iter_runs as _runs
@@ -165,17 +164,10 @@ def _into_place(staging: Path, folder: Path) -> None:
             os.replace(entry, folder / entry.name)
         staging.rmdir()
         return
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(staging, 0o777 & ~mask)
+    os.chmod(staging, 0o777 & ~umask())
     folder.parent.mkdir(parents=True, exist_ok=True)
     os.rename(staging, folder)
-    with contextlib.suppress(OSError):  # the rename on disk (best effort, as write_atomic's)
-        dirfd = os.open(folder.parent, os.O_RDONLY)
-        try:
-            os.fsync(dirfd)
-        finally:
-            os.close(dirfd)
+    fsync_dir(folder.parent)  # the rename on disk
 
 
 def _named(text: str, staging: Path | None, folder: Path) -> str:
