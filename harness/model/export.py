@@ -334,7 +334,9 @@ def _write_cascade(model: Any, target: Path) -> None:
     save_file(state, str(target / "model.safetensors"))
     encoder.config.save_pretrained(str(target / "encoder"))
     (target / CASCADE_INFO).write_text(json.dumps({
-        "exits": list(model.exits), "alpha": list(model.plan.alphas), "rounding": model.plan.rounding,
+        # one ratio per exit with 0 last, a form CascadePlan.build reads back: the plan's own, a single
+        # ratio given for every exit, kept it at the final exit too, which build refuses
+        "exits": list(model.exits), "alpha": [*model.plan.alphas[:-1], 0.0], "rounding": model.plan.rounding,
         "num_layers": model.num_layers}, indent=1) + "\n")
 
 
