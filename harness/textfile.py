@@ -227,6 +227,27 @@ def _formula_like(text: str) -> bool:
         return True
 
 
+# A character a table cannot show: C0 and C1 controls and DEL (a line break among them).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def unprintable(text: str) -> str | None:
+    """What in ``text`` a one-line name in a table cannot hold, in words, else None: a line break, a
+    NUL or another control character (tab, escape ...), which a table shows as nothing or as a space
+    (two names that read alike) or passes to a terminal.
+
+    >>> unprintable("lr 2e-5"), unprintable("a\\nb"), unprintable("a\\x1b[31m")
+    (None, 'a line break', 'a control character (U+001B) at position 1')
+    """
+    if "\n" in text or "\r" in text:
+        return "a line break"
+    control = _CONTROL.search(text)
+    if control is None:
+        return None
+    what = "a NUL character" if control[0] == "\0" else f"a control character (U+{ord(control[0]):04X})"
+    return f"{what} at position {control.start()}"
+
+
 def umask() -> int:
     """The process's umask, read without changing it where Linux shows it (/proc/self/status):
     setting it to read it back races another thread's file creation."""

@@ -34,7 +34,7 @@ from typing import Any
 from harness.errors import DataError, shown
 from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import COMBINED, SEED_ROW_NAMES, RunRecord, StudyResults
-from harness.textfile import csv_text, read_utf8
+from harness.textfile import csv_text, read_utf8, unprintable
 
 REQUIRED = ("config", "seed", "metric", "value")
 # A decimal number as a CSV carries one: no "0_5" (Python's digit separator), "inf", "nan" or hex.
@@ -47,8 +47,6 @@ MAX_MAGNITUDE = 1e12
 # A seed in digits is a number (the tables order seeds by it): one longer is no seed a generator
 # takes, and past 4300 digits Python reads it as no number at all.
 MAX_SEED_DIGITS = 100
-# Control characters (Unicode's category Cc: C0, DEL and C1), which no name cell may hold (``_cell``).
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def strict_value(text: str, metric: str, where: str) -> float:
@@ -298,11 +296,8 @@ def _cell(row: Mapping[str, Any], column: str, where: str) -> str:
     control character (NUL, tab, escape ...), which a table would show as nothing or as a space (two
     names that read alike) or pass to a terminal, and a NUL no file or MLflow tag holds."""
     text = csv_text(str(row.get(column) or "").strip())
-    if "\n" in text or "\r" in text:
-        raise DataError(f"{where}: {column} {shown(text)} holds a line break; a name is one line")
-    control = CONTROL.search(text)
-    if control:
-        what = "a NUL character" if control[0] == "\0" else f"a control character (U+{ord(control[0]):04X})"
-        raise DataError(f"{where}: {column} {shown(text)} holds {what} at position {control.start()}; "
-                        "a name is printable text")
+    bad = unprintable(text)
+    if bad:
+        rule = "a name is one line" if bad == "a line break" else "a name is printable text"
+        raise DataError(f"{where}: {column} {shown(text)} holds {bad}; {rule}")
     return text

@@ -34,9 +34,10 @@ import tempfile
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from typing import Any
 
-from harness.errors import DataError, HarnessError, UnknownName
+from harness.errors import DataError, HarnessError, UnknownName, shown
 from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults, order_seeds
+from harness.textfile import unprintable
 from harness.tracking import conventions as C
 from harness.tracking.records import SeedRun, read_per_query
 from harness.tracking.snapshot import DELETED, ExperimentSnapshot, SqliteSnapshot, sqlite_experiment
@@ -193,7 +194,13 @@ def read_experiment_collections(name: str, *, tracking_uri: str | None = None, b
         for r in runs:
             cid = r.data.tags.get(C.TAG_CONFIG_ID, r.info.run_id)
             if config_ids is None or cid in config_ids:
-                groups.setdefault(r.data.tags.get(C.TAG_COLLECTION, ""), set()).add(cid)
+                collection = r.data.tags.get(C.TAG_COLLECTION, "")
+                bad = unprintable(collection)
+                if bad:  # a collection's name heads a table's columns
+                    raise DataError(f"MLflow experiment {name!r}: config run {r.info.run_id} ({r.info.run_name}): "
+                                    f"its {C.TAG_COLLECTION} tag {shown(collection)} holds {bad}; set it back "
+                                    "(MLflow UI) to the study file's collection name")
+                groups.setdefault(collection, set()).add(cid)
         if set(groups) <= {""}:
             return {"": _read(snapshot, name, uri, baseline, config_ids, phase)}
         if "" in groups:  # left out, that configuration's result on its collection went unsaid
@@ -412,8 +419,9 @@ def _labels(configs: dict[str, Any], trials: list[SeedRun]) -> dict[str, str]:
                  if i in configs and (configs[i].info.run_name or configs[i].data.tags.get(C.TAG_LABEL))
                  else i) for i in ids}
     for i, n in names.items():
-        if "\n" in n or "\r" in n:  # a table's row is one line (as a long CSV's names are)
-            raise DataError(f"configuration {i}: its name {n!r} holds a line break, and a name is one line of "
-                            "a table; rename its config run (MLflow UI) or its harness.label tag")
+        bad = unprintable(n)  # a table's row name is one line of printable text (as a long CSV's names are)
+        if bad:
+            raise DataError(f"configuration {i}: its name {shown(n)} holds {bad}, and a name is one line of "
+                            f"printable text in a table; rename its config run (MLflow UI) or its {C.TAG_LABEL} tag")
     clashes = {n for n in names.values() if list(names.values()).count(n) > 1}
     return {i: f"{n} [{i}]" if n in clashes else n for i, n in names.items()}

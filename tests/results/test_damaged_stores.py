@@ -97,6 +97,20 @@ def test_a_config_run_that_lost_its_collection_is_named(tmp_path, run_cli):
     assert f"config run {lost.info.run_id} (worse) has no {C.TAG_COLLECTION} tag" in line
 
 
+def test_a_collection_tag_a_table_cannot_show_is_refused(tmp_path, run_cli):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
+    write_collections_records(uri, "s", {c: synthetic_records(queries=8) for c in ("msd", "mantis")}, NAMES,
+                              failed=False)
+    client = MlflowClient(uri)
+    edited = next(r for r in _runs(client, C.KIND_CONFIG, "worse") if r.data.tags[C.TAG_COLLECTION] == "mantis")
+    client.set_tag(edited.info.run_id, C.TAG_COLLECTION, "man\ttis")
+    line = _refused(run_cli, "table", "--experiment", "s", "--tracking-uri", uri)
+    assert (f"config run {edited.info.run_id} (worse): its {C.TAG_COLLECTION} tag 'man\\ttis' holds a control "
+            "character (U+0009) at position 3") in line
+
+
 def test_a_seed_named_like_a_table_row_is_refused(tmp_path, run_cli):
     uri, client = _store(tmp_path)
     for run in _runs(client, C.KIND_TRIAL):
@@ -107,12 +121,15 @@ def test_a_seed_named_like_a_table_row_is_refused(tmp_path, run_cli):
         run_cli, "table", "--experiment", "s", "--tracking-uri", uri)
 
 
-def test_a_name_with_a_line_break_is_refused(tmp_path, run_cli):
+@pytest.mark.parametrize(("name", "said"), [("a|b\nc", "its name 'a|b\\nc' holds a line break"),
+                                           ("x\x1b[31m", ("its name 'x\\x1b[31m' holds a control character "
+                                                          "(U+001B) at position 1"))])
+def test_a_name_a_table_cannot_show_is_refused(tmp_path, run_cli, name, said):
+    # An escape sequence in a run name (MLflow UI) reached the terminal and the tables as it was.
     uri, client = _store(tmp_path)
     config = next(r for r in _runs(client, C.KIND_CONFIG) if r.info.run_name == "same")
-    client.set_tag(config.info.run_id, "mlflow.runName", "a|b\nc")
-    assert "its name 'a|b\\nc' holds a line break" in _refused(run_cli, "table", "--experiment", "s",
-                                                              "--tracking-uri", uri)
+    client.set_tag(config.info.run_id, "mlflow.runName", name)
+    assert said in _refused(run_cli, "table", "--experiment", "s", "--tracking-uri", uri)
 
 
 def test_a_deleted_experiment_is_not_read_as_live(tmp_path, run_cli):
