@@ -94,7 +94,7 @@ class _PerQuery:
                         or (run.config_id, int(run.seed)) in self.values):
                     continue
                 per_query = read_per_query(client, run.run_id, tmp, f"study {self.records.study_name!r}",
-                                           metric_key)
+                                           metric_key) or {}
                 if self.metric in per_query:
                     self.values[(run.config_id, int(run.seed))] = per_query[self.metric]
 

@@ -39,7 +39,7 @@ from harness.metrics.measures import METRIC_KEYS, metric_key
 from harness.results.stored import RunRecord, StudyResults, order_seeds
 from harness.textfile import unprintable
 from harness.tracking import conventions as C
-from harness.tracking.records import SeedRun, read_per_query
+from harness.tracking.records import SeedRun, local_artifact, read_per_query
 from harness.tracking.snapshot import DELETED, ExperimentSnapshot, SqliteSnapshot, sqlite_experiment
 from harness.tracking.store import check_existing_store, default_tracking_uri, sqlite_path
 
@@ -238,6 +238,7 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
         labels = _labels(configs, trials)
         started: dict[str, int] = {}  # study order: when each configuration's first run started
         records, roles = [], {}
+        lost: dict[str, str] = {}  # run id -> artifact root: a finished run without its per-query file
         with tempfile.TemporaryDirectory() as tmp, _env_defaults(MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR="false"):
             for run in trials:
                 config_id, seed = run.config_id, run.seed
@@ -252,6 +253,9 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                 started[label] = min(started.get(label, first), first)
                 per_query = read_per_query(_Lazy(snapshot.client), run.run_id, tmp, source, metric_key,
                                            run.artifact_uri)
+                if per_query is None:
+                    lost.update({run.run_id: run.artifact_uri} if run.done else {})
+                    per_query = {}
                 values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,
                                          per_query=per_query, config_id=config_id,
@@ -259,6 +263,7 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
     except store_errors() as exc:
         raise DataError(f"tracking URI {uri}: {str(exc).splitlines()[0]}") from None
     _refuse_partly_per_query(records, source)
+    _refuse_lost_per_query(records, lost, source)
     why = _why_unfinished(snapshot, uri)
     finished = {t.config_id for t in trials}
     unrun = [(cid, r) for cid, r in sorted(configs.items(), key=lambda kv: kv[1].info.start_time or 0)
@@ -314,6 +319,23 @@ def _refuse_partly_per_query(records: Sequence[RunRecord], source: str) -> None:
         raise DataError(f"{source}: seed run {r.run_id} ({r.config}, seed {r.seed}) has no {C.PER_QUERY_ARTIFACT}, "
                         f"while {len(records) - len(lacking)} of the {len(records)} seed runs have one: the "
                         "tests pair per-query values; restore the artifact (or the run)")
+
+
+def _refuse_lost_per_query(records: Sequence[RunRecord], lost: Mapping[str, str], source: str) -> None:
+    """Seed runs the harness finished (tag harness.done), every one without the per-query file it
+    logs with each: the store was copied without its artifact folder, or the folder moved. Read as
+    a study with per-run values only, the table ran the across-seeds test in place of the crossed
+    one, and power said the study had no per-query values, without a word."""
+    if not lost or any(r.per_query for r in records):
+        return
+    r = next(r for r in records if r.run_id in lost)
+    root = lost[r.run_id]
+    local = local_artifact(root, "")
+    where = (f"its artifact folder {local} is not there (the store was copied or moved without it?)"
+             if local is not None and not local.is_dir() else f"not under its artifact root {root}")
+    raise DataError(f"{source}: seed run {r.run_id} ({r.config}, seed {r.seed}) has no {C.PER_QUERY_ARTIFACT}, "
+                    f"which the harness logs with every finished seed run ({len(lost)} of the {len(records)} lack "
+                    f"it): {where}; restore the artifacts beside the store")
 
 
 def _why_unfinished(snapshot: ExperimentSnapshot, uri: str) -> list[str]:

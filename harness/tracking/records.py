@@ -119,19 +119,20 @@ def local_artifact(artifact_uri: str | None, path: str) -> Path | None:
 
 
 def read_per_query(client: Any, run_id: str, tmp: str, source: str,
-                   measure_name: Callable[[str], str] = str, artifact_uri: str | None = None) -> PerQuery:
-    """A seed run's per_query/test.csv as {measure: {qid: value}} ({} when it has none);
-    ``measure_name`` maps a measure as written to the name it is read as. ``artifact_uri``: the
+                   measure_name: Callable[[str], str] = str, artifact_uri: str | None = None) -> PerQuery | None:
+    """A seed run's per_query/test.csv as {measure: {qid: value}} (None when the run has no such
+    file: the harness logs one with every seed run it finishes, so the caller tells a run logged
+    without per-query values from one whose file was lost); ``measure_name`` maps a measure as written to the name it is read as. ``artifact_uri``: the
     run's artifact root (``run.info.artifact_uri``); where it is a local folder the file is read
     from it, with no store query per run."""
     local = local_artifact(artifact_uri, C.PER_QUERY_ARTIFACT)
     if local is None:
         folder, _, filename = C.PER_QUERY_ARTIFACT.rpartition("/")
         if not any(Path(a.path).name == filename for a in client.list_artifacts(run_id, folder)):
-            return {}
+            return None
         local = Path(client.download_artifacts(run_id, C.PER_QUERY_ARTIFACT, str(Path(tmp) / run_id)))
     elif not local.is_file():
-        return {}
+        return None
     out: dict[str, dict[str, float]] = {}
     with local.open(newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)

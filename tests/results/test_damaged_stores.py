@@ -97,6 +97,24 @@ def test_a_config_run_that_lost_its_collection_is_named(tmp_path, run_cli):
     assert f"config run {lost.info.run_id} (worse) has no {C.TAG_COLLECTION} tag" in line
 
 
+def test_a_store_copied_without_its_artifacts_is_refused(tmp_path, run_cli):
+    from harness.tracking.records import local_artifact
+
+    uri, client = _store(tmp_path)
+    run = _runs(client, C.KIND_TRIAL, "ls")[0]
+    root = local_artifact(run.info.artifact_uri, "")
+    experiment_folder = root.parent.parent  # <artifact root>/<experiment id>/<run id>/artifacts
+    experiment_folder.rename(tmp_path / "elsewhere")
+    # Read as per-run values only, the table ran the across-seeds test and said nothing.
+    for command in ("table", "power"):
+        line = _refused(run_cli, command, "--experiment", "s", "--tracking-uri", uri)
+        assert f"has no {C.PER_QUERY_ARTIFACT}, which the harness logs with every finished seed run (12 of the 12" in line
+        assert "is not there (the store was copied or moved without it?)" in line
+    (tmp_path / "elsewhere").rename(experiment_folder)
+    rc, out, _ = run_cli("table", "--experiment", "s", "--tracking-uri", uri)
+    assert rc == 0 and "crossed" in out
+
+
 def test_a_collection_tag_a_table_cannot_show_is_refused(tmp_path, run_cli):
     from mlflow.tracking import MlflowClient
 
