@@ -44,8 +44,9 @@ and that of the mean difference is dbar - Z sqrt(R / (S Q)) with Z standard norm
 p-value is twice its smaller tail beyond 0, p = 2 E[Phi(-|dbar| / sqrt(R / (S Q)))], a draw in which
 R is not positive (a variance below zero) contributing nothing. The expectation is a product
 quadrature over the three chi-square variables (``chi2_nodes``: equal-probability strata for the
-few df of the seeds, Gauss rules for more), so p is deterministic; it agrees with a Monte Carlo of a
-million draws to within that Monte Carlo's error, and with Student's t in the limits below to 1e-4. Where one mean square carries all the variance the pivot is exactly Student's: only
+few df of the seeds, Gauss rules for more), so p is deterministic; it agrees with a Monte Carlo of 8
+million draws to 0.4% at p = 0.005 and 0.0005 (about that Monte Carlo's error), and with Student's t
+in the limits below to 1e-4. Where one mean square carries all the variance the pivot is exactly Student's: only
 seeds vary (every query of a seed moves alike), p is the across-seeds t-test's with S - 1 df; only
 queries vary, the seed-averaged t-test's with Q - 1 df. Where MS_seed = MS_query = 0 (seed and query
 means all equal) R is never positive, and the test uses the clamped combination, MS_resid alone:
@@ -228,13 +229,18 @@ def variance_terms(ms: MeanSquares) -> list[tuple[float, float]]:
 # Quadrature per chi-square variable (seed, query, residual). A chi-square with few df (the seeds')
 # has a lower tail that decides the pivot's tail, and a polynomial rule resolves it poorly, so up to
 # STRATA_MAX_DF df it gets probability strata: STRATA equal ones refined geometrically towards both
-# ends (TAIL_STRATA more at each end, down to 1e-9), each stratum's node its midpoint quantile. More
-# df get a Gauss rule of NODES points: generalized Gauss-Laguerre, or past LAGUERRE_MAX_DF (where
-# its weights overflow) Gauss-Hermite over the Wilson-Hilferty approximation.
+# ends (TAIL_STRATA more at each end, down to 1e-9), each integrated by a two-point Gauss-Legendre
+# rule in probability. One node per stratum at its midpoint quantile, twice the strata (the same
+# nodes), put p 1.1% to 2.1% below a Monte Carlo of 8 million draws of the pivot at p = 0.005 and
+# 0.0005, always low (a liberal test); two nodes per stratum are within 0.4% of it, about the Monte
+# Carlo's own error (benchmarks/crossed_quadrature.py). More df get a Gauss rule of
+# NODES points: generalized Gauss-Laguerre, or past LAGUERRE_MAX_DF (where its weights overflow)
+# Gauss-Hermite over the Wilson-Hilferty approximation.
 STRATA_MAX_DF = 10
-# The query axis has few df only at Q <= 11 queries, where 24 strata put p up to 23% below
-# Student's t in its limit (5 queries, t = 6: 0.83 of scipy's p); 96 keep it within 5% (3x the nodes).
-STRATA, TAIL_STRATA = (192, 96, 8), (32, 16, 4)
+# The query axis has few df only at Q <= 11 queries, where 12 strata put p up to 23% below
+# Student's t in its limit (5 queries, t = 6: 0.83 of scipy's p); 48 keep it within 5% (3x the nodes).
+STRATA, TAIL_STRATA = (96, 48, 4), (16, 8, 2)
+_GAUSS_LEGENDRE = np.polynomial.legendre.leggauss(2)
 NODES = (96, 12, 4)
 LAGUERRE_MAX_DF = 150
 _CHUNK_VALUES = 65536  # doubles per block of comparisons x nodes (generalized_p)
@@ -247,7 +253,9 @@ def chi2_nodes(df: int, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
         tail = np.geomspace(1e-9, 1.0 / STRATA[axis], TAIL_STRATA[axis], endpoint=False)
         edges = np.unique(np.concatenate([[0.0], tail, np.linspace(0.0, 1.0, STRATA[axis] + 1),
                                           1.0 - tail, [1.0]]))
-        return dist.chi2.ppf((edges[:-1] + edges[1:]) / 2.0, df) / df, np.diff(edges)
+        x, w = _GAUSS_LEGENDRE
+        mid, half = (edges[:-1] + edges[1:])[:, None] / 2.0, np.diff(edges)[:, None] / 2.0
+        return dist.chi2.ppf((mid + half * x).ravel(), df) / df, (half * w).ravel()
     if df <= LAGUERRE_MAX_DF:
         y, w = special.roots_genlaguerre(NODES[axis], df / 2.0 - 1.0)
         return 2.0 * y / df, w / w.sum()
