@@ -261,18 +261,27 @@ class SmoothingConfig:
         return self.kind.smooths and self.epsilon > 0.0
 
 
+# How an exit's drop count alpha * k is rounded (harness.model.cascade_cost.ROUNDINGS reads it here).
+CASCADE_ROUNDINGS = ("floor", "nearest")
+
+
 @dataclass(frozen=True, kw_only=True)
 class CascadeConfig:
     """Cascade Transformer (Soldaini & Moschitti 2020): exits after ``exits`` (1-based encoder
     layers; null = the depth's default) and per-exit drop ratios ``alpha`` (``alpha_count_problem``:
     one value for all exits, one per exit before the last, or one per exit with 0 last).
-    ``enabled`` false: a single [CLS] classification head."""
+    ``rounding``: how many candidates an exit drops, floor(alpha * k) as the paper states it
+    (default) or the nearest integer, which its Table 3 and worked example imply
+    (harness.model.cascade_cost). ``enabled`` false: a single [CLS] classification head."""
 
     enabled: bool = False
     exits: tuple[int, ...] | None = None
     alpha: tuple[float, ...] = (0.0,)
+    rounding: str = "floor"
 
     def __post_init__(self) -> None:
+        require(self.rounding in CASCADE_ROUNDINGS, "cascade.rounding", f"one of {', '.join(CASCADE_ROUNDINGS)}",
+                self.rounding)
         if self.exits is not None:
             require(len(self.exits) >= 1 and all(e >= 1 for e in self.exits), "cascade.exits",
                    "a non-empty list of layers >= 1", self.exits)
@@ -390,10 +399,11 @@ class TrialConfig:
 
     def config_id(self) -> str:
         """Stable hash of the configuration without its seed (the tag harness.config_id: docs/architecture.md, "MLflow records")."""
-        # train.compile enters the id only when it is not the default "auto" (so the ids of configs
-        # written before the option existed do not change).
+        # train.compile and cascade.rounding enter the id only when they are not their defaults
+        # ("auto", "floor"), so the ids of configs written before the options existed do not change.
         flat = {k: v for k, v in self.to_flat().items()
-                if k != "train.seed" and not (k == "train.compile" and v == "auto")}
+                if k != "train.seed" and not (k == "train.compile" and v == "auto")
+                and not (k == "cascade.rounding" and v == "floor")}
         # Where the data cache lives is no part of what is trained: every cache folder hashes as the
         # default (None), so ids made without the key do not change and one spelled out is the same
         # configuration (a --resume with data.cache_dir set found "another configuration").

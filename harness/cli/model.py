@@ -41,7 +41,8 @@ def register(subparsers: Any) -> None:
                    help="drop ratio in [0, 1): one for every exit, or one per exit before the last "
                    "(the final exit drops nothing; comma-separated or repeated); default 0")
     c.add_argument("--rounding", choices=ROUNDINGS, default="floor",
-                   help="floor(alpha*k) as the paper states (default), or nearest as its numbers imply")
+                   help="floor(alpha*k) as the paper states (default), or nearest as its numbers imply "
+                   "(the config key cascade.rounding)")
     c.set_defaults(func=run_cost)
     p.set_defaults(func=lambda args: _help(p))
     e = subparsers.add_parser(
@@ -75,10 +76,10 @@ def _help(parser: argparse.ArgumentParser) -> int:
 def run_cost(args: argparse.Namespace) -> int:
     exits = None if args.exits is None else _numbers("cascade.exits", [args.exits], int)
     alpha = _numbers("cascade.alpha", args.alpha, float) if args.alpha else (0.0,)
-    cfg = CascadeConfig(enabled=True, exits=exits, alpha=alpha)  # validates as a study file would
+    cfg = CascadeConfig(enabled=True, exits=exits, alpha=alpha, rounding=args.rounding)  # as a study file's
     if args.batch < 1:
         raise ConfigError(f"--batch must be >= 1 candidate, got {args.batch}")
-    plan = plan_from_config(cfg, args.layers, rounding=args.rounding)
+    plan = plan_from_config(cfg, args.layers)
     print(f"{plan.num_layers} layers, exits {','.join(map(str, plan.exits))}, batch {args.batch}, "
           f"rounding {plan.rounding}")
     print(cost_table(plan, args.batch))

@@ -33,14 +33,14 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Literal
 
-from harness.config import alpha_count_problem
+from harness.config import CASCADE_ROUNDINGS, alpha_count_problem
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
     from harness.config import CascadeConfig
 
 Rounding = Literal["floor", "nearest"]
-ROUNDINGS: tuple[Rounding, ...] = ("floor", "nearest")
+ROUNDINGS: tuple[Rounding, ...] = CASCADE_ROUNDINGS  # the config key cascade.rounding's values
 # Paper's rho(i) = 4 + 2(i - 1) on 12 layers = depth * (2, 3, 4, 5, 6) / 6; other depths scale it.
 _EXIT_SIXTHS = (2, 3, 4, 5, 6)
 
@@ -145,10 +145,11 @@ class CascadePlan:
                                  rounding=self.rounding)
 
 
-def plan_from_config(cfg: CascadeConfig, num_layers: int, rounding: Rounding = "floor") -> CascadePlan:
+def plan_from_config(cfg: CascadeConfig, num_layers: int) -> CascadePlan:
     """The plan of a validated ``CascadeConfig`` on an encoder of ``num_layers`` layers; the depth
     checks (exits within it, last exit = depth) happen here, where the depth is known."""
-    return CascadePlan.build(num_layers=num_layers, exits=cfg.exits, alpha=cfg.alpha, rounding=rounding)
+    return CascadePlan.build(num_layers=num_layers, exits=cfg.exits, alpha=cfg.alpha,
+                             rounding=cfg.rounding)  # validated by the config
 
 
 def cost_table(plan: CascadePlan, n: int) -> str:

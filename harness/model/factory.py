@@ -15,5 +15,6 @@ def build_model(cfg: TrialConfig, *, seed: int) -> nn.Module:
     if cfg.cascade.enabled:
         from harness.model._cascade import CascadeRanker
 
-        return CascadeRanker(encoder, exits=cfg.cascade.exits, alpha=cfg.cascade.alpha)
+        return CascadeRanker(encoder, exits=cfg.cascade.exits, alpha=cfg.cascade.alpha,
+                             rounding=cfg.cascade.rounding)
     return CrossEncoder(encoder)

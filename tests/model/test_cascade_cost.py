@@ -140,6 +140,29 @@ def test_study_file_alphas_reach_the_plan() -> None:
     assert plan.alphas == (0.5, 0.25, 0.0) and plan.entering(8) == (8, 4, 3)
 
 
+def test_the_rounding_is_a_config_key_that_reaches_the_model() -> None:
+    """cascade.rounding: nearest trains and evaluates the cascade the paper's Table 3 printed (its
+    worked example's survivors); it was only `harness cascade cost --rounding`. The default keeps
+    every configuration id as it was."""
+    from harness.model.factory import build_model
+
+    plain = TrialConfig.from_flat({"cascade.enabled": True, "cascade.alpha": "0.3", "model.name": "tiny"})
+    nearest = TrialConfig.from_flat({"cascade.enabled": True, "cascade.alpha": "0.3", "model.name": "tiny",
+                                     "cascade.rounding": "nearest"})
+    spelled = TrialConfig.from_flat({"cascade.enabled": True, "cascade.alpha": "0.3", "model.name": "tiny",
+                                     "cascade.rounding": "floor"})
+    assert spelled.config_id() == plain.config_id() != nearest.config_id()
+    model = build_model(nearest, seed=0)
+    assert model.plan.rounding == "nearest"
+    assert model.plan.entering(128) == CascadePlan.build(num_layers=4, exits=model.plan.exits, alpha=(0.3,),
+                                                         rounding="nearest").entering(128) == (128, 90, 63)
+    assert build_model(plain, seed=0).plan.entering(128) == (128, 90, 63) and plan_from_config(
+        plain.cascade, 12).entering(128) == (128, 90, 63, 45, 32)
+    assert plan_from_config(nearest.cascade, 12).entering(128) == (128, 90, 63, 44, 31)  # the paper's example
+    with pytest.raises(ConfigError, match=r"^cascade\.rounding must be one of floor, nearest, got 'ceil'"):
+        TrialConfig.from_flat({"cascade.rounding": "ceil"})
+
+
 def test_cost_table_mentions_survivors_and_cost() -> None:
     text = cost_table(CascadePlan.build(**PAPER, alpha=(0.3,)), 128)
     assert "972 of 1536" in text and "36.7%" in text
