@@ -597,9 +597,14 @@ def _loader() -> Any:
             value = super().construct_yaml_int(node)
             body = str(node.value).replace("_", "").lstrip("+-")
             if _OCTAL_OR_BASE_60.fullmatch(body):
+                # 0100 was almost surely meant as 100: the hint names that number first
+                meant, how = ((body.lstrip("0") or "0", "a leading 0 makes it octal") if body.isdigit()
+                              else (None, "base 60"))
+                hint = (f"write {meant} without the leading 0 (or {value} if octal was meant)" if meant
+                        else f"write {value}, or quote it to write text")
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"{shown(node.value)} reads as {value} in YAML 1.1 (octal or base 60); "
-                    f"write {value}, or quote it to write text", node.start_mark)
+                    None, None, f"{shown(node.value)} reads as {value} in YAML 1.1 ({how}); {hint}",
+                    node.start_mark)
             return value
 
     Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)

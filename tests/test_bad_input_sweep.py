@@ -382,7 +382,9 @@ study_case("storage-path-without-scheme", ["@P:6:", "storage_path '://' is not a
 study_case("label-with-a-carriage-return", ["@P:7:", "configs[0].label must be a one-line text"],
            extra='configs: [{name: c, label: "a\\rb", set: {curriculum.delta: 0.5}}]\n')
 # YAML 1.1 bases nobody meant: 0100 is octal 64, 1:30 is base 60 (90)
-study_case("integer-with-a-leading-zero", ["@P:7:", "'0100' reads as 64", "quote it"], extra="baseline: {train.steps: 0100}\n")
+study_case("integer-with-a-leading-zero", ["@P:7:", ("'0100' reads as 64 in YAML 1.1 (a leading 0 makes it octal); "
+                                           "write 100 without the leading 0 (or 64 if octal was meant)")],
+           extra="baseline: {train.steps: 0100}\n")
 study_case("integer-in-base-60", ["@P:7:", "'1:30' reads as 90"], extra="baseline: {train.steps: 1:30}\n")
 study_case("baseline-false", ["@P:7:", "baseline must be a mapping", "False"], extra="baseline: false\n")
 study_case("configs-false", ["@P:7:", "configs must be a list", "False"], extra="configs: false\n")

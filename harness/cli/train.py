@@ -290,8 +290,9 @@ def _print_baselines(test: Any, trained_map: float) -> None:
           "  BM25            n/a (candidates carry no BM25 score)")
     print(f"  random order    {refs['random']:.4f}")
     if "bm25" in refs:
-        verdict = "beats" if trained_map > refs["bm25"] else "does NOT beat"
-        print(f"  the trained ranker {verdict} BM25 by {trained_map - refs['bm25']:+.4f} MAP")
+        gap = trained_map - refs["bm25"]  # "does NOT beat BM25 by -0.2591" read as a double negative
+        verdict = "beats" if gap > 0 else "trails" if gap < 0 else "ties with"
+        print(f"  the trained ranker {verdict} BM25" + (f" by {abs(gap):.4f} MAP" if gap else ""))
 
 
 def _stderr(msg: str) -> None:

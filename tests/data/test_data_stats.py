@@ -115,3 +115,13 @@ def test_stats_table_shows_the_first_stage() -> None:
     assert row["Random-order MAP (expected)"] == ["0.5208"] * 3
     assert row["r+ ranked last by BM25"] == ["33.3%", "0.0%", "100.0%"]
     assert row["rank 4"] == ["33.3%", "0.0%", "100.0%"]
+
+
+@pytest.mark.parametrize(("gap", "said"), [(0.1, "beats BM25 by 0.1000 MAP"), (-0.1, "trails BM25 by 0.1000 MAP"),
+                                           (0.0, "ties with BM25\n")])
+def test_train_s_verdict_against_bm25_reads_plainly(gap: float, said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # It said "does NOT beat BM25 by -0.2591 MAP": a double negative.
+    from harness.cli.train import _print_baselines
+
+    _print_baselines(SCORED, reference_maps(SCORED)["bm25"] + gap)
+    assert f"the trained ranker {said}" in capsys.readouterr().out
