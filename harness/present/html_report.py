@@ -429,8 +429,9 @@ def _power(report: StudyReport) -> str:
              f"comparisons)" if power.family_size > 1 else f"{o.alpha:g}")
     caption = (f"The smallest true difference to {the_baseline(power.baseline)} that the table's crossed test detects with "
                f"probability {o.power:g} at two-sided level {level} and {o.queries or power.queries} "
-               f"queries, against the seed count (log scale); dots: this study's {power.seeds} seeds (as in "
-               "power/power.md); dotted: the query floor that more seeds cannot go below.")
+               f"queries, against the seed count (log scale); dots: this study's {power.seeds} seeds at this level "
+               "(power/power.md and the terminal give each metric's level, a smaller difference where "
+               "the table's family is larger); dotted: the query floor that more seeds cannot go below.")
     notes = "".join(f"<li>{_e(s)}.</li>" for s in said)
     return (_img(fig, "power curves: detectable difference against seeds", caption)
             + (f'<ul class="decisions">{notes}</ul>' if notes else ""))
