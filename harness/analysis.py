@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, UnknownName, is_integer, is_number, refuse
 from harness.present.collections_significance import CollectionsSignificanceTable
+from harness.present.frames import FLOAT, TEXT, typed_frame
 from harness.present.power_text import PowerReport
 from harness.present.significance_table import SignificanceTable
 from harness.present.table import AUTO_FORM, resolve_form
@@ -61,6 +62,10 @@ if TYPE_CHECKING:
 # several collections, harness.stats.across; over one collection it is the whole table)
 FAMILIES = ("table", "metric", "collection")
 DEFAULT_LEVELS = (0.05, 0.01)
+
+# The types of runs()' columns (harness.present.frames): text but the value, whatever the rows hold
+RUNS_SCHEMA = {**dict.fromkeys(COLUMNS, TEXT), "value": FLOAT}
+COLLECTION_RUNS_SCHEMA = {**dict.fromkeys(COLLECTION_COLUMNS, TEXT), "value": FLOAT}
 
 MetricNames = str | Sequence[str] | None  # one metric or several, by harness key or ir-measures name
 
@@ -194,9 +199,7 @@ metrics=('map',), queries=None, test='auto', correction='holm')
         >>> runs = analysis.runs()                # doctest: +SKIP
         >>> per_run = runs[runs["query"].isna()]  # doctest: +SKIP
         """
-        import pandas as pd
-
-        return pd.DataFrame(long_rows(self.results), columns=list(COLUMNS))
+        return typed_frame(long_rows(self.results), RUNS_SCHEMA)
 
     def __repr__(self) -> str:
         r = self.results
@@ -455,9 +458,7 @@ class CollectionsStudy:
 
     def runs(self) -> pd.DataFrame:
         """The long format with a ``collection`` column (``StudyAnalysis.runs``, per collection)."""
-        import pandas as pd
-
-        return pd.DataFrame(collection_rows(self.collections), columns=list(COLLECTION_COLUMNS))
+        return typed_frame(collection_rows(self.collections), COLLECTION_RUNS_SCHEMA)
 
     def __repr__(self) -> str:
         first = next(iter(self.collections.values()))

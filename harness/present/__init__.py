@@ -3,7 +3,7 @@ Markdown, LaTeX, CSV, HTML), the table as an object holding its data and renderi
 (``significance_table``; ``collections_significance`` for a study over several collections,
 built by ``collections_table`` and formatted by ``collections_render``), the power analysis as an object and as text (``power_text``), what a
 finished study puts on its runs (``report``), the one-page HTML report (``html_report``) and the
-figures (``plots``). Renderers format; they compute nothing.
+figures (``plots``); ``frames`` fixes the DataFrames' column types. Renderers format; they compute nothing.
 
     table = SignificanceTable.build(analysis, "seeds")
     table.to_frame(), table.to_latex()

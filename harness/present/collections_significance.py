@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 from harness.metrics.measures import canonical_name
 from harness.present.collections_render import render_collections
 from harness.present.collections_table import CollectionsTable, build_collection_tables
-from harness.present.significance_table import COLUMNS as ONE_COLLECTION_COLUMNS
+from harness.present.frames import NULLABLE_INT, TEXT, typed_frame
+from harness.present.significance_table import SCHEMA as ONE_COLLECTION_SCHEMA
 from harness.present.significance_table import Renderings, SignificanceTable, _number
 from harness.present.table import AUTO_FORM
 from harness.stats.across import COMBINED, CollectionsAnalysis
@@ -42,9 +43,12 @@ from harness.stats.across import COMBINED, CollectionsAnalysis
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["COLUMNS", "CollectionsSignificanceTable"]
+__all__ = ["COLUMNS", "SCHEMA", "CollectionsSignificanceTable"]
 
-COLUMNS = ("collection", *ONE_COLLECTION_COLUMNS)
+# The one-collection table's columns and types after ``collection``; ``n_seeds`` is nullable here,
+# as a combined verdict's row is over no run's seeds
+SCHEMA = {"collection": TEXT, **ONE_COLLECTION_SCHEMA, "n_seeds": NULLABLE_INT}
+COLUMNS = tuple(SCHEMA)
 
 Row = dict[str, Any]
 
@@ -89,11 +93,9 @@ class CollectionsSignificanceTable(Renderings):
         return out
 
     def to_frame(self) -> pd.DataFrame:
-        """``rows()`` as a pandas DataFrame with the columns ``COLUMNS`` (missing: ``isna()``)."""
-        import pandas as pd
-
-        frame = pd.DataFrame(self.rows(), columns=list(COLUMNS))
-        return frame.astype({"n_seeds": "Int64", "comparisons": "Int64"})
+        """``rows()`` as a pandas DataFrame with the columns ``COLUMNS`` of the types ``SCHEMA``
+        (missing: ``isna()``), the same for every study (harness.present.frames)."""
+        return typed_frame(self.rows(), SCHEMA)
 
     @property
     def frame(self) -> pd.DataFrame:

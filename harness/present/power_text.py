@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import UnknownName
 from harness.metrics.measures import canonical_name
+from harness.present.frames import BOOL, FLOAT, INT, NULLABLE_INT, TEXT, typed_frame
 from harness.present.render import md_escape, md_escape_text, the_baseline
 from harness.present.table import display_name
 from harness.results.stored import StudyResults
@@ -42,10 +43,13 @@ from harness.stats.power import (
 if TYPE_CHECKING:
     import pandas as pd
 
-# One row per comparison and seed count of ``PowerReport.rows``.
-COLUMNS = ("config", "metric", "measure", "seeds", "queries", "this_study", "se", "df", "mde",
-           "mean_diff", "p_value", "var_seed", "var_query", "var_resid", "query_floor", "seeds_needed",
-           "seeds_needed_upper")
+# One row per comparison and seed count of ``PowerReport.rows``, and the frame's type of each column
+# (harness.present.frames): the seeds needed are missing without an effect
+SCHEMA = {"config": TEXT, "metric": TEXT, "measure": TEXT, "seeds": INT, "queries": INT, "this_study": BOOL,
+          "se": FLOAT, "df": FLOAT, "mde": FLOAT, "mean_diff": FLOAT, "p_value": FLOAT, "var_seed": FLOAT,
+          "var_query": FLOAT, "var_resid": FLOAT, "query_floor": FLOAT, "seeds_needed": NULLABLE_INT,
+          "seeds_needed_upper": NULLABLE_INT}
+COLUMNS = tuple(SCHEMA)
 
 
 @dataclass(frozen=True, kw_only=True, repr=False, eq=False)
@@ -90,11 +94,9 @@ class PowerReport:
                 for c in a.comparisons for r in c.rows]
 
     def to_frame(self) -> pd.DataFrame:
-        """``rows()`` as a pandas DataFrame (``seeds_needed`` missing without an effect)."""
-        import pandas as pd
-
-        return pd.DataFrame(self.rows(), columns=list(COLUMNS)).astype({"seeds_needed": "Int64",
-                                                                   "seeds_needed_upper": "Int64"})
+        """``rows()`` as a pandas DataFrame with the columns ``COLUMNS`` of the types ``SCHEMA``
+        (``seeds_needed`` missing without an effect), the same for every study."""
+        return typed_frame(self.rows(), SCHEMA)
 
     def to_dict(self) -> dict[str, object]:
         """The analysis as plain values: what ``to_json`` writes."""

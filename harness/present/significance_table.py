@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from harness.metrics.measures import canonical_name
+from harness.present.frames import FLOAT, INT, NULLABLE_INT, TEXT, typed_frame
 from harness.present.render import render as render_text
 from harness.present.table import AUTO_FORM, Table, build_tables, resolve_form
 from harness.results.stored import seed_summary
@@ -53,9 +54,12 @@ from harness.stats.significance import Analysis, Comparison
 if TYPE_CHECKING:
     import pandas as pd
 
-COLUMNS = ("metric", "measure", "config", "seed", "role", "n_seeds", "mean", "sd", "delta", "ci_low",
-           "ci_high", "d_z", "p_value", "p_adjusted", "comparisons", "direction", "marker", "test",
-           "correction")
+# The rows' columns, in order, and the frame's type of each (harness.present.frames), whatever the rows hold
+SCHEMA = {"metric": TEXT, "measure": TEXT, "config": TEXT, "seed": TEXT, "role": TEXT, "n_seeds": INT,
+          "mean": FLOAT, "sd": FLOAT, "delta": FLOAT, "ci_low": FLOAT, "ci_high": FLOAT, "d_z": FLOAT,
+          "p_value": FLOAT, "p_adjusted": FLOAT, "comparisons": NULLABLE_INT, "direction": TEXT,
+          "marker": TEXT, "test": TEXT, "correction": TEXT}
+COLUMNS = tuple(SCHEMA)
 
 Row = dict[str, Any]
 
@@ -148,11 +152,9 @@ class SignificanceTable(Renderings):
         return row
 
     def to_frame(self) -> pd.DataFrame:
-        """``rows()`` as a pandas DataFrame with the columns ``COLUMNS`` (missing: ``isna()``)."""
-        import pandas as pd
-
-        frame = pd.DataFrame(self.rows(), columns=list(COLUMNS))
-        return frame.astype({"n_seeds": "int64", "comparisons": "Int64"})
+        """``rows()`` as a pandas DataFrame with the columns ``COLUMNS`` of the types ``SCHEMA``
+        (missing: ``isna()``), the same for every study (harness.present.frames)."""
+        return typed_frame(self.rows(), SCHEMA)
 
     @property
     def frame(self) -> pd.DataFrame:
