@@ -12,7 +12,8 @@ From Python, a study's analysis in one call (harness.analysis; docs/python-api.m
 ``harness.load_study(name)`` (its MLflow experiment) or ``harness.compare(path_or_dataframe)`` (a
 long results table) give a ``StudyAnalysis``; its ``.table()`` is a ``SignificanceTable`` (a
 DataFrame as ``.frame``; ``to_markdown``, ``to_latex``, ``to_html``, ``to_csv``), its ``.power()``
-a ``PowerReport``, its ``.runs()`` a DataFrame. Bad input raises a ``HarnessError``; an unknown
+a ``PowerReport``, its ``.runs()`` a DataFrame. A study over several collections gives a
+``CollectionsStudy`` instead, whose ``.table()`` is a ``CollectionsSignificanceTable``. Bad input raises a ``HarnessError``; an unknown
 name an ``UnknownName``. The names are resolved on first use, so ``import harness`` imports no
 MLflow, torch or Ray; ``dir(harness)`` is ``__all__``.
 """
@@ -22,6 +23,8 @@ from harness._face import face as _face
 __version__ = "0.1.0"
 
 __all__ = [
+    "CollectionsSignificanceTable",
+    "CollectionsStudy",
     "ConfigError",
     "DataError",
     "HarnessError",
@@ -36,6 +39,8 @@ __all__ = [
 ]
 
 __getattr__, _ = _face(__name__, {
+    "CollectionsSignificanceTable": "present.collections_significance",
+    "CollectionsStudy": "analysis",
     "ConfigError": "errors",
     "DataError": "errors",
     "HarnessError": "errors",

@@ -57,6 +57,8 @@ from harness.stats.significance import AUTO, Analysis, AnalysisOptions, Markers,
 
 if TYPE_CHECKING:
     import pandas as pd
+else:  # a name the annotations resolve to at run time (typing.get_type_hints), pandas imported then
+    from harness.present.frames import lazy_pandas as pd
 
 # --family: the comparisons of a whole table, of each metric, or of each collection (a study over
 # several collections, harness.stats.across; over one collection it is the whole table)

@@ -10,6 +10,9 @@ import importlib
 import io
 import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -213,6 +216,45 @@ def test_dir_of_harness_is_its_public_api() -> None:
     # one name, one thing: the study file parser is harness.study.load_spec
     study = importlib.import_module("harness.study")
     assert "load_spec" in study.__all__ and not hasattr(study, "load_study")
+
+
+def test_the_public_signatures_resolve() -> None:
+    """typing.get_type_hints of every public function and method: the DataFrame annotations name
+    pandas lazily (harness.present.frames.lazy_pandas), as pandas is not imported with harness."""
+    import inspect
+    import typing
+
+    checked = 0
+    for name in harness.__all__:
+        value = getattr(harness, name)
+        members = [value] if inspect.isfunction(value) else [
+            m.fget if isinstance(m, property) else m for n, m in vars(value).items()
+            if (not n.startswith("_") or n == "__init__") and (inspect.isfunction(m) or isinstance(m, property))
+        ] if inspect.isclass(value) else []
+        for member in members:
+            typing.get_type_hints(member)
+            checked += 1
+    assert checked > 30
+    assert typing.get_type_hints(harness.compare)["source"] == str | os.PathLike[str] | pd.DataFrame
+    assert typing.get_type_hints(harness.CollectionsStudy.runs)["return"] is pd.DataFrame
+    # a table rendered without its frame still imports no pandas
+    code = ("import sys, typing\nimport harness\nfrom harness.results.stored import RunRecord, StudyResults\n"
+            "typing.get_type_hints(harness.StudyAnalysis.table)\n"
+            "records = [RunRecord(config=c, seed=s, values={'map': v}) for c, s, v in [('a', '1', 0.3), "
+            "('a', '2', 0.31), ('b', '1', 0.35), ('b', '2', 0.37)]]\n"
+            "print(harness.StudyAnalysis(results=StudyResults.build(records)).table().to_latex()[:1], "
+            "'pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    assert out.split() == ["%", "False"]
+
+
+def test_the_collections_types_are_public() -> None:
+    from harness.analysis import CollectionsStudy
+    from harness.present.collections_significance import CollectionsSignificanceTable
+
+    assert harness.CollectionsStudy is CollectionsStudy
+    assert harness.CollectionsSignificanceTable is CollectionsSignificanceTable
 
 
 def test_power_rows_cover_every_metric_and_need_no_seeds_without_an_effect(analysis: StudyAnalysis) -> None:

@@ -42,6 +42,8 @@ from harness.stats.across import COMBINED, CollectionsAnalysis
 
 if TYPE_CHECKING:
     import pandas as pd
+else:  # a name the annotations resolve to at run time (typing.get_type_hints), pandas imported then
+    from harness.present.frames import lazy_pandas as pd
 
 __all__ = ["COLUMNS", "SCHEMA", "CollectionsSignificanceTable"]
 

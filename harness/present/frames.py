@@ -12,6 +12,13 @@ give frames that round, filter and concatenate alike.
   it filters without ``na=False``. pandas before 2.3 has no such dtype: there text stays object.
 
 pandas is imported when a frame is made, not with this module (``import harness`` stays light).
+The modules that return frames annotate them ``pd.DataFrame`` with ``pd`` this module's
+``lazy_pandas``, so ``typing.get_type_hints`` resolves their signatures (importing pandas then)::
+
+    if TYPE_CHECKING:
+        import pandas as pd
+    else:
+        from harness.present.frames import lazy_pandas as pd
 """
 
 from __future__ import annotations
@@ -23,6 +30,22 @@ if TYPE_CHECKING:
     import pandas as pd
 
 FLOAT, INT, NULLABLE_INT, BOOL, TEXT = "float64", "int64", "Int64", "bool", "text"
+
+
+class _LazyPandas:
+    """The pandas module, imported at the first attribute read: a name an annotation can refer to
+    at run time (``pd.DataFrame`` in a signature) without importing pandas with the module."""
+
+    def __getattr__(self, name: str) -> Any:
+        import pandas
+
+        return getattr(pandas, name)
+
+    def __repr__(self) -> str:
+        return "<pandas, imported on first use>"
+
+
+lazy_pandas = _LazyPandas()
 
 
 def typed_frame(rows: Iterable[Mapping[str, Any]], schema: Mapping[str, str]) -> pd.DataFrame:

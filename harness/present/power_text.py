@@ -42,6 +42,8 @@ from harness.stats.power import (
 
 if TYPE_CHECKING:
     import pandas as pd
+else:  # a name the annotations resolve to at run time (typing.get_type_hints), pandas imported then
+    from harness.present.frames import lazy_pandas as pd
 
 # One row per comparison and seed count of ``PowerReport.rows``, and the frame's type of each column
 # (harness.present.frames): the seeds needed are missing without an effect

@@ -53,6 +53,8 @@ from harness.stats.significance import Analysis, Comparison
 
 if TYPE_CHECKING:
     import pandas as pd
+else:  # a name the annotations resolve to at run time (typing.get_type_hints), pandas imported then
+    from harness.present.frames import lazy_pandas as pd
 
 # The rows' columns, in order, and the frame's type of each (harness.present.frames), whatever the rows hold
 SCHEMA = {"metric": TEXT, "measure": TEXT, "config": TEXT, "seed": TEXT, "role": TEXT, "n_seeds": INT,
