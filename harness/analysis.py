@@ -209,6 +209,8 @@ metrics=('map',), queries=None, test='auto', correction='holm')
                  f"seeds={r.seeds!r}", f"metrics={r.metrics!r}", f"queries={len(r.qids) if r.qids else None}"]
         if r.stopped:
             parts.append(f"stopped={tuple(r.stopped)!r}")
+        if r.incomplete:  # the sentence is results.incomplete; the tables' notes and to_dict carry it
+            parts.append("incomplete=True")
         always = ("test", "correction")
         defaults = TableOptions()
         parts += [f"{f.name}={getattr(self.options, f.name)!r}" for f in fields(TableOptions)
@@ -466,6 +468,7 @@ class CollectionsStudy:
         first = next(iter(self.collections.values()))
         configs = tuple(dict.fromkeys(c for r in self.collections.values() for c in r.configs))
         return (f"CollectionsStudy(collections={tuple(self.collections)!r}, baseline={first.baseline!r}, "
-                f"configs={configs!r}, test={self.options.test!r}, correction={self.options.correction!r})")
+                f"configs={configs!r}, test={self.options.test!r}, correction={self.options.correction!r}"
+                f"{', incomplete=True' if any(r.incomplete for r in self.collections.values()) else ''})")
 
 

@@ -215,7 +215,7 @@ def test_the_repr_says_what_is_held(study: StudyAnalysis, study_dir: Path) -> No
     assert repr(study) == (
         f"StudyAnalysis(source=\"MLflow experiment '{STUDY}'\", baseline='baseline (no CL)', "
         "configs=('baseline (no CL)', 'root_2 + BERT_pred', 'anti-curriculum'), seeds=('1', '2', '3'), "
-        "metrics=('map', 'mrr'), queries=12, test='auto', correction='holm')")
+        "metrics=('map', 'mrr'), queries=12, incomplete=True, test='auto', correction='holm')")  # a FAILED run
     other = harness.compare(study_dir / "results.csv", metric="map", test="wilcoxon", levels=(0.1,))
     assert repr(other).endswith("queries=40, metric=('map',), test='wilcoxon', correction='holm', "
                                 "levels=(0.1,))")

@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -104,6 +105,31 @@ class CollectionsSignificanceTable(Renderings):
         """``to_frame()``: a new DataFrame on each read."""
         return self.to_frame()
 
+    @property
+    def incomplete(self) -> str:
+        """The INCOMPLETE sentence of a study that did not finish (``SignificanceTable.incomplete``;
+        the collections of one study share it), empty when it finished."""
+        return next((a.results.incomplete for a in self.analysis.analyses.values() if a.results.incomplete), "")
+
+    @property
+    def dropped(self) -> dict[str, tuple[str, ...]]:
+        """Per collection, the queries left out of its tests because some of its runs lack them."""
+        return {name: tuple(a.results.dropped) for name, a in self.analysis.analyses.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table's data as plain values (JSON-ready), as ``SignificanceTable.to_dict`` with the
+        ``collections`` and ``dropped_queries`` per collection."""
+        a = self.analysis
+        return {"form": self.form, "test": a.test, "correction": a.options.correction,
+                "confidence": a.options.confidence, "family": a.family, "baseline": a.baseline,
+                "collections": list(a.collections), "configs": list(a.configs), "metrics": list(a.metrics),
+                "incomplete": self.incomplete or None,
+                "dropped_queries": {name: list(qids) for name, qids in self.dropped.items()},
+                "rows": self.rows()}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
     # -- renderings -------------------------------------------------------------------------------
 
     def render(self, format: str = "md") -> str:
@@ -114,4 +140,4 @@ class CollectionsSignificanceTable(Renderings):
         a = self.analysis
         return (f"CollectionsSignificanceTable(form={self.form!r}, collections={a.collections!r}, "
                 f"test={a.test!r}, correction={a.options.correction!r}, baseline={a.baseline!r}, "
-                f"configs={len(a.configs)}, metrics={a.metrics!r})")
+                f"configs={len(a.configs)}, metrics={a.metrics!r}{', incomplete=True' if self.incomplete else ''})")

@@ -163,14 +163,29 @@ class SignificanceTable(Renderings):
         """``to_frame()``: a new DataFrame on each read."""
         return self.to_frame()
 
+    @property
+    def incomplete(self) -> str:
+        """The INCOMPLETE sentence of a study that did not finish (harness.results.mlflow_reader.
+        incomplete_note; empty when it finished): the rendered tables' note says it, and a table
+        taken as data must too, or its rows pass for a finished study's."""
+        return self.analysis.results.incomplete
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        """The queries left out of every test because some runs lack them (the footnote counts them)."""
+        return tuple(self.analysis.results.dropped)
+
     def to_dict(self) -> dict[str, Any]:
         """The table's data as plain values (JSON-ready): the form, test, correction, confidence
-        level, baseline, configurations and metrics, and ``rows``."""
+        level, baseline, configurations and metrics, ``incomplete`` (the sentence of an unfinished
+        study, None when it finished, as a power report's JSON), ``dropped_queries`` and ``rows``."""
         res = self.analysis.results
         return {"form": self.form, "test": self.analysis.test,
                 "correction": self.analysis.options.correction,
                 "confidence": self.analysis.options.confidence, "baseline": res.baseline,
-                "configs": list(res.configs), "metrics": list(self.analysis.metrics), "rows": self.rows()}
+                "configs": list(res.configs), "metrics": list(self.analysis.metrics),
+                "incomplete": self.incomplete or None, "dropped_queries": list(self.dropped),
+                "rows": self.rows()}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -185,7 +200,8 @@ class SignificanceTable(Renderings):
     def __repr__(self) -> str:
         a = self.analysis
         return (f"SignificanceTable(form={self.form!r}, test={a.test!r}, correction={a.options.correction!r}, "
-                f"baseline={a.results.baseline!r}, configs={len(a.results.configs)}, metrics={a.metrics!r})")
+                f"baseline={a.results.baseline!r}, configs={len(a.results.configs)}, metrics={a.metrics!r}"
+                f"{', incomplete=True' if self.incomplete else ''})")
 
 
 def _tested(analysis: Analysis, comp: Comparison | None) -> Row:
