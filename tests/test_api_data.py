@@ -257,6 +257,16 @@ def test_the_collections_types_are_public() -> None:
     assert harness.CollectionsSignificanceTable is CollectionsSignificanceTable
 
 
+def test_the_same_results_from_a_csv_and_its_dataframe_are_equal(csv_path: Path, analysis: StudyAnalysis) -> None:
+    """Where results were read (``source``) names them in messages; it is not part of their value."""
+    from_frame = harness.compare(pd.read_csv(csv_path))
+    assert from_frame.results.source == "DataFrame" != analysis.results.source
+    assert from_frame == analysis and from_frame.results == analysis.results
+    assert from_frame != analysis.with_options(correction="bonferroni")
+    # tables and power reports compare by identity; their data compare by value
+    assert from_frame.table() != analysis.table() and from_frame.table().to_dict() == analysis.table().to_dict()
+
+
 def test_power_rows_cover_every_metric_and_need_no_seeds_without_an_effect(analysis: StudyAnalysis) -> None:
     rows = analysis.power().rows()
     assert len(rows) == len(METRICS) * 3 * 4  # 3 candidates x seed counts 3 (this study's), 5, 10, 20

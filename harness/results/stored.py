@@ -75,7 +75,9 @@ class StudyResults:
     # Queries left out of every test because some runs lack them -> those runs (``_common_qids``;
     # a ``Lacking``, which names them when read).
     dropped: Mapping[str, Sequence[str]] = field(default_factory=dict)
-    source: str
+    # where the results were read (messages and notes name it); not part of their value, so the same
+    # results read from a CSV and from its DataFrame are equal
+    source: str = field(compare=False)
     config_ids: Mapping[str, str] = field(default_factory=dict)
     # Configurations stopped early (harness.study.early_stop), left out: label -> where and why.
     stopped: Mapping[str, str] = field(default_factory=dict)
