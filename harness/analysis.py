@@ -51,7 +51,7 @@ from harness.results.mlflow_reader import (
 )
 from harness.results.stored import StudyResults
 from harness.stats.across import CollectionsAnalysis, analyse_collections
-from harness.stats.corrections import DEFAULT_CORRECTION
+from harness.stats.corrections import CORRECTIONS, DEFAULT_CORRECTION
 from harness.stats.power import DEFAULT_SEEDS, PowerOptions
 from harness.stats.significance import AUTO, Analysis, AnalysisOptions, Markers, analyse
 
@@ -105,6 +105,8 @@ class TableOptions:
         object.__setattr__(self, "metric", metric_names(self.metric))
         object.__setattr__(self, "lower_better", _lower_names(self.lower_better))
         object.__setattr__(self, "levels", _levels(self.levels))
+        if self.correction not in CORRECTIONS:  # named as the argument, not as the study file's key
+            raise UnknownName("correction", self.correction, CORRECTIONS.names())
         self.analysis_options()  # refuses a bad test, correction or levels now, not at the first table
         if self.family not in FAMILIES:
             raise UnknownName("family", self.family, FAMILIES)

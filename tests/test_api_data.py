@@ -176,15 +176,17 @@ def _unknown(call: Callable[[], object]) -> UnknownName:
     (lambda a, p: a.analyse(metric="map").get("better", "mrr"), "metric", "mrr", None),
     (lambda a, p: a.with_options(test="per-seed").analyse().get("better", "map", "9"), "seed", "9", None),
     (lambda a, p: harness.compare(p, test="wilcox"), "test", "wilcox", "wilcoxon"),
-    (lambda a, p: harness.compare(p, correction="holn"), "evaluation.correction", "holn", "holm"),
+    # named as the Python argument, not as the study file's key (evaluation.correction)
+    (lambda a, p: harness.compare(p, correction="holn"), "correction", "holn", "holm"),
     (lambda a, p: harness.compare(p, family="metrics"), "family", "metrics", "metric"),
     (lambda a, p: harness.compare(p, baseline="bas"), "baseline", "bas", "base"),
     (lambda a, p: a.table(form="summry"), "form", "summry", "summary"),
     (lambda a, p: a.table(names="labels"), "names", "labels", "label"),
-    (lambda a, p: a.table().render("tex"), "evaluation.format", "tex", "latex"),
+    (lambda a, p: a.table().render("tex"), "format", "tex", "latex"),
+    (lambda a, p: a.with_options(correction="bonferoni"), "correction", "bonferoni", "bonferroni"),
     (lambda a, p: a.power().render("jsn"), "format", "jsn", "json"),
 ], ids=["metric", "metric-option", "configuration", "metric-get", "metric-not-analysed", "seed", "test",
-        "correction", "family", "baseline", "form", "names", "format", "power-format"])
+        "correction", "family", "baseline", "form", "names", "format", "correction-option", "power-format"])
 def test_unknown_names_raise_unknown_name(call: Callable[[StudyAnalysis, Path], object], kind: str, name: str,
                                           hint: str | None, analysis: StudyAnalysis, csv_path: Path) -> None:
     error = _unknown(lambda: call(analysis, csv_path))

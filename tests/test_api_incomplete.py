@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import harness
+from harness.errors import UnknownName
 from harness.tracking.store import default_tracking_uri
 from tests.synthetic import synthetic_records, write_collections_records, write_long_csv, write_study_records
 
@@ -67,3 +68,7 @@ def test_the_collections_table_is_data_as_the_one_collection_table(tmp_path: Pat
     assert json.loads(table.to_json()) == json.loads(json.dumps(data))
     one = harness.compare(a).table(form="configs").to_dict()
     assert set(one) - {"dropped_queries"} <= set(data)
+    # an unknown format is named as the argument, as on one collection
+    with pytest.raises(UnknownName) as exc:
+        table.render("json")
+    assert str(exc.value).startswith("format: unknown name 'json'; valid: ")

@@ -32,8 +32,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import UnknownName
 from harness.metrics.measures import canonical_name
-from harness.present.collections_render import render_collections
+from harness.present.collections_render import COLLECTION_RENDERERS, render_collections
 from harness.present.collections_table import CollectionsTable, build_collection_tables
 from harness.present.frames import NULLABLE_INT, TEXT, typed_frame
 from harness.present.significance_table import SCHEMA as ONE_COLLECTION_SCHEMA
@@ -133,7 +134,10 @@ class CollectionsSignificanceTable(Renderings):
     # -- renderings -------------------------------------------------------------------------------
 
     def render(self, format: str = "md") -> str:
-        """The tables as ``format`` (md, latex, csv, html), as `harness table --format` prints them."""
+        """The tables as ``format`` (md, latex, csv, html), as `harness table --format` prints them;
+        an unknown format is refused naming the argument (``format``)."""
+        if format not in COLLECTION_RENDERERS:
+            raise UnknownName("format", format, COLLECTION_RENDERERS.names())
         return render_collections(self.tables, format)
 
     def __repr__(self) -> str:

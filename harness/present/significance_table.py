@@ -44,8 +44,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from harness.errors import UnknownName
 from harness.metrics.measures import canonical_name
 from harness.present.frames import FLOAT, INT, NULLABLE_INT, TEXT, typed_frame
+from harness.present.render import RENDERERS
 from harness.present.render import render as render_text
 from harness.present.table import AUTO_FORM, Table, build_tables, resolve_form
 from harness.results.stored import seed_summary
@@ -194,7 +196,10 @@ class SignificanceTable(Renderings):
 
     def render(self, format: str = "md") -> str:
         """The tables as ``format`` (md, latex, csv, html: the renderers of harness.present.render),
-        as `harness table --format` prints them."""
+        as `harness table --format` prints them. An unknown format is refused naming the argument
+        (``format``), not the study file's key the renderers' registry is named after."""
+        if format not in RENDERERS:
+            raise UnknownName("format", format, RENDERERS.names())
         return render_text(self.tables, format)
 
     def __repr__(self) -> str:
