@@ -452,12 +452,16 @@ class CollectionsStudy:
         2020 Table 5)."""
         return CollectionsSignificanceTable.build(self.analyse(metric=metric), form, decimals, names)
 
-    def power(self, collection: str, *, metric: MetricNames = None, alpha: float = 0.05, power: float = 0.8,
+    def power(self, collection: str | None = None, *, metric: MetricNames = None, alpha: float = 0.05, power: float = 0.8,
               seeds: Sequence[int] = DEFAULT_SEEDS, queries: int | None = None,
               effect: float | None = None, family_size: int | None = None) -> PowerReport:
         """``StudyAnalysis.power`` of one collection (its own variance components), as `harness
         power --collection NAME` computes it: at alpha / ``family_size``, by default the whole
-        table's family (every comparison of every collection, metric and combined verdict)."""
+        table's family (every comparison of every collection, metric and combined verdict).
+        ``collection`` is required: a power analysis is of one collection's variance components."""
+        if collection is None:
+            raise ConfigError(f"collection: name the collection to analyse, one of "
+                              f"{', '.join(self.collections)}")
         options = power_options(metric_names(metric) or self.options.metric, alpha=alpha, power=power,
                                 seeds=seeds, queries=queries, effect=effect, family_size=family_size)
         return collection_power(self.collections, collection, options)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import harness
-from harness.errors import UnknownName
+from harness.errors import ConfigError, UnknownName
 from harness.tracking.store import default_tracking_uri
 from tests.synthetic import synthetic_records, write_collections_records, write_long_csv, write_study_records
 
@@ -68,6 +68,10 @@ def test_the_collections_table_is_data_as_the_one_collection_table(tmp_path: Pat
     assert json.loads(table.to_json()) == json.loads(json.dumps(data))
     one = harness.compare(a).table(form="configs").to_dict()
     assert set(one) - {"dropped_queries"} <= set(data)
+    # power() is of one collection: without one, a one-line refusal naming the argument and the choices
+    with pytest.raises(ConfigError) as refused:
+        harness.compare(both).power()
+    assert str(refused.value) == "collection: name the collection to analyse, one of a, b"
     # an unknown format is named as the argument, as on one collection
     with pytest.raises(UnknownName) as exc:
         table.render("json")
