@@ -269,6 +269,20 @@ def test_the_same_results_from_a_csv_and_its_dataframe_are_equal(csv_path: Path,
     assert from_frame.table() != analysis.table() and from_frame.table().to_dict() == analysis.table().to_dict()
 
 
+def test_a_float_seed_column_reads_as_integer_seeds(tmp_path: Path) -> None:
+    """A seed column pandas made float (1.0) is seed 1, as a CSV's "1", so the runs pair; a fraction
+    is refused naming the row."""
+    frame = pd.DataFrame({"config": ["bm25", "bert"] * 3, "seed": [1.0, 1.0, 2.0, 2.0, 3.0, 3.0], "metric": "map",
+                          "value": [0.30, 0.35, 0.31, 0.37, 0.29, 0.36]})
+    assert harness.compare(frame).results.seeds == ("1", "2", "3")
+    path = tmp_path / "ints.csv"
+    frame.astype({"seed": int}).to_csv(path, index=False)
+    assert harness.compare(frame) == harness.compare(path)
+    with pytest.raises(HarnessError) as exc:
+        harness.compare(frame.assign(seed=[1.5, 1.5, 2, 2, 3, 3]))
+    assert str(exc.value) == "DataFrame row 0: seed 1.5 is not a whole number; seeds are integers or labels"
+
+
 def test_power_rows_cover_every_metric_and_need_no_seeds_without_an_effect(analysis: StudyAnalysis) -> None:
     rows = analysis.power().rows()
     assert len(rows) == len(METRICS) * 3 * 4  # 3 candidates x seed counts 3 (this study's), 5, 10, 20

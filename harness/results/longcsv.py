@@ -162,6 +162,12 @@ def read_frame_collections(frame: Any, *, baseline: str | None = None, source: s
     def text(value: Any, where: str, column: str) -> str:
         if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)):
             return ""
+        if column == "seed" and pd.api.types.is_float(value):
+            # a seed column pandas made float (a missing cell, a float cast): 1.0 is seed 1, as a
+            # CSV's "1", so the runs pair; a fraction is no seed
+            if not float(value).is_integer():
+                raise DataError(f"{where}: seed {value!r} is not a whole number; seeds are integers or labels")
+            return str(int(value))
         if isinstance(value, int) and value.bit_length() > 4 * MAX_SEED_DIGITS:
             # no seed or value this long; and past 4300 digits str() raises (Python's limit)
             raise DataError(f"{where}: {column} is an integer of {value.bit_length()} bits; no seed or value "
