@@ -17,13 +17,13 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from harness.data.config import PROTOCOLS, TRAIN_SAMPLERS, DataConfig  # noqa: F401
-from harness.errors import ConfigError, DataError, refuse, require, shown
+from harness.errors import ConfigError, DataError, is_integer, refuse, require, shown
 from harness.losses.kinds import LOSSES
 from harness.losses.smoothing import SMOOTHING_METHODS, Smoothing, smoothing_method  # noqa: F401
 from harness.suggest import did_you_mean
@@ -360,7 +360,9 @@ class TrialConfig:
 
     @staticmethod
     def key_type(key: str) -> Any:
-        """The type a valid flat key takes (``int``, ``float``, ``Steps``, ``tuple[int, ...] | None``...)."""
+        """The type a valid flat key takes (``int``, ``float``, ``Steps``, ``tuple[int, ...] | None``...);
+        another key is refused as ``from_flat`` refuses it."""
+        _check_key(key)
         section, name = key.split(".", 1)
         return _hint(_section_types()[section], name)
 
@@ -368,12 +370,13 @@ class TrialConfig:
     def from_flat(cls, flat: dict[str, Any], base: TrialConfig | None = None) -> TrialConfig:
         """Parse flat dotted keys over ``base`` (defaults when None); unknown keys are refused
         with close matches suggested."""
+        if not isinstance(flat, Mapping):  # a public entry point (harness.TrialConfig): no AttributeError
+            raise ConfigError(f"flat must be a mapping of config keys (section.key) to values, got "
+                              f"{type(flat).__name__}")
         base = base or cls()
-        valid = set(cls.keys())
         per_section: dict[str, dict[str, Any]] = {}
         for key, value in flat.items():
-            if key not in valid:
-                raise ConfigError(unknown_key_message(key), key=key)
+            _check_key(key)
             section, name = key.split(".", 1)
             per_section.setdefault(section, {})[name] = value
         sections = {}
@@ -433,7 +436,23 @@ class TrialConfig:
         return ",".join(parts)
 
     def with_seed(self, seed: int) -> TrialConfig:
-        return dataclasses.replace(self, train=dataclasses.replace(self.train, seed=seed))
+        """This configuration with ``train.seed`` = ``seed`` (an integer, checked as the key is)."""
+        if not is_integer(seed):
+            raise ConfigError(f"seed must be an integer, got {seed!r}", key="train.seed")
+        return dataclasses.replace(self, train=dataclasses.replace(self.train, seed=int(seed)))
+
+
+def _check_key(key: object) -> None:
+    """Refuse what is not a config key (one line naming it): not a string, or not a known key."""
+    if not isinstance(key, str):
+        raise ConfigError(f"config key {key!r} is not a string; config keys are section.key (train.steps)")
+    if key not in _valid_keys():
+        raise ConfigError(unknown_key_message(key), key=key)
+
+
+@functools.cache
+def _valid_keys() -> frozenset[str]:
+    return frozenset(TrialConfig.keys())
 
 
 def unknown_key_message(key: str) -> str:

@@ -292,3 +292,20 @@ def test_power_rows_cover_every_metric_and_need_no_seeds_without_an_effect(analy
 
 def test_the_errors_docstring_examples() -> None:
     assert doctest.testmod(importlib.import_module("harness.errors")).failed == 0
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: harness.TrialConfig.from_flat(None), "flat must be a mapping of config keys (section.key) to values, got NoneType"),
+    (lambda: harness.TrialConfig.from_flat([("train.seed", 1)]), "flat must be a mapping of config keys"),
+    (lambda: harness.TrialConfig.from_flat({1: 2}), "config key 1 is not a string; config keys are section.key"),
+    (lambda: harness.TrialConfig.key_type("nope"), "unknown config key 'nope'"),
+    (lambda: harness.TrialConfig().with_seed("1"), "seed must be an integer, got '1'"),
+], ids=["none", "list", "int-key", "key-type", "with-seed"])
+def test_trial_config_refuses_bad_input_in_one_line(call: Callable[[], object], message: str) -> None:
+    """harness.TrialConfig is public: bad input is a ConfigError naming the argument or key, never
+    an AttributeError, TypeError or ValueError from inside."""
+    with pytest.raises(ConfigError) as exc:
+        call()
+    assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
+    assert harness.TrialConfig().with_seed(7).train.seed == 7
+    assert harness.TrialConfig.key_type("train.seed") is int
