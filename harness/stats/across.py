@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from harness.errors import ConfigError, DataError, prefixed
+from harness.errors import ConfigError, DataError, UnknownName, prefixed
 from harness.results.stored import COMBINED, StudyResults
 from harness.stats.combined import (
     DEFAULT_TAU2,
@@ -142,9 +142,16 @@ class CollectionsAnalysis:
         return min(self.family_sizes, default=0)
 
     def get_combined(self, config: str, metric: str) -> CombinedComparison | None:
+        """The combined verdict of ``config`` on ``metric`` across the collections; None where a
+        known configuration has none (the baseline). A name the analysis lacks raises UnknownName,
+        as the one-collection ``Analysis.get`` does (it returned None, read as "no verdict")."""
         for c in self.combined:
             if c.config == config and c.metric == metric:
                 return c
+        if config not in self.configs:
+            raise UnknownName("configuration", config, self.configs, where="this analysis")
+        if metric not in self.metrics:
+            raise UnknownName("metric", metric, self.metrics, where="this analysis")
         return None
 
     def marker(self, comparison: Comparison | CombinedComparison | None) -> str | None:

@@ -172,6 +172,13 @@ def test_the_combined_verdict_is_the_hksj_combination_of_the_collections() -> No
         assert comb.result.p_value == pytest.approx(stats.ttest_1samp(y, 0.0).pvalue)
     weighted = analyse_collections(cols, weighting="inverse-variance")
     assert weighted.get_combined("better", "map").result.weighting == "inverse-variance"
+    # a name the analysis lacks is refused, as Analysis.get refuses it (it read as "no verdict")
+    from harness.errors import UnknownName
+
+    assert weighted.get_combined(weighted.baseline, "map") is None
+    for config, metric, kind in (("nope", "map", "configuration"), ("better", "nope", "metric")):
+        with pytest.raises(UnknownName, match=f"unknown {kind} 'nope'"):
+            weighted.get_combined(config, metric)
 
 
 @pytest.mark.parametrize("test", ["per-seed", "wilcoxon", "randomisation", "across-seeds", "seed-averaged"])
