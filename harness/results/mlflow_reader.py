@@ -254,7 +254,8 @@ def _read(snapshot: ExperimentSnapshot, name: str, uri: str, baseline: str | Non
                 per_query = read_per_query(_Lazy(snapshot.client), run.run_id, tmp, source, metric_key,
                                            run.artifact_uri)
                 if per_query is None:
-                    lost.update({run.run_id: run.artifact_uri} if run.done else {})
+                    if run.done:
+                        lost[run.run_id] = run.artifact_uri
                     per_query = {}
                 values = {m: v for m, v in run.test.items() if m in METRIC_KEYS or m in per_query}
                 records.append(RunRecord(config=label, seed=str(seed), values=values,

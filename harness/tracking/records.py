@@ -122,9 +122,10 @@ def read_per_query(client: Any, run_id: str, tmp: str, source: str,
                    measure_name: Callable[[str], str] = str, artifact_uri: str | None = None) -> PerQuery | None:
     """A seed run's per_query/test.csv as {measure: {qid: value}} (None when the run has no such
     file: the harness logs one with every seed run it finishes, so the caller tells a run logged
-    without per-query values from one whose file was lost); ``measure_name`` maps a measure as written to the name it is read as. ``artifact_uri``: the
-    run's artifact root (``run.info.artifact_uri``); where it is a local folder the file is read
-    from it, with no store query per run."""
+    without per-query values from one whose file was lost); ``measure_name`` maps a measure as
+    written to the name it is read as. ``artifact_uri``: the run's artifact root
+    (``run.info.artifact_uri``); where it is a local folder the file is read from it, with no store
+    query per run."""
     local = local_artifact(artifact_uri, C.PER_QUERY_ARTIFACT)
     if local is None:
         folder, _, filename = C.PER_QUERY_ARTIFACT.rpartition("/")
