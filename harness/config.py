@@ -438,14 +438,14 @@ class TrialConfig:
     def with_seed(self, seed: int) -> TrialConfig:
         """This configuration with ``train.seed`` = ``seed`` (an integer, checked as the key is)."""
         if not is_integer(seed):
-            raise ConfigError(f"seed must be an integer, got {seed!r}", key="train.seed")
+            raise ConfigError(f"seed must be an integer, got {shown(seed)}", key="train.seed")
         return dataclasses.replace(self, train=dataclasses.replace(self.train, seed=int(seed)))
 
 
 def _check_key(key: object) -> None:
     """Refuse what is not a config key (one line naming it): not a string, or not a known key."""
     if not isinstance(key, str):
-        raise ConfigError(f"config key {key!r} is not a string; config keys are section.key (train.steps)")
+        raise ConfigError(f"config key {shown(key)} is not a string; config keys are section.key (train.steps)")
     if key not in _valid_keys():
         raise ConfigError(unknown_key_message(key), key=key)
 
