@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -22,7 +21,9 @@ import numpy as np
 from harness.config import TrialConfig
 from harness.curriculum.scoring import ScoringContext, TeacherScores, score_queries
 from harness.data.cache import cache_root
+from harness.errors import DataError
 from harness.records import Query, Splits
+from harness.textfile import write_atomic
 from harness.training._instances import trained_candidates, trial_instances
 from harness.training._teacher_id import TEACHER_NAMES, teacher_config, teacher_settings
 
@@ -125,13 +126,10 @@ def teacher_scores(cfg: TrialConfig, splits: Splits, *, progress: Progress | Non
         ce = np.where(labels, np.logaddexp(0.0, -s), np.logaddexp(0.0, s))
         prob[q.qid] = {c.doc_id: float(v) for c, v in zip(q.candidates, p, strict=True)}
         loss[q.qid] = {c.doc_id: float(v) for c, v in zip(q.candidates, ce, strict=True)}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"prob": prob, "loss": loss}))
-        tmp.replace(path)
+    try:  # whole or absent (textfile.write_atomic): a failed write left its temporary file behind
+        write_atomic(path, json.dumps({"prob": prob, "loss": loss}), "teacher cache")
         log(f"curriculum: teacher cached at {path}")
-    except OSError as exc:  # the scores are in hand: the run goes on, the next one trains it again
-        log(f"curriculum: the teacher could not be cached at {path} ({exc.strerror or exc}); the next run "
-            "trains it again")
+    except DataError as exc:  # the scores are in hand: the run goes on, the next one trains it again
+        log(f"curriculum: the teacher could not be cached at {path}: {str(exc).removeprefix(f'{path}: ')}; "
+            "the next run trains it again")
     return TeacherScores(prob=prob, loss=loss)
