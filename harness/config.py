@@ -261,6 +261,11 @@ class SmoothingConfig:
         return self.kind.smooths and self.epsilon > 0.0
 
 
+# Keys added after configuration ids were first made, with their defaults: one enters the id only
+# where it is not its default, so the ids of configs written before it existed do not change.
+_LATER_KEYS: dict[str, Any] = {"train.compile": "auto", "cascade.rounding": "floor"}
+_NO_DEFAULT = object()
+
 # How an exit's drop count alpha * k is rounded (harness.model.cascade_cost.ROUNDINGS reads it here).
 CASCADE_ROUNDINGS = ("floor", "nearest")
 
@@ -402,11 +407,8 @@ class TrialConfig:
 
     def config_id(self) -> str:
         """Stable hash of the configuration without its seed (the tag harness.config_id: docs/architecture.md, "MLflow records")."""
-        # train.compile and cascade.rounding enter the id only when they are not their defaults
-        # ("auto", "floor"), so the ids of configs written before the options existed do not change.
         flat = {k: v for k, v in self.to_flat().items()
-                if k != "train.seed" and not (k == "train.compile" and v == "auto")
-                and not (k == "cascade.rounding" and v == "floor")}
+                if k != "train.seed" and _LATER_KEYS.get(k, _NO_DEFAULT) != v}
         # Where the data cache lives is no part of what is trained: every cache folder hashes as the
         # default (None), so ids made without the key do not change and one spelled out is the same
         # configuration (a --resume with data.cache_dir set found "another configuration").
