@@ -619,7 +619,8 @@ def _loader() -> Any:
             body = str(node.value).replace("_", "").lstrip("+-")
             if _OCTAL_OR_BASE_60.fullmatch(body):
                 # 0100 was almost surely meant as 100: the hint names that number first
-                meant, how = ((body.lstrip("0") or "0", "a leading 0 makes it octal") if body.isdigit()
+                sign = "-" if str(node.value).startswith("-") else ""
+                meant, how = ((sign + (body.lstrip("0") or "0"), "a leading 0 makes it octal") if body.isdigit()
                               else (None, "base 60"))
                 hint = (f"write {meant} without the leading 0 (or {value} if octal was meant)" if meant
                         else f"write {value}, or quote it to write text")

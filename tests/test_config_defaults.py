@@ -7,7 +7,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from pathlib import Path
+
+import pytest
 
 from harness.config import TrialConfig
 from harness.study import load_spec
@@ -124,3 +127,15 @@ def test_a_shared_data_key_is_each_collections_where_its_source_reads_it(tmp_pat
                 assert "data.conversations" not in {k for k, v in a.config.to_flat().items() if v is not None}
             else:
                 assert (a.config.data.conversations, a.config.data.context_turns) == chat
+
+
+@pytest.mark.parametrize(("text", "hint"), [("0100", "write 100 without the leading 0 (or 64 if octal was meant)"),
+                                            ("-0100", "write -100 without the leading 0 (or -64 if octal was meant)"),
+                                            ("1:30", "write 90, or quote it to write text")])
+def test_an_integer_yaml_reads_in_another_base_names_the_number_meant(text: str, hint: str) -> None:
+    import yaml
+
+    from harness.config import load_yaml
+
+    with pytest.raises(yaml.YAMLError, match=re.escape(hint)):
+        load_yaml(f"train.steps: {text}\n")
