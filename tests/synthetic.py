@@ -117,3 +117,13 @@ def write_collections_records(uri: str, study: str, collections: dict[str, list[
             name, role, cfg = tickets(next(iter(collections)))[next(iter(names))]
             writer.trial_failed(TrialTicket.of(name, role, cfg, 99), "injected")
         writer.end()
+
+
+def write_unfinished_studies(uri: str) -> str:
+    """A study "one" over one collection and "many" over collections a and b, baseline and better
+    (+0.06), 8 queries, each with a failed seed run: two studies that did not finish; returns ``uri``."""
+    names, effects = {"base": "baseline", "better": "better"}, {"base": 0.0, "better": 0.06}
+    write_study_records(uri, "one", synthetic_records(queries=8, effects=effects), names, failed=True)
+    write_collections_records(uri, "many", {c: synthetic_records(queries=8, effects=effects) for c in ("a", "b")},
+                              names, failed=True)
+    return uri

@@ -17,21 +17,16 @@ from pathlib import Path
 import pytest
 
 from harness.tracking.store import default_tracking_uri
-from tests.synthetic import synthetic_records, write_collections_records, write_long_csv, write_study_records
+from tests.synthetic import synthetic_records, write_long_csv, write_unfinished_studies
 
 Cli = Callable[..., tuple[int, str, str]]
-NAMES = {"base": "baseline", "better": "better"}
 EFFECTS = {"base": 0.0, "better": 0.06}
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A one-collection study and one over two collections, each with a failed seed run."""
-    uri = default_tracking_uri(tmp_path_factory.mktemp("store"))
-    write_study_records(uri, "one", synthetic_records(queries=8, effects=EFFECTS), NAMES, failed=True)
-    write_collections_records(uri, "many", {c: synthetic_records(queries=8, effects=EFFECTS) for c in ("a", "b")},
-                              NAMES, failed=True)
-    return uri
+    return write_unfinished_studies(default_tracking_uri(tmp_path_factory.mktemp("store")))
 
 
 def _rows(text: str) -> list[dict[str, str]]:
