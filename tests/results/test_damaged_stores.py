@@ -34,6 +34,16 @@ def _store(tmp_path: Path) -> tuple[str, object]:
     return uri, MlflowClient(uri)
 
 
+def _collections_store(tmp_path: Path) -> tuple[str, object]:
+    """A finished study "s" over the collections msd and mantis (no run files)."""
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
+    write_collections_records(uri, "s", {c: synthetic_records(queries=8) for c in ("msd", "mantis")}, NAMES,
+                              failed=False)
+    return uri, MlflowClient(uri)
+
+
 def _runs(client: object, kind: str, name: str = "") -> list:
     exp = client.get_experiment_by_name("s")
     return [r for r in client.search_runs([exp.experiment_id], f"tags.`{C.TAG_KIND}` = '{kind}'")
@@ -85,12 +95,7 @@ def test_a_missing_per_query_artifact_is_named_not_a_silent_change_of_test(tmp_p
 
 
 def test_a_config_run_that_lost_its_collection_is_named(tmp_path, run_cli):
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
-    write_collections_records(uri, "s", {c: synthetic_records(queries=8) for c in ("msd", "mantis")}, NAMES,
-                              failed=False)
-    client = MlflowClient(uri)
+    uri, client = _collections_store(tmp_path)
     lost = next(r for r in _runs(client, C.KIND_CONFIG, "worse") if r.data.tags[C.TAG_COLLECTION] == "mantis")
     client.delete_tag(lost.info.run_id, C.TAG_COLLECTION)
     line = _refused(run_cli, "table", "--experiment", "s", "--tracking-uri", uri)
@@ -116,12 +121,7 @@ def test_a_store_copied_without_its_artifacts_is_refused(tmp_path, run_cli):
 
 
 def test_a_collection_tag_a_table_cannot_show_is_refused(tmp_path, run_cli):
-    from mlflow.tracking import MlflowClient
-
-    uri = f"sqlite:///{(tmp_path / 'db' / 'mlflow.db').resolve()}"
-    write_collections_records(uri, "s", {c: synthetic_records(queries=8) for c in ("msd", "mantis")}, NAMES,
-                              failed=False)
-    client = MlflowClient(uri)
+    uri, client = _collections_store(tmp_path)
     edited = next(r for r in _runs(client, C.KIND_CONFIG, "worse") if r.data.tags[C.TAG_COLLECTION] == "mantis")
     client.set_tag(edited.info.run_id, C.TAG_COLLECTION, "man\ttis")
     line = _refused(run_cli, "table", "--experiment", "s", "--tracking-uri", uri)
