@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
-import platform
 import time
 
 import numpy as np
-from machine import cpu_model
+from machine import in_words
 from scipy import stats
 
 from harness.stats.crossed import crossed_batch
@@ -33,8 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     start = time.time()
     print(f"# The crossed test under the null, by how closely the seeds agreed\n\n{args.studies:,} null "
-          f"studies per seed count (seeded), {QUERIES} queries, d ~ N(0, 1) iid; {cpu_model()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}.\n")
+          f"studies per seed count (seeded), {QUERIES} queries, d ~ N(0, 1) iid; {in_words()}.\n")
     print("| seeds | MS_seed / MS_resid | share of studies | crossed p < 0.05 | seed-averaged t p < 0.05 |")
     print("|--:|:--|--:|--:|--:|")
     for seeds in (2, 3, 5):

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import platform
 import time
 
 import numpy as np
-from machine import cpu_model
+from machine import in_words
 from scipy import special
 
 from harness.stats import crossed
@@ -72,7 +70,7 @@ def main() -> None:
     start = time.time()
     print(f"# The crossed test's p in the tail: quadrature against a Monte Carlo of the pivot\n\n"
           f"{args.draws:,} draws per design (seeded); MS_seed {MS[0]}, MS_query {MS[1]}, MS_resid {MS[2]}; "
-          f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}.\n")
+          f"{in_words()}.\n")
     print("| seeds x queries | shipped p | Monte Carlo p (SE) | shipped / MC - 1 | one node per stratum / MC - 1 |")
     print("|--:|--:|--:|--:|--:|")
     for i, (seeds, queries, target) in enumerate(DESIGNS):

@@ -19,6 +19,11 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def in_words() -> str:
+    """The machine as a results file's header says it: CPU model, cores and Python."""
+    return f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
 def describe(*packages: str) -> dict[str, Any]:
     """CPU model, cores, Python, the versions of ``packages`` and the GPU (torch's view), if any."""
     info: dict[str, Any] = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),

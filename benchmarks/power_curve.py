@@ -14,12 +14,10 @@ counts).
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
-from machine import cpu_model
+from machine import in_words
 
 from harness.stats.crossed import VarianceComponents, crossed_batch
 from harness.stats.power import mde, power_of
@@ -50,7 +48,7 @@ def main() -> None:
     start = time.time()
     print(f"# The power model below 0.8: predicted vs simulated\n\n{args.studies} simulated studies per row "
           f"(seeded); {QUERIES} queries; components seed {COMPS.seed:g}, query {COMPS.query:g}, residual "
-          f"{COMPS.resid:g}; {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}.\n")
+          f"{COMPS.resid:g}; {in_words()}.\n")
     print("| seeds | level | effect / MDE | effect | predicted | simulated | predicted - simulated | binomial SE |")
     print("|--:|--:|--:|--:|--:|--:|--:|--:|")
     worst = 0.0

@@ -13,12 +13,10 @@ harness.driver._rounds does, and the final table tests the seeds the comparison 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import time
 
 import numpy as np
-from machine import cpu_model
+from machine import in_words
 
 from harness.stats.crossed import crossed_batch
 from harness.stats.sequential import CODES, GroupSequential, Stop, signed_z
@@ -50,7 +48,7 @@ def main() -> None:
     start = time.time()
     print(f"# Seed schedules by their first round: size at level 0.05\n\n{args.comparisons} null comparisons "
           f"per schedule (seed 2026; binomial SE {np.sqrt(0.05 * 0.95 / args.comparisons):.4f}); "
-          f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}.\n")
+          f"{in_words()}.\n")
     print("| looks (seeds) | verdicts settled | final-table markers | fixed design at the last look |")
     print("|:--|--:|--:|--:|")
     for looks in SCHEDULES:
