@@ -66,9 +66,16 @@ from harness.cachedir import cache_home
 from harness.errors import DataError, is_integer, is_number, refuse
 from harness.metrics.measures import lower_is_better
 from harness.results.stored import StudyResults
-from harness.stats import crossed
 from harness.stats import distributions as dist
-from harness.stats.crossed import CrossedResult, VarianceComponents, chi2_nodes, crossed_test
+from harness.stats.crossed import (
+    NODES,
+    STRATA,
+    TAIL_STRATA,
+    CrossedResult,
+    VarianceComponents,
+    chi2_nodes,
+    crossed_test,
+)
 from harness.stats.identical import identical_groups
 from harness.stats.roots import newton
 
@@ -186,7 +193,7 @@ def _table_path(seeds: int, queries: int, level: float) -> Path:
     import scipy
 
     key = hashlib.sha256(repr((seeds, queries, float(level).hex(), SHARES, BISECTIONS, NEWTON_STEPS,
-                               crossed.STRATA, crossed.TAIL_STRATA, crossed.NODES, _code_key(), np.__version__,
+                               STRATA, TAIL_STRATA, NODES, _code_key(), np.__version__,
                                scipy.__version__)).encode()).hexdigest()[:24]
     return cache_home() / "power" / f"critical-{seeds}-{queries}-{key}.npz"
 
